@@ -1,0 +1,49 @@
+# model-manager: the two set-up commands are `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+LOCAL  ?= .local
+PORT   ?= 8443
+BENCH  ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test lint bench csi-proto clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(MAKE) --no-print-directory csi-proto
+	touch $(STAMP)
+
+install: $(STAMP) ## create the virtualenv and install the project with its dev tools
+
+csi-proto: ## regenerate the CSI gRPC stubs from nodeplugin/csi/csi.proto
+	@if [ -f nodeplugin/csi/csi.proto ]; then \
+	  mkdir -p nodeplugin/csi/gen && \
+	  $(PY) -m grpc_tools.protoc -I nodeplugin/csi --python_out=nodeplugin/csi/gen \
+	    --grpc_python_out=nodeplugin/csi/gen --pyi_out=nodeplugin/csi/gen nodeplugin/csi/csi.proto && \
+	  sed -i 's/^import csi_pb2 as csi__pb2/from . import csi_pb2 as csi__pb2/' nodeplugin/csi/gen/csi_pb2_grpc.py && \
+	  touch nodeplugin/csi/gen/__init__.py; \
+	fi
+
+run: $(STAMP) ## run the API server standalone on https://127.0.0.1:$(PORT) with SQLite under .local/
+	$(PY) -m apiserver --standalone --data-dir $(LOCAL) --port $(PORT)
+
+test: $(STAMP) ## run the whole test suite (unit and integration)
+	$(PY) -m pytest -q
+
+lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+bench: $(STAMP) ## run the benchmarks (BENCH=name for one); results in bench/results/
+	$(PY) -m bench $(BENCH)
+
+clean: ## remove the virtualenv and local state
+	rm -rf $(VENV) $(LOCAL) bench/results

@@ -1,0 +1,1 @@
+"""Authentication (who is calling), authorization (may they) and the write guards."""

@@ -1,0 +1,157 @@
+"""The storage contract shared by every backend (SQLite now, etcd later).
+
+Keys are strings such as ``/modelartifacts/<namespace>/<name>``; values are opaque bytes (the
+registry stores JSON without ``metadata.resourceVersion``). Every write bumps one monotonic
+revision for the whole store; a record's ``revision`` is the revision of its last write and is what
+the API exposes as ``resourceVersion``.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+from collections.abc import AsyncIterator
+
+
+class StorageError(Exception):
+    """Base of every storage failure; the registry translates these once into API statuses."""
+
+
+class KeyExists(StorageError):
+    """create() found a live record under the key."""
+
+
+class KeyNotFound(StorageError):
+    """The key has no live record."""
+
+
+class RevisionConflict(StorageError):
+    """A compare-and-swap found another revision than the caller expected."""
+
+    def __init__(self, key: str, expected: int, actual: int) -> None:
+        super().__init__(f"{key}: expected revision {expected}, found {actual}")
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+
+class Compacted(StorageError):
+    """The requested revision is older than the oldest one kept."""
+
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"revision {requested} is compacted (oldest kept: {oldest})")
+        self.requested = requested
+        self.oldest = oldest
+
+
+class FutureRevision(StorageError):
+    """The requested revision is newer than the store's current revision."""
+
+    def __init__(self, requested: int, current: int) -> None:
+        super().__init__(f"revision {requested} is newer than the current {current}")
+        self.requested = requested
+        self.current = current
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Record:
+    key: str
+    value: bytes
+    revision: int
+    """The revision of the last write of this key (the object's resourceVersion)."""
+    create_revision: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Page:
+    records: list[Record]
+    revision: int
+    """The store revision the page was read at (the list's resourceVersion)."""
+    more: bool
+    """True when records remain after the last one returned."""
+    remaining: int
+    """How many records remain after this page (0 when ``more`` is false)."""
+
+
+class EventType(enum.Enum):
+    PUT = "PUT"
+    DELETE = "DELETE"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    type: EventType
+    record: Record
+    """For PUT the new record; for DELETE the record as it was, with ``revision`` set to the
+    revision of the deletion."""
+    previous: Record | None
+    """The record before this event (None for a create)."""
+
+
+class Store(abc.ABC):
+    """An async, revisioned key-value store. All methods are safe to call concurrently."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Open files/connections; called once before any other method."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release resources; open watches end."""
+
+    @abc.abstractmethod
+    async def current_revision(self) -> int: ...
+
+    @abc.abstractmethod
+    async def oldest_revision(self) -> int:
+        """The oldest revision still readable by list(revision=) and watch(after=)."""
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> Record | None: ...
+
+    @abc.abstractmethod
+    async def list(
+        self,
+        prefix: str,
+        *,
+        revision: int = 0,
+        start_after: str = "",
+        limit: int = 0,
+    ) -> Page:
+        """Live records whose key starts with ``prefix``, ordered by key.
+
+        ``revision`` 0 reads the current state; a positive one reads the state as of that
+        revision (Compacted if older than kept, FutureRevision if newer than current).
+        ``start_after`` continues after that key; ``limit`` 0 means everything.
+        """
+
+    @abc.abstractmethod
+    async def create(self, key: str, value: bytes) -> Record:
+        """Write a new key; KeyExists if it has a live record."""
+
+    @abc.abstractmethod
+    async def update(self, key: str, value: bytes, *, expected_revision: int) -> Record:
+        """Replace the key's value if its revision is ``expected_revision``.
+
+        KeyNotFound when absent, RevisionConflict when the revision differs.
+        """
+
+    @abc.abstractmethod
+    async def delete(self, key: str, *, expected_revision: int) -> Record:
+        """Delete the key if its revision is ``expected_revision``; returns the deleted record
+        with ``revision`` set to the deletion's revision."""
+
+    @abc.abstractmethod
+    def watch(self, prefix: str, *, after: int) -> AsyncIterator[Event]:
+        """Events for keys under ``prefix`` with revision > ``after``, in revision order, then
+        live events as they happen, until the consumer stops iterating or the store closes.
+
+        Raises Compacted (on first iteration) when ``after`` is older than the oldest kept
+        revision minus one. A slow consumer must never block writers: a backend may end a
+        watch that falls too far behind by raising Compacted, and the caller resumes.
+        """
+
+    @abc.abstractmethod
+    async def compact(self, revision: int) -> None:
+        """Forget history at or below ``revision`` (live records are kept)."""

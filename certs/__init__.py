@@ -1,0 +1,1 @@
+"""Certificate authority and serving/client certificate generation."""

@@ -1,0 +1,1 @@
+"""Controllers embedded in the server process; they reach objects through a client protocol, never storage."""
