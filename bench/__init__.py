@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m bench [NAME]``; each prints value, baseline and ratio (BENCHMARKS.md)."""
