@@ -1,0 +1,1 @@
+"""Materialization: bring a digest's files onto the node, verified, and publish them."""
