@@ -105,7 +105,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def oldest_revision(self) -> int:
-        """The oldest revision still readable by list(revision=) and watch(after=)."""
+        """The oldest revision still readable: ``list(revision=R)`` works for R >= it and
+        ``watch(after=N)`` for N >= it (0 until something was compacted)."""
 
     @abc.abstractmethod
     async def get(self, key: str) -> Record | None: ...
@@ -147,9 +148,10 @@ class Store(abc.ABC):
         """Events for keys under ``prefix`` with revision > ``after``, in revision order, then
         live events as they happen, until the consumer stops iterating or the store closes.
 
-        Raises Compacted (on first iteration) when ``after`` is older than the oldest kept
-        revision minus one. A slow consumer must never block writers: a backend may end a
-        watch that falls too far behind by raising Compacted, and the caller resumes.
+        Raises Compacted (on first iteration) when ``after`` is older than ``oldest_revision()``
+        (the events right after it are gone). A slow consumer must never block writers: a
+        backend may end a watch that falls too far behind by raising Compacted, and the caller
+        resumes (from its last revision, or by listing again if that is compacted too).
         """
 
     @abc.abstractmethod

@@ -1,0 +1,336 @@
+"""The SQL of the SQLite revision log: schema, reads at a revision, compare-and-swap writes.
+
+Everything here is synchronous and runs on the store's own threads, never on the event loop.
+One table ``log`` holds every write; its row id IS the revision (AUTOINCREMENT, so a revision is
+never reused, even after compaction removed the newest row). A row records the key, the value, the
+revision that created the key, the previous row of the key and whether it is a deletion; the
+current state is the newest row per key unless that row is a deletion. A unique index on
+``(key, prev_revision)`` makes two writes based on the same previous row collide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import sqlite3
+from collections.abc import Iterator
+
+from apiserver.storage import interface
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    value BLOB NOT NULL,
+    create_revision INTEGER NOT NULL,
+    prev_revision INTEGER NOT NULL,
+    deleted INTEGER NOT NULL CHECK (deleted IN (0, 1))
+);
+CREATE UNIQUE INDEX IF NOT EXISTS log_key_prev ON log (key, prev_revision);
+CREATE INDEX IF NOT EXISTS log_key_id ON log (key, id, deleted);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta (name, value) VALUES ('compacted', 0);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('schema', 1);
+"""
+
+SCHEMA_VERSION = 1
+
+# The live rows as of a revision: a key's newest row at or below it, unless that is a deletion.
+# Written as NOT EXISTS (not GROUP BY) so SQLite walks the (key, id, deleted) index in key order
+# and stops at LIMIT instead of sorting the whole range for every page.
+_LIVE_AT = """
+FROM log AS l
+WHERE {lower} AND {upper} AND l.id <= :revision AND l.deleted = 0
+  AND NOT EXISTS (
+      SELECT 1 FROM log AS n WHERE n.key = l.key AND n.id > l.id AND n.id <= :revision)
+"""
+
+_STATE_AT = "SELECT l.key, l.value, l.id, l.create_revision " + _LIVE_AT + " ORDER BY l.key"
+
+_COUNT_AT = "SELECT count(*) " + _LIVE_AT
+
+_EVENTS = """
+SELECT l.id, l.key, l.value, l.create_revision, l.prev_revision, l.deleted, p.value
+FROM log AS l LEFT JOIN log AS p ON p.id = l.prev_revision AND p.deleted = 0
+WHERE l.id > :after AND l.id <= :upto AND {lower} AND {upper}
+ORDER BY l.id
+"""
+
+# Within (compacted, upto], find keys written there; of all their rows at or below ``upto``, drop
+# every deletion and every row superseded by a newer one at or below ``upto``. Rows of other keys
+# at or below the old mark are already the newest live row of their key and stay.
+_COMPACT = """
+DELETE FROM log WHERE id IN (
+    SELECT o.id FROM log AS o
+    WHERE o.key IN (SELECT key FROM log WHERE id > :compacted AND id <= :upto)
+      AND o.id <= :upto
+      AND (o.deleted = 1 OR o.id < (
+          SELECT max(m.id) FROM log AS m WHERE m.key = o.key AND m.id <= :upto))
+)
+"""
+
+
+def connect(path: pathlib.Path, *, writer: bool) -> sqlite3.Connection:
+    """Open a connection in autocommit mode; transactions are explicit (see ``transaction``)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 10000")
+    if writer:
+        conn.execute("PRAGMA journal_mode = WAL")
+        # FULL: a commit is on disk (WAL fsynced) before the write is acknowledged.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.executescript(_SCHEMA)
+        version = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise interface.StorageError(
+                f"{path}: storage schema {version}, this server reads {SCHEMA_VERSION}"
+            )
+    else:
+        conn.execute("PRAGMA query_only = 1")
+    return conn
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
+    """A read snapshot (deferred) or a write lock taken up front (immediate)."""
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        # SQLite may already have rolled back on its own (e.g. after an I/O error).
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def current(conn: sqlite3.Connection) -> int:
+    """The newest revision ever handed out (survives compaction of the row itself)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'log'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def compacted(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE name = 'compacted'").fetchone()
+    return int(row[0])
+
+
+def get(conn: sqlite3.Connection, key: str) -> interface.Record | None:
+    row = _newest(conn, key)
+    if row is None or row[4]:
+        return None
+    return interface.Record(key=key, value=row[1], revision=row[0], create_revision=row[2])
+
+
+def create(conn: sqlite3.Connection, key: str, value: bytes) -> interface.Event:
+    with transaction(conn, write=True):
+        row = _newest(conn, key)
+        if row is not None and not row[4]:
+            raise interface.KeyExists(key)
+        revision = current(conn) + 1
+        prev = row[0] if row is not None else 0
+        try:
+            _insert(conn, revision, key, value, revision, prev, deleted=False)
+        except sqlite3.IntegrityError as exc:
+            raise interface.KeyExists(key) from exc
+    record = interface.Record(key=key, value=value, revision=revision, create_revision=revision)
+    return interface.Event(type=interface.EventType.PUT, record=record, previous=None)
+
+
+def update(
+    conn: sqlite3.Connection, key: str, value: bytes, expected_revision: int
+) -> interface.Event:
+    with transaction(conn, write=True):
+        previous = _live(conn, key, expected_revision)
+        revision = current(conn) + 1
+        _insert_after(conn, revision, previous, value, deleted=False)
+    record = interface.Record(
+        key=key, value=value, revision=revision, create_revision=previous.create_revision
+    )
+    return interface.Event(type=interface.EventType.PUT, record=record, previous=previous)
+
+
+def delete(conn: sqlite3.Connection, key: str, expected_revision: int) -> interface.Event:
+    with transaction(conn, write=True):
+        previous = _live(conn, key, expected_revision)
+        revision = current(conn) + 1
+        # The deletion row keeps the last value so DELETE events (also replayed ones) carry it.
+        _insert_after(conn, revision, previous, previous.value, deleted=True)
+    record = interface.Record(
+        key=key, value=previous.value, revision=revision, create_revision=previous.create_revision
+    )
+    return interface.Event(type=interface.EventType.DELETE, record=record, previous=previous)
+
+
+def list_at(
+    conn: sqlite3.Connection, prefix: str, revision: int, start_after: str, limit: int
+) -> interface.Page:
+    with transaction(conn, write=False):
+        newest = current(conn)
+        if revision == 0:
+            revision = newest
+        _check_readable(conn, revision, newest)
+        lower, upper, params = _key_range(prefix, start_after, column="l.key")
+        params["revision"] = revision
+        sql = _STATE_AT.format(lower=lower, upper=upper)
+        if limit > 0:
+            sql += " LIMIT :limit"
+            params["limit"] = limit + 1
+        rows = conn.execute(sql, params).fetchall()
+        more = limit > 0 and len(rows) > limit
+        remaining = 0
+        if more:
+            rows = rows[:limit]
+            lower, upper, params = _key_range(prefix, rows[-1][0], column="l.key")
+            params["revision"] = revision
+            sql = _COUNT_AT.format(lower=lower, upper=upper)
+            remaining = int(conn.execute(sql, params).fetchone()[0])
+    records = [
+        interface.Record(key=k, value=v, revision=rev, create_revision=created)
+        for k, v, rev, created in rows
+    ]
+    return interface.Page(records=records, revision=revision, more=more, remaining=remaining)
+
+
+def events(conn: sqlite3.Connection, prefix: str, after: int, upto: int) -> list[interface.Event]:
+    """Events of keys under ``prefix`` with ``after < revision <= upto``, in revision order.
+
+    Compacted when history after ``after`` is no longer complete.
+    """
+    with transaction(conn, write=False):
+        oldest = compacted(conn)
+        if after < oldest:
+            raise interface.Compacted(after, oldest)
+        lower, upper, params = _key_range(prefix, "", column="l.key")
+        params.update(after=after, upto=upto)
+        rows = conn.execute(_EVENTS.format(lower=lower, upper=upper), params).fetchall()
+    out: list[interface.Event] = []
+    for revision, key, value, created, prev, deleted, prev_value in rows:
+        previous = None
+        if prev_value is not None:
+            previous = interface.Record(
+                key=key, value=prev_value, revision=prev, create_revision=created
+            )
+        record = interface.Record(key=key, value=value, revision=revision, create_revision=created)
+        kind = interface.EventType.DELETE if deleted else interface.EventType.PUT
+        out.append(interface.Event(type=kind, record=record, previous=previous))
+    return out
+
+
+def compact_step(conn: sqlite3.Connection, target: int, step: int) -> int:
+    """Compact at most ``step`` revisions towards ``target``; returns the new compaction mark."""
+    with transaction(conn, write=True):
+        mark = compacted(conn)
+        upto = min(target, mark + step, current(conn))
+        if upto <= mark:
+            return mark
+        conn.execute(_COMPACT, {"compacted": mark, "upto": upto})
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'compacted'", (upto,))
+    return upto
+
+
+def _check_readable(conn: sqlite3.Connection, revision: int, newest: int) -> None:
+    if revision > newest:
+        raise interface.FutureRevision(revision, newest)
+    oldest = compacted(conn)
+    if revision < oldest:
+        raise interface.Compacted(revision, oldest)
+
+
+def _newest(conn: sqlite3.Connection, key: str) -> tuple[int, bytes, int, int, int] | None:
+    """(id, value, create_revision, prev_revision, deleted) of the key's newest row."""
+    row = conn.execute(
+        "SELECT id, value, create_revision, prev_revision, deleted FROM log"
+        " WHERE key = ? ORDER BY id DESC LIMIT 1",
+        (key,),
+    ).fetchone()
+    return None if row is None else (row[0], row[1], row[2], row[3], row[4])
+
+
+def _live(conn: sqlite3.Connection, key: str, expected_revision: int) -> interface.Record:
+    row = _newest(conn, key)
+    if row is None or row[4]:
+        raise interface.KeyNotFound(key)
+    if row[0] != expected_revision:
+        raise interface.RevisionConflict(key, expected_revision, row[0])
+    return interface.Record(key=key, value=row[1], revision=row[0], create_revision=row[2])
+
+
+def _insert_after(
+    conn: sqlite3.Connection,
+    revision: int,
+    previous: interface.Record,
+    value: bytes,
+    *,
+    deleted: bool,
+) -> None:
+    try:
+        _insert(
+            conn,
+            revision,
+            previous.key,
+            value,
+            previous.create_revision,
+            previous.revision,
+            deleted=deleted,
+        )
+    except sqlite3.IntegrityError as exc:
+        # Another writer (another process on the same file) won the race on this revision.
+        actual = _newest(conn, previous.key)
+        raise interface.RevisionConflict(
+            previous.key, previous.revision, actual[0] if actual else 0
+        ) from exc
+
+
+def _insert(
+    conn: sqlite3.Connection,
+    revision: int,
+    key: str,
+    value: bytes,
+    create_revision: int,
+    prev_revision: int,
+    *,
+    deleted: bool,
+) -> None:
+    conn.execute(
+        "INSERT INTO log (id, key, value, create_revision, prev_revision, deleted)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (revision, key, value, create_revision, prev_revision, int(deleted)),
+    )
+
+
+def _key_range(prefix: str, start_after: str, *, column: str) -> tuple[str, str, dict[str, object]]:
+    """SQL bounds on ``column`` selecting keys under ``prefix`` that sort after ``start_after``.
+
+    Ranges rather than LIKE/substr so SQLite walks the (key, id) index.
+    """
+    params: dict[str, object] = {}
+    if start_after and start_after >= prefix:
+        lower = f"{column} > :lower"
+        params["lower"] = start_after
+    else:
+        lower = f"{column} >= :lower"
+        params["lower"] = prefix
+    end = prefix_end(prefix)
+    if end is None:
+        upper = "1"
+    else:
+        upper = f"{column} < :upper"
+        params["upper"] = end
+    return lower, upper, params
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix`` (None: no bound).
+
+    SQLite compares TEXT as UTF-8 bytes, which orders like Python's code-point comparison.
+    """
+    while prefix:
+        last = ord(prefix[-1])
+        if last < 0x10FFFF:
+            bumped = last + 1
+            if 0xD800 <= bumped <= 0xDFFF:
+                bumped = 0xE000  # surrogates cannot be encoded; skip past them
+            return prefix[:-1] + chr(bumped)
+        prefix = prefix[:-1]
+    return None

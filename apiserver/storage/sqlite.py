@@ -1,0 +1,276 @@
+"""The embedded storage backend: a kine-style revision log in one SQLite file (WAL).
+
+SQLite work never runs on the event loop: one writer thread owns the only writing connection
+(writes are serialised, so compare-and-swap needs no retries), and a few reader threads each hold
+a read connection, which in WAL mode read a snapshot without waiting for the writer. After each
+commit the writer thread hands the event to the loop *before* the write's future resolves, so once
+``create()`` returns its event is already visible to watchers, and events reach the broadcast ring
+in commit (= revision) order. History is compacted in the background in small steps that queue
+behind writes like any other write, keeping at least the last ``history`` revisions.
+
+One Store (one process) per file: watchers only hear about writes made through this Store. A
+second process writing the same file would still be kept honest by the log's unique index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import pathlib
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent import futures
+from typing import TypeVar
+
+from apiserver.storage import broadcast, interface, logtable
+
+_T = TypeVar("_T")
+
+_log = logging.getLogger(__name__)
+
+_REPLAY_BATCH = 1000
+"""Revisions read from the log per query when a watcher replays or catches up."""
+
+_COMPACT_STEP = 500
+"""Revisions compacted per writer transaction, so a compaction never holds writers for long."""
+
+
+class Closed(interface.StorageError):
+    """The store was used before start() or after close()."""
+
+
+class Store(interface.Store):
+    """SQLite-backed ``interface.Store``; see the module docstring for the threading model.
+
+    ``history``: revisions kept for list-at-revision and watch resume (at least 1).
+    ``ring``: recent events kept in memory for live watchers; a watcher further behind catches up
+    from the log instead. ``readers``: reader threads (connections).
+    """
+
+    def __init__(
+        self,
+        path: pathlib.Path,
+        *,
+        history: int = 10_000,
+        ring: int = 4096,
+        readers: int = 3,
+    ) -> None:
+        if history < 1:
+            raise ValueError("history must keep at least one revision")
+        self._path = path
+        self._history = history
+        self._ring_size = ring
+        self._reader_count = readers
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: futures.ThreadPoolExecutor | None = None
+        self._readers: futures.ThreadPoolExecutor | None = None
+        self._write_conn: sqlite3.Connection | None = None
+        self._read_conns: list[sqlite3.Connection] = []
+        self._read_local = threading.local()
+        self._conns_lock = threading.Lock()
+        self._ring = broadcast.Ring(1, last=0)
+        self._compacted = 0
+        self._compactor: asyncio.Task[None] | None = None
+        self._open = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._open or self._writer is not None:
+            raise Closed("store already started")
+        self._loop = asyncio.get_running_loop()
+        self._writer = futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+        self._readers = futures.ThreadPoolExecutor(
+            self._reader_count, thread_name_prefix="sqlite-reader"
+        )
+        try:
+            current, compacted = await self._loop.run_in_executor(self._writer, self._open_writer)
+        except BaseException:
+            await asyncio.to_thread(self._shutdown)
+            raise
+        self._ring = broadcast.Ring(self._ring_size, last=current)
+        self._compacted = compacted
+        self._open = True
+
+    async def close(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        self._ring.close()
+        if self._compactor is not None:
+            self._compactor.cancel()
+            await asyncio.gather(self._compactor, return_exceptions=True)
+        await asyncio.to_thread(self._shutdown)
+
+    def _open_writer(self) -> tuple[int, int]:
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            conn = logtable.connect(self._path, writer=True)
+            self._write_conn = conn
+            with logtable.transaction(conn, write=False):
+                return logtable.current(conn), logtable.compacted(conn)
+        except (OSError, sqlite3.Error) as exc:
+            raise interface.StorageError(f"cannot open {self._path}: {exc}") from exc
+
+    def _shutdown(self) -> None:
+        assert self._writer is not None and self._readers is not None
+        self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        if self._write_conn is not None:
+            try:
+                # Fold the WAL back into the main file so a clean stop leaves one small file.
+                self._write_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                _log.warning("WAL checkpoint at close failed", exc_info=True)
+            self._write_conn.close()
+        with self._conns_lock:
+            for conn in self._read_conns:
+                conn.close()
+            self._read_conns.clear()
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def current_revision(self) -> int:
+        self._check_open()
+        return self._ring.last
+
+    async def oldest_revision(self) -> int:
+        self._check_open()
+        return self._compacted
+
+    async def get(self, key: str) -> interface.Record | None:
+        return await self._read(lambda conn: logtable.get(conn, key))
+
+    async def list(
+        self,
+        prefix: str,
+        *,
+        revision: int = 0,
+        start_after: str = "",
+        limit: int = 0,
+    ) -> interface.Page:
+        if revision < 0 or limit < 0:
+            raise ValueError("revision and limit must not be negative")
+        return await self._read(
+            lambda conn: logtable.list_at(conn, prefix, revision, start_after, limit)
+        )
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def create(self, key: str, value: bytes) -> interface.Record:
+        event = await self._write(lambda conn: logtable.create(conn, key, value))
+        return event.record
+
+    async def update(self, key: str, value: bytes, *, expected_revision: int) -> interface.Record:
+        event = await self._write(lambda conn: logtable.update(conn, key, value, expected_revision))
+        return event.record
+
+    async def delete(self, key: str, *, expected_revision: int) -> interface.Record:
+        event = await self._write(lambda conn: logtable.delete(conn, key, expected_revision))
+        return event.record
+
+    async def compact(self, revision: int) -> None:
+        self._check_open()
+        current = self._ring.last
+        if revision > current:
+            raise interface.FutureRevision(revision, current)
+        await self._compact_to(revision)
+
+    # -- watch -----------------------------------------------------------------------------
+
+    async def watch(self, prefix: str, *, after: int) -> AsyncIterator[interface.Event]:
+        """See ``interface.Store.watch``. A revision ``after`` newer than the current one is not
+        an error: the watch waits for it, as an etcd watch does."""
+        self._check_open()
+        if after < 0:
+            raise ValueError("after must not be negative")
+        if after < self._compacted:
+            raise interface.Compacted(after, self._compacted)
+        ring = self._ring
+        cursor = after
+        while not ring.closed:
+            if cursor >= ring.last:
+                await ring.wait(cursor)
+                continue
+            if ring.covers(cursor):
+                batch = ring.since(cursor, prefix)
+                cursor = ring.last
+            else:
+                # Behind the ring (a resume from an old revision, or a slow consumer): read the
+                # log up to where the ring starts; Compacted if that history is gone.
+                upto = min(ring.first - 1, cursor + _REPLAY_BATCH)
+                batch = await self._read(
+                    functools.partial(logtable.events, prefix=prefix, after=cursor, upto=upto)
+                )
+                cursor = upto
+            for event in batch:
+                yield event
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise Closed("store is not open")
+
+    async def _read(self, job: Callable[[sqlite3.Connection], _T]) -> _T:
+        self._check_open()
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._readers, self._run_read, job)
+
+    def _run_read(self, job: Callable[[sqlite3.Connection], _T]) -> _T:
+        try:
+            conn: sqlite3.Connection | None = getattr(self._read_local, "conn", None)
+            if conn is None:
+                conn = logtable.connect(self._path, writer=False)
+                self._read_local.conn = conn
+                with self._conns_lock:
+                    self._read_conns.append(conn)
+            return job(conn)
+        except sqlite3.Error as exc:
+            raise interface.StorageError(f"sqlite read failed: {exc}") from exc
+
+    async def _write(self, job: Callable[[sqlite3.Connection], interface.Event]) -> interface.Event:
+        self._check_open()
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._writer, self._run_write, job)
+
+    def _run_write(self, job: Callable[[sqlite3.Connection], interface.Event]) -> interface.Event:
+        assert self._write_conn is not None and self._loop is not None
+        try:
+            event = job(self._write_conn)
+        except sqlite3.Error as exc:
+            raise interface.StorageError(f"sqlite write failed: {exc}") from exc
+        # Scheduled before run_in_executor resolves the caller's future (both go through the
+        # loop's FIFO call_soon_threadsafe queue), so publication order is commit order.
+        self._loop.call_soon_threadsafe(self._publish, event)
+        return event
+
+    def _publish(self, event: interface.Event) -> None:
+        self._ring.publish(event)
+        revision = event.record.revision
+        # Compact in bursts of at least a tenth of the history, not after every write.
+        slack = max(1, self._history // 10)
+        due = revision - self._history - self._compacted >= slack
+        if due and self._open and (self._compactor is None or self._compactor.done()):
+            self._compactor = asyncio.create_task(self._compact_in_background(revision))
+
+    async def _compact_in_background(self, revision: int) -> None:
+        try:
+            await self._compact_to(revision - self._history)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            _log.exception("background compaction failed")
+
+    async def _compact_to(self, target: int) -> None:
+        assert self._loop is not None and self._write_conn is not None
+        conn = self._write_conn
+        while self._compacted < target and self._open:
+            mark = await self._loop.run_in_executor(
+                self._writer, logtable.compact_step, conn, target, _COMPACT_STEP
+            )
+            if mark <= self._compacted:
+                return
+            self._compacted = mark

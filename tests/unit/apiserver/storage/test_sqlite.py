@@ -1,0 +1,173 @@
+"""What the SQLite backend promises beyond the contract: bounded history, catch-up, reopen."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import sqlite3
+
+import pytest
+
+from apiserver.storage import interface, logtable, sqlite
+
+_PATIENCE = 30.0
+
+
+async def wait_compacted(store: sqlite.Store, at_least: int) -> None:
+    """Background compaction runs on its own schedule; wait (bounded) until it got there."""
+
+    async def poll() -> None:
+        while await store.oldest_revision() < at_least:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), _PATIENCE)
+
+
+async def test_history_is_bounded_but_keeps_the_last_revisions(tmp_path: pathlib.Path) -> None:
+    store = sqlite.Store(tmp_path / "s.db", history=20)
+    await store.start()
+    try:
+        record = await store.create("/h/x", b"0")
+        for i in range(1, 200):
+            record = await store.update("/h/x", str(i).encode(), expected_revision=record.revision)
+        current = await store.current_revision()
+        await wait_compacted(store, current - 40)
+        oldest = await store.oldest_revision()
+        assert oldest <= current - 20
+        page = await store.list("/h/", revision=current - 20)
+        assert [r.value for r in page.records] == [str(199 - 20).encode()]
+        with pytest.raises(interface.Compacted):
+            await store.list("/h/", revision=oldest - 1)
+        assert await store.get("/h/x") == record
+    finally:
+        await store.close()
+    conn = sqlite3.connect(tmp_path / "s.db")
+    rows = conn.execute("SELECT count(*) FROM log").fetchone()[0]
+    conn.close()
+    assert rows <= 200 - oldest + 1
+
+
+async def test_compaction_never_drops_a_live_record(tmp_path: pathlib.Path) -> None:
+    store = sqlite.Store(tmp_path / "s.db", history=5)
+    await store.start()
+    try:
+        keep = [await store.create(f"/k/{i}", b"v") for i in range(50)]
+        churn = await store.create("/churn", b"0")
+        for i in range(100):
+            churn = await store.update("/churn", str(i).encode(), expected_revision=churn.revision)
+        await wait_compacted(store, churn.revision - 15)
+        page = await store.list("/k/")
+        assert sorted(page.records, key=lambda r: r.revision) == keep
+    finally:
+        await store.close()
+
+
+async def test_watcher_behind_the_ring_catches_up_from_the_log(tmp_path: pathlib.Path) -> None:
+    store = sqlite.Store(tmp_path / "s.db", ring=4)
+    await store.start()
+    try:
+        start = await store.current_revision()
+        stream = store.watch("/r/", after=start).__aiter__()
+        written = [await store.create(f"/r/{i:04}", b"v") for i in range(2500)]
+        await store.create("/elsewhere", b"not under the prefix")
+        received = [(await asyncio.wait_for(stream.__anext__(), _PATIENCE)).record for _ in written]
+        assert received == written
+        late = await store.create("/r/late", b"v")
+        assert (await asyncio.wait_for(stream.__anext__(), _PATIENCE)).record == late
+        await stream.aclose()  # type: ignore[attr-defined]
+    finally:
+        await store.close()
+
+
+async def test_watcher_behind_the_kept_history_is_told_compacted(tmp_path: pathlib.Path) -> None:
+    store = sqlite.Store(tmp_path / "s.db", history=10, ring=4)
+    await store.start()
+    try:
+        start = await store.current_revision()
+        stream = store.watch("/", after=start).__aiter__()
+        first = await store.create("/c/x", b"0")
+        assert (await asyncio.wait_for(stream.__anext__(), _PATIENCE)).record == first
+        record = first
+        for i in range(100):
+            record = await store.update("/c/x", str(i).encode(), expected_revision=record.revision)
+        await wait_compacted(store, first.revision + 10)
+        with pytest.raises(interface.Compacted):
+            for _ in range(100):
+                await asyncio.wait_for(stream.__anext__(), _PATIENCE)
+    finally:
+        await store.close()
+
+
+async def test_reopen_keeps_records_revisions_and_compaction(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "nested" / "s.db"
+    store = sqlite.Store(path)
+    await store.start()
+    a = await store.create("/o/a", b"a")
+    b = await store.create("/o/b", b"b")
+    gone = await store.delete("/o/b", expected_revision=b.revision)
+    await store.compact(gone.revision)
+    await store.close()
+
+    store = sqlite.Store(path)
+    await store.start()
+    try:
+        assert await store.current_revision() == gone.revision
+        assert await store.oldest_revision() == gone.revision
+        assert (await store.list("/o/")).records == [a]
+        c = await store.create("/o/b", b"again")
+        assert c.revision == gone.revision + 1
+        with pytest.raises(interface.Compacted):
+            await store.list("/o/", revision=gone.revision - 1)
+    finally:
+        await store.close()
+
+
+async def test_closed_store_refuses_work(tmp_path: pathlib.Path) -> None:
+    store = sqlite.Store(tmp_path / "s.db")
+    with pytest.raises(sqlite.Closed):
+        await store.get("/x")
+    await store.start()
+    await store.close()
+    await store.close()
+    with pytest.raises(sqlite.Closed):
+        await store.create("/x", b"v")
+
+
+def test_racing_writers_on_one_previous_revision_collide(tmp_path: pathlib.Path) -> None:
+    # The unique (key, prev_revision) index is what stops a second process on the same file.
+    conn = logtable.connect(tmp_path / "s.db", writer=True)
+    created = logtable.create(conn, "/u/x", b"v")
+    conn.execute(
+        "INSERT INTO log (id, key, value, create_revision, prev_revision, deleted)"
+        " VALUES (100, '/u/x', x'00', ?, ?, 0)",
+        (created.record.revision, created.record.revision),
+    )
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute(
+            "INSERT INTO log (id, key, value, create_revision, prev_revision, deleted)"
+            " VALUES (101, '/u/x', x'01', ?, ?, 0)",
+            (created.record.revision, created.record.revision),
+        )
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("prefix", "end"),
+    [
+        ("", None),
+        ("/a/", "/a0"),
+        ("a\U0010ffff", "b"),
+        ("\U0010ffff", None),
+        ("a\ud7ff", "a\ue000"),
+    ],
+)
+def test_prefix_end(prefix: str, end: str | None) -> None:
+    assert logtable.prefix_end(prefix) == end
+
+
+async def test_a_file_that_is_not_a_store_is_refused(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.db"
+    path.write_bytes(b"not a database, just bytes" * 100)
+    store = sqlite.Store(path)
+    with pytest.raises(interface.StorageError):
+        await store.start()
