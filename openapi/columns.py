@@ -1,0 +1,190 @@
+"""Printer columns of ``kubectl get`` for each kind, and the cells of one object's row."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+
+class ColumnDefinition(TypedDict):
+    name: str
+    type: str
+    format: str
+    description: str
+    priority: int
+
+
+Cell = Callable[[dict[str, Any], datetime.datetime], Any]
+
+
+def _column(name: str, kind: str, description: str, *, fmt: str = "",
+            priority: int = 0) -> ColumnDefinition:
+    return {"name": name, "type": kind, "format": fmt, "description": description,
+            "priority": priority}
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _condition(obj: dict[str, Any], kind: str) -> Any:
+    for condition in _get(obj, "status", "conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition.get("status")
+    return None
+
+
+def human_duration(seconds: float) -> str:
+    """kubectl's rendering of an age: 45s, 3m20s, 12m, 5h4m, 20h, 3d4h, 30d, 2y10d, 9y."""
+    whole = int(seconds)
+    if whole < -1:
+        return "<invalid>"
+    if whole < 0:
+        return "0s"
+    if whole < 120:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 10:
+        rest = whole % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = whole // 3600
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        years = hours // 24 // 365
+        return f"{years}y{days}d" if days else f"{years}y"
+    return f"{hours // 24 // 365}y"
+
+
+def _parse_time(value: Any) -> datetime.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+def _age(obj: dict[str, Any], now: datetime.datetime) -> str:
+    created = _parse_time(_get(obj, "metadata", "creationTimestamp"))
+    if created is None:
+        return "<unknown>"
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=datetime.UTC)
+    return human_duration((now - created).total_seconds())
+
+
+def human_size(size: Any) -> str | None:
+    """Bytes in binary units with one decimal (``953.7MiB``), or None when unknown."""
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return None
+    if size < 1024:
+        return f"{size}B"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 1024 or unit == "PiB":
+            return f"{value:.1f}{unit}"
+    return None  # unreachable: the loop returns at PiB
+
+
+def _artifact_source(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    source = _get(obj, "spec", "source") or {}
+    for hub in ("huggingFace", "modelScope"):
+        repository = _get(source, hub, "repository")
+        if repository:
+            return repository
+    claim = _get(source, "persistentVolumeClaim", "claimName")
+    if claim:
+        return f"claim/{claim}"
+    return _get(source, "image", "reference")
+
+
+def _artifact_revision(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    revision = _get(obj, "status", "resolved", "revision")
+    return revision[:12] if isinstance(revision, str) and revision else None
+
+
+def _artifact_downloading(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    downloading = _get(obj, "status", "nodes", "downloading")
+    percent = _get(obj, "status", "nodes", "downloadingPercent")
+    if isinstance(downloading, int) and downloading and isinstance(percent, int):
+        return f"{downloading} ({percent}%)"
+    return None if downloading is None else str(downloading)
+
+
+def _store_used(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    used = _get(obj, "status", "capacity", "usedPercent")
+    return f"{used}%" if isinstance(used, int) else None
+
+
+def _store_models(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    models = _get(obj, "status", "models")
+    return len(models) if isinstance(models, list) else 0
+
+
+def _store_downloading(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    models = _get(obj, "status", "models")
+    if not isinstance(models, list):
+        return 0
+    return sum(1 for m in models if isinstance(m, dict) and m.get("state") == "Downloading")
+
+
+_NAME = (_column("Name", "string", "The object's name.", fmt="name"),
+         lambda obj, now: _get(obj, "metadata", "name"))
+_AGE = (_column("Age", "date", "Time since the object was created.", priority=1), _age)
+
+_TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
+    "ModelArtifact": [
+        _NAME,
+        (_column("Source", "string", "The repository, claim/<name> or the image reference."),
+         _artifact_source),
+        (_column("Revision", "string", "The resolved commit, first 12 characters."),
+         _artifact_revision),
+        (_column("Size", "string", "Total size of the resolved manifest."),
+         lambda obj, now: human_size(_get(obj, "status", "resolved", "sizeBytes"))),
+        (_column("Ready", "integer", "Nodes holding the content."),
+         lambda obj, now: _get(obj, "status", "nodes", "ready")),
+        (_column("Downloading", "string", "Nodes downloading it, with their mean progress."),
+         _artifact_downloading),
+        (_column("Resolved", "string", "Status of the Resolved condition."),
+         lambda obj, now: _condition(obj, "Resolved")),
+        _AGE,
+    ],
+    "NodeModelStore": [
+        _NAME,
+        (_column("Ready", "string", "Status of the Ready condition."),
+         lambda obj, now: _condition(obj, "Ready")),
+        (_column("Used", "string", "Usage of the cache filesystem."), _store_used),
+        (_column("Models", "integer", "Entries in status.models."), _store_models),
+        (_column("Downloading", "integer", "Entries being downloaded."), _store_downloading),
+        _AGE,
+    ],
+}
+
+
+def columns(kind: str) -> list[ColumnDefinition]:
+    """The column definitions of ``kind``; Age has priority 1, so it shows only with -o wide."""
+    return [definition.copy() for definition, _ in _TABLES[kind]]
+
+
+def cells(kind: str, obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
+    """One row for ``obj``; None where a value is unknown (kubectl prints ``<none>``)."""
+    return [cell(obj, now) for _, cell in _TABLES[kind]]

@@ -1,0 +1,114 @@
+"""What the group serves: one ``ResourceInfo`` per resource, the names discovery and routing use."""
+
+from __future__ import annotations
+
+import dataclasses
+
+GROUP = "worker.gpustack.ai"
+VERSION = "v1"
+GROUP_VERSION = f"{GROUP}/{VERSION}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Subresource:
+    """A subresource under ``<plural>/{name}/<name>``.
+
+    ``discovered`` says whether discovery advertises it: the ModelArtifact ``status`` path exists
+    only for an out-of-process worker and is not part of the public surface (API.md section 1).
+    """
+
+    name: str
+    verbs: tuple[str, ...]
+    kind: str
+    discovered: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResourceInfo:
+    group: str
+    version: str
+    kind: str
+    list_kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    categories: tuple[str, ...]
+    namespaced: bool
+    verbs: tuple[str, ...]
+    subresources: tuple[Subresource, ...]
+    stored: bool = True
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def group_resource(self) -> str:
+        """``<plural>.<group>``, the name Kubernetes messages use (``modelartifacts.worker...``)."""
+        return f"{self.plural}.{self.group}"
+
+    def subresource(self, name: str) -> Subresource | None:
+        for sub in self.subresources:
+            if sub.name == name:
+                return sub
+        return None
+
+
+MODEL_ARTIFACT = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="ModelArtifact",
+    list_kind="ModelArtifactList",
+    plural="modelartifacts",
+    singular="modelartifact",
+    short_names=("mart",),
+    categories=("gpustack",),
+    namespaced=True,
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    subresources=(
+        Subresource("progress", ("get",), "ModelArtifactProgress"),
+        Subresource("status", ("get", "patch", "update"), "ModelArtifact", discovered=False),
+    ),
+)
+
+NODE_MODEL_STORE = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="NodeModelStore",
+    list_kind="NodeModelStoreList",
+    plural="nodemodelstores",
+    singular="nodemodelstore",
+    short_names=("nms",),
+    categories=("gpustack",),
+    namespaced=False,
+    verbs=("delete", "get", "list", "watch"),
+    subresources=(Subresource("status", ("get", "patch", "update"), "NodeModelStore"),),
+)
+
+# Computed per request and never written: a kind without storage, served only as
+# ``modelartifacts/{name}/progress``.
+MODEL_ARTIFACT_PROGRESS = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="ModelArtifactProgress",
+    list_kind="",
+    plural="modelartifacts/progress",
+    singular="",
+    short_names=(),
+    categories=(),
+    namespaced=True,
+    verbs=("get",),
+    subresources=(),
+    stored=False,
+)
+
+# The stored resources, by URL plural.
+BY_PLURAL: dict[str, ResourceInfo] = {
+    MODEL_ARTIFACT.plural: MODEL_ARTIFACT,
+    NODE_MODEL_STORE.plural: NODE_MODEL_STORE,
+}
+
+# Every kind the package describes, the progress view included.
+BY_KIND: dict[str, ResourceInfo] = {
+    info.kind: info for info in (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_ARTIFACT_PROGRESS)
+}

@@ -1,0 +1,421 @@
+"""The one source of truth: structural OpenAPI v3 schemas of every kind in worker.gpustack.ai/v1.
+
+Defaulting, pruning, validation, printer columns and both OpenAPI documents are derived from the
+dicts built here; nothing restates a field elsewhere. References use the v3 form
+(``#/components/schemas/<name>``) and resolve through ``DEFINITIONS``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from openapi import meta, resources
+
+Schema = dict[str, Any]
+
+# Limits shared with admission and the docs.
+MAX_PATTERNS = 32
+MAX_PATTERN_LENGTH = 256
+MAX_REPOSITORY_LENGTH = 193  # owner (96) + "/" + name (96)
+MAX_REVISION_LENGTH = 256
+MAX_CLAIM_PATH_LENGTH = 4096
+MAX_IMAGE_REFERENCE_LENGTH = 4096
+MAX_PINNED = 256
+MAX_MODELS = 256
+MAX_MESSAGE_LENGTH = 32768
+DIGEST = r"^sha256:[0-9a-f]{64}$"
+CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+RESOLVED_REASONS = (
+    "Resolved", "Resolving", "SecretNotFound", "ClaimNotFound", "RevisionNotFound",
+    "AccessDenied", "SourceUnavailable", "DigestMismatch", "EmptyManifest", "UnsupportedSource",
+)
+FAILURE_REASONS = (
+    "InvalidRequest", "AccessDenied", "SourceUnavailable", "IntegrityMismatch",
+    "InsufficientCapacity", "Canceled",
+)
+
+
+def string(description: str, **extra: Any) -> Schema:
+    return {"type": "string", "description": description, **extra}
+
+
+def integer(description: str, fmt: str = "int64", **extra: Any) -> Schema:
+    return {"type": "integer", "format": fmt, "description": description, **extra}
+
+
+def count(description: str) -> Schema:
+    return integer(description, "int32", minimum=0)
+
+
+def obj(description: str, properties: dict[str, Schema], required: tuple[str, ...] = (),
+        **extra: Any) -> Schema:
+    schema: Schema = {"type": "object", "description": description, "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    schema.update(extra)
+    return schema
+
+
+def array(description: str, items: Schema, **extra: Any) -> Schema:
+    return {"type": "array", "description": description, "items": items, **extra}
+
+
+def time(description: str, **extra: Any) -> Schema:
+    return meta.ref_with(meta.TIME, description, **extra)
+
+
+def conditions(types: tuple[str, ...]) -> Schema:
+    condition = obj(
+        "One aspect of the object's state.",
+        {
+            "type": string("The aspect this condition describes.", enum=list(types)),
+            "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+            "reason": string("A CamelCase word saying why the status is what it is.",
+                             maxLength=1024, pattern=CONDITION_REASON),
+            "message": string("A sentence for a human, saying what happened and what to do.",
+                              maxLength=MAX_MESSAGE_LENGTH),
+            "lastTransitionTime": time("When status last changed."),
+            "observedGeneration": integer("The generation this condition was computed from.",
+                                          minimum=0),
+        },
+        ("type", "status"),
+    )
+    return array(f"The conditions: {', '.join(types)}.", condition,
+                 maxItems=len(types), **{"x-kubernetes-list-type": "map",
+                                         "x-kubernetes-list-map-keys": ["type"]})
+
+
+def _secret_ref() -> Schema:
+    return obj(
+        "A Secret in the artifact's namespace whose key `token` holds the hub token. It need "
+        "not exist yet; its absence is reported in status as SecretNotFound.",
+        {"name": string("The Secret's name (a DNS-1123 subdomain).", minLength=1, maxLength=253)},
+        ("name",),
+    )
+
+
+def _hub_source(hub: str, example: str, default_revision: str) -> Schema:
+    return obj(
+        f"Weights from a {hub} repository, resolved once to a commit and a manifest digest.",
+        {
+            "repository": string(f"The repository as owner/name, e.g. {example}.",
+                                 minLength=3, maxLength=MAX_REPOSITORY_LENGTH),
+            "revision": string(f"A branch, tag or commit; defaults to {default_revision}.",
+                               default=default_revision, minLength=1,
+                               maxLength=MAX_REVISION_LENGTH),
+            "secretRef": _secret_ref(),
+        },
+        ("repository",),
+    )
+
+
+def _patterns(verb: str) -> Schema:
+    return array(
+        f"fnmatch patterns of the files to {verb} (case-sensitive; * and ? cross '/'; a trailing "
+        f"'/' means the whole directory). Hub sources only; at most {MAX_PATTERNS}.",
+        string("One pattern.", minLength=1, maxLength=MAX_PATTERN_LENGTH),
+        maxItems=MAX_PATTERNS,
+        **{"x-kubernetes-list-type": "atomic"},
+    )
+
+
+MODEL_ARTIFACT_SPEC = obj(
+    "Where the weights come from. Immutable after creation: other weights or another revision "
+    "are a new artifact.",
+    {
+        "source": obj(
+            "Exactly one source.",
+            {
+                "huggingFace": _hub_source("Hugging Face", "Qwen/Qwen2.5-7B-Instruct", "main"),
+                "modelScope": _hub_source("ModelScope", "qwen/Qwen2.5-7B-Instruct", "master"),
+                "persistentVolumeClaim": obj(
+                    "Weights already on a claim in the artifact's namespace, mounted directly.",
+                    {
+                        "claimName": string("The claim's name.", minLength=1, maxLength=63),
+                        "path": string("A relative directory inside the volume; empty is its "
+                                       "root.", maxLength=MAX_CLAIM_PATH_LENGTH),
+                    },
+                    ("claimName",),
+                ),
+                "image": obj(
+                    "Weights at the root of an OCI image, mounted as an image volume.",
+                    {
+                        "reference": string(
+                            "The image reference pinned by digest (name@sha256:<64 hex>); a tag "
+                            "is refused because it can change.",
+                            minLength=1, maxLength=MAX_IMAGE_REFERENCE_LENGTH),
+                    },
+                    ("reference",),
+                ),
+            },
+        ),
+        "allowPatterns": _patterns("keep; empty keeps every file"),
+        "ignorePatterns": _patterns("drop, even when allowed"),
+        "expectedDigest": string(
+            "The manifest digest the source must resolve to (sha256: and 64 lowercase hex). "
+            "Hub sources only.", pattern=DIGEST),
+    },
+    ("source",),
+)
+
+MODEL_ARTIFACT_STATUS = obj(
+    "What the worker resolved and where the content is. Written by the worker only.",
+    {
+        "observedGeneration": integer("The generation the worker last acted on.", minimum=0),
+        "resolved": obj(
+            "The resolution: the commit and the manifest digest the artifact stands for.",
+            {
+                "revision": string("The 40-character commit the revision resolved to.",
+                                   maxLength=MAX_REVISION_LENGTH),
+                "manifestDigest": string("The digest of the canonical manifest.", pattern=DIGEST),
+                "digestSource": string("Hub: from the hub's listing; Expected: the spec's "
+                                       "anchor, used after the hub stayed unreachable.",
+                                       enum=["Hub", "Expected"]),
+                "fileCount": integer("Files in the manifest.", minimum=0),
+                "sizeBytes": integer("Total bytes of the manifest's files.", minimum=0),
+                "resolvedTime": time("When the source was resolved."),
+                "lastValidatedTime": time("When access was last confirmed."),
+            },
+        ),
+        "nodes": obj(
+            "Nodes reporting the digest (hub sources only).",
+            {
+                "ready": count("Nodes holding the content published."),
+                "downloading": count("Nodes downloading it."),
+                "failed": count("Nodes waiting to retry a failed attempt."),
+                "downloadingPercent": integer(
+                    "The downloading nodes' mean progress, in steps of 5.", "int32",
+                    minimum=0, maximum=100, multipleOf=5),
+            },
+        ),
+        "conditions": conditions(("Resolved", "Degraded")),
+    },
+)
+
+NODE_MODEL_STORE_SPEC = obj(
+    "This node's effective configuration, written by the worker.",
+    {
+        "watermarks": obj(
+            "Cache usage bounds, in percent of the filesystem.",
+            {
+                "highPercent": integer("Collection starts above this.", "int32", minimum=2,
+                                       maximum=95, default=80),
+                "lowPercent": integer("Collection stops at this; below highPercent.", "int32",
+                                      minimum=1, maximum=94, default=70),
+            },
+            default={},
+        ),
+        "download": obj(
+            "Download limits for the whole node.",
+            {
+                "concurrency": integer("Requests running at once.", "int32", minimum=1,
+                                       maximum=64, default=8),
+                "bytesPerSecond": integer("Bandwidth cap; 0 is unlimited.", minimum=0,
+                                          default=0),
+            },
+            default={},
+        ),
+        "hub": obj(
+            "How the node reaches the hubs.",
+            {
+                "huggingFaceEndpoint": string("The Hugging Face endpoint.", maxLength=2048,
+                                              default="https://huggingface.co"),
+                "modelScopeEndpoint": string("The ModelScope endpoint.", maxLength=2048,
+                                             default="https://www.modelscope.cn"),
+                "httpsProxy": string("The HTTPS proxy, without credentials; empty for none.",
+                                     maxLength=2048),
+                "noProxy": string("Hosts reached without the proxy, comma-separated.",
+                                  maxLength=8192),
+                "caBundleConfigMap": string("A ConfigMap in the worker's namespace whose key "
+                                            "ca.crt holds extra CAs; empty for none.",
+                                            maxLength=253),
+            },
+            default={},
+        ),
+        "kubelet": obj(
+            "The node's kubelet thresholds, read from its configz.",
+            {
+                "nodefsAvailable": string("evictionHard nodefs.available; empty if unset.",
+                                          maxLength=64),
+                "imagefsAvailable": string("evictionHard imagefs.available; empty if unset.",
+                                           maxLength=64),
+                "imageGCHighThresholdPercent": integer("Image GC high threshold.", "int32",
+                                                       minimum=0, maximum=100),
+            },
+        ),
+        "pinned": array(
+            "Digests never collected on this node.",
+            string("A manifest digest.", pattern=DIGEST),
+            maxItems=MAX_PINNED, **{"x-kubernetes-list-type": "set"},
+        ),
+    },
+    default={},
+)
+
+NODE_MODEL_STORE_STATUS = obj(
+    "The node plugin's facts about its cache. Never names a tenant.",
+    {
+        "observedGeneration": integer("The spec generation the plugin applies.", minimum=0),
+        "capacity": obj(
+            "The cache filesystem.",
+            {
+                "totalBytes": integer("The filesystem's size.", minimum=0),
+                "storedBytes": integer("Published trees and partial downloads.", minimum=0),
+                "usedPercent": integer("The filesystem's usage, rounded down to a multiple of "
+                                       "5.", "int32", minimum=0, maximum=100, multipleOf=5),
+            },
+        ),
+        "models": array(
+            f"Content on this node, keyed by digest; at most {MAX_MODELS} entries, referenced "
+            "ones first, then the most recently used.",
+            obj(
+                "One digest on this node.",
+                {
+                    "digest": string("The manifest digest.", pattern=DIGEST),
+                    "state": string("Where the content stands.",
+                                    enum=["Downloading", "Ready", "Failed"]),
+                    "sizeBytes": integer("The manifest's size, once listed.", minimum=0),
+                    "downloadedBytes": integer("What the current attempt holds.", minimum=0),
+                    "source": string("Where the bytes came from.", enum=["Hub", "Peer"]),
+                    "referenced": {"type": "boolean", "description": "Some Pod mounts it."},
+                    "lastUsedTime": time("Last use, truncated to the hour.", nullable=True),
+                    "reason": string("Why it failed; empty otherwise.",
+                                     enum=["", *FAILURE_REASONS]),
+                    "message": string("What the reason means here, naming no tenant.",
+                                      maxLength=MAX_MESSAGE_LENGTH),
+                    "retryTime": time("The earliest next attempt after a failure.",
+                                      nullable=True),
+                },
+                ("digest", "state"),
+            ),
+            maxItems=MAX_MODELS,
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["digest"]},
+        ),
+        "conditions": conditions(("Ready", "CapacityLow")),
+    },
+)
+
+
+def _kind(info: resources.ResourceInfo, description: str, body: dict[str, Schema],
+          required: tuple[str, ...] = ()) -> Schema:
+    properties: dict[str, Schema] = {
+        "apiVersion": string(f"{info.group_version}."),
+        "kind": string(f"{info.kind}."),
+        "metadata": meta.ref_with(meta.OBJECT_META, "Standard object metadata.", default={}),
+        **body,
+    }
+    schema = obj(description, properties, required)
+    schema["x-kubernetes-group-version-kind"] = [
+        {"group": info.group, "kind": info.kind, "version": info.version}]
+    return schema
+
+
+MODEL_ARTIFACT = _kind(
+    resources.MODEL_ARTIFACT,
+    "Where a model's weights come from and which credential reads them; resolved once to a "
+    "content digest.",
+    {"spec": MODEL_ARTIFACT_SPEC, "status": MODEL_ARTIFACT_STATUS},
+    ("spec",),
+)
+
+NODE_MODEL_STORE = _kind(
+    resources.NODE_MODEL_STORE,
+    "One node's model cache: its configuration (spec, by the worker) and its content (status, by "
+    "the node plugin).",
+    {"spec": NODE_MODEL_STORE_SPEC, "status": NODE_MODEL_STORE_STATUS},
+)
+
+MODEL_ARTIFACT_PROGRESS = _kind(
+    resources.MODEL_ARTIFACT_PROGRESS,
+    "An artifact's download progress across nodes, computed on each request and never stored. "
+    "Names no node.",
+    {
+        "timestamp": time("When it was computed."),
+        "manifestDigest": string("The artifact's manifest digest.", pattern=DIGEST),
+        "sizeBytes": integer("The manifest's size.", minimum=0),
+        "ready": count("Nodes holding the content published."),
+        "downloading": count("Nodes downloading it."),
+        "failed": count("Nodes waiting to retry a failed attempt."),
+        "downloadingPercent": integer("The downloading nodes' mean, whole percent; absent when "
+                                      "none downloads.", "int32", minimum=0, maximum=100),
+        "downloadingBytes": integer("What the downloading nodes hold, summed.", minimum=0),
+        "live": count("Downloading nodes read from their plugin for this answer."),
+        "failureReasons": array(
+            "How many failed nodes gave each reason.",
+            obj("One reason and its count.",
+                {"reason": string("A failure reason.", enum=list(FAILURE_REASONS)),
+                 "count": count("Nodes with that reason.")},
+                ("reason", "count")),
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["reason"]},
+        ),
+        "reason": string("Why there is nothing to count: not resolved yet, or a claim source."),
+    },
+)
+
+
+def _list_kind(info: resources.ResourceInfo, item: str) -> Schema:
+    schema = obj(
+        f"A list of {info.kind}.",
+        {
+            "apiVersion": string(f"{info.group_version}."),
+            "kind": string(f"{info.list_kind}."),
+            "metadata": meta.ref_with(meta.LIST_META, "Standard list metadata.", default={}),
+            "items": array(f"The {info.plural}.", meta.ref(item)),
+        },
+        ("items",),
+    )
+    schema["x-kubernetes-group-version-kind"] = [
+        {"group": info.group, "kind": info.list_kind, "version": info.version}]
+    return schema
+
+
+def definition_name(kind: str) -> str:
+    """The component/definition name of a kind: ``io.gpustack.worker.v1.<Kind>``."""
+    return f"io.gpustack.worker.{resources.VERSION}.{kind}"
+
+
+KINDS: dict[str, Schema] = {
+    "ModelArtifact": MODEL_ARTIFACT,
+    "NodeModelStore": NODE_MODEL_STORE,
+    "ModelArtifactProgress": MODEL_ARTIFACT_PROGRESS,
+}
+
+# Every named schema: ours, their lists, and the shared metadata definitions.
+DEFINITIONS: dict[str, Schema] = {
+    **{definition_name(kind): schema for kind, schema in KINDS.items()},
+    definition_name("ModelArtifactList"): _list_kind(
+        resources.MODEL_ARTIFACT, definition_name("ModelArtifact")),
+    definition_name("NodeModelStoreList"): _list_kind(
+        resources.NODE_MODEL_STORE, definition_name("NodeModelStore")),
+    **meta.DEFINITIONS,
+}
+
+
+def for_kind(kind: str) -> Schema:
+    """The schema of ``kind``; raises KeyError for a kind this group does not serve."""
+    return KINDS[kind]
+
+
+def resolve(schema: Schema) -> Schema:
+    """Follow a ``$ref`` or a single-element ``allOf`` wrapper to the schema it names.
+
+    The wrapper's own keys (``description``, ``nullable``, ``default``) stay visible to callers
+    that read ``schema`` itself; this returns the referenced body.
+    """
+    seen = 0
+    while True:
+        if "$ref" in schema:
+            schema = DEFINITIONS[str(schema["$ref"]).removeprefix(meta.REF_PREFIX)]
+        elif "allOf" in schema and len(schema["allOf"]) == 1 and "type" not in schema:
+            schema = schema["allOf"][0]
+        else:
+            return schema
+        seen += 1
+        if seen > 16:
+            raise ValueError("reference cycle in schema")
+
+
+def copy_of(schema: Schema) -> Schema:
+    return copy.deepcopy(schema)

@@ -1,0 +1,56 @@
+"""Field errors read like Kubernetes' and become Status causes."""
+
+from openapi import fields
+
+
+def test_invalid_renders_the_value_and_the_rule() -> None:
+    error = fields.invalid("spec.source.huggingFace.revision", "a b", "must not contain spaces")
+    assert error.type == "FieldValueInvalid"
+    assert error.message == 'Invalid value: "a b": must not contain spaces'
+    assert error.value == "a b"
+    assert error.cause() == {
+        "type": "FieldValueInvalid",
+        "message": 'Invalid value: "a b": must not contain spaces',
+        "field": "spec.source.huggingFace.revision",
+    }
+    assert str(error) == 'spec.source.huggingFace.revision: Invalid value: "a b": must not ' \
+                         "contain spaces"
+
+
+def test_each_helper_uses_its_type_and_prefix() -> None:
+    assert fields.required("spec.source").message == "Required value"
+    assert fields.required("spec.source", "set one").message == "Required value: set one"
+    assert fields.invalid("x", 5, "too small").message == "Invalid value: 5: too small"
+    unsupported = fields.not_supported("status.models[0].state", "Gone", ["Ready", "Failed"])
+    assert unsupported.type == "FieldValueNotSupported"
+    assert unsupported.message == 'Unsupported value: "Gone": supported values: "Ready", "Failed"'
+    assert fields.forbidden("spec", "no").message == "Forbidden: no"
+    assert fields.forbidden("spec", "no").type == "FieldValueForbidden"
+    assert fields.too_long("x", "a" * 9, 8).type == "FieldValueTooLong"
+    assert "8 characters" in fields.too_long("x", "a" * 9, 8).message
+    too_many = fields.too_many("spec.allowPatterns", 33, 32)
+    assert (too_many.type, too_many.message) == (
+        "FieldValueTooMany", "Too many: 33: must have at most 32 items")
+    duplicate = fields.duplicate("spec.pinned[1]", "sha256:x")
+    assert (duplicate.type, duplicate.message) == (
+        "FieldValueDuplicate", 'Duplicate value: "sha256:x"')
+
+
+def test_render_matches_kubernetes_quoting() -> None:
+    assert fields.render("x") == '"x"'
+    assert fields.render(True) == "true"
+    assert fields.render(None) == "null"
+    assert fields.render(3) == "3"
+    assert fields.render(["a"]) == '["a"]'
+
+
+def test_invalid_message_for_one_and_many() -> None:
+    one = [fields.required("spec.source")]
+    assert fields.invalid_message("ModelArtifact", "worker.gpustack.ai", "x", one) == (
+        'ModelArtifact.worker.gpustack.ai "x" is invalid: spec.source: Required value')
+    two = [fields.required("spec.source"), fields.forbidden("spec", "no")]
+    assert fields.invalid_message("ModelArtifact", "worker.gpustack.ai", "x", two) == (
+        'ModelArtifact.worker.gpustack.ai "x" is invalid: '
+        "[spec.source: Required value, spec: Forbidden: no]")
+    assert fields.causes(two)[1] == {"type": "FieldValueForbidden", "message": "Forbidden: no",
+                                     "field": "spec"}
