@@ -1,0 +1,193 @@
+"""HTTP plumbing shared by both hubs: redirects followed under the token policy, byte ranges
+checked, bodies streamed with their length verified, and transport errors translated once.
+
+The token policy: ``Authorization`` goes only to the endpoint's own origin (scheme, host, port).
+Once a redirect leaves that origin (another host or port, or https to http) the token is dropped
+for the rest of the chain, even if a later hop comes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+
+import httpx
+
+from hub import errors
+
+MAX_REDIRECTS = 10
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+
+_ERROR_BODY_LIMIT = 64 * 1024
+
+# Turns a final non-success response (and up to 64 KiB of its body) into the hub's error;
+# ``what`` is a safe description of the request.
+ErrorMapper = Callable[[httpx.Response, bytes, str], errors.HubError]
+
+
+def origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return (url.scheme, url.host, url.port if url.port is not None else default)
+
+
+def range_header(start: int, end: int | None) -> str | None:
+    """The ``Range`` value for ``start``..``end`` (inclusive), or None for the whole body."""
+    if start < 0 or (end is not None and end < start):
+        raise errors.HubError("InvalidRequest", f"invalid byte range {start}-{end}")
+    if start == 0 and end is None:
+        return None
+    return f"bytes={start}-{'' if end is None else end}"
+
+
+@contextlib.asynccontextmanager
+async def open_response(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    endpoint: str,
+    token: str | None,
+    what: str,
+    mapper: ErrorMapper,
+    headers: dict[str, str] | None = None,
+    follow: bool = True,
+) -> AsyncIterator[httpx.Response]:
+    """Send, follow redirects (at most ``MAX_REDIRECTS``) and yield the final streaming response.
+
+    A final status of 400 or more is raised through ``mapper``; the response is always closed.
+    With ``follow=False`` a redirect is yielded as is (revalidation's HEAD).
+    """
+    home = origin(httpx.URL(endpoint))
+    current = httpx.URL(url)
+    may_send_token = token is not None
+    for _hop in range(MAX_REDIRECTS + 1):
+        if origin(current) != home:
+            may_send_token = False
+        sent = dict(headers or {})
+        if may_send_token:
+            sent["authorization"] = f"Bearer {token}"
+        request = client.build_request(method, current, headers=sent)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise errors.from_transport(exc, what) from exc
+        try:
+            if follow and response.status_code in _REDIRECTS:
+                location = response.headers.get("location")
+                if not location:
+                    raise errors.HubError(
+                        "SourceUnavailable",
+                        f"{what}: redirect without a Location",
+                        status=response.status_code,
+                    )
+                try:
+                    current = current.join(location)
+                except httpx.InvalidURL as exc:
+                    raise errors.HubError(
+                        "SourceUnavailable", f"{what}: redirect to an invalid URL"
+                    ) from exc
+                if current.scheme not in ("http", "https"):
+                    raise errors.HubError(
+                        "SourceUnavailable", f"{what}: redirect to a non-HTTP URL"
+                    )
+                if response.status_code == 303:
+                    method = "GET"
+                continue
+            if response.status_code >= 400:
+                raise mapper(response, await _error_body(response), what)
+            yield response
+            return
+        finally:
+            await response.aclose()
+    raise errors.HubError("SourceUnavailable", f"{what}: more than {MAX_REDIRECTS} redirects")
+
+
+async def _error_body(response: httpx.Response) -> bytes:
+    """The start of an error body; a broken one reads as empty (the status still decides)."""
+    if response.request.method == "HEAD":
+        return b""
+    collected = bytearray()
+    try:
+        async for chunk in response.aiter_bytes():
+            collected += chunk
+            if len(collected) >= _ERROR_BODY_LIMIT:
+                break
+    except httpx.HTTPError:
+        return b""
+    return bytes(collected[:_ERROR_BODY_LIMIT])
+
+
+def expected_length(response: httpx.Response, start: int, end: int | None, what: str) -> int | None:
+    """Check the answer to a (possibly ranged) GET and return how many body bytes must follow.
+
+    A ranged request needs 206 with a ``Content-Range`` starting at ``start`` and ending at
+    ``end`` (or at the last byte when ``end`` is None or past it); a whole-body request accepts
+    200 or a 206 covering the whole file.
+    """
+    encoding = response.headers.get("content-encoding", "identity").lower()
+    if encoding not in ("", "identity"):
+        raise errors.HubError("SourceUnavailable", f"{what}: unexpected content encoding")
+    ranged = not (start == 0 and end is None)
+    if response.status_code == 200 and not ranged:
+        length = response.headers.get("content-length")
+        return int(length) if length and length.isdigit() else None
+    if response.status_code != 206:
+        raise errors.HubError(
+            "SourceUnavailable",
+            f"{what}: expected 206 Partial Content, got {response.status_code}",
+            status=response.status_code,
+        )
+    match = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", "").strip())
+    if match is None:
+        raise errors.HubError("SourceUnavailable", f"{what}: missing or invalid Content-Range")
+    first, last, total_text = int(match[1]), int(match[2]), match[3]
+    want_last = end
+    if total_text != "*":
+        total = int(total_text)
+        want_last = total - 1 if end is None else min(end, total - 1)
+    if first != start or (want_last is not None and last != want_last) or last < first:
+        raise errors.HubError(
+            "SourceUnavailable",
+            f"{what}: Content-Range {first}-{last} does not answer the requested {start}-"
+            f"{'' if end is None else end}",
+        )
+    return last - first + 1
+
+
+async def body(
+    response: httpx.Response, expected: int | None, what: str
+) -> AsyncGenerator[bytes, None]:
+    """The body as it arrives; a short or long body or a broken connection is SourceUnavailable."""
+    received = 0
+    try:
+        # expected_length refused any content encoding, so decoded bytes are the raw bytes.
+        async for chunk in response.aiter_bytes():
+            received += len(chunk)
+            if expected is not None and received > expected:
+                raise errors.HubError("SourceUnavailable", f"{what}: more bytes than announced")
+            yield chunk
+    except httpx.HTTPError as exc:
+        raise errors.from_transport(exc, what) from exc
+    if expected is not None and received != expected:
+        raise errors.HubError(
+            "SourceUnavailable", f"{what}: body ended after {received} of {expected} bytes"
+        )
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds to wait from ``Retry-After`` (integer seconds) or ``RateLimit: ...;r=0;t=N``."""
+    value = response.headers.get("retry-after", "").strip()
+    if value.isdigit():
+        return float(value)
+    ratelimit = response.headers.get("ratelimit", "")
+    fields = dict(
+        part.strip().split("=", 1) for part in ratelimit.split(";") if "=" in part
+    )
+    remaining, reset = fields.get("r", ""), fields.get("t", "")
+    if remaining == "0" and reset.isdigit():
+        return float(reset) + 1.0
+    if reset.isdigit() and ratelimit:
+        return float(reset)
+    return None

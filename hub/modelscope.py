@@ -1,0 +1,254 @@
+"""ModelScope access: revision to commit, the file listing with its silent 3000-entry truncation
+handled, and ranged downloads. Every file is identified by the hub's ``Sha256``.
+
+Not done here: the ``git ls-remote`` cross-check of a resolved branch or tag (artifact.md,
+"Resolution and revalidation"); a branch resolves through the commits API alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import AsyncGenerator
+from typing import NotRequired, TypedDict, cast
+from urllib import parse
+
+import httpx
+
+from hub import errors, fetch, files, source
+
+TRUNCATION_LIMIT = 3000
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_REVISION_NOT_FOUND = 10990101004
+_ACCESS_CODES = frozenset({10010205001, 10010200001})
+
+
+class Envelope(TypedDict):
+    Code: int
+    Data: NotRequired[object]
+    Message: NotRequired[str]
+    Success: NotRequired[bool]
+
+
+class RepoFile(TypedDict):
+    Name: str
+    Path: str
+    Type: str  # "blob" or "tree"
+    Size: int
+    Sha256: NotRequired[str]
+    IsLFS: NotRequired[bool]
+    Revision: NotRequired[str]
+
+
+def code_of(body: bytes) -> int | None:
+    """The envelope's ``Code`` in an error body, if it has one."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    code = document.get("Code") if isinstance(document, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def map_error(response: httpx.Response, body: bytes, what: str) -> errors.HubError:
+    """ModelScope's errors: no distinct 401/403; "no access" and "not found" answer alike."""
+    return _error_for(response.status_code, code_of(body), what, response)
+
+
+def _error_for(
+    status: int, code: int | None, what: str, response: httpx.Response | None
+) -> errors.HubError:
+    if code == _REVISION_NOT_FOUND:
+        return errors.HubError("RevisionNotFound", f"{what}: revision not found", status=status)
+    if code in _ACCESS_CODES or status in (401, 403, 404):
+        return errors.HubError("AccessDenied", f"{what} {errors.NOT_ACCESSIBLE}", status=status)
+    if status == 429:
+        wait = fetch.retry_after(response) if response is not None else None
+        return errors.HubError(
+            "SourceUnavailable", f"{what}: rate limited (429)", status=status, retry_after=wait
+        )
+    if status >= 500 or status == 408 or status == 200:
+        return errors.HubError(
+            "SourceUnavailable", f"{what}: HTTP {status} code {code}", status=status
+        )
+    return errors.HubError("InvalidRequest", f"{what}: HTTP {status} code {code}", status=status)
+
+
+class ModelScope:
+    """One ModelScope endpoint over a shared client; the token is per call."""
+
+    def __init__(self, client: httpx.AsyncClient, endpoint: str) -> None:
+        self._client = client
+        self._endpoint = endpoint.rstrip("/")
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    async def _data(self, url: str, *, token: str | None, what: str) -> object:
+        """GET an enveloped answer and return its ``Data``; ``Code`` must be 200."""
+        async with fetch.open_response(
+            self._client,
+            "GET",
+            url,
+            endpoint=self._endpoint,
+            token=token,
+            what=what,
+            mapper=map_error,
+            headers={"accept": "application/json"},
+        ) as response:
+            try:
+                await response.aread()
+                document = response.json()
+            except httpx.HTTPError as exc:
+                raise errors.from_transport(exc, what) from exc
+            except ValueError as exc:
+                raise errors.HubError("SourceUnavailable", f"{what}: answer is not JSON") from exc
+        if not isinstance(document, dict) or not isinstance(document.get("Code"), int):
+            raise errors.HubError("SourceUnavailable", f"{what}: answer has no Code")
+        envelope = cast(Envelope, document)
+        if envelope["Code"] != 200:
+            raise _error_for(200, envelope["Code"], what, None)
+        return envelope.get("Data")
+
+    async def resolve_revision(self, repo: str, revision: str, *, token: str | None) -> str:
+        """A full commit as is; a branch or tag through the commits API (no git cross-check)."""
+        source.check_repo(repo)
+        if source.COMMIT.fullmatch(revision):
+            return revision
+        if not revision or len(revision) > 256:
+            raise errors.HubError("InvalidRequest", "a revision must be 1 to 256 characters")
+        what = f"modelscope model {repo}"
+        query = parse.urlencode({"Ref": revision, "PageNumber": 1, "PageSize": 1})
+        data = await self._data(
+            f"{self._endpoint}/api/v1/models/{repo}/commits?{query}", token=token, what=what
+        )
+        commits = data.get("Commit") if isinstance(data, dict) else None
+        if not isinstance(commits, list) or not commits:
+            raise errors.HubError("RevisionNotFound", f"{what}: revision not found")
+        first = commits[0]
+        commit = first.get("Id") if isinstance(first, dict) else None
+        if not isinstance(commit, str) or not source.COMMIT.fullmatch(commit):
+            raise errors.HubError("SourceUnavailable", f"{what}: commits answer has no commit id")
+        return commit
+
+    async def _page(
+        self, repo: str, commit: str, root: str, recursive: bool, *, token: str | None
+    ) -> list[RepoFile]:
+        what = f"modelscope model {repo}"
+        params = {"Revision": commit, "Recursive": "True" if recursive else "False"}
+        if root:
+            params["Root"] = root
+        url = f"{self._endpoint}/api/v1/models/{repo}/repo/files?{parse.urlencode(params)}"
+        data = await self._data(url, token=token, what=what)
+        listed = data.get("Files") if isinstance(data, dict) else None
+        if not isinstance(listed, list) or not all(isinstance(f, dict) for f in listed):
+            raise errors.HubError("SourceUnavailable", f"{what}: listing has no file tree")
+        return cast(list[RepoFile], listed)
+
+    async def _walk(
+        self, repo: str, commit: str, root: str, *, token: str | None
+    ) -> list[RepoFile]:
+        """Everything below ``root``: one recursive page when it is not full, otherwise its
+        direct children and a walk of each subdirectory."""
+        whole = await self._page(repo, commit, root, True, token=token)
+        if len(whole) < TRUNCATION_LIMIT:
+            return whole
+        children = await self._page(repo, commit, root, False, token=token)
+        if len(children) >= TRUNCATION_LIMIT:
+            raise errors.HubError(
+                "SourceUnavailable",
+                f"modelscope model {repo}: directory {root or '/'} has {TRUNCATION_LIMIT} or "
+                "more entries, which the API cannot enumerate",
+            )
+        found = [child for child in children if child.get("Type") != "tree"]
+        for child in children:
+            if child.get("Type") == "tree":
+                path = child.get("Path")
+                if not isinstance(path, str) or not path or path == root:
+                    raise errors.HubError(
+                        "SourceUnavailable", f"modelscope model {repo}: bad directory entry"
+                    )
+                found.extend(await self._walk(repo, commit, path, token=token))
+        return found
+
+    async def list_files(
+        self, repo: str, commit: str, *, token: str | None
+    ) -> list[files.RemoteFile]:
+        """Every file of the commit; each must carry the hub's ``Sha256``."""
+        source.check_repo(repo)
+        source.check_commit(commit)
+        what = f"modelscope model {repo}"
+        listed: dict[str, files.RemoteFile] = {}
+        for raw in await self._walk(repo, commit, "", token=token):
+            if raw.get("Type") == "tree":
+                continue
+            path, size, sha = raw.get("Path"), raw.get("Size"), raw.get("Sha256")
+            if raw.get("Type") != "blob" or not isinstance(path, str):
+                raise errors.HubError("SourceUnavailable", f"{what}: unexpected listing entry")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise errors.HubError("SourceUnavailable", f"{what}: {path} has no size")
+            if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+                raise errors.HubError("SourceUnavailable", f"{what}: {path} has no Sha256")
+            remote = files.RemoteFile(path, size, "sha256", sha.lower(), bool(raw.get("IsLFS")))
+            if listed.setdefault(path, remote) != remote:
+                raise errors.HubError("SourceUnavailable", f"{what}: {path} listed twice")
+        return list(listed.values())
+
+    def file_url(self, repo: str, commit: str, path: str) -> str:
+        query = parse.urlencode({"Revision": commit, "FilePath": path}, quote_via=parse.quote_plus)
+        return f"{self._endpoint}/api/v1/models/{repo}/repo?{query}"
+
+    async def stream(
+        self,
+        repo: str,
+        commit: str,
+        path: str,
+        *,
+        start: int = 0,
+        end: int | None = None,
+        token: str | None,
+    ) -> AsyncGenerator[bytes, None]:
+        """Bytes ``start``..``end`` (inclusive, as in HTTP ``Range``; None = to the end).
+
+        Use under ``contextlib.aclosing`` so an abandoned stream releases its connection.
+        """
+        source.check_repo(repo)
+        source.check_commit(commit)
+        what = f"modelscope model {repo} file {path}"
+        headers = {"accept-encoding": "identity"}
+        wanted = fetch.range_header(start, end)
+        if wanted is not None:
+            headers["range"] = wanted
+        async with fetch.open_response(
+            self._client,
+            "GET",
+            self.file_url(repo, commit, path),
+            endpoint=self._endpoint,
+            token=token,
+            what=what,
+            mapper=map_error,
+            headers=headers,
+        ) as response:
+            expected = fetch.expected_length(response, start, end, what)
+            async with contextlib.aclosing(fetch.body(response, expected, what)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+
+    async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:
+        """Revalidation: one HEAD of a file at the commit, redirects not followed."""
+        source.check_repo(repo)
+        source.check_commit(commit)
+        what = f"modelscope model {repo}"
+        async with fetch.open_response(
+            self._client,
+            "HEAD",
+            self.file_url(repo, commit, path),
+            endpoint=self._endpoint,
+            token=token,
+            what=what,
+            mapper=map_error,
+            follow=False,
+        ):
+            return

@@ -1,0 +1,124 @@
+"""Deterministic file contents for the fixture hub, generated on the fly.
+
+A synthetic file is a stream of 1 MiB blocks: block ``i`` is a shared random block rotated by an
+offset derived from the file's key and ``i``, with a 16-byte keyed header, so every block of every
+file differs and a misplaced range never reads back as correct. Multi-GiB files need neither disk
+nor RAM. Digests are computed once per (key, size) and cached for the whole test session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import random
+import threading
+from collections.abc import Iterator
+
+BLOCK = 1 << 20
+CHUNK = 64 * 1024
+_BASE = random.Random(0x6D6D).randbytes(BLOCK)
+_digest_cache: dict[tuple[bytes, int, str], str] = {}
+_digest_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileSpec:
+    """How a test describes a file: literal ``content``, or ``size`` synthetic bytes.
+
+    ``lfs`` defaults to False for literal content and True for synthetic content; ``seed``
+    defaults to the repository id and path, so the same spec gives the same bytes.
+    """
+
+    size: int = 0
+    content: bytes | None = None
+    lfs: bool | None = None
+    seed: str | None = None
+
+
+def git_blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
+    ).encode()
+
+
+@functools.lru_cache(maxsize=64)
+def _block(key: bytes, index: int) -> bytes:
+    head = hashlib.sha256(key + index.to_bytes(8, "big")).digest()
+    turn = int.from_bytes(head[:4], "big") % BLOCK
+    rotated = _BASE[turn:] + _BASE[:turn]
+    return head[:16] + rotated[16:]
+
+
+class Content:
+    """The bytes of one file: literal, or synthetic from ``key``."""
+
+    def __init__(self, size: int, *, key: bytes, literal: bytes | None = None) -> None:
+        self.size = len(literal) if literal is not None else size
+        self.key = key
+        self._literal = literal
+
+    def chunks(self, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+        """Bytes ``start`` up to ``stop`` (exclusive) in pieces of at most 64 KiB."""
+        stop = self.size if stop is None else min(stop, self.size)
+        position = start
+        while position < stop:
+            if self._literal is not None:
+                piece = self._literal[position : min(stop, position + CHUNK)]
+            else:
+                index, offset = divmod(position, BLOCK)
+                take = min(stop - position, BLOCK - offset, CHUNK)
+                piece = _block(self.key, index)[offset : offset + take]
+            yield piece
+            position += len(piece)
+
+    def read(self, start: int = 0, stop: int | None = None) -> bytes:
+        return b"".join(self.chunks(start, stop))
+
+    def _digest(self, kind: str) -> str:
+        cache_key = (self.key if self._literal is None else b"L" + self.key, self.size, kind)
+        with _digest_lock:
+            known = _digest_cache.get(cache_key)
+        if known is not None:
+            return known
+        if self._literal is not None and kind == "sha256":
+            value = hashlib.sha256(self._literal).hexdigest()
+        elif self._literal is not None:
+            value = git_blob_sha1(self._literal)
+        else:
+            hasher = hashlib.sha256() if kind == "sha256" else hashlib.sha1()
+            if kind == "gitsha1":
+                hasher.update(b"blob %d\x00" % self.size)
+            position = 0
+            while position < self.size:
+                index = position // BLOCK
+                take = min(self.size - position, BLOCK)
+                hasher.update(_block(self.key, index)[:take])
+                position += take
+            value = hasher.hexdigest()
+        with _digest_lock:
+            _digest_cache[cache_key] = value
+        return value
+
+    @property
+    def sha256(self) -> str:
+        return self._digest("sha256")
+
+    @property
+    def gitsha1(self) -> str:
+        return self._digest("gitsha1")
+
+
+def make(repo_id: str, path: str, spec: bytes | int | FileSpec) -> tuple[Content, bool]:
+    """The content of a test's file spec and whether the hub stores it in LFS."""
+    if isinstance(spec, bytes):
+        spec = FileSpec(content=spec)
+    elif isinstance(spec, int):
+        spec = FileSpec(size=spec)
+    key = (spec.seed if spec.seed is not None else f"{repo_id}/{path}").encode()
+    lfs = spec.lfs if spec.lfs is not None else spec.content is None
+    return Content(spec.size, key=key, literal=spec.content), lfs
