@@ -1,0 +1,127 @@
+"""Mount authorization: may this Pod's volume have the digest it names?
+
+Every rule is checked against the informer's copy of the API, never against the volume's own
+hints, and each refusal names the rule it failed. The namespace is the one kubelet writes
+(``csi.storage.k8s.io/pod.namespace``), which kubelet copies over any attribute of the same name the
+Pod sets itself, so a Pod cannot claim another namespace. The digest is never authorization by
+itself: content already on the node is refused to a namespace with no resolved artifact naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+
+from nodeplugin import artifacts, errors
+from openapi import manifest
+
+EPHEMERAL = "csi.storage.k8s.io/ephemeral"
+POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
+POD_NAME = "csi.storage.k8s.io/pod.name"
+ARTIFACT = "artifact"
+ARTIFACT_UID = "artifactUID"
+MANIFEST_DIGEST = "manifestDigest"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Grant:
+    """An authorized mount: the artifact it was judged by and the digest it may have."""
+
+    artifact: artifacts.Artifact
+    digest: str
+    target: str
+
+
+def check_target(target: str, kubelet_dir: str) -> str:
+    """The canonical target, refused unless it lies strictly under the kubelet directory.
+
+    The parent is resolved through symlinks, so a link inside the kubelet directory cannot point a
+    mount elsewhere on the host, and the result is the path the mount table will show (references
+    rebuilt from it after a restart match the targets kubelet sends).
+    """
+    if not os.path.isabs(target):
+        raise errors.PermissionDenied(f"target path {target!r} must be absolute")
+    norm = os.path.normpath(target)
+    base = os.path.normpath(kubelet_dir)
+    if not _strictly_under(norm, base):
+        raise errors.PermissionDenied(
+            f"target path {target!r} is not under the kubelet directory {base}"
+        )
+    parent = os.path.realpath(os.path.dirname(norm))
+    real_base = os.path.realpath(base)
+    if not (_strictly_under(parent, real_base) or parent == real_base):
+        raise errors.PermissionDenied(
+            f"target path {target!r} resolves outside the kubelet directory {base}"
+        )
+    return os.path.join(parent, os.path.basename(norm))
+
+
+def authorize(
+    informer: artifacts.Informer,
+    *,
+    kubelet_dir: str,
+    target: str,
+    mount_capability: bool,
+    volume_context: Mapping[str, str],
+) -> Grant:
+    """Return the grant or raise PermissionDenied / InvalidArgument / Unavailable."""
+    # Rule 1: an inline ephemeral volume with a mount capability and a target we may use.
+    if volume_context.get(EPHEMERAL) != "true":
+        raise errors.PermissionDenied(
+            "only inline ephemeral volumes are served (csi.storage.k8s.io/ephemeral is not "
+            "\"true\"; is podInfoOnMount set on the CSIDriver?)"
+        )
+    if not mount_capability:
+        raise errors.PermissionDenied("the volume capability must be a mount, not a block device")
+    norm_target = check_target(target, kubelet_dir)
+    namespace = volume_context.get(POD_NAMESPACE, "")
+    if not namespace:
+        raise errors.InvalidArgument(
+            "volume context lacks csi.storage.k8s.io/pod.namespace (podInfoOnMount must be true)"
+        )
+    name = volume_context.get(ARTIFACT, "")
+    uid = volume_context.get(ARTIFACT_UID, "")
+    digest = volume_context.get(MANIFEST_DIGEST, "")
+    for key, value in ((ARTIFACT, name), (ARTIFACT_UID, uid), (MANIFEST_DIGEST, digest)):
+        if not value:
+            raise errors.InvalidArgument(f"volume attribute {key!r} is required")
+    if not manifest.DIGEST_PATTERN.fullmatch(digest):
+        raise errors.InvalidArgument(
+            "volume attribute manifestDigest must be sha256:<64 lowercase hex>, "
+            f"got {digest[:80]!r}"
+        )
+    if not informer.synced:
+        detail = f" (last error: {informer.last_error})" if informer.last_error else ""
+        raise errors.Unavailable(
+            "the plugin has not read the ModelArtifacts from the API yet; retry shortly" + detail
+        )
+    # Rule 2: the artifact exists in the Pod's own namespace.
+    art = informer.get(namespace, name)
+    if art is None:
+        raise errors.PermissionDenied(f"no ModelArtifact {name!r} in namespace {namespace!r}")
+    ref = f"ModelArtifact {namespace}/{name}"
+    # Rule 3: identity, source kind, resolution and digest.
+    if art.uid != uid:
+        raise errors.PermissionDenied(
+            f"{ref} has UID {art.uid}, not the volume's artifactUID {uid[:64]}"
+        )
+    if art.source_kind not in artifacts.HUB_KINDS:
+        kind = art.source_kind or "no"
+        raise errors.PermissionDenied(
+            f"{ref} has a {kind} source; this driver mounts only Hugging Face or ModelScope "
+            "artifacts (mount a claim directly)"
+        )
+    if not art.resolved:
+        why = f" (reason {art.resolved_reason})" if art.resolved_reason else ""
+        raise errors.PermissionDenied(f"{ref} is not Resolved=True{why}")
+    if art.manifest_digest != digest:
+        raise errors.PermissionDenied(
+            f"{ref} resolved to {art.manifest_digest or 'no digest'}, not the volume's "
+            f"manifestDigest {digest}"
+        )
+    return Grant(artifact=art, digest=digest, target=norm_target)
+
+
+def _strictly_under(path: str, base: str) -> bool:
+    return path != base and os.path.commonpath([path, base]) == base

@@ -1,0 +1,103 @@
+"""Atomic publication of a verified staging directory as ``objects/sha256/<hex>``.
+
+The protocol (the only way anything reaches ``objects/``):
+
+1. every file is made read-only (0444) and synced, every directory made 0555 and synced;
+2. the marker naming the digest (and, when given, the canonical manifest) is written and synced;
+3. the staging directory is renamed to its published name in one step;
+4. both parents are synced, so the rename survives a crash.
+
+A crash before step 3 leaves a partial directory (removed at the next start unless resumable); a
+crash after it leaves a complete tree with its marker. Nothing under ``objects/`` is changed in
+place afterwards. Callers verify the content first (size and hash of every manifest entry); this
+module only refuses reserved names and symlinks, which no manifest can describe.
+
+Blocking: call from a thread (``asyncio.to_thread(publish.publish_tree, ...)``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pathlib
+import stat
+
+from nodeplugin.cache import fsutil, layout
+
+FILE_MODE = 0o444
+DIR_MODE = 0o555
+
+
+class PublishError(OSError):
+    """The staging directory cannot be published (bad content or a file-system failure)."""
+
+
+def publish_tree(
+    cache: layout.Layout,
+    staging: pathlib.Path,
+    digest: str,
+    *,
+    manifest_bytes: bytes | None = None,
+) -> pathlib.Path:
+    """Publish ``staging`` (a verified tree for ``digest``) and return the published path.
+
+    If the digest is already published (another attempt won the race) the staging directory is
+    removed and the existing tree returned: publication is idempotent per digest.
+    """
+    final = cache.published_path(digest)
+    if cache.is_published(digest):
+        fsutil.remove_tree(staging)
+        return final
+    for name in layout.RESERVED_NAMES:
+        if os.path.lexists(staging / name) and name != layout.RESUMABLE:
+            raise PublishError(errno.EINVAL, f"staging tree holds the reserved name {name!r}")
+    resumable = staging / layout.RESUMABLE
+    if os.path.lexists(resumable):
+        os.unlink(resumable)
+    _seal(staging)
+    if manifest_bytes is not None:
+        _write_readonly(staging / layout.MANIFEST, manifest_bytes)
+    _write_readonly(staging / layout.MARKER, layout.marker_bytes(digest))
+    os.chmod(staging, DIR_MODE)
+    fsutil.fsync_path(staging)
+    if os.path.lexists(final) and not cache.is_published(digest):
+        # A directory without its marker is debris from outside the protocol; it is never
+        # mounted, so clearing it cannot pull a tree from under a Pod.
+        fsutil.remove_tree(final)
+    try:
+        os.rename(staging, final)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY) and cache.is_published(digest):
+            fsutil.remove_tree(staging)
+            return final
+        raise
+    fsutil.fsync_path(final.parent)
+    fsutil.fsync_path(staging.parent)
+    return final
+
+
+def _seal(root: pathlib.Path) -> None:
+    """Make every file 0444 and directory 0555, fsyncing each; refuse symlinks and specials."""
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False, followlinks=False):
+        for name in filenames + dirnames:
+            path = os.path.join(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.chmod(path, FILE_MODE)
+                fsutil.fsync_path(path)
+            elif stat.S_ISDIR(mode):
+                os.chmod(path, DIR_MODE)
+                fsutil.fsync_path(path)
+            else:
+                raise PublishError(errno.EINVAL, f"staging tree holds a non-regular file {path!r}")
+
+
+def _write_readonly(path: pathlib.Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

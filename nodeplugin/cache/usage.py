@@ -1,0 +1,125 @@
+"""``lastUsedTime`` (truncated to the hour) and ``referenced`` per digest, kept in ``state/``.
+
+Collection orders trees by ``lastUsedTime`` and the status report lists both, so they must survive
+restarts. The file is rewritten atomically, and only when a value changes: a digest's first
+reference, its last unreference, or a new hour; so fifty mounts of one digest write at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import json
+import logging
+import pathlib
+from collections.abc import Callable, Iterable
+
+from nodeplugin.cache import fsutil
+
+log = logging.getLogger(__name__)
+FILE_NAME = "usage.json"
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def hour_of(moment: datetime.datetime) -> datetime.datetime:
+    return moment.astimezone(datetime.UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def format_time(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Usage:
+    last_used: datetime.datetime
+    """Truncated to the hour, UTC."""
+    referenced: bool
+
+
+class UsageStore:
+    def __init__(
+        self, path: pathlib.Path, *, clock: Callable[[], datetime.datetime] = utcnow
+    ) -> None:
+        self._path = path
+        self._clock = clock
+        self._entries: dict[str, Usage] = {}
+        self._write_lock = asyncio.Lock()
+
+    def load(self) -> None:
+        """Read the file; a missing or unreadable one starts empty (logged, then rebuilt)."""
+        try:
+            raw = json.loads(self._path.read_bytes())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable %s: %s", self._path, exc)
+            return
+        entries: dict[str, Usage] = {}
+        for digest, item in (raw.get("digests") or {}).items():
+            try:
+                moment = datetime.datetime.strptime(item["lastUsedTime"], "%Y-%m-%dT%H:%M:%SZ")
+                entries[digest] = Usage(moment.replace(tzinfo=datetime.UTC),
+                                        bool(item["referenced"]))
+            except (KeyError, TypeError, ValueError):
+                log.warning("ignoring a malformed usage entry for %s", digest)
+        self._entries = entries
+
+    def get(self, digest: str) -> Usage | None:
+        return self._entries.get(digest)
+
+    def all(self) -> dict[str, Usage]:
+        return dict(self._entries)
+
+    async def mark(self, digest: str, *, referenced: bool) -> None:
+        """Record a use now; writes only on a change. Raises OSError when it cannot be stored."""
+        # No fast path outside the lock: an earlier, still queued change may be the opposite one.
+        entry = Usage(hour_of(self._clock()), referenced)
+
+        def change(entries: dict[str, Usage]) -> None:
+            entries[digest] = entry
+
+        await self._commit(change)
+
+    async def reconcile(self, referenced: Iterable[str], known: Iterable[str]) -> None:
+        """At start: flags from the live mounts; referenced digests count as used now."""
+        now = hour_of(self._clock())
+        live = set(referenced)
+        every = live | set(known)
+
+        def change(entries: dict[str, Usage]) -> None:
+            for digest in every:
+                previous = entries.get(digest)
+                if digest in live:
+                    entries[digest] = Usage(now, True)
+                elif previous is None or previous.referenced:
+                    # Unreferenced since some moment during the restart: count it as used now.
+                    entries[digest] = Usage(now, False)
+
+        await self._commit(change)
+
+    async def forget(self, digest: str) -> None:
+        def change(entries: dict[str, Usage]) -> None:
+            entries.pop(digest, None)
+
+        await self._commit(change)
+
+    async def _commit(self, change: Callable[[dict[str, Usage]], None]) -> None:
+        # The change is applied under the lock so concurrent marks of different digests compose.
+        async with self._write_lock:
+            entries = dict(self._entries)
+            change(entries)
+            if entries == self._entries:
+                return
+            body = {
+                "digests": {
+                    d: {"lastUsedTime": format_time(u.last_used), "referenced": u.referenced}
+                    for d, u in sorted(entries.items())
+                }
+            }
+            data = json.dumps(body, indent=1).encode() + b"\n"
+            await asyncio.to_thread(fsutil.write_atomic, self._path, data)
+            self._entries = entries

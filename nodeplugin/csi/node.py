@@ -1,0 +1,142 @@
+"""The CSI Node service: NodeGetInfo, NodeGetCapabilities, NodePublishVolume, NodeUnpublishVolume.
+
+Publish checks the request's shape, then authorization (before any disk access), then binds a
+published tree or hands the digest to the Materializer and answers with its progress. Every other
+Node RPC answers UNIMPLEMENTED (the generated base class does that).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from nodeplugin import artifacts, authorize, errors
+from nodeplugin.cache import volumes
+from nodeplugin.csi import errors as csi_errors
+from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
+from nodeplugin.materialize import interface
+
+log = logging.getLogger(__name__)
+TOKEN_KEY = "token"
+
+
+class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
+    def __init__(
+        self,
+        *,
+        node_name: str,
+        kubelet_dir: str,
+        informer: artifacts.Informer,
+        volume_set: volumes.Volumes,
+        materializer: interface.Materializer,
+    ) -> None:
+        self._node_name = node_name
+        self._kubelet_dir = kubelet_dir
+        self._informer = informer
+        self._volumes = volume_set
+        self._materializer = materializer
+
+    async def NodeGetInfo(
+        self, request: csi_pb2.NodeGetInfoRequest, context: grpc.aio.ServicerContext
+    ) -> csi_pb2.NodeGetInfoResponse:
+        return csi_pb2.NodeGetInfoResponse(node_id=self._node_name)
+
+    async def NodeGetCapabilities(
+        self, request: csi_pb2.NodeGetCapabilitiesRequest, context: grpc.aio.ServicerContext
+    ) -> csi_pb2.NodeGetCapabilitiesResponse:
+        # No staging, no stats, no mount group: kubelet then only publishes and unpublishes.
+        return csi_pb2.NodeGetCapabilitiesResponse()
+
+    async def NodePublishVolume(
+        self, request: csi_pb2.NodePublishVolumeRequest, context: grpc.aio.ServicerContext
+    ) -> csi_pb2.NodePublishVolumeResponse:
+        async with csi_errors.translate(context, "NodePublishVolume"):
+            await self.publish(request)
+        return csi_pb2.NodePublishVolumeResponse()
+
+    async def NodeUnpublishVolume(
+        self, request: csi_pb2.NodeUnpublishVolumeRequest, context: grpc.aio.ServicerContext
+    ) -> csi_pb2.NodeUnpublishVolumeResponse:
+        async with csi_errors.translate(context, "NodeUnpublishVolume"):
+            await self.unpublish(request)
+        return csi_pb2.NodeUnpublishVolumeResponse()
+
+    async def publish(self, request: csi_pb2.NodePublishVolumeRequest) -> None:
+        if not request.volume_id:
+            raise errors.InvalidArgument("volume_id is required")
+        if not request.target_path:
+            raise errors.InvalidArgument("target_path is required")
+        if not request.HasField("volume_capability"):
+            raise errors.InvalidArgument("volume_capability is required")
+        grant = authorize.authorize(
+            self._informer,
+            kubelet_dir=self._kubelet_dir,
+            target=request.target_path,
+            mount_capability=request.volume_capability.HasField("mount"),
+            volume_context=request.volume_context,
+        )
+        if await self._volumes.publish(grant.target, grant.digest):
+            return
+        art = grant.artifact
+        progress = await self._materializer.ensure(
+            interface.Request(
+                digest=grant.digest,
+                source=interface.Source(
+                    kind="huggingFace" if art.source_kind == "huggingFace" else "modelScope",
+                    repository=art.repository,
+                    revision=art.revision,
+                    allow_patterns=art.allow_patterns,
+                    ignore_patterns=art.ignore_patterns,
+                ),
+                token=request.secrets.get(TOKEN_KEY) or None,
+            )
+        )
+        if progress.state is interface.State.PUBLISHED:
+            if await self._volumes.publish(grant.target, grant.digest):
+                return
+            raise errors.Internal(f"{grant.digest} was reported published but is not on disk")
+        raise outcome_error(progress)
+
+    async def unpublish(self, request: csi_pb2.NodeUnpublishVolumeRequest) -> None:
+        if not request.volume_id:
+            raise errors.InvalidArgument("volume_id is required")
+        if not request.target_path:
+            raise errors.InvalidArgument("target_path is required")
+        try:
+            target = authorize.check_target(request.target_path, self._kubelet_dir)
+        except errors.PermissionDenied:
+            # Nothing this plugin mounts lives outside the kubelet directory: nothing to undo.
+            log.info("unpublish of %s outside the kubelet directory: nothing to do",
+                     request.target_path)
+            return
+        await self._volumes.unpublish(target)
+
+
+def outcome_error(progress: interface.Progress) -> errors.PluginError:
+    """The error a not-yet-mountable digest answers with."""
+    digest = progress.digest
+    if progress.state is interface.State.DOWNLOADING:
+        received = human_bytes(progress.received_bytes)
+        if progress.total_bytes is None:
+            return errors.Aborted(f"materializing {digest}: {received} received; listing files")
+        total = human_bytes(progress.total_bytes)
+        return errors.Aborted(f"materializing {digest}: {received} of {total} received")
+    reason = progress.reason.value if progress.reason is not None else "Failed"
+    detail = f": {progress.message}" if progress.message else ""
+    retry = ""
+    if progress.retry_time is not None:
+        retry = f"; next attempt after {progress.retry_time.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    message = f"materializing {digest} failed ({reason}){detail}{retry}"
+    if progress.reason is interface.Reason.INSUFFICIENT_CAPACITY:
+        return errors.ResourceExhausted(message)
+    return errors.Unavailable(message)
+
+
+def human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,218 @@
+"""A Materializer that imports digests from a local directory (tests, air-gapped seeding).
+
+``<import-dir>/<hex>/manifest`` holds the canonical manifest bytes, and the files it lists lie
+beside it under their manifest paths. One attempt per digest runs in the background: the manifest's
+digest is checked, each file is copied into a fresh ``partial/`` directory while it is hashed
+(``sha256``, or the git blob SHA-1 for ``gitsha1`` entries) and its size counted, and the verified
+tree is published atomically. A failure is remembered with a retry time (1 min doubling to 1 h,
+reset by success) so mounts answer at once until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import hashlib
+import logging
+import os
+import pathlib
+import threading
+from collections.abc import Callable
+
+from nodeplugin.cache import fsutil, layout, publish, usage
+from nodeplugin.materialize import interface
+from openapi import manifest
+
+log = logging.getLogger(__name__)
+CHUNK = 1 << 20
+BACKOFF_FIRST = datetime.timedelta(minutes=1)
+BACKOFF_MAX = datetime.timedelta(hours=1)
+
+
+class ImportFailure(Exception):
+    def __init__(self, reason: interface.Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclasses.dataclass
+class _Attempt:
+    digest: str
+    received: int = 0
+    total: int | None = None
+    cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+    task: asyncio.Task[None] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Failure:
+    progress: interface.Progress
+    delay: datetime.timedelta
+
+
+class LocalImporter:
+    """``interface.Materializer`` over a directory of ``<hex>/manifest`` + files."""
+
+    def __init__(
+        self,
+        cache: layout.Layout,
+        import_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], datetime.datetime] = usage.utcnow,
+    ) -> None:
+        self._cache = cache
+        self._dir = pathlib.Path(import_dir)
+        self._clock = clock
+        self._attempts: dict[str, _Attempt] = {}
+        self._failures: dict[str, _Failure] = {}
+
+    async def ensure(self, request: interface.Request) -> interface.Progress:
+        digest = request.digest
+        if self._cache.is_published(digest):
+            return interface.Progress(digest, interface.State.PUBLISHED)
+        attempt = self._attempts.get(digest)
+        if attempt is None:
+            failure = self._failures.get(digest)
+            now = self._clock()
+            retry = failure.progress.retry_time if failure is not None else None
+            if failure is not None and retry is not None and now < retry:
+                return failure.progress
+            attempt = self._attempts[digest] = _Attempt(digest)
+            attempt.task = asyncio.create_task(self._run(attempt), name=f"import {digest}")
+        return _progress(attempt)
+
+    def running(self) -> list[interface.Progress]:
+        return [_progress(a) for a in self._attempts.values()]
+
+    async def close(self) -> None:
+        tasks = []
+        for attempt in self._attempts.values():
+            attempt.cancel.set()
+            if attempt.task is not None:
+                tasks.append(attempt.task)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self, attempt: _Attempt) -> None:
+        digest = attempt.digest
+        try:
+            await asyncio.to_thread(self._import, attempt)
+        except ImportFailure as exc:
+            self._fail(digest, exc.reason, exc.message)
+        except Exception as exc:
+            log.exception("importing %s failed", digest)
+            self._fail(digest, interface.Reason.SOURCE_UNAVAILABLE, f"import failed: {exc}")
+        else:
+            self._failures.pop(digest, None)
+            log.info("imported and published %s", digest)
+        finally:
+            self._attempts.pop(digest, None)
+
+    def _fail(self, digest: str, reason: interface.Reason, message: str) -> None:
+        previous = self._failures.get(digest)
+        delay = BACKOFF_FIRST if previous is None else min(previous.delay * 2, BACKOFF_MAX)
+        retry = self._clock() + delay
+        log.warning("import of %s failed (%s): %s; next attempt after %s",
+                    digest, reason.value, message, retry.isoformat())
+        progress = interface.Progress(
+            digest, interface.State.FAILED, reason=reason, message=message, retry_time=retry
+        )
+        self._failures[digest] = _Failure(progress, delay)
+
+    # the blocking import (runs in a thread) -----------------------------------------------
+    def _import(self, attempt: _Attempt) -> None:
+        digest = attempt.digest
+        source = self._dir / layout.hex_of(digest)
+        try:
+            data = (source / "manifest").read_bytes()
+        except OSError as exc:
+            raise ImportFailure(
+                interface.Reason.SOURCE_UNAVAILABLE,
+                f"the import directory holds no manifest for this digest ({exc.strerror})",
+            ) from exc
+        if manifest.digest_of_bytes(data) != digest:
+            raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
+                                "the imported manifest does not hash to the digest")
+        try:
+            entries = manifest.parse(data)
+        except manifest.ManifestError as exc:
+            raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH, str(exc)) from exc
+        for entry in entries:
+            if entry.path.split("/", 1)[0] in layout.RESERVED_NAMES:
+                raise ImportFailure(interface.Reason.INVALID_REQUEST,
+                                    f"manifest path {entry.path!r} uses a reserved name")
+        attempt.total = sum(e.size for e in entries)
+        partial = self._cache.new_partial(digest)
+        try:
+            for entry in entries:
+                self._copy(attempt, source / entry.path, partial.path / entry.path, entry)
+            publish.publish_tree(self._cache, partial.path, digest, manifest_bytes=data)
+        except BaseException:
+            fsutil.remove_tree(partial.path)
+            raise
+
+    def _copy(
+        self, attempt: _Attempt, src: pathlib.Path, dst: pathlib.Path, entry: manifest.Entry
+    ) -> None:
+        hasher = hashlib.sha256() if entry.algorithm == "sha256" else hashlib.sha1()
+        if entry.algorithm == "gitsha1":
+            hasher.update(manifest.git_blob_sha1_prefix(entry.size))
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        size = 0
+        try:
+            with open(src, "rb") as fin, open(dst, "xb") as fout:
+                while chunk := fin.read(CHUNK):
+                    if attempt.cancel.is_set():
+                        raise ImportFailure(interface.Reason.CANCELED, "the plugin is stopping")
+                    size += len(chunk)
+                    if size > entry.size:
+                        break
+                    hasher.update(chunk)
+                    fout.write(chunk)
+                    attempt.received += len(chunk)
+        except FileNotFoundError as exc:
+            raise ImportFailure(interface.Reason.SOURCE_UNAVAILABLE,
+                                f"{entry.path}: missing from the import directory") from exc
+        if size != entry.size:
+            raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
+                                f"{entry.path}: size differs from the manifest's {entry.size}")
+        if hasher.hexdigest() != entry.hexdigest:
+            raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
+                                f"{entry.path}: {entry.algorithm} differs from the manifest")
+
+
+def _progress(attempt: _Attempt) -> interface.Progress:
+    return interface.Progress(
+        attempt.digest, interface.State.DOWNLOADING, attempt.received, attempt.total
+    )
+
+
+def write_import(
+    import_dir: str | os.PathLike[str],
+    files: dict[str, bytes],
+    *,
+    gitsha1: frozenset[str] = frozenset(),
+) -> str:
+    """Lay ``files`` out as an importable digest under ``import_dir`` and return the digest.
+
+    Paths in ``gitsha1`` are listed with the git blob SHA-1, the rest with sha256 (as a hub lists
+    non-LFS and LFS files). Used to seed air-gapped nodes, and by tests and benchmarks.
+    """
+    entries = []
+    for path, data in files.items():
+        if path in gitsha1:
+            hexdigest = hashlib.sha1(manifest.git_blob_sha1_prefix(len(data)) + data).hexdigest()
+            entries.append(manifest.Entry(path, "gitsha1", hexdigest, len(data)))
+        else:
+            entries.append(manifest.Entry(path, "sha256", hashlib.sha256(data).hexdigest(),
+                                          len(data)))
+    text = manifest.canonical_bytes(entries)
+    digest = manifest.digest_of_bytes(text)
+    base = pathlib.Path(import_dir) / layout.hex_of(digest)
+    base.mkdir(parents=True, exist_ok=True)
+    for path, data in files.items():
+        (base / path).parent.mkdir(parents=True, exist_ok=True)
+        (base / path).write_bytes(data)
+    (base / "manifest").write_bytes(text)
+    return digest

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import os
+import pathlib
+import stat
+
+import pytest
+
+from nodeplugin.cache import fsutil, layout, publish
+
+DIGEST = "sha256:" + "12" * 32
+
+
+def _staged(cache: layout.Layout) -> pathlib.Path:
+    partial = cache.new_partial(DIGEST)
+    (partial.path / "sub").mkdir()
+    (partial.path / "config.json").write_bytes(b"{}")
+    (partial.path / "sub" / "weights.bin").write_bytes(b"\x00" * 100)
+    (partial.path / layout.RESUMABLE).write_text("{}")
+    return partial.path
+
+
+def test_publish_seals_marks_and_renames(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    staging = _staged(cache)
+    final = publish.publish_tree(cache, staging, DIGEST, manifest_bytes=b"m\n")
+    assert final == cache.published_path(DIGEST)
+    assert not staging.exists()
+    assert cache.is_published(DIGEST)
+    assert (final / layout.MANIFEST).read_bytes() == b"m\n"
+    assert not (final / layout.RESUMABLE).exists()
+    assert (final / "sub" / "weights.bin").read_bytes() == b"\x00" * 100
+    for path in (final / "config.json", final / "sub" / "weights.bin", final / layout.MARKER):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    for path in (final, final / "sub"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o555
+
+
+def test_publish_twice_keeps_the_first_tree(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    first = publish.publish_tree(cache, _staged(cache), DIGEST)
+    inode = first.stat().st_ino
+    second_staging = _staged(cache)
+    assert publish.publish_tree(cache, second_staging, DIGEST) == first
+    assert first.stat().st_ino == inode
+    assert not second_staging.exists()
+
+
+def test_a_markerless_leftover_is_replaced(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    debris = cache.published_path(DIGEST)
+    debris.mkdir()
+    (debris / "half").write_text("x")
+    publish.publish_tree(cache, _staged(cache), DIGEST)
+    assert cache.is_published(DIGEST)
+    assert not (debris / "half").exists()
+
+
+def test_symlinks_and_reserved_names_are_refused(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    staging = _staged(cache)
+    os.symlink("/etc/passwd", staging / "link")
+    with pytest.raises(publish.PublishError):
+        publish.publish_tree(cache, staging, DIGEST)
+    assert not cache.is_published(DIGEST)
+    other = _staged(cache)
+    (other / layout.MARKER).write_text("forged")
+    with pytest.raises(publish.PublishError):
+        publish.publish_tree(cache, other, DIGEST)
+
+
+def test_remove_tree_handles_read_only_trees(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    final = publish.publish_tree(cache, _staged(cache), DIGEST)
+    fsutil.remove_tree(final)
+    assert not final.exists()
+    fsutil.remove_tree(final)  # missing is fine
+
+
+def test_write_atomic_replaces_whole_files(tmp_path: pathlib.Path) -> None:
+    target = tmp_path / "state.json"
+    fsutil.write_atomic(target, b"one")
+    fsutil.write_atomic(str(target), b"two")
+    assert target.read_bytes() == b"two"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]

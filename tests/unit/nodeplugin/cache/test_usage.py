@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import pathlib
+
+from nodeplugin.cache import usage
+
+T0 = datetime.datetime(2026, 9, 25, 6, 17, 3, tzinfo=datetime.UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+
+async def test_marks_write_only_on_change_and_survive_reload(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "usage.json"
+    clock = Clock()
+    store = usage.UsageStore(path, clock=clock)
+    await store.mark("d1", referenced=True)
+    first = path.stat().st_mtime_ns
+    clock.now = T0 + datetime.timedelta(minutes=30)
+    await store.mark("d1", referenced=True)
+    assert path.stat().st_mtime_ns == first  # same hour, same flag: no write
+    clock.now = T0 + datetime.timedelta(hours=1)
+    await store.mark("d1", referenced=False)
+    body = json.loads(path.read_text())
+    assert body["digests"]["d1"] == {"lastUsedTime": "2026-09-25T07:00:00Z", "referenced": False}
+    again = usage.UsageStore(path, clock=clock)
+    again.load()
+    assert again.get("d1") == usage.Usage(usage.hour_of(clock.now), False)
+
+
+async def test_reconcile_takes_flags_from_live_mounts(tmp_path: pathlib.Path) -> None:
+    clock = Clock()
+    store = usage.UsageStore(tmp_path / "usage.json", clock=clock)
+    await store.mark("stale-ref", referenced=True)
+    await store.mark("old", referenced=False)
+    clock.now = T0 + datetime.timedelta(hours=5)
+    await store.reconcile(referenced={"live"}, known={"old", "stale-ref", "new"})
+    now = usage.hour_of(clock.now)
+    assert store.get("live") == usage.Usage(now, True)
+    assert store.get("stale-ref") == usage.Usage(now, False)
+    assert store.get("new") == usage.Usage(now, False)
+    assert store.get("old") == usage.Usage(usage.hour_of(T0), False)  # kept: its age matters
+
+
+async def test_a_corrupt_file_starts_empty(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "usage.json"
+    path.write_text("{not json")
+    store = usage.UsageStore(path)
+    store.load()
+    assert store.all() == {}
+
+
+async def test_opposite_marks_in_flight_end_with_the_last_one(tmp_path: pathlib.Path) -> None:
+    store = usage.UsageStore(tmp_path / "usage.json", clock=Clock())
+    await store.mark("d", referenced=True)
+    # The last reference goes (write queued), then a new one arrives before that write lands.
+    await asyncio.gather(store.mark("d", referenced=False), store.mark("d", referenced=True))
+    assert store.get("d") is not None and store.get("d").referenced  # type: ignore[union-attr]
+    reloaded = usage.UsageStore(tmp_path / "usage.json")
+    reloaded.load()
+    assert reloaded.get("d").referenced  # type: ignore[union-attr]

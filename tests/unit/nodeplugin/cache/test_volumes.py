@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import errno
+import json
+import pathlib
+
+import pytest
+
+from nodeplugin import errors
+from nodeplugin.cache import layout, locks, publish, refs, usage, volumes
+from tests.unit.nodeplugin import fakes
+
+DIGEST = fakes.DIGEST
+OTHER = "sha256:" + "1e" * 32
+
+
+def _volumes(root: pathlib.Path, mounter: fakes.FakeMounter) -> volumes.Volumes:
+    cache = layout.Layout(root / "cache")
+    cache.create()
+    for digest in (DIGEST, OTHER):
+        staging = cache.new_partial(digest).path
+        (staging / "f").write_bytes(digest.encode())
+        publish.publish_tree(cache, staging, digest)
+    store = usage.UsageStore(cache.state_file(usage.FILE_NAME))
+    return volumes.Volumes(cache, mount=mounter, references=refs.References(),
+                           usage_store=store, digest_locks=locks.DigestLocks())
+
+
+async def test_publish_binds_records_and_is_idempotent(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _volumes(tmp_path, fake_mounter)
+    target = str(tmp_path / "pod" / "mount")
+    (tmp_path / "pod").mkdir()
+    assert await vols.publish(target, DIGEST)
+    assert await vols.publish(target, DIGEST)
+    assert fake_mounter.mounted == {target: [str(vols.cache.published_path(DIGEST))]}
+    assert vols.references.get(target) == DIGEST
+    state = json.loads(vols.cache.state_file(usage.FILE_NAME).read_text())
+    assert state["digests"][DIGEST]["referenced"] is True
+    with pytest.raises(errors.AlreadyExists):
+        await vols.publish(target, OTHER)
+
+
+async def test_unpublished_digest_does_nothing(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _volumes(tmp_path, fake_mounter)
+    target = str(tmp_path / "mount")
+    assert not await vols.publish(target, "sha256:" + "99" * 32)
+    assert fake_mounter.mounted == {} and len(vols.references) == 0
+    assert not pathlib.Path(target).exists()
+
+
+async def test_unpublish_removes_mount_target_and_flag(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _volumes(tmp_path, fake_mounter)
+    target = str(tmp_path / "mount")
+    await vols.publish(target, DIGEST)
+    await vols.unpublish(target)
+    await vols.unpublish(target)  # idempotent
+    await vols.unpublish(str(tmp_path / "never"))  # unknown target
+    assert fake_mounter.mounted == {} and not pathlib.Path(target).exists()
+    assert vols.usage.get(DIGEST) is not None
+    assert not vols.usage.get(DIGEST).referenced  # type: ignore[union-attr]
+
+
+async def test_a_reference_that_cannot_be_recorded_fails_the_mount(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _volumes(tmp_path, fake_mounter)
+    broken = vols.cache.state / usage.FILE_NAME
+    broken.mkdir()  # a directory where the file goes: the atomic rename fails even as root
+    with pytest.raises(errors.Internal, match="cannot record the reference"):
+        await vols.publish(str(tmp_path / "mount"), DIGEST)
+    assert fake_mounter.mounted == {} and len(vols.references) == 0
+
+
+async def test_a_failed_bind_leaves_no_reference_and_no_target(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _volumes(tmp_path, fake_mounter)
+    fake_mounter.fail = OSError(errno.EPERM, "nope")
+    target = tmp_path / "mount"
+    with pytest.raises(errors.Internal, match="bind-mounting"):
+        await vols.publish(str(target), DIGEST)
+    assert len(vols.references) == 0 and not target.exists()

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+import pytest
+
+from nodeplugin import artifacts, authorize, errors
+from tests.unit.nodeplugin import fakes
+
+DIGEST = fakes.DIGEST
+
+
+async def _informer(*objects: dict[str, Any]) -> artifacts.Informer:
+    client = fakes.FakeClient([fakes.page(list(objects), "5")])
+    informer = artifacts.Informer(client)
+    await informer._list()
+    return informer
+
+
+def _context(**extra: str) -> dict[str, str]:
+    ctx = {
+        "artifact": "qwen",
+        "artifactUID": "uid-1",
+        "manifestDigest": DIGEST,
+        "csi.storage.k8s.io/pod.namespace": "team-a",
+        "csi.storage.k8s.io/pod.name": "p",
+        "csi.storage.k8s.io/ephemeral": "true",
+    }
+    ctx.update(extra)
+    return ctx
+
+
+def _check(
+    informer: artifacts.Informer, kubelet: pathlib.Path, *, mount: bool = True, **extra: str
+) -> authorize.Grant:
+    return authorize.authorize(
+        informer,
+        kubelet_dir=str(kubelet),
+        target=str(kubelet / "pods" / "u" / "volumes" / "v" / "mount"),
+        mount_capability=mount,
+        volume_context=_context(**extra),
+    )
+
+
+async def test_a_resolved_artifact_in_the_pod_namespace_is_granted(tmp_path: pathlib.Path) -> None:
+    informer = await _informer(fakes.artifact_object())
+    grant = _check(informer, tmp_path)
+    assert grant.digest == DIGEST and grant.artifact.repository == "org/qwen"
+
+
+@pytest.mark.parametrize(
+    ("objects", "extra", "mount", "rule"),
+    [
+        ([fakes.artifact_object()], {"csi.storage.k8s.io/ephemeral": "false"}, True, "ephemeral"),
+        ([fakes.artifact_object()], {}, False, "must be a mount"),
+        ([fakes.artifact_object(namespace="team-b")], {}, True, "no ModelArtifact 'qwen'"),
+        ([fakes.artifact_object(uid="uid-2")], {}, True, "has UID uid-2"),
+        ([fakes.artifact_object(source={"persistentVolumeClaim": {"claimName": "c"}})], {}, True,
+         "persistentVolumeClaim source"),
+        ([fakes.artifact_object(resolved=False)], {}, True, "not Resolved=True"),
+        ([fakes.artifact_object(digest="sha256:" + "aa" * 32)], {}, True, "resolved to sha256:aa"),
+    ],
+)
+async def test_each_rule_refuses_with_permission_denied(
+    tmp_path: pathlib.Path, objects: list[dict[str, Any]], extra: dict[str, str], mount: bool,
+    rule: str,
+) -> None:
+    informer = await _informer(*objects)
+    with pytest.raises(errors.PermissionDenied, match=rule):
+        _check(informer, tmp_path, mount=mount, **extra)
+
+
+async def test_targets_outside_the_kubelet_dir_are_refused(tmp_path: pathlib.Path) -> None:
+    kubelet = tmp_path / "kubelet"
+    (kubelet / "pods").mkdir(parents=True)
+    os.symlink("/etc", kubelet / "pods" / "escape")
+    for target in ("/etc/x", str(kubelet), str(kubelet / ".." / "x"),
+                   str(kubelet / "pods" / "escape" / "mount"), "relative/x"):
+        with pytest.raises(errors.PermissionDenied, match="target path"):
+            authorize.check_target(target, str(kubelet))
+    assert authorize.check_target(str(kubelet / "pods" / "a"), str(kubelet)).endswith("/pods/a")
+
+
+async def test_missing_attributes_are_invalid(tmp_path: pathlib.Path) -> None:
+    informer = await _informer(fakes.artifact_object())
+    with pytest.raises(errors.InvalidArgument, match="manifestDigest"):
+        _check(informer, tmp_path, manifestDigest="")
+    with pytest.raises(errors.InvalidArgument, match="sha256"):
+        _check(informer, tmp_path, manifestDigest="sha256:short")
+
+
+async def test_unavailable_until_the_first_list(tmp_path: pathlib.Path) -> None:
+    informer = artifacts.Informer(fakes.FakeClient([]))
+    informer.last_error = "connection refused"
+    with pytest.raises(errors.Unavailable, match="connection refused"):
+        _check(informer, tmp_path)
+
+
+def test_a_symlinked_kubelet_dir_gives_the_mount_table_path(tmp_path: pathlib.Path) -> None:
+    real = tmp_path / "data" / "kubelet"
+    (real / "pods" / "u").mkdir(parents=True)
+    os.symlink(real, tmp_path / "kubelet")
+    target = authorize.check_target(str(tmp_path / "kubelet" / "pods" / "u" / "mount"),
+                                    str(tmp_path / "kubelet"))
+    assert target == str(real / "pods" / "u" / "mount")
