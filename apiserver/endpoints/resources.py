@@ -1,0 +1,243 @@
+"""The REST routes of the stored resources under ``/apis/worker.gpustack.ai/v1/``.
+
+``modelartifacts``: create/get/list/watch/update/patch/delete, ``/status`` (get; writes by the
+worker only) and ``/progress`` (get). ``nodemodelstores``: get/list/watch/delete for clients and
+``/status`` (get; writes by the worker only). Every other verb answers 405; the discovery document
+itself (the exact group-version path) is served elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette import requests, routing
+from starlette import responses as starlette_responses
+
+from apiserver import errors
+from apiserver.auth import guards
+from apiserver.auth import user as users
+from apiserver.endpoints import negotiation, patch, request, responses, table, watch
+from apiserver.registry import build, codec, options, store
+from openapi import resources
+
+PREFIX = f"/apis/{resources.GROUP_VERSION}"
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+Obj = dict[str, Any]
+Response = starlette_responses.Response
+
+
+def _not_allowed() -> errors.MethodNotAllowed:
+    return errors.MethodNotAllowed(
+        "the server does not allow this method on the requested resource")
+
+
+def _user(req: requests.Request) -> users.UserInfo:
+    found = req.scope.get("user")
+    return found if isinstance(found, users.UserInfo) else users.UserInfo(users.ANONYMOUS)
+
+
+def _worker_only(req: requests.Request, info: resources.ResourceInfo) -> None:
+    worker = getattr(req.app.state, "worker_username", "") or ""
+    guards.require_worker(_user(req), worker, what=f"a {info.kind}'s status")
+
+
+class Handlers:
+    """The handlers of one stored resource."""
+
+    def __init__(self, resource: store.ResourceStore, *, client_writes: bool) -> None:
+        self.store = resource
+        self.info = resource.info
+        self.client_writes = client_writes
+
+    # rendering ------------------------------------------------------------------------------
+
+    def _one(self, req: requests.Request, obj: Obj, status: int = 200,
+             warnings: list[str] | None = None) -> Response:
+        target = negotiation.negotiate(req.headers.get("accept"))
+        if target.view is negotiation.View.TABLE:
+            body = table.render(self.info, [obj], api_version=target.api_version,
+                                include=table.include_object(req.query_params),
+                                list_meta={"resourceVersion":
+                                           obj["metadata"].get("resourceVersion", "")})
+        elif target.view is negotiation.View.METADATA:
+            body = table.partial(obj, target.api_version)
+        else:
+            body = obj
+        response = responses.json_response(body, status)
+        responses.warn(response, warnings or [])
+        return response
+
+    def _check_type(self, obj: Obj) -> None:
+        api_version = obj.get("apiVersion")
+        if api_version and api_version != self.info.group_version:
+            raise errors.BadRequest(
+                f"the API version in the data ({api_version}) does not match the expected API"
+                f" version ({self.info.group_version})")
+        kind = obj.get("kind")
+        if kind and kind != self.info.kind:
+            raise errors.BadRequest(
+                f"the kind in the data ({kind}) does not match the expected kind"
+                f" ({self.info.kind})")
+
+    async def _body_object(self, req: requests.Request, mode: str) -> tuple[Obj, list[str]]:
+        body = await request.read_body(req)
+        content_type = req.headers.get("content-type", "")
+        obj = request.decode(body, content_type)
+        self._check_type(obj)
+        duplicates: list[str] = []
+        if mode != "Ignore" and request.media_type(content_type) in ("", "application/json"):
+            duplicates = request.duplicate_fields(body)
+        return obj, request.unknown_fields(self.info.kind, obj, mode, duplicates)
+
+    # collection -----------------------------------------------------------------------------
+
+    async def collection(self, req: requests.Request) -> Response:
+        namespace = req.path_params.get("namespace", "")
+        if req.method == "GET":
+            if request.is_watch(req.query_params):
+                return self._watch(req, namespace)
+            return await self._list(req, namespace)
+        if req.method == "POST" and self.client_writes and (namespace or
+                                                            not self.info.namespaced):
+            wo = request.write_options(req.query_params, "CreateOptions")
+            obj, warnings = await self._body_object(req, wo.field_validation)
+            created = await self.store.create(obj, namespace=namespace, dry_run=wo.dry_run)
+            return self._one(req, created, 201, warnings)
+        raise _not_allowed()
+
+    async def _list(self, req: requests.Request, namespace: str) -> Response:
+        target = negotiation.negotiate(req.headers.get("accept"), collection=True)
+        include = table.include_object(req.query_params)
+        result = await self.store.list(namespace, request.list_options(req.query_params))
+        list_meta: Obj = {"resourceVersion": str(result.revision)}
+        if result.continue_token:
+            list_meta["continue"] = result.continue_token
+        if result.remaining is not None:
+            list_meta["remainingItemCount"] = result.remaining
+        if target.view is negotiation.View.OBJECT:
+            return responses.raw_response(self._list_bytes(result, list_meta))
+        if target.view is negotiation.View.TABLE:
+            body = table.render(self.info, result.items(), api_version=target.api_version,
+                                include=include, list_meta=list_meta)
+        else:
+            body = table.metadata_list(result.items(), target.api_version, list_meta)
+        return responses.json_response(body)
+
+    def _list_bytes(self, result: store.ListResult, list_meta: Obj) -> bytes:
+        # Items are spliced from the stored bytes: no decode/encode per object.
+        head = responses.json_bytes({"kind": self.info.list_kind,
+                                     "apiVersion": self.info.group_version,
+                                     "metadata": list_meta})
+        items = b",".join(codec.raw(record) for record in result.records)
+        return head[:-1] + b',"items":[' + items + b"]}"
+
+    def _watch(self, req: requests.Request, namespace: str) -> Response:
+        target = negotiation.negotiate(req.headers.get("accept"))
+        include = table.include_object(req.query_params)
+        opts = request.watch_options(req.query_params)
+        options.check_watch(opts)  # refuse bad combinations before the 200 goes out
+        events = self.store.watch(namespace, opts)
+        return watch.response(events, watch.Encoder(self.info, target, include), opts)
+
+    # one object -----------------------------------------------------------------------------
+
+    async def item(self, req: requests.Request) -> Response:
+        namespace = req.path_params.get("namespace", "")
+        name = req.path_params["name"]
+        if req.method == "GET":
+            return await self._get(req, namespace, name)
+        if req.method == "DELETE":
+            return await self._delete(req, namespace, name)
+        if not self.client_writes:
+            raise _not_allowed()
+        if req.method == "PUT":
+            return await self._put(req, namespace, name, status=False)
+        if req.method == "PATCH":
+            return await self._patch(req, namespace, name, status=False)
+        raise _not_allowed()
+
+    async def status(self, req: requests.Request) -> Response:
+        namespace = req.path_params.get("namespace", "")
+        name = req.path_params["name"]
+        if req.method == "GET":
+            return await self._get(req, namespace, name)
+        if req.method not in ("PUT", "PATCH"):
+            raise _not_allowed()
+        _worker_only(req, self.info)
+        if req.method == "PUT":
+            return await self._put(req, namespace, name, status=True)
+        return await self._patch(req, namespace, name, status=True)
+
+    async def _get(self, req: requests.Request, namespace: str, name: str) -> Response:
+        target = negotiation.negotiate(req.headers.get("accept"))
+        record = await self.store.get_record(
+            namespace, name, resource_version=req.query_params.get("resourceVersion", ""))
+        if target.view is negotiation.View.OBJECT:
+            return responses.raw_response(codec.raw(record))
+        return self._one(req, codec.decode(record))
+
+    async def _put(self, req: requests.Request, namespace: str, name: str, *,
+                   status: bool) -> Response:
+        wo = request.write_options(req.query_params, "UpdateOptions")
+        obj, warnings = await self._body_object(req, wo.field_validation)
+        if status:
+            updated = await self.store.update_status(obj, namespace=namespace, name=name,
+                                                     dry_run=wo.dry_run)
+        else:
+            updated = await self.store.update(obj, namespace=namespace, name=name,
+                                              dry_run=wo.dry_run)
+        return self._one(req, updated, 200, warnings)
+
+    async def _patch(self, req: requests.Request, namespace: str, name: str, *,
+                     status: bool) -> Response:
+        wo = request.write_options(req.query_params, "PatchOptions")
+        content_type = req.headers.get("content-type", "")
+        if request.media_type(content_type) not in patch.ACCEPTED:
+            raise patch.unsupported()
+        apply = patch.patcher(content_type, await request.read_body(req))
+        warnings: list[str] = []
+
+        def change(current: Obj) -> Obj:
+            patched = apply(current)
+            warnings[:] = request.unknown_fields(self.info.kind, patched, wo.field_validation)
+            return patched
+
+        updated = await self.store.modify(namespace, name, change, status=status,
+                                          dry_run=wo.dry_run)
+        return self._one(req, updated, 200, warnings)
+
+    async def _delete(self, req: requests.Request, namespace: str, name: str) -> Response:
+        opts = request.delete_options(req.query_params, await request.read_body(req))
+        result = await self.store.delete(namespace, name, opts)
+        if result.removed:
+            details: errors.StatusDetails = {
+                "name": name, "group": self.info.group, "kind": self.info.plural,
+                "uid": result.object["metadata"].get("uid", "")}
+            return responses.json_response(responses.success(details))
+        return self._one(req, result.object, 202 if opts.orphan_dependents is False else 200)
+
+
+def routes(registry: build.Registry) -> list[routing.BaseRoute]:
+    artifacts = Handlers(registry.modelartifacts, client_writes=True)
+    node_stores = Handlers(registry.nodemodelstores, client_writes=False)
+
+    async def progress(req: requests.Request) -> Response:
+        if req.method != "GET":
+            raise _not_allowed()
+        negotiation.negotiate(req.headers.get("accept"))
+        body = await registry.progress(req.path_params["namespace"], req.path_params["name"])
+        return responses.json_response(body)
+
+    namespaced = PREFIX + "/namespaces/{namespace}/modelartifacts"
+    return [
+        routing.Route(PREFIX + "/modelartifacts", artifacts.collection, methods=ALL_METHODS),
+        routing.Route(namespaced, artifacts.collection, methods=ALL_METHODS),
+        routing.Route(namespaced + "/{name}", artifacts.item, methods=ALL_METHODS),
+        routing.Route(namespaced + "/{name}/status", artifacts.status, methods=ALL_METHODS),
+        routing.Route(namespaced + "/{name}/progress", progress, methods=ALL_METHODS),
+        routing.Route(PREFIX + "/nodemodelstores", node_stores.collection, methods=ALL_METHODS),
+        routing.Route(PREFIX + "/nodemodelstores/{name}", node_stores.item, methods=ALL_METHODS),
+        routing.Route(PREFIX + "/nodemodelstores/{name}/status", node_stores.status,
+                      methods=ALL_METHODS),
+    ]

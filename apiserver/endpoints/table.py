@@ -1,0 +1,61 @@
+"""Table and PartialObjectMetadata renderings (what kubectl and the metadata client ask for)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+from starlette import datastructures
+
+from apiserver import errors
+from openapi import columns, resources
+
+Obj = dict[str, Any]
+INCLUDE_OBJECT = ("None", "Metadata", "Object")
+
+
+def include_object(params: datastructures.QueryParams) -> str:
+    """``includeObject``: Metadata when unset; 400 for anything but None/Metadata/Object."""
+    value = params.get("includeObject", "") or "Metadata"
+    if value not in INCLUDE_OBJECT:
+        raise errors.BadRequest(
+            f'includeObject: Unsupported value: "{value}": supported values: "None",'
+            ' "Metadata", "Object"')
+    return value
+
+
+def partial(obj: Obj, api_version: str) -> Obj:
+    return {"kind": "PartialObjectMetadata", "apiVersion": api_version,
+            "metadata": obj.get("metadata") or {}}
+
+
+def metadata_list(objs: Iterable[Obj], api_version: str, list_meta: Obj) -> Obj:
+    return {"kind": "PartialObjectMetadataList", "apiVersion": api_version,
+            "metadata": list_meta, "items": [partial(obj, api_version) for obj in objs]}
+
+
+def _row(kind: str, obj: Obj, include: str, api_version: str,
+         now: datetime.datetime) -> Obj:
+    embedded: Obj | None
+    if include == "Object":
+        embedded = obj
+    elif include == "Metadata":
+        embedded = partial(obj, api_version)
+    else:
+        embedded = None
+    return {"cells": columns.cells(kind, obj, now), "object": embedded}
+
+
+def render(info: resources.ResourceInfo, objs: Iterable[Obj], *, api_version: str,
+           include: str, list_meta: Obj, with_columns: bool = True) -> Obj:
+    """A ``meta.k8s.io`` Table; ``with_columns=False`` leaves the definitions out (watch rows
+    after the first)."""
+    now = datetime.datetime.now(datetime.UTC)
+    return {
+        "kind": "Table",
+        "apiVersion": api_version,
+        "metadata": list_meta,
+        "columnDefinitions": list(columns.columns(info.kind)) if with_columns else [],
+        "rows": [_row(info.kind, obj, include, api_version, now) for obj in objs],
+    }

@@ -1,0 +1,65 @@
+"""Fixtures for the endpoint tests: the resource routes in a minimal app, driven over ASGI."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from starlette import applications, requests, responses
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from apiserver import errors
+from apiserver.auth import user as users
+from apiserver.endpoints import resources
+from apiserver.endpoints import responses as our_responses
+from apiserver.registry import build
+from apiserver.storage import sqlite
+
+WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
+
+
+class FakeIdentity:
+    """Sets ``scope["user"]`` from the ``X-Test-User`` header (default ``admin``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            name = headers.get(b"x-test-user", b"admin").decode()
+            scope["user"] = users.UserInfo(name, groups=(users.AUTHENTICATED,))
+        await self.app(scope, receive, send)
+
+
+async def _render(request: requests.Request, exc: Exception) -> responses.Response:
+    if not isinstance(exc, errors.StatusError):  # pragma: no cover - only StatusError is mapped
+        raise exc
+    return our_responses.status_response(exc)
+
+
+@pytest.fixture
+async def storage(tmp_path: pathlib.Path) -> AsyncIterator[sqlite.Store]:
+    store = sqlite.Store(tmp_path / "store.db")
+    await store.start()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def registry(storage: sqlite.Store) -> build.Registry:
+    return build.build(storage)
+
+
+@pytest.fixture
+async def client(registry: build.Registry) -> AsyncIterator[httpx.AsyncClient]:
+    app = applications.Starlette(routes=resources.routes(registry),
+                                 exception_handlers={errors.StatusError: _render})
+    app.state.worker_username = WORKER
+    transport = httpx.ASGITransport(app=FakeIdentity(app))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        yield http
