@@ -1,0 +1,270 @@
+"""Assemble the starlette application: routes, middleware, the one error handler, lifespan.
+
+Middleware, outermost first: on shutdown, open streams (watches) are ended cleanly; unexpected
+exceptions become a 500 ``Status`` (logged, never echoed); request bodies over the limit get 413
+(the one place the limit lives); bearer-token authentication. Inside, every ``StatusError`` raised
+by a route is rendered by one handler, and unknown paths or methods get a 404/405 ``Status``
+instead of starlette's plain text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from apiserver import config, errors
+from apiserver.auth import middleware
+from apiserver.endpoints import discovery, health, openapi
+from apiserver.storage import interface
+
+log = logging.getLogger(__name__)
+
+StartupHook = Callable[[], Awaitable[None]]
+DRAIN_BYTES = 64 * 1024 * 1024
+"""How much of an oversized body is read and dropped before the 413, to keep the connection."""
+
+
+def build(
+    *,
+    storage: interface.Store,
+    authenticator: middleware.Authenticator,
+    resource_routes: Sequence[BaseRoute],
+    worker_username: str = config.DEFAULT_WORKER_USER,
+    startup: Sequence[StartupHook] = (),
+    max_body_bytes: int = config.MAX_BODY_BYTES,
+) -> Starlette:
+    """The API server app. ``resource_routes`` serve everything under the group version except
+    its discovery document; ``startup`` hooks run after storage started, before readiness."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await storage.start()
+        try:
+            for hook in startup:
+                await hook()
+            app.state.ready = True
+            yield
+        finally:
+            app.state.ready = False
+            await storage.close()
+
+    # discovery first: it owns the exact group-version path the resource routes leave alone
+    routes: list[BaseRoute] = [
+        *health.routes(),
+        *discovery.routes(),
+        *openapi.routes(),
+        *resource_routes,
+    ]
+    shutdown = Shutdown()
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(Draining, shutdown=shutdown),
+            Middleware(CatchAll),
+            Middleware(BodyLimit, limit=max_body_bytes),
+            Middleware(middleware.Authentication, authenticator=authenticator),
+        ],
+        exception_handlers={errors.StatusError: render, HTTPException: render_http},
+        lifespan=lifespan,
+    )
+    app.state.ready = False
+    app.state.shutdown = shutdown
+    app.state.worker_username = worker_username
+    app.state.storage = storage
+    return app
+
+
+def status_response(err: errors.StatusError) -> Response:
+    return Response(
+        orjson.dumps(err.body()),
+        status_code=err.code,
+        headers=err.headers,
+        media_type="application/json",
+    )
+
+
+async def render(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, errors.StatusError):  # starlette dispatches by class; never taken
+        raise exc
+    return status_response(exc)
+
+
+async def render_http(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404/405 (no route, wrong method) as Kubernetes statuses."""
+    if not isinstance(exc, HTTPException):  # starlette dispatches by class; never taken
+        raise exc
+    err: errors.StatusError
+    if exc.status_code == 404:
+        err = errors.NotFound("the server could not find the requested resource")
+    elif exc.status_code == 405:
+        err = errors.MethodNotAllowed(
+            "the server does not allow this method on the requested resource"
+        )
+    else:
+        err = errors.StatusError(str(exc.detail))
+        err.code = exc.status_code
+    err.headers.update(exc.headers or {})
+    return status_response(err)
+
+
+def too_large(limit: int) -> errors.RequestEntityTooLarge:
+    return errors.RequestEntityTooLarge(f"Request entity too large: limit is {limit}")
+
+
+class BodyLimit:
+    """413 for bodies over ``limit``: at once from ``Content-Length``, else while streaming.
+
+    The rest of an oversized body is read and dropped (up to ``drain``) before answering: hypercorn
+    tears down a whole HTTP/2 connection when DATA frames arrive for a stream it already answered,
+    and an HTTP/1.1 connection cannot be reused with a body left unread.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, drain: int = DRAIN_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+        self.drain = drain
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await _discard(receive, self.drain)
+                await _send_status(send, too_large(self.limit))
+                return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    if message.get("more_body", False):
+                        await _discard(receive, self.drain)
+                    raise too_large(self.limit)
+            return message
+
+        await self.app(scope, limited, send)
+
+
+async def _discard(receive: Receive, budget: int) -> None:
+    """Read and drop request body chunks until the body ends or ``budget`` bytes were read."""
+    while budget > 0:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        budget -= len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
+class Shutdown:
+    """Ends open streaming responses when the server stops.
+
+    A watch never finishes by itself; without this, stopping would wait the whole grace period
+    and then have hypercorn cancel connections mid-frame. Ending the stream cleanly lets clients
+    see a normal end of watch and reconnect elsewhere.
+    """
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.streams: set[asyncio.Task[object]] = set()
+        self.ended: set[asyncio.Task[object]] = set()
+
+    def begin(self) -> None:
+        self.stopping = True
+        for task in list(self.streams):
+            self.end(task)
+
+    def end(self, task: asyncio.Task[object]) -> None:
+        if task not in self.ended:
+            self.ended.add(task)
+            task.cancel()
+
+
+class Draining:
+    """Registers each response while it streams, so ``Shutdown.begin`` can end it.
+
+    A response without a ``Content-Length`` is a stream (a watch); responses of known length are
+    never interrupted.
+    """
+
+    def __init__(self, app: ASGIApp, shutdown: Shutdown) -> None:
+        self.app = app
+        self.shutdown = shutdown
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        if scope["type"] != "http" or task is None:
+            await self.app(scope, receive, send)
+            return
+        shutdown = self.shutdown
+
+        async def tracking(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.start":
+                if not any(name == b"content-length" for name, _ in message["headers"]):
+                    # no declared length: a stream (hypercorn runs each request in its own task)
+                    shutdown.streams.add(task)
+                    if shutdown.stopping:
+                        shutdown.end(task)
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                shutdown.streams.discard(task)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except asyncio.CancelledError:
+            if task not in shutdown.ended:
+                raise
+            task.uncancel()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            shutdown.streams.discard(task)
+            shutdown.ended.discard(task)
+
+
+class CatchAll:
+    """An unexpected exception becomes a 500 ``Status`` without internals; details go to the log."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception:
+            log.exception("unexpected error serving %s %s", scope["method"], scope["path"])
+            if not started:
+                await _send_status(send, errors.InternalError("an internal error occurred"))
+
+
+async def _send_status(send: Send, err: errors.StatusError) -> None:
+    body = orjson.dumps(err.body())
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
+    await send({"type": "http.response.start", "status": err.code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,51 @@
+"""The server's settings: one frozen value built by the CLI and read by everything else."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+DEFAULT_WORKER_USER = "system:serviceaccount:gpustack-system:model-manager-worker"
+DEFAULT_PORT = 8443
+DEFAULT_BIND = "127.0.0.1"
+MAX_BODY_BYTES = 3 * 1024 * 1024
+"""Request bodies larger than this get 413 (the same limit kube-apiserver applies)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    data_dir: pathlib.Path
+    """SQLite lives at ``data_dir/store.db``; standalone mode keeps certs, tokens and kubeconfigs
+    here too."""
+    tls_cert_file: pathlib.Path
+    tls_private_key_file: pathlib.Path
+    token_auth_file: pathlib.Path
+    bind: str = DEFAULT_BIND
+    port: int = DEFAULT_PORT
+    standalone: bool = False
+    worker_username: str = DEFAULT_WORKER_USER
+    tls_sans: tuple[str, ...] = ()
+    seed_nodemodelstores: tuple[str, ...] = ()
+    shutdown_timeout: float = 5.0
+    """Seconds open requests (watches) get to finish after SIGTERM/SIGINT."""
+    log_level: str = "INFO"
+
+    @property
+    def storage_path(self) -> pathlib.Path:
+        return self.data_dir / "store.db"
+
+    @property
+    def advertised_host(self) -> str:
+        """The host a kubeconfig should name: loopback when bound to every address."""
+        if self.bind in ("0.0.0.0", ""):
+            return "127.0.0.1"
+        if self.bind == "::":
+            return "::1"
+        return self.bind
+
+    @property
+    def url(self) -> str:
+        host = self.advertised_host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"https://{host}:{self.port}"

@@ -1,0 +1,234 @@
+"""API discovery: ``/apis``, ``/apis/<group>``, ``/apis/<group>/<version>`` and aggregated v2.
+
+Everything is derived from ``openapi.resources`` once, encoded once and served from bytes. ``/apis``
+answers the aggregated discovery types (``apidiscovery.k8s.io`` v2 and v2beta1) when ``Accept``
+asks for them, with an ETag, ``304`` on a matching ``If-None-Match`` and ``Vary: Accept``; it
+answers 406 when ``Accept`` names only aggregated types this server does not serve (kube-aggregator
+1.26-1.28.1 fall back to legacy discovery only on 406), and the legacy ``APIGroupList`` otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from apiserver import errors
+from openapi import resources
+
+DISCOVERY_GROUP = "apidiscovery.k8s.io"
+AGGREGATED_AS = "APIGroupDiscoveryList"
+AGGREGATED_VERSIONS = ("v2", "v2beta1")
+LEGACY = "legacy"
+SERVED = (resources.MODEL_ARTIFACT, resources.NODE_MODEL_STORE)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MediaRange:
+    type: str
+    params: dict[str, str]
+    quality: float
+
+
+def parse_accept(header: str) -> list[MediaRange]:
+    """Media ranges in preference order (by q, then as written)."""
+    ranges: list[MediaRange] = []
+    for part in header.split(","):
+        pieces = [p.strip() for p in part.split(";")]
+        if not pieces[0]:
+            continue
+        params: dict[str, str] = {}
+        for piece in pieces[1:]:
+            key, _, value = piece.partition("=")
+            params[key.strip().lower()] = value.strip().strip('"')
+        try:
+            quality = float(params.pop("q", "1"))
+        except ValueError:
+            quality = 0.0
+        ranges.append(MediaRange(pieces[0].lower(), params, quality))
+    return sorted(ranges, key=lambda r: -r.quality)
+
+
+def choose(accept: str) -> str | None:
+    """``"v2"``, ``"v2beta1"``, ``"legacy"`` (plain JSON) or None when nothing is acceptable."""
+    if not accept.strip():
+        return LEGACY
+    for media in parse_accept(accept):
+        if media.quality <= 0:
+            continue
+        if media.params.get("g") == DISCOVERY_GROUP:
+            version = media.params.get("v")
+            is_list = media.params.get("as") == AGGREGATED_AS
+            if media.type == "application/json" and is_list and version in AGGREGATED_VERSIONS:
+                return version
+            continue
+        if media.params.get("as"):
+            continue  # some other typed view (Table, PartialObjectMetadata): not for discovery
+        if media.type in ("application/json", "application/*", "*/*"):
+            return LEGACY
+    return None
+
+
+def group_list() -> dict[str, Any]:
+    version = {"groupVersion": resources.GROUP_VERSION, "version": resources.VERSION}
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [_group_body(version)],
+    }
+
+
+def api_group() -> dict[str, Any]:
+    version = {"groupVersion": resources.GROUP_VERSION, "version": resources.VERSION}
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group_body(version)}
+
+
+def resource_list(served: Sequence[resources.ResourceInfo] = SERVED) -> dict[str, Any]:
+    entries: list[dict[str, Any]] = []
+    for info in served:
+        entry: dict[str, Any] = {
+            "name": info.plural,
+            "singularName": info.singular,
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": list(info.verbs),
+        }
+        if info.short_names:
+            entry["shortNames"] = list(info.short_names)
+        if info.categories:
+            entry["categories"] = list(info.categories)
+        entries.append(entry)
+        for sub in info.subresources:
+            if sub.discovered:
+                # a subresource's scope must equal its parent's or the aggregator drops the GV
+                entries.append(
+                    {
+                        "name": f"{info.plural}/{sub.name}",
+                        "singularName": "",
+                        "namespaced": info.namespaced,
+                        "kind": sub.kind,
+                        "verbs": list(sub.verbs),
+                    }
+                )
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": resources.GROUP_VERSION,
+        "resources": entries,
+    }
+
+
+def aggregated(version: str, served: Sequence[resources.ResourceInfo] = SERVED) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    for info in served:
+        entry: dict[str, Any] = {
+            "resource": info.plural,
+            "responseKind": _kind(info.kind),
+            "scope": "Namespaced" if info.namespaced else "Cluster",
+            "singularResource": info.singular,
+            "verbs": list(info.verbs),
+        }
+        if info.short_names:
+            entry["shortNames"] = list(info.short_names)
+        if info.categories:
+            entry["categories"] = list(info.categories)
+        subresources = [
+            {"subresource": sub.name, "responseKind": _kind(sub.kind), "verbs": list(sub.verbs)}
+            for sub in info.subresources
+            if sub.discovered
+        ]
+        if subresources:
+            entry["subresources"] = subresources
+        items.append(entry)
+    return {
+        "kind": AGGREGATED_AS,
+        "apiVersion": f"{DISCOVERY_GROUP}/{version}",
+        "metadata": {},
+        "items": [
+            {
+                "metadata": {"name": resources.GROUP},
+                "versions": [
+                    {"version": resources.VERSION, "freshness": "Current", "resources": items}
+                ],
+            }
+        ],
+    }
+
+
+def content_type(version: str) -> str:
+    return f"application/json;g={DISCOVERY_GROUP};v={version};as={AGGREGATED_AS}"
+
+
+def etag(body: bytes) -> str:
+    return f'"{hashlib.sha256(body).hexdigest()}"'
+
+
+def etag_matches(if_none_match: str, tag: str) -> bool:
+    for candidate in if_none_match.split(","):
+        candidate = candidate.strip()
+        candidate = candidate.removeprefix("W/")
+        if candidate in ("*", tag):
+            return True
+    return False
+
+
+class Documents:
+    """The discovery bodies, encoded once."""
+
+    def __init__(self) -> None:
+        self.group_list = orjson.dumps(group_list())
+        self.api_group = orjson.dumps(api_group())
+        self.resource_list = orjson.dumps(resource_list())
+        self.aggregated = {v: orjson.dumps(aggregated(v)) for v in AGGREGATED_VERSIONS}
+        self.etags = {v: etag(body) for v, body in self.aggregated.items()}
+
+    async def apis(self, request: Request) -> Response:
+        chosen = choose(request.headers.get("accept", ""))
+        if chosen is None:
+            raise errors.NotAcceptable(
+                "only the following media types are accepted: application/json, "
+                + ", ".join(content_type(v) for v in AGGREGATED_VERSIONS)
+            )
+        vary = {"Vary": "Accept"}
+        if chosen == LEGACY:
+            return _json(self.group_list, headers=vary)
+        tag = self.etags[chosen]
+        headers = {**vary, "ETag": tag, "Cache-Control": "public"}
+        if etag_matches(request.headers.get("if-none-match", ""), tag):
+            return Response(status_code=304, headers=headers)
+        return Response(self.aggregated[chosen], headers=headers, media_type=content_type(chosen))
+
+    async def group(self, request: Request) -> Response:
+        return _json(self.api_group)
+
+    async def version(self, request: Request) -> Response:
+        return _json(self.resource_list)
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/apis", self.apis, methods=["GET"]),
+            Route(f"/apis/{resources.GROUP}", self.group, methods=["GET"]),
+            Route(f"/apis/{resources.GROUP_VERSION}", self.version, methods=["GET"]),
+        ]
+
+
+def routes() -> list[BaseRoute]:
+    return Documents().routes()
+
+
+def _group_body(version: dict[str, str]) -> dict[str, Any]:
+    return {"name": resources.GROUP, "versions": [version], "preferredVersion": version}
+
+
+def _kind(kind: str) -> dict[str, str]:
+    return {"group": resources.GROUP, "version": resources.VERSION, "kind": kind}
+
+
+def _json(body: bytes, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, headers=headers, media_type="application/json")

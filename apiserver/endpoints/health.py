@@ -1,0 +1,82 @@
+"""Health and version: ``/healthz``, ``/livez``, ``/readyz`` (ready once storage started) and
+``/version`` (kube's ``version.Info`` shape)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+from typing import TypedDict
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+PACKAGE = "model-manager"
+
+
+class VersionInfo(TypedDict):
+    major: str
+    minor: str
+    gitVersion: str
+    gitCommit: str
+    gitTreeState: str
+    buildDate: str
+    goVersion: str
+    compiler: str
+    platform: str
+
+
+def version_info() -> VersionInfo:
+    """The shape of kube's ``version.Info``; the Go-specific fields name the Python runtime."""
+    try:
+        version = importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        version = "0.0.0"
+    major, _, rest = version.partition(".")
+    minor = rest.partition(".")[0]
+    machine = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    return {
+        "major": major,
+        "minor": minor,
+        "gitVersion": f"v{version}",
+        "gitCommit": "",
+        "gitTreeState": "",
+        "buildDate": "",
+        "goVersion": f"python{platform.python_version()}",
+        "compiler": sys.implementation.name,
+        "platform": f"{sys.platform}/{machine}",
+    }
+
+
+async def alive(request: Request) -> Response:
+    return _check(request, {"ping": True}, "healthz" if request.url.path == "/healthz" else "livez")
+
+
+async def ready(request: Request) -> Response:
+    checks = {"ping": True, "storage": bool(getattr(request.app.state, "ready", False))}
+    return _check(request, checks, "readyz")
+
+
+async def version(request: Request) -> Response:
+    return Response(orjson.dumps(version_info()), media_type="application/json")
+
+
+def _check(request: Request, checks: dict[str, bool], name: str) -> Response:
+    passed = all(checks.values())
+    status = 200 if passed else 503
+    if "verbose" not in request.query_params:
+        return PlainTextResponse("ok" if passed else f"{name} check failed", status_code=status)
+    lines = [f"[+]{check} ok" if ok else f"[-]{check} failed" for check, ok in checks.items()]
+    lines.append(f"{name} check {'passed' if passed else 'failed'}")
+    return PlainTextResponse("\n".join(lines) + "\n", status_code=status)
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/healthz", alive, methods=["GET"]),
+        Route("/livez", alive, methods=["GET"]),
+        Route("/readyz", ready, methods=["GET"]),
+        Route("/version", version, methods=["GET"]),
+    ]

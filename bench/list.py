@@ -1,0 +1,82 @@
+"""list: LIST 10,000 ModelArtifacts over HTTP/2, in pages of 500 and in one unpaged request;
+baseline: encoding the same objects with orjson in-process (the cost no server can avoid).
+
+The objects are seeded in-process through the registry before the server starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any
+
+import httpx
+import orjson
+
+from bench import _apiserver, result
+from tests.support import apiserver
+
+OBJECTS = 10_000
+PAGE = 500
+RUNS = 7
+
+
+async def _paged(client: httpx.AsyncClient) -> tuple[float, list[dict[str, Any]]]:
+    started = time.perf_counter()
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        params = {"limit": str(PAGE), **({"continue": token} if token else {})}
+        response = await client.get(_apiserver.COLLECTION, params=params)
+        response.raise_for_status()
+        page = orjson.loads(response.content)
+        items += page["items"]
+        token = page["metadata"].get("continue", "")
+        if not token:
+            return time.perf_counter() - started, items
+
+
+async def _unpaged(client: httpx.AsyncClient) -> tuple[float, bytes]:
+    started = time.perf_counter()
+    response = await client.get(_apiserver.COLLECTION)
+    response.raise_for_status()
+    return time.perf_counter() - started, response.content
+
+
+async def _run(server: apiserver.RunningServer) -> None:
+    async with _apiserver.client(server) as client:
+        await _unpaged(client)  # warm caches on both sides
+        unpaged: list[float] = []
+        paged: list[float] = []
+        body = b""
+        for _ in range(RUNS):
+            seconds, body = await _unpaged(client)
+            unpaged.append(seconds)
+            seconds, items = await _paged(client)
+            paged.append(seconds)
+            if len(items) != OBJECTS:
+                raise RuntimeError(f"paged list returned {len(items)} of {OBJECTS}")
+    listed = orjson.loads(body)
+    if len(listed["items"]) != OBJECTS:
+        raise RuntimeError(f"unpaged list returned {len(listed['items'])} of {OBJECTS}")
+    encode: list[float] = []
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        orjson.dumps(listed)
+        encode.append(time.perf_counter() - started)
+    baseline = statistics.median(encode) * 1000
+    params = {"objects": OBJECTS, "runs": RUNS, "bytes": len(body), "target_p50_ms": 250}
+    result.report("list-unpaged", statistics.median(unpaged) * 1000, "ms p50", baseline,
+                  higher_is_better=False, params=params)  # fmt: skip
+    result.report("list-paged", statistics.median(paged) * 1000, "ms p50", baseline,
+                  higher_is_better=False, params={**params, "page": PAGE})  # fmt: skip
+
+
+def main() -> None:
+    with _apiserver.running(seed=OBJECTS) as server:
+        asyncio.run(_run(server))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""write: create, update and delete 2,000 ModelArtifacts over HTTP/2, 20 at a time; baseline: the
+same operations on the storage layer alone (SQLite store in-process, same value sizes).
+
+Figures: p99 create latency (target <= 30 ms on SQLite), with update/delete p99 and throughput in
+the params.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import orjson
+
+from apiserver.storage import interface, sqlite
+from bench import _apiserver, result
+from tests.support import apiserver
+
+OBJECTS = 2000
+CONCURRENCY = 20
+
+Timings = dict[str, list[float]]
+
+
+async def _timed(timings: Timings, op: str, call: Callable[[], Awaitable[object]]) -> object:
+    started = time.perf_counter()
+    value = await call()
+    timings[op].append(time.perf_counter() - started)
+    return value
+
+
+async def _drive(one: Callable[[int, Timings], Awaitable[None]]) -> tuple[Timings, float]:
+    timings: Timings = {"create": [], "update": [], "delete": []}
+    queue = iter(range(OBJECTS))
+
+    async def worker() -> None:
+        for index in queue:
+            await one(index, timings)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return timings, time.perf_counter() - started
+
+
+async def _over_http(server: apiserver.RunningServer) -> tuple[Timings, float]:
+    async with _apiserver.client(server) as client:
+        (await client.get("/readyz")).raise_for_status()
+
+        async def one(index: int, timings: Timings) -> None:
+            name = f"w-{index:05d}"
+            url = f"{_apiserver.COLLECTION}/{name}"
+            body = _apiserver.artifact(name, index)
+            created = await _timed(
+                timings, "create", lambda: client.post(_apiserver.COLLECTION, json=body)
+            )
+            obj = _checked(created, 201)
+            obj["metadata"]["labels"]["step"] = "updated"
+            _checked(await _timed(timings, "update", lambda: client.put(url, json=obj)), 200)
+            _checked(await _timed(timings, "delete", lambda: client.delete(url)), 200)
+
+        return await _drive(one)
+
+
+async def _storage_alone(path: pathlib.Path) -> tuple[Timings, float]:
+    store = sqlite.Store(path)
+    await store.start()
+    try:
+
+        async def one(index: int, timings: Timings) -> None:
+            key = f"/modelartifacts/{_apiserver.NAMESPACE}/w-{index:05d}"
+            value = orjson.dumps(_apiserver.artifact(f"w-{index:05d}", index))
+            record = await _timed(timings, "create", lambda: store.create(key, value))
+            assert isinstance(record, interface.Record)
+            updated = await _timed(
+                timings, "update",
+                lambda: store.update(key, value + b" ", expected_revision=record.revision),
+            )  # fmt: skip
+            assert isinstance(updated, interface.Record)
+            await _timed(timings, "delete",
+                         lambda: store.delete(key, expected_revision=updated.revision))  # fmt: skip
+
+        return await _drive(one)
+    finally:
+        await store.close()
+
+
+def _checked(response: object, status: int) -> dict[str, Any]:
+    if not isinstance(response, httpx.Response):
+        raise TypeError(f"expected a response, got {response!r}")
+    if response.status_code != status:
+        raise RuntimeError(f"{response.request.method} {response.status_code}: {response.text}")
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def _ms(values: list[float], fraction: float) -> float:
+    return round(_apiserver.percentile(values, fraction) * 1000, 2)
+
+
+def main() -> None:
+    with _apiserver.running() as server:
+        http, http_seconds = asyncio.run(_over_http(server))
+    with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
+        base, base_seconds = asyncio.run(_storage_alone(pathlib.Path(tmp) / "store.db"))
+    params = {
+        "objects": OBJECTS, "concurrency": CONCURRENCY, "target_p99_create_ms": 30,
+        "ops_per_s": round(3 * OBJECTS / http_seconds),
+        "storage_ops_per_s": round(3 * OBJECTS / base_seconds),
+        **{f"{op}_p50_ms": _ms(http[op], 0.5) for op in http},
+        **{f"{op}_p99_ms": _ms(http[op], 0.99) for op in http},
+        **{f"storage_{op}_p99_ms": _ms(base[op], 0.99) for op in base},
+    }  # fmt: skip
+    result.report("write", _ms(http["create"], 0.99), "ms p99", _ms(base["create"], 0.99),
+                  higher_is_better=False, params=params)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

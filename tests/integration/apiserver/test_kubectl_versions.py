@@ -1,0 +1,62 @@
+"""A smoke subset with the oldest (1.27) and newest (1.33) kubectl on this machine.
+
+kubectl up to 1.28 reads OpenAPI v2 only as protobuf (validation probe, ``explain``), so 1.27 also
+checks that form; 1.33 reads OpenAPI v3 and prefers aggregated discovery v2.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import apiserver as support
+from tests.support import kubectl as kubectl_support
+
+BINARIES = [
+    pytest.param(kubectl_support.OLDEST, id="1.27"),
+    pytest.param(kubectl_support.NEWEST, id="1.33"),
+]
+
+
+@pytest.fixture(params=BINARIES)
+def kubectl(
+    request: pytest.FixtureRequest, apiserver: support.RunningServer, tmp_path: pathlib.Path
+) -> kubectl_support.Kubectl:
+    binary: pathlib.Path = request.param
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing on this machine")
+    return kubectl_support.Kubectl(apiserver.kubeconfig, tmp_path / "cache", binary)
+
+
+def test_smoke(kubectl: kubectl_support.Kubectl) -> None:
+    ns = f"smoke-{kubectl.binary.name.replace('.', '-')}"
+    resources = kubectl.run("api-resources", "--api-group=worker.gpustack.ai").stdout
+    assert "modelartifacts" in resources
+    assert "nms" in resources
+    manifest: dict[str, Any] = {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelArtifact",
+        "metadata": {"name": "smoke", "namespace": ns, "labels": {"run": "first"}},
+        "spec": {"source": {"huggingFace": {"repository": "Qwen/Qwen2.5-0.5B-Instruct"}}},
+    }
+    assert "created" in kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(manifest)).stdout
+    manifest["metadata"]["labels"] = {"run": "second"}
+    assert "configured" in kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(manifest)).stdout
+    got = json.loads(kubectl.run("get", "mart", "smoke", "-n", ns, "-o", "json").stdout)
+    assert got["metadata"]["labels"] == {"run": "second"}
+    wide = kubectl.run("get", "mart", "-n", ns, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[:2] == ["NAME", "SOURCE"]
+    assert wide[0].split()[-1] == "AGE"
+    kubectl.run("patch", "mart", "smoke", "-n", ns, "--type", "merge",
+                "-p", '{"metadata":{"labels":{"patched":"yes"}}}')  # fmt: skip
+    explained = kubectl.run("explain", "modelartifact.spec.source.huggingFace").stdout
+    assert "repository" in explained
+    manifest["metadata"]["name"] = "unknown-field"
+    manifest["spec"]["surprise"] = 1
+    err = kubectl.fails("create", "-f", "-", stdin=yaml.safe_dump(manifest))
+    assert 'unknown field "spec.surprise"' in err
+    kubectl.run("delete", "mart", "smoke", "-n", ns, "--wait=true", "--timeout=30s")

@@ -1,0 +1,56 @@
+"""Fixtures for integration tests: a real standalone API server over TLS on loopback."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Generator, Iterator
+
+import pytest
+
+from tests.support import apiserver as support
+
+
+@pytest.fixture(scope="module")
+def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.RunningServer]:
+    """One server per test module (tests in a module use distinct names or namespaces)."""
+    server = support.start(tmp_path_factory.mktemp("apiserver"))
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        finally:
+            server.kill()
+
+
+@pytest.fixture
+def fresh_apiserver(tmp_path: pathlib.Path) -> Iterator[support.RunningServer]:
+    """A server of its own for tests that restart, kill or otherwise disturb it."""
+    server = support.start(tmp_path / "apiserver")
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        finally:
+            server.kill()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach the server log to a failing test's report."""
+    report = yield
+    if report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, support.RunningServer):
+                report.sections.append(("apiserver log", value.log()[-20000:]))
+    return report
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = pathlib.Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.integration)

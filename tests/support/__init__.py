@@ -1,0 +1,1 @@
+"""Shared test harness: real processes (API server, kubectl, the Python client) and fixtures."""

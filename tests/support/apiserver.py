@@ -1,0 +1,193 @@
+"""Start the real API server (``python -m apiserver --standalone``) as a subprocess for tests.
+
+The server generates its CA, serving certificate, tokens and kubeconfigs under ``data_dir`` on
+first start and reuses them afterwards, so a stop + start on the same directory is a restart.
+Its stdout and stderr go to ``data_dir/server.log`` (appended across restarts).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import pathlib
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+import httpx
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 15.0
+
+
+@dataclasses.dataclass
+class RunningServer:
+    url: str
+    data_dir: pathlib.Path
+    ca_file: pathlib.Path
+    admin_token: str
+    worker_token: str
+    kubeconfig: pathlib.Path
+    worker_kubeconfig: pathlib.Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    @property
+    def log_file(self) -> pathlib.Path:
+        return self.data_dir / "server.log"
+
+    def log(self) -> str:
+        """The server's output so far (for failure messages)."""
+        try:
+            return self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def client(self, *, token: str | None = None, http2: bool = False) -> httpx.Client:
+        """A client trusting the server's CA and sending the admin token by default."""
+        return httpx.Client(
+            base_url=self.url,
+            verify=ssl_context(self.ca_file),
+            http2=http2,
+            headers={"Authorization": f"Bearer {token or self.admin_token}"},
+            timeout=30.0,
+        )
+
+    def stop(self) -> None:
+        """Graceful stop: SIGTERM, then wait (SIGKILL if it does not exit in time)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.send_signal(signal.SIGUSR1)  # stacks into the log, then kill
+                time.sleep(1)
+                self.kill()
+                raise RuntimeError(
+                    f"server ignored SIGTERM for {STOP_TIMEOUT}s:\n{self.log()[-6000:]}"
+                ) from None
+
+    def kill(self) -> None:
+        """Crash: SIGKILL, then wait."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def ssl_context(ca_file: pathlib.Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def read_tokens(path: pathlib.Path) -> dict[str, str]:
+    """user name -> token from a static token file (``token,user,uid,"groups"``)."""
+    users: dict[str, str] = {}
+    with path.open(newline="") as handle:
+        for row in csv.reader(handle):
+            if len(row) >= 2 and not row[0].startswith("#"):
+                users[row[1]] = row[0]
+    return users
+
+
+class PortTaken(RuntimeError):
+    """The chosen port was taken between picking it and the server binding it."""
+
+
+def start(
+    data_dir: pathlib.Path,
+    *,
+    port: int | None = None,
+    extra_args: Sequence[str] = (),
+) -> RunningServer:
+    """Run the standalone server on ``port`` (a free one by default) and wait for /readyz."""
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    attempts = 1 if port else 3
+    for attempt in range(attempts):
+        try:
+            return _start_once(data_dir, port or free_port(), extra_args)
+        except PortTaken:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(data_dir: pathlib.Path, port: int, extra_args: Sequence[str]) -> RunningServer:
+    command = [
+        sys.executable, "-m", "apiserver", "--standalone",
+        "--data-dir", str(data_dir), "--port", str(port), "--bind", "127.0.0.1",
+        *extra_args,
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with (data_dir / "server.log").open("ab") as log:
+        log.write(f"--- {' '.join(command)}\n".encode())
+        log.flush()
+        offset = log.tell()
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        return _wait_ready(process, data_dir, port, offset)
+    except BaseException:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        raise
+
+
+def _wait_ready(
+    process: subprocess.Popen[bytes], data_dir: pathlib.Path, port: int, offset: int
+) -> RunningServer:
+    url = f"https://127.0.0.1:{port}"
+    ca_file = data_dir / "ca.crt"
+    deadline = time.monotonic() + START_TIMEOUT
+    last_error = "no attempt yet"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            with (data_dir / "server.log").open("rb") as handle:
+                handle.seek(offset)
+                log = handle.read().decode(errors="replace")
+            if "Address already in use" in log:
+                raise PortTaken(f"port {port} was taken")
+            raise RuntimeError(f"server exited with {process.returncode}:\n{log[-4000:]}")
+        if ca_file.exists():
+            try:
+                with httpx.Client(verify=ssl_context(ca_file), timeout=2.0) as client:
+                    if client.get(f"{url}/readyz").status_code == 200:
+                        break
+                    last_error = "readyz not 200"
+            except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
+                last_error = repr(exc)
+        time.sleep(0.05)
+    else:
+        process.kill()
+        process.wait()
+        log = (data_dir / "server.log").read_text(errors="replace")
+        raise RuntimeError(f"server not ready in {START_TIMEOUT}s ({last_error}):\n{log[-4000:]}")
+    tokens = read_tokens(data_dir / "tokens.csv")
+    worker_token = next(token for user, token in tokens.items() if user != "admin")
+    return RunningServer(
+        url=url,
+        data_dir=data_dir,
+        ca_file=ca_file,
+        admin_token=tokens["admin"],
+        worker_token=worker_token,
+        kubeconfig=data_dir / "kubeconfig",
+        worker_kubeconfig=data_dir / "worker.kubeconfig",
+        process=process,
+    )

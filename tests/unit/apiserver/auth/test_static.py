@@ -1,0 +1,65 @@
+"""Static token file: parsing, authentication, writing."""
+
+from __future__ import annotations
+
+import pathlib
+import stat
+
+import pytest
+
+from apiserver.auth import static, user
+
+
+def test_parse_kube_token_file_format() -> None:
+    text = 'tok1,alice,uid-1,"dev,ops"\n# comment\n\ntok2,bob,uid-2\ntok3,carol\n'
+    entries = static.parse(text)
+    assert [(e.name, e.uid, e.groups) for e in entries] == [
+        ("alice", "uid-1", ("dev", "ops")),
+        ("bob", "uid-2", ()),
+        ("carol", "", ()),
+    ]
+    assert entries[0].token == "tok1"
+
+
+def test_malformed_line_names_the_line_not_the_token() -> None:
+    with pytest.raises(static.TokenFileError, match="line 2") as info:
+        static.parse("tok1,alice\nsecret-token-value\n")
+    assert "secret-token-value" not in str(info.value)
+
+
+def test_authenticate_adds_system_authenticated() -> None:
+    table = static.TokenTable(static.parse('tok1,alice,u1,"dev"\n'))
+    found = table.authenticate("tok1")
+    assert found == user.UserInfo(name="alice", uid="u1", groups=("dev", user.AUTHENTICATED))
+    assert table.authenticate("tok2") is None
+    assert table.authenticate("") is None
+
+
+def test_group_not_duplicated() -> None:
+    table = static.TokenTable([static.Entry("t", "a", groups=(user.AUTHENTICATED,))])
+    found = table.authenticate("t")
+    assert found is not None
+    assert found.groups == (user.AUTHENTICATED,)
+
+
+def test_write_round_trips_and_is_private(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "tokens.csv"
+    entries = [
+        static.Entry(static.new_token(), "admin", "admin", (user.MASTERS,)),
+        static.Entry(static.new_token(), "worker", "", ("a", "b")),
+    ]
+    static.write(path, entries)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert static.parse(path.read_text()) == entries
+    assert static.load(path).authenticate(entries[1].token) is not None
+
+
+def test_token_is_not_in_repr() -> None:
+    entry = static.Entry("very-secret", "alice")
+    assert "very-secret" not in repr(entry)
+
+
+def test_new_tokens_are_long_and_distinct() -> None:
+    tokens = {static.new_token() for _ in range(50)}
+    assert len(tokens) == 50
+    assert all(len(t) >= 40 for t in tokens)

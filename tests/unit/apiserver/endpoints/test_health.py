@@ -1,0 +1,51 @@
+"""Health endpoints and /version."""
+
+from __future__ import annotations
+
+import httpx
+from starlette.applications import Starlette
+
+from apiserver.endpoints import health
+
+
+def _client(ready: bool) -> httpx.AsyncClient:
+    application = Starlette(routes=health.routes())
+    application.state.ready = ready
+    return httpx.AsyncClient(transport=httpx.ASGITransport(application), base_url="https://t")
+
+
+async def test_live_and_healthy_regardless_of_readiness() -> None:
+    async with _client(ready=False) as client:
+        for path in ("/healthz", "/livez"):
+            response = await client.get(path)
+            assert response.status_code == 200
+            assert response.text == "ok"
+
+
+async def test_readyz_follows_state() -> None:
+    async with _client(ready=False) as client:
+        response = await client.get("/readyz")
+    assert response.status_code == 503
+    async with _client(ready=True) as client:
+        response = await client.get("/readyz")
+    assert response.status_code == 200
+    assert response.text == "ok"
+
+
+async def test_readyz_verbose_lists_checks() -> None:
+    async with _client(ready=False) as client:
+        response = await client.get("/readyz?verbose")
+    assert "[+]ping ok" in response.text
+    assert "[-]storage failed" in response.text
+    assert response.text.endswith("readyz check failed\n")
+
+
+async def test_version_shape() -> None:
+    async with _client(ready=True) as client:
+        body = (await client.get("/version")).json()
+    assert set(body) == {
+        "major", "minor", "gitVersion", "gitCommit", "gitTreeState",
+        "buildDate", "goVersion", "compiler", "platform",
+    }  # fmt: skip
+    assert body["gitVersion"].startswith(f"v{body['major']}.{body['minor']}.")
+    assert body["platform"].startswith("linux/")

@@ -1,0 +1,178 @@
+"""App assembly: one Status renderer, 404/405 as Status, 413 body limit, 500 without internals,
+authentication in front, readiness tied to storage start."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Message
+
+from apiserver import app, errors
+from apiserver.auth import static
+from apiserver.storage import sqlite
+
+TOKEN = "unit-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+LIMIT = 1024
+
+
+async def echo(request: Request) -> JSONResponse:
+    return JSONResponse({"size": len(await request.body())})
+
+
+async def conflict(request: Request) -> JSONResponse:
+    raise errors.Conflict("it changed", headers={"Retry-After": "1"})
+
+
+async def boom(request: Request) -> JSONResponse:
+    raise RuntimeError("secret internal detail")
+
+
+@pytest.fixture
+async def application(tmp_path: pathlib.Path) -> AsyncIterator[Starlette]:
+    routes = [
+        Route("/echo", echo, methods=["POST"]),
+        Route("/conflict", conflict),
+        Route("/boom", boom),
+    ]
+    built = app.build(
+        storage=sqlite.Store(tmp_path / "store.db"),
+        authenticator=static.TokenTable([static.Entry(TOKEN, "tester")]),
+        resource_routes=routes,
+        worker_username="the-worker",
+        max_body_bytes=LIMIT,
+    )
+    assert built.state.ready is False
+    async with built.router.lifespan_context(built):
+        yield built
+    assert built.state.ready is False
+
+
+@pytest.fixture
+async def client(application: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(application, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="https://t", headers=AUTH) as c:
+        yield c
+
+
+async def test_ready_after_start(application: Starlette, client: httpx.AsyncClient) -> None:
+    assert application.state.ready is True
+    assert application.state.worker_username == "the-worker"
+    assert (await client.get("/readyz")).status_code == 200
+
+
+async def test_unknown_path_is_404_status(client: httpx.AsyncClient) -> None:
+    response = await client.get("/nothing/here")
+    assert response.status_code == 404
+    body = response.json()
+    assert (body["kind"], body["reason"], body["code"]) == ("Status", "NotFound", 404)
+
+
+async def test_wrong_method_is_405_status(client: httpx.AsyncClient) -> None:
+    response = await client.delete("/version")
+    assert response.status_code == 405
+    assert response.json()["reason"] == "MethodNotAllowed"
+
+
+async def test_status_error_rendered_with_headers(client: httpx.AsyncClient) -> None:
+    response = await client.get("/conflict")
+    assert response.status_code == 409
+    assert response.headers["retry-after"] == "1"
+    assert response.json() == errors.Conflict("it changed").body()
+
+
+async def test_unexpected_exception_is_500_without_internals(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    response = await client.get("/boom")
+    assert response.status_code == 500
+    assert response.json()["reason"] == "InternalError"
+    assert "secret internal detail" not in response.text
+    assert "secret internal detail" in caplog.text
+
+
+async def test_body_at_limit_passes(client: httpx.AsyncClient) -> None:
+    response = await client.post("/echo", content=b"x" * LIMIT)
+    assert response.json() == {"size": LIMIT}
+
+
+async def test_body_over_limit_by_length_is_413(client: httpx.AsyncClient) -> None:
+    response = await client.post("/echo", content=b"x" * (LIMIT + 1))
+    assert response.status_code == 413
+    body = response.json()
+    assert body["reason"] == "RequestEntityTooLarge"
+    assert str(LIMIT) in body["message"]
+
+
+async def test_streamed_body_over_limit_is_413(client: httpx.AsyncClient) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(4):
+            yield b"y" * 400
+
+    response = await client.post("/echo", content=chunks())
+    assert response.status_code == 413
+
+
+async def test_needs_token(client: httpx.AsyncClient) -> None:
+    response = await client.get("/version", headers={"Authorization": ""})
+    assert response.status_code == 401
+
+
+async def test_discovery_and_openapi_are_mounted(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/apis/worker.gpustack.ai/v1")).json()["kind"] == "APIResourceList"
+    assert (await client.get("/openapi/v3")).status_code == 200
+
+
+async def test_shutdown_ends_open_streams_cleanly() -> None:
+    async def forever(request: Request) -> StreamingResponse:
+        async def chunks() -> AsyncIterator[bytes]:
+            yield b'{"type":"ADDED"}\n'
+            await asyncio.Event().wait()  # a watch with nothing more to say
+            yield b""
+
+        return StreamingResponse(chunks(), media_type="application/json")
+
+    shutdown = app.Shutdown()
+    inner = Starlette(routes=[Route("/watch", forever)])
+    draining = app.Draining(inner, shutdown)
+    sent: list[Message] = []
+    first_chunk = asyncio.Event()
+
+    async def receive() -> Message:
+        await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            first_chunk.set()
+
+    scope = {
+        "type": "http", "method": "GET", "path": "/watch", "headers": [], "query_string": b"",
+        "root_path": "", "scheme": "https", "http_version": "2",
+    }  # fmt: skip
+    task = asyncio.create_task(draining(scope, receive, send))
+    await asyncio.wait_for(first_chunk.wait(), 5)
+    assert len(shutdown.streams) == 1
+    shutdown.begin()
+    await asyncio.wait_for(task, 5)  # returns normally: no cancellation leaks to the server
+    assert sent[0]["status"] == 200
+    assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    assert not shutdown.streams
+
+
+async def test_shutdown_leaves_plain_requests_alone(
+    client: httpx.AsyncClient, application: Starlette
+) -> None:
+    application.state.shutdown.begin()
+    response = await client.get("/version")
+    assert response.status_code == 200
+    assert response.json()["gitVersion"]

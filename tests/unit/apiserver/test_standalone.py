@@ -1,0 +1,65 @@
+"""Standalone preparation: certs, tokens and kubeconfigs created once and reused."""
+
+from __future__ import annotations
+
+import pathlib
+import stat
+
+import yaml
+
+from apiserver import cli, standalone
+from apiserver.auth import static, user
+
+
+def _prepare(data_dir: pathlib.Path, *extra: str) -> standalone.Prepared:
+    argv = ["--standalone", "--data-dir", str(data_dir), "--port", "9443", *extra]
+    return standalone.prepare(cli.parse(argv))
+
+
+def test_creates_everything(tmp_path: pathlib.Path) -> None:
+    prepared = _prepare(tmp_path / "d")
+    data = tmp_path / "d"
+    for name in ("ca.crt", "ca.key", "serving.crt", "serving.key", "tokens.csv",
+                 "kubeconfig", "worker.kubeconfig"):  # fmt: skip
+        assert stat.S_IMODE((data / name).stat().st_mode) == 0o600, name
+    tokens = static.load(data / "tokens.csv")
+    config = yaml.safe_load(prepared.kubeconfig.read_text())
+    assert config["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:9443"
+    admin = tokens.authenticate(config["users"][0]["user"]["token"])
+    assert admin is not None
+    assert admin.name == "admin"
+    assert user.MASTERS in admin.groups
+    worker_config = yaml.safe_load(prepared.worker_kubeconfig.read_text())
+    worker = tokens.authenticate(worker_config["users"][0]["user"]["token"])
+    assert worker is not None
+    assert worker.name == prepared.settings.worker_username
+
+
+def test_second_start_reuses_tokens_and_ca(tmp_path: pathlib.Path) -> None:
+    first = _prepare(tmp_path)
+    tokens = (tmp_path / "tokens.csv").read_text()
+    ca = (tmp_path / "ca.crt").read_bytes()
+    config = first.kubeconfig.read_text()
+    _prepare(tmp_path)
+    assert (tmp_path / "tokens.csv").read_text() == tokens
+    assert (tmp_path / "ca.crt").read_bytes() == ca
+    assert first.kubeconfig.read_text() == config
+
+
+def test_new_worker_user_gets_a_token(tmp_path: pathlib.Path) -> None:
+    _prepare(tmp_path)
+    prepared = _prepare(tmp_path, "--worker-user", "someone-else")
+    worker_config = yaml.safe_load(prepared.worker_kubeconfig.read_text())
+    found = static.load(tmp_path / "tokens.csv").authenticate(
+        worker_config["users"][0]["user"]["token"]
+    )
+    assert found is not None
+    assert found.name == "someone-else"
+
+
+def test_greeting_is_exactly_two_lines(tmp_path: pathlib.Path) -> None:
+    prepared = _prepare(tmp_path)
+    assert standalone.greeting(prepared).splitlines() == [
+        f"export KUBECONFIG={tmp_path.resolve()}/kubeconfig",
+        "kubectl get modelartifacts -A",
+    ]
