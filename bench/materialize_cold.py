@@ -1,0 +1,352 @@
+"""materialize-cold: a synthetic repository (2 LFS files of 1 GiB, 1 of 512 MiB, 30 small files)
+from the fixture hub over loopback HTTP, from the first ``ensure`` to a published, durable tree.
+
+Baselines measured in the same run: (a) ``huggingface_hub.snapshot_download`` of the same
+repository from the same hub into a fresh directory, then fsync of its files (it checks sizes
+only); (b) the machine limit: the slowest of reading the bytes over loopback, hashing them on the
+available cores, and writing+fsyncing them, each measured alone with the same sizes.
+
+The hub runs as its own process (``python -m bench.materialize_cold hub SPEC``) and so does the
+downloader (``... drive ARGS``), so neither shares a GIL with the other or with the baselines.
+``materialize_memory`` and ``resume`` reuse these helpers. ``BENCH_SCALE`` (default 1) multiplies
+the large files' sizes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import json
+import os
+import pathlib
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from bench import result
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+REPO = "bench/cold-model"
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def repository(scale: float = 1.0, big: int = 1 * GiB) -> dict[str, dict[str, Any]]:
+    """The benchmark repository as a JSON-able spec: path -> {size, lfs}."""
+    files: dict[str, dict[str, Any]] = {
+        "model-00001-of-00002.safetensors": {"size": int(big * scale), "lfs": True},
+        "model-00002-of-00002.safetensors": {"size": int(big * scale), "lfs": True},
+        "extra/adapter.safetensors": {"size": int(big * scale) // 2, "lfs": True},
+    }
+    for i in range(30):
+        files[f"small/file-{i:02d}.json"] = {"size": 1000 + 997 * i, "lfs": False}
+    return files
+
+
+# --- the hub process ------------------------------------------------------------------------------
+def serve_hub(spec_json: str) -> None:
+    """Serve ``spec`` until stdin closes; print ``{"endpoint", "commit"}`` once digests are ready,
+    then answer each ``stats`` line with ``{"bytes": served, "max_open": n}``."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from tests.support import fakehub
+
+    spec = json.loads(spec_json)
+    with fakehub.run_fakehub() as hub:
+        files = {
+            p: fakehub.FileSpec(size=f["size"], lfs=f["lfs"]) for p, f in spec["files"].items()
+        }
+        hub.add_repo(REPO, files)
+        for path in files:
+            content = hub.content(REPO, path)
+            _ = content.sha256, content.gitsha1  # precompute before anything is timed
+        for path, rate in spec.get("rates", {}).items():
+            hub.faults(REPO, path).rate = rate
+        print(json.dumps({"endpoint": hub.endpoint, "commit": hub.repo(REPO).commit}), flush=True)
+        for line in sys.stdin:
+            if line.strip() == "stats":
+                print(json.dumps({"bytes": hub.bytes_served(REPO),
+                                  "max_open": hub.max_open_downloads}), flush=True)
+            elif line.strip() == "clear":
+                hub.clear_faults()
+                print("{}", flush=True)
+
+
+class Hub:
+    def __init__(self, files: dict[str, dict[str, Any]], rates: dict[str, float] | None = None
+                 ) -> None:
+        spec = json.dumps({"files": files, "rates": rates or {}})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.materialize_cold", "hub", spec], cwd=REPO_ROOT,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert self.proc.stdout is not None
+        ready = json.loads(self.proc.stdout.readline())
+        self.endpoint: str = ready["endpoint"]
+        self.commit: str = ready["commit"]
+        self.files = files
+
+    def command(self, line: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return answer
+
+    def bytes_served(self) -> int:
+        return int(self.command("stats")["bytes"])
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@contextlib.contextmanager
+def running_hub(files: dict[str, dict[str, Any]], rates: dict[str, float] | None = None
+                ) -> Iterator[Hub]:
+    hub = Hub(files, rates)
+    try:
+        yield hub
+    finally:
+        hub.close()
+
+
+def digest_of(hub: Hub) -> str:
+    from hub import config as hub_config
+    from hub import huggingface, listing
+
+    async def run() -> str:
+        client = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
+        try:
+            source = huggingface.HuggingFace(client, hub.endpoint)
+            return (await listing.manifest_for(source, REPO, hub.commit, (), (), token=None))[2]
+        finally:
+            await client.aclose()
+
+    return asyncio.run(run())
+
+
+# --- the downloader process -------------------------------------------------------------------
+def drive(root: str, endpoint: str, commit: str, digest: str) -> None:
+    """Ask ``ensure`` until published; print progress lines and a final line with timings."""
+    from hub import config as hub_config
+    from nodeplugin.cache import layout
+    from nodeplugin.materialize import download, interface
+
+    async def run() -> None:
+        config = hub_config.HubConfig(huggingface_endpoint=endpoint)
+        m = download.HubMaterializer.from_config(layout.Layout(root), config, settings())
+        request = interface.Request(digest, interface.Source("huggingFace", REPO, commit))
+        started = time.monotonic()
+        while True:
+            p = await m.ensure(request)
+            if p.state is not interface.State.DOWNLOADING:
+                break
+            print(json.dumps({"received": p.received_bytes}), flush=True)
+            await asyncio.sleep(0.05)
+        elapsed = time.monotonic() - started
+        await m.close()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        print(json.dumps({"state": p.state.value, "reason": p.reason.value if p.reason else None,
+                          "seconds": elapsed, "peak_rss_bytes": usage.ru_maxrss * 1024,
+                          "cpu_seconds": usage.ru_utime + usage.ru_stime}), flush=True)
+
+    asyncio.run(run())
+
+
+def settings() -> Any:
+    """Default download settings, or overrides from ``BENCH_{PART,CHECKPOINT,MEMORY}_MIB`` and
+    ``BENCH_CONCURRENCY`` (for exploring the tuning; the reported runs use the defaults)."""
+    import dataclasses
+
+    from nodeplugin.materialize import download, transfer
+
+    env = os.environ
+    tuning = transfer.Tuning()
+    if "BENCH_PART_MIB" in env:
+        tuning = dataclasses.replace(tuning, part_bytes=int(env["BENCH_PART_MIB"]) * MiB)
+    if "BENCH_CHECKPOINT_MIB" in env:
+        tuning = dataclasses.replace(
+            tuning, checkpoint_bytes=int(env["BENCH_CHECKPOINT_MIB"]) * MiB
+        )
+    base = download.Settings(tuning=tuning)
+    if "BENCH_MEMORY_MIB" in env:
+        base = dataclasses.replace(base, memory_bytes=int(env["BENCH_MEMORY_MIB"]) * MiB)
+    if "BENCH_CONCURRENCY" in env:
+        base = dataclasses.replace(base, concurrency=int(env["BENCH_CONCURRENCY"]))
+    return base
+
+
+class Downloader:
+    def __init__(self, root: pathlib.Path, hub: Hub, digest: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.materialize_cold", "drive", str(root), hub.endpoint,
+             hub.commit, digest],
+            cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+        )
+
+    def lines(self) -> Iterator[dict[str, Any]]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            yield json.loads(line)
+
+    def finish(self) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+        for last in self.lines():  # noqa: B007 - the final line is the summary
+            pass
+        self.proc.wait()
+        if last.get("state") != "Published":
+            raise RuntimeError(f"download did not publish: {last}")
+        return last
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+def materialize(hub: Hub, root: pathlib.Path, digest: str) -> dict[str, Any]:
+    return Downloader(root, hub, digest).finish()
+
+
+# --- baselines --------------------------------------------------------------------------------
+def snapshot_download_seconds(hub: Hub, directory: pathlib.Path) -> float:
+    os.environ["HF_HUB_DISABLE_XET"] = "1"
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    import huggingface_hub
+
+    started = time.monotonic()
+    folder = huggingface_hub.snapshot_download(
+        REPO, revision=hub.commit, endpoint=hub.endpoint, cache_dir=directory / "hf", token=False
+    )
+    for path in pathlib.Path(folder).rglob("*"):
+        if path.is_file():
+            fd = os.open(path.resolve(), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    return time.monotonic() - started
+
+
+def loopback_seconds(hub: Hub, streams: int = 8) -> float:
+    """Read every file over loopback (the big ones as parallel ranges), discarding the bytes."""
+    import httpx
+
+    part = 64 * MiB
+    jobs: list[tuple[str, int, int]] = []
+    for path, spec in hub.files.items():
+        for start in range(0, max(1, spec["size"]), part):
+            jobs.append((path, start, min(spec["size"], start + part) - 1))
+
+    def fetch(client: httpx.Client, path: str, start: int, end: int) -> int:
+        url = f"{hub.endpoint}/{REPO}/resolve/{hub.commit}/{path}"
+        got = 0
+        headers = {"range": f"bytes={start}-{end}"} if end >= start else {}
+        with client.stream("GET", url, headers=headers) as response:
+            for chunk in response.iter_raw(1 * MiB):
+                got += len(chunk)
+        return got
+
+    started = time.monotonic()
+    with httpx.Client(follow_redirects=True, timeout=60) as client, \
+            concurrent.futures.ThreadPoolExecutor(streams) as pool:
+        list(pool.map(lambda job: fetch(client, *job), jobs))
+    return time.monotonic() - started
+
+
+def hashing_seconds(total: int) -> float:
+    """SHA-256 of ``total`` bytes spread over the available cores (hashlib releases the GIL)."""
+    block = os.urandom(16 * MiB)
+    cores = os.cpu_count() or 1
+    share = total // cores
+
+    def work(_: int) -> None:
+        h = hashlib.sha256()
+        for _ in range(share // len(block)):
+            h.update(block)
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(cores) as pool:
+        list(pool.map(work, range(cores)))
+    return time.monotonic() - started
+
+
+def write_seconds(files: dict[str, dict[str, Any]], directory: pathlib.Path) -> float:
+    block = os.urandom(8 * MiB)
+    directory.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    for index, spec in enumerate(files.values()):
+        fd = os.open(directory / f"f{index}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            left = spec["size"]
+            while left > 0:
+                left -= os.write(fd, block[: min(left, len(block))])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return time.monotonic() - started
+
+
+def remove(path: pathlib.Path) -> None:
+    """Remove a work directory, published (read-only) trees included."""
+    from nodeplugin.cache import fsutil
+
+    fsutil.remove_tree(path)
+
+
+def scale() -> float:
+    return float(os.environ.get("BENCH_SCALE", "1"))
+
+
+def main() -> None:
+    files = repository(scale())
+    total = sum(f["size"] for f in files.values())
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-cold-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        with running_hub(files) as hub:
+            digest = digest_of(hub)
+            ours = materialize(hub, work / "cache", digest)
+            remove(work / "cache")
+            snapshot = snapshot_download_seconds(hub, work)
+            remove(work / "hf")
+            loopback = loopback_seconds(hub)
+        hashing = hashing_seconds(total)
+        writing = write_seconds(files, work / "write")
+        limit = max(loopback, hashing, writing)
+        params = {
+            "total_bytes": total, "files": len(files), "scale": scale(),
+            "our_seconds": round(ours["seconds"], 3),
+            "snapshot_download_seconds": round(snapshot, 3),
+            "limit_loopback_seconds": round(loopback, 3), "limit_hash_seconds": round(hashing, 3),
+            "limit_write_fsync_seconds": round(writing, 3),
+            "our_MBps": round(total / ours["seconds"] / 1e6, 1),
+        }
+        result.report("materialize-cold", ours["seconds"], "s", snapshot,
+                      higher_is_better=False, params=params)
+        result.report("materialize-cold-vs-limit", ours["seconds"], "s", limit,
+                      higher_is_better=False, params=params)
+    finally:
+        remove(work)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "hub":
+        serve_hub(sys.argv[2])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "drive":
+        drive(*sys.argv[2:6])
+    else:
+        main()

@@ -1,0 +1,294 @@
+"""One attempt at one digest: list, check the digest, reserve, fetch and verify, publish.
+
+The attempt runs as a background task of ``download.HubMaterializer``. It ends by publishing the
+tree or by raising ``Failed`` with a reason from the API's vocabulary and a message safe to show.
+Its token lives only in this object, for this artifact's repository, and is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import errno
+import functools
+import logging
+import os
+import pathlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+from hub import errors as hub_errors
+from hub import listing, source
+from nodeplugin.cache import fsutil, layout, publish
+from nodeplugin.materialize import capacity, checkpoint, interface, limits, ranges, transfer
+from openapi import manifest
+
+log = logging.getLogger(__name__)
+
+
+class Failed(Exception):
+    """The attempt's end when it does not publish.
+
+    ``message`` says what the reason means plus a detail such as the hub's HTTP status: it goes
+    into status and mount errors, so it names no repository, file or URL. ``detail`` is the full
+    story for the plugin's log (paths, never a token or a signed URL).
+    """
+
+    def __init__(self, reason: interface.Reason, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.detail = detail or message
+
+
+_MEANING: dict[interface.Reason, str] = {
+    interface.Reason.INVALID_REQUEST: "the hub configuration or request cannot be executed",
+    interface.Reason.ACCESS_DENIED: "the hub refused the credential",
+    interface.Reason.SOURCE_UNAVAILABLE: "the hub is unreachable or failing",
+    interface.Reason.INTEGRITY_MISMATCH: "a file's size or hash does not match the manifest",
+}
+
+
+def _from_hub(exc: hub_errors.HubError) -> Failed:
+    reason = _HUB_REASONS.get(exc.reason, interface.Reason.SOURCE_UNAVAILABLE)
+    message = _MEANING[reason]
+    if exc.status is not None:
+        message += f" (HTTP {exc.status})"
+    elif reason is interface.Reason.SOURCE_UNAVAILABLE:
+        message += " (network error)"
+    return Failed(reason, message, exc.message)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Node:
+    """What every attempt on the node shares."""
+
+    cache: layout.Layout
+    requests: limits.RequestLimiter
+    rate: limits.RateLimiter
+    budget: limits.Budget
+    capacity: capacity.Capacity
+    tuning: transfer.Tuning
+    policy: ranges.Policy
+    workers: int
+
+
+_HUB_REASONS: dict[str, interface.Reason] = {
+    "AccessDenied": interface.Reason.ACCESS_DENIED,
+    "InvalidRequest": interface.Reason.INVALID_REQUEST,
+    "SourceUnavailable": interface.Reason.SOURCE_UNAVAILABLE,
+    "RevisionNotFound": interface.Reason.SOURCE_UNAVAILABLE,
+    "EntryNotFound": interface.Reason.SOURCE_UNAVAILABLE,
+}
+
+
+class Attempt:
+    def __init__(
+        self,
+        request: interface.Request,
+        client: source.Source,
+        node: Node,
+        on_bytes: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self.digest = request.digest
+        self.source = request.source
+        self.token = request.token
+        self._client = client
+        self._node = node
+        self._on_bytes = on_bytes
+        self.received = 0
+        self.total: int | None = None
+        self.last_asked = time.monotonic()
+        self.task: asyncio.Task[None] | None = None
+        self.idle_canceled = False
+        self._reservation: capacity.Reservation | None = None
+
+    def touch(self, token: str | None) -> None:
+        """A mount asked again: it keeps the attempt alive and brings the current Secret."""
+        self.last_asked = time.monotonic()
+        if token is not None:
+            self.token = token
+
+    def progress(self) -> interface.Progress:
+        return interface.Progress(
+            digest=self.digest,
+            state=interface.State.DOWNLOADING,
+            received_bytes=self.received,
+            total_bytes=self.total,
+            message=f"materializing {self.digest}: {_size(self.received)} of "
+            f"{_size(self.total) if self.total is not None else 'unknown'} received",
+        )
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        except Failed:
+            raise
+        except hub_errors.HubError as exc:
+            raise _from_hub(exc) from exc
+        except transfer.IntegrityError as exc:
+            raise Failed(interface.Reason.INTEGRITY_MISMATCH,
+                         _MEANING[interface.Reason.INTEGRITY_MISMATCH], exc.message) from exc
+        except capacity.InsufficientCapacity as exc:
+            raise Failed(interface.Reason.INSUFFICIENT_CAPACITY, exc.message) from exc
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise Failed(interface.Reason.INSUFFICIENT_CAPACITY, "the cache is full") from exc
+            code = errno.errorcode.get(exc.errno or 0, "EIO")
+            raise Failed(interface.Reason.SOURCE_UNAVAILABLE, f"local I/O error ({code})",
+                         f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            if self._reservation is not None:
+                self._reservation.release()
+
+    async def _run(self) -> None:
+        src = self.source
+        source.check_repo(src.repository)
+        source.check_commit(src.revision)
+        if await asyncio.to_thread(self._node.cache.is_published, self.digest):
+            return  # an attempt that ended a moment ago published it
+        async with self._node.requests.slot():  # listing requests count toward the limit too
+            _, entries, digest = await listing.manifest_for(
+                self._client, src.repository, src.revision, src.allow_patterns,
+                src.ignore_patterns, token=self.token,
+            )
+        if digest != self.digest:
+            raise Failed(interface.Reason.INTEGRITY_MISMATCH,
+                         "the listing's manifest digest differs from the artifact's")
+        for entry in entries:
+            if entry.path.split("/", 1)[0] in layout.RESERVED_NAMES:
+                raise Failed(interface.Reason.INVALID_REQUEST,
+                             "the manifest uses a file name the cache reserves",
+                             f"{entry.path}: the path is a name the cache reserves")
+        self.total = sum(e.size for e in entries)
+        partial = await asyncio.to_thread(self._partial)
+        writer = transfer.LedgerWriter(checkpoint.Ledger.load(partial.path, self.digest))
+        writer.ledger.keep_only({e.path for e in entries})
+        await writer.flush()
+        files = [
+            transfer.FileTransfer(e, partial.path, writer, self._node.budget, self._node.tuning,
+                                  self._count)
+            for e in entries
+        ]
+        held = await asyncio.to_thread(lambda: sum(f.prepare() for f in files))
+        self.received = held
+        self._reservation = self._node.capacity.reserve(self.digest, self.total - held)
+        log.info("materializing %s: %d files, %d bytes, %d held from before",
+                 self.digest, len(files), self.total, held)
+        try:
+            await self._fetch(files)
+        finally:
+            for f in files:
+                for part in f.parts:
+                    self._node.budget.release(part.booked)
+                    part.booked = 0
+            await writer.flush()
+        await asyncio.to_thread(_sweep, partial.path, {e.path for e in entries})
+        canonical = manifest.canonical_bytes(entries)
+        await asyncio.to_thread(
+            publish.publish_tree, self._node.cache, partial.path, self.digest,
+            manifest_bytes=canonical,
+        )
+
+    def _count(self, size: int) -> None:
+        self.received += size
+        if self._reservation is not None:
+            self._reservation.wrote(size)
+        self._on_bytes(size)
+
+    def _partial(self) -> layout.Partial:
+        """The resumable staging directory of an earlier attempt, or a fresh one (blocking)."""
+        cache = self._node.cache
+        cache.create()
+        mine = [p for p in cache.partials() if p.digest == self.digest]
+        keep = next((p for p in mine if p.resumable), None)
+        for other in mine:
+            if other is not keep:
+                fsutil.remove_tree(other.path)
+        return keep if keep is not None else cache.new_partial(self.digest)
+
+    async def _fetch(self, files: list[transfer.FileTransfer]) -> None:
+        schedule = ranges.Schedule([(f, f.parts) for f in files if not f.complete])
+        try:
+            async with asyncio.TaskGroup() as group:
+                for f in files:
+                    if not f.complete:
+                        group.create_task(f.consume())
+                for _ in range(self._node.workers):
+                    group.create_task(self._worker(schedule))
+        except BaseExceptionGroup as group_error:
+            raise _first(group_error) from None
+
+    async def _worker(self, schedule: ranges.Schedule[transfer.FileTransfer]) -> None:
+        node = self._node
+        repo, commit = self.source.repository, self.source.revision
+        while (item := schedule.next()) is not None:
+            stream, f, part = item
+            path = f.entry.path
+
+            def open_stream(start: int, end: int, path: str = path) -> AsyncIterator[bytes]:
+                return self._client.stream(repo, commit, path, start=start, end=end,
+                                           token=self.token)
+
+            try:
+                part.booked = await node.budget.acquire(
+                    part.length, functools.partial(f.is_frontier, part)
+                )
+                await ranges.fetch(part, open_stream, node.requests, node.rate, node.policy,
+                                   what=path)
+            except BaseException as exc:
+                part.finish(exc)
+                raise
+            finally:
+                schedule.done(stream)
+            part.finish()
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error to report from a task group: prefer an integrity failure, then any other."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    for exc in leaves:
+        if isinstance(exc, transfer.IntegrityError):
+            return exc
+    for exc in leaves:
+        if not isinstance(exc, asyncio.CancelledError):
+            return exc
+    return leaves[0]
+
+
+def _sweep(root: pathlib.Path, paths: set[str]) -> None:
+    """Remove anything in the staging tree the manifest does not name (torn temp files)."""
+    keep_dirs = {str(pathlib.PurePosixPath(p).parent) for p in paths}
+    for p in list(keep_dirs):
+        parts = pathlib.PurePosixPath(p).parts
+        keep_dirs.update(str(pathlib.PurePosixPath(*parts[:i])) for i in range(1, len(parts)))
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        rel_dir = os.path.relpath(dirpath, root)
+        for name in filenames:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if rel not in paths and rel != layout.RESUMABLE:
+                os.unlink(os.path.join(dirpath, name))
+        for name in dirnames:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if rel not in keep_dirs:
+                fsutil.remove_tree(pathlib.Path(dirpath) / name)
+
+
+def _size(n: int | None) -> str:
+    value = float(n or 0)
+    if value < 1024:
+        return f"{int(value)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"

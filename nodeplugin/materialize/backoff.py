@@ -1,0 +1,138 @@
+"""Failure records per digest: the reason, the count, and when the next attempt may start.
+
+A failure backs off one minute after the first, doubling to one hour; a success clears the record.
+``InvalidRequest`` and ``Canceled`` are recorded for status but never back off. Records live in
+``state/`` (one small JSON file per digest, written atomically) so a restart keeps the backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import logging
+import os
+from collections.abc import Callable
+
+from nodeplugin.cache import fsutil, layout
+from nodeplugin.materialize import interface
+
+log = logging.getLogger(__name__)
+
+BASE_SECONDS = 60.0
+CAP_SECONDS = 3600.0
+NO_BACKOFF = frozenset({interface.Reason.INVALID_REQUEST, interface.Reason.CANCELED})
+_PREFIX = "download-failure-"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Failure:
+    digest: str
+    reason: interface.Reason
+    message: str
+    failures: int
+    """Consecutive failures that back off (``NO_BACKOFF`` reasons do not count)."""
+    last_failure: datetime.datetime
+    retry_time: datetime.datetime | None
+
+
+def delay(failures: int) -> float:
+    """Seconds of backoff after ``failures`` consecutive failures (>= 1)."""
+    return float(min(CAP_SECONDS, BASE_SECONDS * 2 ** max(0, failures - 1)))
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class Backoff:
+    """The failure records of one cache; ``record``/``clear`` block briefly (one small write)."""
+
+    def __init__(
+        self,
+        cache: layout.Layout,
+        *,
+        clock: Callable[[], datetime.datetime] = utcnow,
+    ) -> None:
+        self._cache = cache
+        self._clock = clock
+        self._records: dict[str, Failure] = {}
+        self._load()
+
+    def get(self, digest: str) -> Failure | None:
+        return self._records.get(digest)
+
+    def blocking(self, digest: str) -> Failure | None:
+        """The record while it still forbids a new attempt (``retry_time`` in the future)."""
+        record = self._records.get(digest)
+        if record is None or record.retry_time is None or record.retry_time <= self._clock():
+            return None
+        return record
+
+    def all(self) -> list[Failure]:
+        return list(self._records.values())
+
+    def record(self, digest: str, reason: interface.Reason, message: str) -> Failure:
+        now = self._clock()
+        previous = self._records.get(digest)
+        count = previous.failures if previous else 0
+        retry_time: datetime.datetime | None = None
+        if reason not in NO_BACKOFF:
+            count += 1
+            retry_time = now + datetime.timedelta(seconds=delay(count))
+        failure = Failure(digest, reason, message, count, now, retry_time)
+        self._records[digest] = failure
+        fsutil.write_atomic(self._path(digest), _encode(failure))
+        return failure
+
+    def clear(self, digest: str) -> None:
+        if self._records.pop(digest, None) is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path(digest))
+
+    def _path(self, digest: str) -> os.PathLike[str]:
+        return self._cache.state_file(_PREFIX + layout.hex_of(digest) + ".json")
+
+    def _load(self) -> None:
+        try:
+            names = os.listdir(self._cache.state)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if not (name.startswith(_PREFIX) and name.endswith(".json")):
+                continue
+            path = self._cache.state / name
+            try:
+                failure = _decode(path.read_bytes())
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                # A torn or foreign record must not stop the plugin; it only loses a backoff.
+                log.warning("ignoring unreadable failure record %s: %s", name, exc)
+                continue
+            self._records[failure.digest] = failure
+
+
+def _encode(failure: Failure) -> bytes:
+    body = {
+        "digest": failure.digest,
+        "reason": failure.reason.value,
+        "message": failure.message,
+        "failures": failure.failures,
+        "lastFailure": failure.last_failure.isoformat(),
+        "retryTime": failure.retry_time.isoformat() if failure.retry_time else None,
+    }
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def _decode(data: bytes) -> Failure:
+    body = json.loads(data)
+    layout.hex_of(body["digest"])
+    retry = body["retryTime"]
+    return Failure(
+        digest=body["digest"],
+        reason=interface.Reason(body["reason"]),
+        message=str(body["message"]),
+        failures=int(body["failures"]),
+        last_failure=datetime.datetime.fromisoformat(body["lastFailure"]),
+        retry_time=datetime.datetime.fromisoformat(retry) if retry else None,
+    )

@@ -1,0 +1,243 @@
+"""One file of an attempt: resume point, in-order hashing and writing, checkpoints, verification.
+
+The file's parts are fetched concurrently by the attempt's workers; this module's consumer takes
+their bytes strictly in file order, writes them at their offset and feeds the hasher in the same
+worker-thread call, so nothing is ever read back from disk. Every ``checkpoint_bytes`` it fsyncs
+the file and records the offset and hash state in the attempt's ledger. At the end the size and
+digest must match the manifest entry, or the file is discarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import pathlib
+from collections.abc import Callable
+
+from nodeplugin.cache import fsutil
+from nodeplugin.materialize import checkpoint, hashing, limits, ranges
+from openapi import manifest
+
+BATCH_BYTES = 4 << 20
+MIN_BATCH_BYTES = 1 << 20
+MAX_CHUNKS = 512
+"""Below the kernel's IOV_MAX (1024) for one pwritev."""
+
+
+class IntegrityError(Exception):
+    """A file's size or hash differs from its manifest entry; ``message`` is safe to show."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tuning:
+    part_bytes: int = 4 << 20
+    """One range request. Smaller parts spread a file over more connections for the same
+    look-ahead memory; each costs a request (and, for LFS files, a redirect)."""
+    checkpoint_bytes: int = 4 << 20
+    """Bytes of a file between checkpoints (fsync + ledger entry): the most a crash re-fetches
+    per file being written, beside the look-ahead."""
+
+
+class LedgerWriter:
+    """Serializes ledger flushes of one attempt (snapshots written in order, off the loop).
+
+    Flushes coalesce: a caller whose change was already written by a flush that started after it
+    returns at once, so checkpoints of several files cost one write.
+    """
+
+    def __init__(self, ledger: checkpoint.Ledger) -> None:
+        self.ledger = ledger
+        self._lock = asyncio.Lock()
+        self._written = -1
+
+    async def flush(self) -> None:
+        wanted = self.ledger.version
+        async with self._lock:
+            if self._written >= wanted:
+                return
+            version = self.ledger.version
+            data = self.ledger.encode()
+            await asyncio.to_thread(self.ledger.write, data)
+            self._written = version
+
+
+class FileTransfer:
+    """Receives one manifest entry into ``root/<entry.path>``."""
+
+    def __init__(
+        self,
+        entry: manifest.Entry,
+        root: pathlib.Path,
+        writer: LedgerWriter,
+        budget: limits.Budget,
+        tuning: Tuning,
+        on_bytes: Callable[[int], None],
+    ) -> None:
+        self.entry = entry
+        self.path = root / entry.path
+        self._writer = writer
+        self._budget = budget
+        self._tuning = tuning
+        self._on_bytes = on_bytes
+        self.parts: list[ranges.Part] = []
+        self.frontier = 0
+        """Index of the part being hashed now; that part never books budget."""
+        self.offset = 0
+        self.complete = False
+        self._hasher: hashing.Hasher | None = None
+        self._checkpointing: asyncio.Task[None] | None = None
+        self._discarded = False
+
+    # --- before the download -------------------------------------------------------------------
+    def prepare(self) -> int:
+        """Find the resume point (blocking: stats and truncates); returns the bytes already held."""
+        entry = self.entry
+        saved = self._writer.ledger.get(entry.path)
+        try:
+            size_on_disk = os.stat(self.path).st_size
+        except FileNotFoundError:
+            size_on_disk = -1
+        if saved is not None and saved.verified and size_on_disk == entry.size:
+            self.complete = True
+            self.offset = entry.size
+            return entry.size
+        hasher: hashing.Hasher | None = None
+        offset = 0
+        if saved is not None and saved.state is not None and 0 < saved.offset <= size_on_disk:
+            with contextlib.suppress(hashing.HashStateError):
+                hasher = hashing.Hasher.restore(entry.algorithm, saved.state)
+                offset = saved.offset
+        if hasher is None:
+            hasher = hashing.Hasher.for_entry(entry)
+            self._writer.ledger.discard(entry.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.ftruncate(fd, offset)
+        finally:
+            os.close(fd)
+        self._hasher = hasher
+        self.offset = offset
+        self.parts = ranges.plan(entry.size, offset, self._tuning.part_bytes)
+        return offset
+
+    def is_frontier(self, part: ranges.Part) -> bool:
+        return self.frontier == part.index
+
+    # --- the consumer ----------------------------------------------------------------------------
+    async def consume(self) -> None:
+        """Hash and write every part in order, checkpointing; then verify. Raises on mismatch."""
+        if self.complete:
+            return
+        assert self._hasher is not None
+        if self.parts:
+            # Open only once bytes arrive: thousands of small files must not hold thousands of fds.
+            await self.parts[0].wait(MIN_BATCH_BYTES)
+        fd = await asyncio.to_thread(os.open, self.path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            last_checkpoint = self.offset
+            for part in self.parts:
+                self.frontier = part.index
+                self._budget.wake()
+                while True:
+                    # Wake for a worthwhile batch, not every network read: each wake-up costs a
+                    # thread hop.
+                    await part.wait(MIN_BATCH_BYTES)
+                    if part.error is not None:
+                        raise part.error
+                    batch = part.take(BATCH_BYTES, MAX_CHUNKS)
+                    if batch:
+                        size = sum(len(c) for c in batch)
+                        await asyncio.to_thread(
+                            _write_and_hash, fd, self.offset, batch, self._hasher
+                        )
+                        self.offset += size
+                        given_back = min(size, part.booked)
+                        part.booked -= given_back
+                        self._budget.release(given_back)
+                        self._on_bytes(size)
+                        if (self.offset - last_checkpoint >= self._tuning.checkpoint_bytes
+                                and self._checkpoint_idle()):
+                            self._start_checkpoint()
+                            last_checkpoint = self.offset
+                    elif part.done:
+                        break
+            await self._finish(fd)
+        finally:
+            await self._settle_checkpoint()
+            await asyncio.to_thread(os.close, fd)
+
+    def _checkpoint_idle(self) -> bool:
+        """No checkpoint in flight (a finished one's failure is raised here)."""
+        task = self._checkpointing
+        if task is None:
+            return True
+        if not task.done():
+            return False
+        self._checkpointing = None
+        task.result()
+        return True
+
+    def _start_checkpoint(self) -> None:
+        """Record offset and hash state once the bytes up to here are synced, in the background.
+
+        The fsync runs while the consumer keeps writing past this offset (syncing more is fine);
+        only then does the ledger claim the offset.
+        """
+        assert self._hasher is not None
+        state = self._hasher.save()
+        if state is None:
+            return
+        self._checkpointing = asyncio.create_task(self._checkpoint(self.offset, state))
+
+    async def _checkpoint(self, offset: int, state: bytes) -> None:
+        await asyncio.to_thread(fsutil.fsync_path, self.path)
+        if not self.complete and not self._discarded:
+            self._writer.ledger.put(self.entry.path, checkpoint.FileCheckpoint(offset, state))
+            await self._writer.flush()
+
+    async def _settle_checkpoint(self) -> None:
+        task, self._checkpointing = self._checkpointing, None
+        if task is not None:
+            with contextlib.suppress(FileNotFoundError):
+                await task
+
+    async def _finish(self, fd: int) -> None:
+        assert self._hasher is not None
+        await self._settle_checkpoint()
+        entry = self.entry
+        got = self._hasher.hexdigest()
+        if self.offset != entry.size or got != entry.hexdigest:
+            await self.discard()
+            what = "size" if self.offset != entry.size else entry.algorithm
+            raise IntegrityError(f"{entry.path}: {what} does not match the manifest")
+        await asyncio.to_thread(os.fsync, fd)
+        self._writer.ledger.put(entry.path, checkpoint.FileCheckpoint(entry.size, None, True))
+        self.complete = True
+
+    async def discard(self) -> None:
+        """Remove the file and its ledger entry (its bytes can no longer be trusted)."""
+        self._discarded = True
+        await self._settle_checkpoint()
+        self._writer.ledger.discard(self.entry.path)
+        await self._writer.flush()
+        with contextlib.suppress(FileNotFoundError):
+            await asyncio.to_thread(os.unlink, self.path)
+
+
+def _write_and_hash(fd: int, offset: int, batch: list[bytes], hasher: hashing.Hasher) -> None:
+    """Write the batch at ``offset`` and hash it, in one thread hop (blocking)."""
+    written = os.pwritev(fd, batch, offset)
+    total = sum(len(c) for c in batch)
+    if written < total:
+        data = b"".join(batch)
+        while written < total:
+            written += os.pwrite(fd, data[written:], offset + written)
+    for chunk in batch:
+        hasher.update(chunk)

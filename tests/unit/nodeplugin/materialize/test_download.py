@@ -1,0 +1,277 @@
+"""HubMaterializer against an in-memory hub: join, verify, fail, back off, resume, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import os
+import pathlib
+from collections.abc import AsyncGenerator
+
+import pytest
+
+from hub import errors as hub_errors
+from hub import files, listing, source
+from nodeplugin.cache import layout
+from nodeplugin.materialize import capacity, checkpoint, download, interface, ranges, transfer
+from openapi import manifest
+
+REPO = "org/model"
+COMMIT = "c" * 40
+CHUNK = 64 << 10
+
+
+def _remote(path: str, data: bytes, lfs: bool) -> files.RemoteFile:
+    if lfs:
+        return files.RemoteFile(path, len(data), "sha256", hashlib.sha256(data).hexdigest(), True)
+    blob = manifest.git_blob_sha1_prefix(len(data)) + data
+    return files.RemoteFile(path, len(data), "gitsha1", hashlib.sha1(blob).hexdigest(), False)
+
+
+class MemoryHub:
+    """A ``hub.source.Source`` over in-memory files, with faults and counters."""
+
+    def __init__(self, content: dict[str, bytes]) -> None:
+        self.content = content
+        self.listed = [_remote(p, d, len(d) > 100_000) for p, d in content.items()]
+        self.listings = 0
+        self.served: dict[str, int] = {}
+        self.tokens: set[str | None] = set()
+        self.corrupt: dict[str, int] = {}
+        self.gate: asyncio.Event | None = None
+        """When set, streaming waits for it after the first chunk of each request."""
+        self.listing_error: hub_errors.HubError | None = None
+
+    def digest(self) -> str:
+        return listing.build(self.listed, (), ())[2]
+
+    async def resolve_revision(self, repo: str, revision: str, *, token: str | None) -> str:
+        return COMMIT
+
+    async def list_files(
+        self, repo: str, commit: str, *, token: str | None
+    ) -> list[files.RemoteFile]:
+        self.listings += 1
+        self.tokens.add(token)
+        if self.listing_error is not None:
+            raise self.listing_error
+        return list(self.listed)
+
+    async def stream(
+        self, repo: str, commit: str, path: str, *, start: int = 0, end: int | None = None,
+        token: str | None,
+    ) -> AsyncGenerator[bytes, None]:
+        self.tokens.add(token)
+        data = self.content[path]
+        stop = len(data) if end is None else end + 1
+        for offset in range(start, stop, CHUNK):
+            chunk = bytearray(data[offset : min(stop, offset + CHUNK)])
+            bad = self.corrupt.get(path)
+            if bad is not None and offset <= bad < offset + len(chunk):
+                chunk[bad - offset] ^= 0xFF
+            self.served[path] = self.served.get(path, 0) + len(chunk)
+            yield bytes(chunk)
+            if self.gate is not None:
+                await self.gate.wait()
+
+
+def _content() -> dict[str, bytes]:
+    return {
+        "config.json": b'{"a": 1}\n',
+        "weights/model.safetensors": os.urandom(3 << 20),
+        "weights/extra.bin": os.urandom(1 << 20),
+        "empty.txt": b"",
+        "tokenizer.json": os.urandom(50_000),
+    }
+
+
+def _settings(**overrides: object) -> download.Settings:
+    base = download.Settings(
+        concurrency=4,
+        memory_bytes=2 << 20,
+        tuning=transfer.Tuning(part_bytes=512 << 10, checkpoint_bytes=256 << 10),
+        policy=ranges.Policy(stall_seconds=1.0, max_failures=2, retry_base_seconds=0.0),
+    )
+    return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def _materializer(
+    cache: layout.Layout, hub: MemoryHub, settings: download.Settings
+) -> download.HubMaterializer:
+    sources: dict[interface.SourceKind, source.Source] = {"huggingFace": hub}
+    return download.HubMaterializer(cache, sources, settings)
+
+
+def _request(hub: MemoryHub, token: str | None = "hf_secret") -> interface.Request:
+    source = interface.Source("huggingFace", REPO, COMMIT)
+    return interface.Request(hub.digest(), source, token)
+
+
+async def _settle(m: download.HubMaterializer, request: interface.Request) -> interface.Progress:
+    async with asyncio.timeout(20):
+        while True:
+            progress = await m.ensure(request)
+            if progress.state != interface.State.DOWNLOADING:
+                return progress
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def cache(tmp_path: pathlib.Path) -> layout.Layout:
+    return layout.Layout(tmp_path / "cache")
+
+
+async def test_publishes_verified_bytes_and_joins_concurrent_calls(cache: layout.Layout) -> None:
+    hub = MemoryHub(_content())
+    m = _materializer(cache, hub, _settings())
+    request = _request(hub)
+    first = await asyncio.gather(*(m.ensure(request) for _ in range(20)))
+    assert {p.state for p in first} == {interface.State.DOWNLOADING}
+    assert "materializing sha256:" in first[0].message
+    assert (await _settle(m, request)).state == interface.State.PUBLISHED
+    tree = cache.published_path(request.digest)
+    for path, data in hub.content.items():
+        assert (tree / path).read_bytes() == data
+    assert hub.listings == 1
+    assert sum(hub.served.values()) == sum(len(d) for d in hub.content.values())
+    assert hub.tokens == {"hf_secret"}
+    assert sorted(os.listdir(cache.partial)) == []
+    assert m.node.budget.used == 0
+    assert m.node.requests.peak <= 4
+    await m.close()
+
+
+async def test_a_corrupted_byte_fails_discards_the_file_and_backs_off(
+    cache: layout.Layout, caplog: pytest.LogCaptureFixture
+) -> None:
+    hub = MemoryHub(_content())
+    hub.corrupt["weights/model.safetensors"] = 2_000_000
+    m = _materializer(cache, hub, _settings())
+    request = _request(hub)
+    failed = await _settle(m, request)
+    assert failed.state == interface.State.FAILED
+    assert failed.reason == interface.Reason.INTEGRITY_MISMATCH
+    assert failed.retry_time is not None
+    assert "model.safetensors" not in failed.message  # status names no file
+    assert "weights/model.safetensors: sha256 does not match" in caplog.text
+    assert not cache.is_published(request.digest)
+    (partial,) = cache.partials()
+    assert not (partial.path / "weights/model.safetensors").exists()
+    listings = hub.listings
+    again = await m.ensure(request)
+    assert again.state == interface.State.FAILED
+    assert hub.listings == listings  # backing off: nothing started
+    await m.close()
+
+
+async def test_a_listing_with_another_digest_fails(cache: layout.Layout) -> None:
+    hub = MemoryHub(_content())
+    m = _materializer(cache, hub, _settings())
+    source = interface.Source("huggingFace", REPO, COMMIT)
+    request = interface.Request("sha256:" + "0" * 64, source, None)
+    failed = await _settle(m, request)
+    assert failed.reason == interface.Reason.INTEGRITY_MISMATCH
+    assert hub.served == {}
+    await m.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "backs_off"),
+    [
+        (hub_errors.HubError("AccessDenied", "refused", status=403),
+         interface.Reason.ACCESS_DENIED, True),
+        (hub_errors.HubError("SourceUnavailable", "hub answered 503", status=503),
+         interface.Reason.SOURCE_UNAVAILABLE, True),
+        (hub_errors.HubError("InvalidRequest", "bad endpoint"),
+         interface.Reason.INVALID_REQUEST, False),
+    ],
+)
+async def test_hub_errors_map_to_reasons(
+    cache: layout.Layout, error: hub_errors.HubError, reason: interface.Reason, backs_off: bool
+) -> None:
+    hub = MemoryHub(_content())
+    hub.listing_error = error
+    m = _materializer(cache, hub, _settings())
+    failed = await _settle(m, _request(hub))
+    assert failed.reason == reason
+    assert (failed.retry_time is not None) == backs_off
+    await m.close()
+
+
+async def test_insufficient_capacity(cache: layout.Layout) -> None:
+    hub = MemoryHub(_content())
+    m = _materializer(cache, hub, _settings())
+    m.node.capacity._usage = lambda _root: capacity.Usage(10 << 20, 7 << 20)
+    failed = await _settle(m, _request(hub))
+    assert failed.reason == interface.Reason.INSUFFICIENT_CAPACITY
+    assert hub.served == {}
+    await m.close()
+
+
+async def test_a_restart_resumes_from_checkpoints(cache: layout.Layout) -> None:
+    hub = MemoryHub(_content())
+    hub.gate = asyncio.Event()
+    m = _materializer(cache, hub, _settings(concurrency=1))
+    request = _request(hub)
+    await m.ensure(request)
+    async with asyncio.timeout(10):
+        while m.running()[0].received_bytes < 1_500_000:
+            hub.gate.set()
+            await asyncio.sleep(0)
+            hub.gate.clear()
+            await asyncio.sleep(0.001)
+    await m.close()
+    (partial,) = cache.partials()
+    ledger = checkpoint.Ledger.load(partial.path, request.digest)
+    # Checkpoints kept up: each file is recorded to within an interval and a batch of its bytes.
+    for path in hub.content:
+        on_disk = (partial.path / path).stat().st_size if (partial.path / path).exists() else 0
+        saved = ledger.get(path)
+        assert on_disk - (saved.offset if saved else 0) <= (256 << 10) + (1 << 20), path
+    before = sum(hub.served.values())
+    hub.gate = None
+    hub.served.clear()
+    restarted = _materializer(cache, hub, _settings())
+    assert (await _settle(restarted, request)).state == interface.State.PUBLISHED
+    total = sum(len(d) for d in hub.content.values())
+    refetched = before + sum(hub.served.values()) - total
+    # Fetched twice at most: the look-ahead budget, and per file being written its bytes since
+    # its last checkpoint (two files here).
+    assert 0 <= refetched <= (2 << 20) + 2 * (256 << 10) + (512 << 10)
+    assert sum(hub.served.values()) < total - 1_000_000
+    tree = cache.published_path(request.digest)
+    for path, data in hub.content.items():
+        assert (tree / path).read_bytes() == data
+    await restarted.close()
+
+
+async def test_an_attempt_nobody_asks_about_is_canceled_and_keeps_its_files(
+    cache: layout.Layout,
+) -> None:
+    hub = MemoryHub(_content())
+    hub.gate = asyncio.Event()
+    m = _materializer(cache, hub, _settings(idle_cancel_seconds=0.2))
+    request = _request(hub)
+    await m.ensure(request)
+    async with asyncio.timeout(5):
+        while m.running():
+            await asyncio.sleep(0.02)
+    record = m.backoff.get(request.digest)
+    assert record is not None and record.reason == interface.Reason.CANCELED
+    (partial,) = cache.partials()
+    assert partial.resumable
+    hub.gate = None
+    assert (await _settle(m, request)).state == interface.State.PUBLISHED
+    await m.close()
+
+
+async def test_the_rate_limit_paces_the_download(cache: layout.Layout) -> None:
+    hub = MemoryHub({"a.bin": os.urandom(600_000)})
+    m = _materializer(cache, hub, _settings(bytes_per_second=1 << 20))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert (await _settle(m, _request(hub))).state == interface.State.PUBLISHED
+    # 600 kB at 1 MiB/s with a quarter second of burst: at least about 0.3 s.
+    assert loop.time() - started >= 0.3
+    await m.close()
