@@ -4,7 +4,11 @@ from apiserver import errors
 def test_status_body_carries_code_reason_and_causes() -> None:
     err = errors.Invalid(
         'ModelArtifact.worker.gpustack.ai "x" is invalid',
-        details={"name": "x", "kind": "ModelArtifact", "causes": [{"field": "spec", "type": "FieldValueInvalid", "message": "m"}]},
+        details={
+            "name": "x",
+            "kind": "ModelArtifact",
+            "causes": [{"field": "spec", "type": "FieldValueInvalid", "message": "m"}],
+        },
     )
     body = err.body()
     assert body["kind"] == "Status"
