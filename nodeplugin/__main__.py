@@ -8,8 +8,31 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 
+from hub import config as hub_config
 from nodeplugin import plugin
+from nodeplugin.materialize import download
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def bounded(low: int, high: int | None) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high] (no upper bound when ``high`` is None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low or (high is not None and value > high):
+            upper = f"..{high}" if high is not None else " or more"
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}{upper}")
+        return value
+
+    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -35,7 +58,86 @@ def parser() -> argparse.ArgumentParser:
                    help="materialize digests by importing DIR/<hex>/manifest and the files "
                    "beside it (verified) instead of downloading")
     p.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
+    add_hub_flags(p)
+    add_https_flags(p)
     return p
+
+
+def add_hub_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "hub downloads (used without --import-dir; they stand in for the node's NodeModelStore "
+        "spec until the plugin reads it)"
+    )
+    g.add_argument("--huggingface-endpoint",
+                   default=_env("HF_ENDPOINT", "https://huggingface.co"),
+                   help="Hugging Face endpoint (default: $HF_ENDPOINT or https://huggingface.co)")
+    g.add_argument("--modelscope-endpoint",
+                   default=_env("MODELSCOPE_ENDPOINT", "https://www.modelscope.cn"),
+                   help="ModelScope endpoint (default: $MODELSCOPE_ENDPOINT or "
+                   "https://www.modelscope.cn)")
+    g.add_argument("--https-proxy", default=_env("HTTPS_PROXY", _env("https_proxy", "")),
+                   help="proxy for HTTPS requests to the hubs (default: $HTTPS_PROXY; empty: "
+                   "direct)")
+    g.add_argument("--no-proxy", default=_env("NO_PROXY", _env("no_proxy", "")),
+                   help="comma-separated hosts, .domains, IPs and CIDRs reached directly "
+                   "(default: $NO_PROXY)")
+    g.add_argument("--ca-bundle", metavar="FILE", default=_env("HUB_CA_BUNDLE", ""),
+                   help="PEM bundle of the CAs trusted for the hubs and the proxy (default: "
+                   "$HUB_CA_BUNDLE; empty: the system's)")
+    g.add_argument("--download-concurrency", type=bounded(1, 64),
+                   default=_env("DOWNLOAD_CONCURRENCY", "8"),
+                   help="open hub requests on the node, 1-64 (default: $DOWNLOAD_CONCURRENCY or 8)")
+    g.add_argument("--download-bytes-per-second", type=bounded(0, None),
+                   default=_env("DOWNLOAD_BYTES_PER_SECOND", "0"),
+                   help="the node's download rate; 0 is unlimited (default: "
+                   "$DOWNLOAD_BYTES_PER_SECOND or 0)")
+    g.add_argument("--high-watermark", type=bounded(2, 95),
+                   default=_env("HIGH_WATERMARK_PERCENT", "80"),
+                   help="percent of the cache filesystem downloads may fill, 2-95 (default: "
+                   "$HIGH_WATERMARK_PERCENT or 80)")
+
+
+def add_https_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("HTTPS port (/metrics, /readyz, /livez, /model/downloads)")
+    g.add_argument("--secure-port", type=bounded(0, 65535), default=_env("SECURE_PORT", "32444"),
+                   help="HTTPS port; 0 disables it (default: $SECURE_PORT or 32444)")
+    g.add_argument("--bind-address", default="0.0.0.0",
+                   help="address the HTTPS port listens on (default: 0.0.0.0)")
+    g.add_argument("--tls-cert-file", default=None,
+                   help="serving certificate (PEM); without it and --tls-private-key-file a "
+                   "self-signed pair is kept under ROOT/state/tls/")
+    g.add_argument("--tls-private-key-file", default=None, help="the certificate's key (PEM)")
+    g.add_argument("--downloads-token-file", default=None,
+                   help="file holding the bearer token GET /model/downloads requires (the "
+                   "worker's); without it that endpoint answers 403")
+
+
+def config_from(args: argparse.Namespace) -> plugin.Config:
+    return plugin.Config(
+        node_name=args.node_name,
+        endpoint=args.endpoint,
+        root=args.root,
+        kubelet_dir=args.kubelet_dir,
+        kubeconfig=args.kubeconfig,
+        import_dir=args.import_dir,
+        hub=hub_config.HubConfig(
+            huggingface_endpoint=args.huggingface_endpoint,
+            modelscope_endpoint=args.modelscope_endpoint,
+            https_proxy=args.https_proxy or None,
+            no_proxy=args.no_proxy,
+            ca_bundle=args.ca_bundle or None,
+        ),
+        download=download.Settings(
+            concurrency=args.download_concurrency,
+            bytes_per_second=args.download_bytes_per_second,
+            high_percent=args.high_watermark,
+        ),
+        secure_port=args.secure_port,
+        bind_address=args.bind_address,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+        downloads_token_file=args.downloads_token_file,
+    )
 
 
 async def serve(config: plugin.Config) -> None:
@@ -51,23 +153,18 @@ async def serve(config: plugin.Config) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if not args.node_name:
+        print("--node-name (or $NODE_NAME) is required", file=sys.stderr)
+        return 2
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        print("--tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if not args.node_name:
-        print("--node-name (or $NODE_NAME) is required", file=sys.stderr)
-        return 2
-    config = plugin.Config(
-        node_name=args.node_name,
-        endpoint=args.endpoint,
-        root=args.root,
-        kubelet_dir=args.kubelet_dir,
-        kubeconfig=args.kubeconfig,
-        import_dir=args.import_dir,
-    )
-    asyncio.run(serve(config))
+    asyncio.run(serve(config_from(args)))
     return 0
 
 

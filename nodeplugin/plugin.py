@@ -3,7 +3,8 @@
 Start-up order matters: references are rebuilt from the live mount table and stray partial
 directories removed *before* the socket serves, so a restart never forgets a mounted Pod; the
 socket serves Identity and NodeGetInfo at once, while mounts answer Unavailable until the informer's
-first list completes.
+first list completes. The HTTPS port (metrics, health, running downloads) starts last and is
+ready once the informer has synced.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import time
 from collections.abc import Callable
 
 import grpc
+from prometheus_client import registry as prometheus_registry
 
-from nodeplugin import apiclient, artifacts, kubeconfig
+from hub import config as hub_config
+from hub import errors as hub_errors
+from nodeplugin import apiclient, artifacts, kubeconfig, metrics, serve
 from nodeplugin.cache import fsutil, layout, locks, mounter, refs, usage, volumes
 from nodeplugin.csi import identity, node, server
-from nodeplugin.materialize import interface, local
+from nodeplugin.materialize import download, interface, local
 
 log = logging.getLogger(__name__)
 VERSION = "0.1.0"
@@ -34,6 +38,16 @@ class Config:
     kubelet_dir: str
     kubeconfig: str | None = None
     import_dir: str | None = None
+    # Until the plugin reads its NodeModelStore, these stand in for its ``spec.hub``,
+    # ``spec.download`` and ``spec.watermarks.highPercent``.
+    hub: hub_config.HubConfig = dataclasses.field(default_factory=hub_config.HubConfig)
+    download: download.Settings = dataclasses.field(default_factory=download.Settings)
+    secure_port: int = 0
+    """The HTTPS port; 0 serves none (the command line defaults to 32444)."""
+    bind_address: str = "0.0.0.0"
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    downloads_token_file: str | None = None
 
 
 @dataclasses.dataclass
@@ -50,12 +64,20 @@ class Plugin:
     informer_task: asyncio.Task[None]
     started_seconds: float
     """Time from ``start`` to serving (references rebuilt, socket bound)."""
+    node_service: node.Node | None = None
+    registry: prometheus_registry.CollectorRegistry | None = None
+    timed: metrics.TimedMaterializer | None = None
+    https_task: asyncio.Task[None] | None = None
+    https_stop: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
     async def stop(self, grace: float = 2.0) -> None:
+        self.https_stop.set()
         await self.server.stop(grace)
+        if self.https_task is not None:
+            await asyncio.gather(self.https_task, return_exceptions=True)
         self.informer_task.cancel()
         await asyncio.gather(self.informer_task, return_exceptions=True)
-        await self.materializer.close()
+        await (self.timed or self.materializer).close()
         await self.client.aclose()
 
 
@@ -80,20 +102,31 @@ async def rebuild_references(
 
 
 def default_materializer(config: Config, cache: layout.Layout) -> interface.Materializer:
+    """The local importer with ``--import-dir``, else the hub downloader. A hub configuration
+    the downloader refuses keeps the plugin serving published content; new digests then fail
+    ``InvalidRequest`` saying what is wrong."""
     if config.import_dir:
         return local.LocalImporter(cache, config.import_dir)
-    return _Unconfigured()
+    try:
+        return download.HubMaterializer.from_config(cache, config.hub, config.download)
+    except hub_errors.HubError as err:
+        log.error("the hub configuration is unusable: %s; published models are still mounted, "
+                  "new ones fail until it is fixed", err.message)
+        return Unconfigured(f"the node's hub configuration is unusable: {err.message}")
 
 
-class _Unconfigured:
-    """Without a source of content every new digest fails at once, saying why."""
+class Unconfigured:
+    """Without a usable source of content every new digest fails at once, saying why."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
 
     async def ensure(self, request: interface.Request) -> interface.Progress:
         return interface.Progress(
             request.digest,
             interface.State.FAILED,
             reason=interface.Reason.INVALID_REQUEST,
-            message="this plugin has no materializer configured (no --import-dir)",
+            message=self.message,
         )
 
     def running(self) -> list[interface.Progress]:
@@ -138,17 +171,58 @@ async def start(
     )
     if materializer is None:
         materializer = default_materializer(config, cache)
+    durations = metrics.PublishDurations()
+    timed = metrics.TimedMaterializer(materializer, cache, durations)
     node_service = node.Node(
         node_name=config.node_name,
         kubelet_dir=os.path.normpath(config.kubelet_dir),
         informer=informer,
         volume_set=volume_set,
-        materializer=materializer,
+        materializer=timed,
     )
     grpc_server = await server.start(config.endpoint, identity.Identity(VERSION), node_service)
     task = asyncio.create_task(informer.run(), name="artifact informer")
     elapsed = time.monotonic() - began
     log.info("serving CSI on %s as node %s (started in %.3fs)", config.endpoint, config.node_name,
              elapsed)
-    return Plugin(config, cache, informer, volume_set, materializer, grpc_server, client, task,
-                  elapsed)
+    registry = metrics.make_registry(
+        metrics.sources_for(cache, materializer, lambda: node_service.mount_results), durations
+    )
+    running = Plugin(config, cache, informer, volume_set, materializer, grpc_server, client, task,
+                     elapsed, node_service=node_service, registry=registry, timed=timed)
+    if config.secure_port:
+        running.https_task = await start_https(running, registry)
+    return running
+
+
+def readiness(running: Plugin) -> str | None:
+    """None once mounts can be judged (the socket serves and the informer has listed)."""
+    if not running.informer.synced:
+        return "the ModelArtifact list has not been read yet"
+    return None
+
+
+async def start_https(
+    running: Plugin, registry: prometheus_registry.CollectorRegistry
+) -> asyncio.Task[None] | None:
+    """Serve the HTTPS port in a task; without TLS material it logs why and serves none (the
+    CSI socket already serves and keeps serving)."""
+    config = running.config
+    try:
+        cert, key = await asyncio.to_thread(
+            serve.tls_files, running.cache.state / "tls", config.tls_cert_file,
+            config.tls_private_key_file, [config.node_name],
+        )
+    except (OSError, ValueError) as exc:
+        log.error("no TLS material for the HTTPS port, not serving it: %s", exc)
+        return None
+    app = serve.make_app(
+        metrics=registry,
+        ready=lambda: readiness(running),
+        running=running.materializer.running,
+        token_file=config.downloads_token_file,
+    )
+    cfg = serve.hypercorn_config_for(config.bind_address, config.secure_port, cert, key)
+    log.info("serving HTTPS on %s:%d (metrics, health, downloads)", config.bind_address,
+             config.secure_port)
+    return asyncio.create_task(serve.serve(app, cfg, running.https_stop), name="https port")

@@ -2,11 +2,14 @@
 
 Publish checks the request's shape, then authorization (before any disk access), then binds a
 published tree or hands the digest to the Materializer and answers with its progress. Every other
-Node RPC answers UNIMPLEMENTED (the generated base class does that).
+Node RPC answers UNIMPLEMENTED (the generated base class does that). Each publish outcome is
+counted in ``mount_results`` (``hit``, ``materialized``, ``denied``, ``pending``) for the metrics
+collector to read at scrape time.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 
 import grpc
@@ -19,6 +22,11 @@ from nodeplugin.materialize import interface
 
 log = logging.getLogger(__name__)
 TOKEN_KEY = "token"
+
+HIT = "hit"
+MATERIALIZED = "materialized"
+DENIED = "denied"
+PENDING = "pending"
 
 
 class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
@@ -36,6 +44,11 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         self._informer = informer
         self._volumes = volume_set
         self._materializer = materializer
+        self.mount_results: collections.Counter[str] = collections.Counter()
+        """Publish outcomes by metric label; read by ``nodeplugin.metrics`` at scrape time."""
+        # Digests this plugin answered "not yet" for: their first successful mount counts as
+        # ``materialized``, every later one as ``hit``.
+        self._awaited: set[str] = set()
 
     async def NodeGetInfo(
         self, request: csi_pb2.NodeGetInfoRequest, context: grpc.aio.ServicerContext
@@ -52,7 +65,15 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         self, request: csi_pb2.NodePublishVolumeRequest, context: grpc.aio.ServicerContext
     ) -> csi_pb2.NodePublishVolumeResponse:
         async with csi_errors.translate(context, "NodePublishVolume"):
-            await self.publish(request)
+            try:
+                result = await self.publish(request)
+            except errors.PermissionDenied:
+                self.mount_results[DENIED] += 1
+                raise
+            except (errors.Aborted, errors.Unavailable):
+                self.mount_results[PENDING] += 1
+                raise
+            self.mount_results[result] += 1
         return csi_pb2.NodePublishVolumeResponse()
 
     async def NodeUnpublishVolume(
@@ -62,7 +83,8 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             await self.unpublish(request)
         return csi_pb2.NodeUnpublishVolumeResponse()
 
-    async def publish(self, request: csi_pb2.NodePublishVolumeRequest) -> None:
+    async def publish(self, request: csi_pb2.NodePublishVolumeRequest) -> str:
+        """Mount or raise; returns ``hit`` or ``materialized`` (the metric label)."""
         if not request.volume_id:
             raise errors.InvalidArgument("volume_id is required")
         if not request.target_path:
@@ -77,7 +99,7 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             volume_context=request.volume_context,
         )
         if await self._volumes.publish(grant.target, grant.digest):
-            return
+            return self._mounted(grant.digest)
         art = grant.artifact
         progress = await self._materializer.ensure(
             interface.Request(
@@ -94,9 +116,18 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         )
         if progress.state is interface.State.PUBLISHED:
             if await self._volumes.publish(grant.target, grant.digest):
-                return
+                self._awaited.discard(grant.digest)
+                return MATERIALIZED
             raise errors.Internal(f"{grant.digest} was reported published but is not on disk")
+        if progress.state is interface.State.DOWNLOADING:
+            self._awaited.add(grant.digest)
         raise outcome_error(progress)
+
+    def _mounted(self, digest: str) -> str:
+        if digest in self._awaited:
+            self._awaited.discard(digest)
+            return MATERIALIZED
+        return HIT
 
     async def unpublish(self, request: csi_pb2.NodeUnpublishVolumeRequest) -> None:
         if not request.volume_id:

@@ -147,7 +147,7 @@ class PluginProcess:
             sys.executable, "-m", "nodeplugin", "--node-name", "node-1",
             "--endpoint", f"unix://{self.socket}", "--root", str(self.root),
             "--kubelet-dir", str(self.kubelet_dir), "--kubeconfig", str(self.kubeconfig),
-            "--log-level", "DEBUG",
+            "--log-level", "DEBUG", "--secure-port", "0",
         ]  # fmt: skip
         if self.import_dir is not None:
             command += ["--import-dir", str(self.import_dir)]

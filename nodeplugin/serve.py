@@ -1,0 +1,172 @@
+"""The plugin's HTTPS port: ``/metrics``, ``/readyz``, ``/livez`` and ``GET /model/downloads``.
+
+A small starlette app served by hypercorn over TLS. ``/model/downloads`` is for the worker's
+identity only; until the plugin delegates that check to a TokenReview (the cluster-mode issue) it
+compares a bearer token with a static one read from ``--downloads-token-file``, and without that
+file the endpoint refuses everyone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import pathlib
+from collections.abc import Callable, Sequence
+from typing import Literal, TypedDict
+
+from hypercorn import asyncio as hypercorn_asyncio
+from hypercorn import config as hypercorn_config
+from prometheus_client import exposition, registry
+from starlette import applications, requests, responses, routing
+
+from certs import authority
+from nodeplugin.materialize import interface
+
+log = logging.getLogger(__name__)
+
+GRACE_SECONDS = 2.0
+SSL_SHUTDOWN_SECONDS = 2.0
+"""How long closing a TLS connection waits for the peer's close_notify. asyncio waits 30 s, and
+hypercorn has no setting for it: a scraper that keeps an idle connection would hold a stop that
+long after the grace period. The plugin's own client connections (to the API, to the hubs) only
+lose a wait for an answer nobody needs."""
+
+
+class Download(TypedDict):
+    digest: str
+    downloadedBytes: int
+    sizeBytes: int
+    """0 while the attempt is still listing the files."""
+    source: Literal["Hub"]
+
+
+class Downloads(TypedDict):
+    downloads: list[Download]
+
+
+def downloads_body(running: Sequence[interface.Progress]) -> Downloads:
+    return {
+        "downloads": [
+            {
+                "digest": p.digest,
+                "downloadedBytes": p.received_bytes,
+                "sizeBytes": p.total_bytes or 0,
+                "source": "Hub",
+            }
+            for p in running
+        ]
+    }
+
+
+def read_token(path: str) -> str | None:
+    """The expected bearer token, re-read per request so a rotated file needs no restart."""
+    try:
+        token = pathlib.Path(path).read_text().strip()
+    except OSError as exc:
+        log.warning("cannot read the downloads token file: %s", type(exc).__name__)
+        return None
+    return token or None
+
+
+def bearer(request: requests.Request) -> str | None:
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+def _status(code: int, reason: str, message: str) -> responses.JSONResponse:
+    """A Kubernetes-style Status body, so API clients read the refusal the usual way."""
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+    return responses.JSONResponse(body, status_code=code)
+
+
+def make_app(
+    *,
+    metrics: registry.CollectorRegistry,
+    ready: Callable[[], str | None],
+    running: Callable[[], Sequence[interface.Progress]],
+    token_file: str | None,
+) -> applications.Starlette:
+    """``ready`` returns None when ready, else why not; ``running`` lists the attempts."""
+
+    async def scrape(request: requests.Request) -> responses.Response:
+        # Collection walks the cache directories: keep it off the event loop.
+        body = await asyncio.to_thread(exposition.generate_latest, metrics)
+        return responses.Response(body, media_type=exposition.CONTENT_TYPE_LATEST)
+
+    async def readyz(request: requests.Request) -> responses.Response:
+        why = ready()
+        if why is not None:
+            return responses.PlainTextResponse(f"not ready: {why}\n", status_code=503)
+        return responses.PlainTextResponse("ok\n")
+
+    async def livez(request: requests.Request) -> responses.Response:
+        return responses.PlainTextResponse("ok\n")
+
+    async def downloads(request: requests.Request) -> responses.Response:
+        if token_file is None:
+            return _status(403, "Forbidden",
+                           "downloads are served to the worker identity only, and this plugin "
+                           "has no --downloads-token-file")
+        given = bearer(request)
+        if given is None:
+            return _status(401, "Unauthorized", "a bearer token is required")
+        expected = await asyncio.to_thread(read_token, token_file)
+        if expected is None or not hmac.compare_digest(given.encode(), expected.encode()):
+            return _status(403, "Forbidden", "this token may not read the running downloads")
+        return responses.JSONResponse(downloads_body(running()))
+
+    return applications.Starlette(routes=[
+        routing.Route("/metrics", scrape, methods=["GET"]),
+        routing.Route("/readyz", readyz, methods=["GET"]),
+        routing.Route("/livez", livez, methods=["GET"]),
+        routing.Route("/model/downloads", downloads, methods=["GET"]),
+    ])
+
+
+def tls_files(
+    tls_dir: pathlib.Path, cert: str | None, key: str | None, sans: Sequence[str] = ()
+) -> tuple[str, str]:
+    """The given certificate and key, or a self-signed pair kept under ``tls_dir``."""
+    if cert and key:
+        return cert, key
+    if cert or key:
+        raise ValueError("--tls-cert-file and --tls-private-key-file go together")
+    files = authority.ensure(tls_dir, sans)
+    return str(files.cert), str(files.key)
+
+
+def hypercorn_config_for(bind: str, port: int, cert: str, key: str) -> hypercorn_config.Config:
+    cfg = hypercorn_config.Config()
+    host = f"[{bind}]" if ":" in bind else bind
+    cfg.bind = [f"{host}:{port}"]
+    cfg.certfile = cert
+    cfg.keyfile = key
+    cfg.alpn_protocols = ["h2", "http/1.1"]
+    cfg.graceful_timeout = GRACE_SECONDS
+    cfg.include_server_header = False
+    cfg.accesslog = None
+    cfg.errorlog = logging.getLogger("hypercorn.error")
+    return cfg
+
+
+async def serve(
+    app: applications.Starlette, cfg: hypercorn_config.Config, stop: asyncio.Event
+) -> None:
+    """Serve until ``stop`` is set. A failure (say, the port is taken) is logged, not raised:
+    the CSI socket matters more to the node than its metrics."""
+    # read by asyncio when each TLS connection is set up
+    asyncio.constants.SSL_SHUTDOWN_TIMEOUT = SSL_SHUTDOWN_SECONDS  # type: ignore[attr-defined]
+    try:
+        await hypercorn_asyncio.serve(
+            app,  # type: ignore[arg-type]
+            cfg,
+            shutdown_trigger=stop.wait,
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("the HTTPS port %s stopped serving", cfg.bind)
