@@ -109,14 +109,25 @@ async def _error_body(response: httpx.Response) -> bytes:
     if response.request.method == "HEAD":
         return b""
     collected = bytearray()
+    chunks = response.aiter_bytes()
     try:
-        async for chunk in response.aiter_bytes():
+        async for chunk in chunks:
             collected += chunk
             if len(collected) >= _ERROR_BODY_LIMIT:
                 break
     except httpx.HTTPError:
         return b""
+    finally:
+        await _close_iterator(chunks)
     return bytes(collected[:_ERROR_BODY_LIMIT])
+
+
+async def _close_iterator(iterator: AsyncIterator[bytes]) -> None:
+    """Close an abandoned body iterator now, on this task, rather than leave it to the garbage
+    collector: a finalizer may only run once the event loop is gone."""
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def expected_length(response: httpx.Response, start: int, end: int | None, what: str) -> int | None:
@@ -161,15 +172,18 @@ async def body(
 ) -> AsyncGenerator[bytes, None]:
     """The body as it arrives; a short or long body or a broken connection is SourceUnavailable."""
     received = 0
+    # expected_length refused any content encoding, so decoded bytes are the raw bytes.
+    chunks = response.aiter_bytes()
     try:
-        # expected_length refused any content encoding, so decoded bytes are the raw bytes.
-        async for chunk in response.aiter_bytes():
+        async for chunk in chunks:
             received += len(chunk)
             if expected is not None and received > expected:
                 raise errors.HubError("SourceUnavailable", f"{what}: more bytes than announced")
             yield chunk
     except httpx.HTTPError as exc:
         raise errors.from_transport(exc, what) from exc
+    finally:
+        await _close_iterator(chunks)
     if expected is not None and received != expected:
         raise errors.HubError(
             "SourceUnavailable", f"{what}: body ended after {received} of {expected} bytes"

@@ -124,12 +124,16 @@ class HubMaterializer:
         return [a.progress() for a in self._attempts.values()]
 
     async def close(self) -> None:
+        """Stop every attempt (its partial files stay) and close the hub connections."""
         tasks = [a.task for a in self._attempts.values() if a.task is not None]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
+        try:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            # Even when the caller is cancelled meanwhile: every socket goes with the client.
+            if self._client is not None:
+                await self._client.aclose()
 
     async def set_limits(self, *, concurrency: int, bytes_per_second: int) -> None:
         """Apply a changed ``spec.download`` to running and future downloads."""

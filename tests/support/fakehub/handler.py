@@ -3,10 +3,13 @@ with Range support and the byte-level faults (stall, reset, truncate, corrupt, r
 
 from __future__ import annotations
 
+import array
+import fcntl
 import json
 import re
 import socket
 import struct
+import termios
 import time
 from http import server as http_server
 from typing import TYPE_CHECKING, Any
@@ -158,11 +161,28 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
                 shared.open_downloads -= 1
 
     def _reset(self) -> None:
-        """Abort the connection with a TCP RST (SO_LINGER 0) rather than a clean close."""
+        """Abort the connection with a TCP RST (SO_LINGER 0) rather than a clean close.
+
+        The RST comes only once the client's kernel acknowledged every byte sent before it, so
+        the client reads exactly the bytes up to the fault's offset and then the reset: an RST
+        discards whatever is still in the sender's queue, which would make the offset the client
+        stops at depend on timing (Nagle, a busy client) instead of on the fault.
+        """
         try:
+            self._wait_until_acknowledged()
             self.connection.setsockopt(
                 socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
             )
             self.connection.close()
         finally:
             raise Abort
+
+    def _wait_until_acknowledged(self, timeout: float = 10.0) -> None:
+        """Until the socket's send queue is empty (TIOCOUTQ counts unsent plus unacked bytes)."""
+        stop = self.server.shared.stop
+        deadline = time.monotonic() + timeout
+        queued = array.array("i", [0])
+        while time.monotonic() < deadline:
+            fcntl.ioctl(self.connection.fileno(), termios.TIOCOUTQ, queued, True)
+            if queued[0] == 0 or stop.wait(0.001):
+                return

@@ -6,6 +6,7 @@ import contextlib
 import datetime
 import ipaddress
 import os
+import socket
 import ssl
 import tempfile
 import threading
@@ -146,6 +147,35 @@ class FakeHub:
         """The Authorization header of every request seen by the server at ``netloc``."""
         with self._state.lock:
             return list(self._state.authorizations.get(netloc, []))
+
+    def client_sockets(self) -> list[tuple[str, int]]:
+        """Peers of this process's open sockets connected to the hub or the CDN.
+
+        For in-process clients: after they closed, this must be empty, whatever broke on the
+        way (a connection dropped without being closed stays open until garbage collection).
+        """
+        ports = {self._hub.server_address[1], self._cdn.server_address[1]}
+        found: list[tuple[str, int]] = []
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                    continue
+                copy = os.dup(int(name))
+            except OSError:
+                continue  # closed meanwhile
+            try:
+                sock = socket.socket(fileno=copy)
+            except OSError:
+                os.close(copy)
+                continue
+            with sock:  # closes the copy only
+                try:
+                    peer = sock.getpeername()
+                except OSError:
+                    continue  # not connected: a listener
+            if isinstance(peer, tuple) and peer[1] in ports:
+                found.append((str(peer[0]), int(peer[1])))
+        return found
 
     @property
     def open_requests(self) -> int:

@@ -7,7 +7,7 @@ import dataclasses
 import hashlib
 import os
 import pathlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 import pytest
 
@@ -96,11 +96,26 @@ def _settings(**overrides: object) -> download.Settings:
     return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
 
-def _materializer(
-    cache: layout.Layout, hub: MemoryHub, settings: download.Settings
-) -> download.HubMaterializer:
-    sources: dict[interface.SourceKind, source.Source] = {"huggingFace": hub}
-    return download.HubMaterializer(cache, sources, settings)
+Start = Callable[[layout.Layout, MemoryHub, download.Settings], download.HubMaterializer]
+
+
+@pytest.fixture
+async def materializers() -> AsyncIterator[Start]:
+    """``start(cache, hub, settings)``; every materializer is closed at teardown, even when the
+    test failed, so no attempt outlives its test."""
+    started: list[download.HubMaterializer] = []
+
+    def start(
+        cache: layout.Layout, hub: MemoryHub, settings: download.Settings
+    ) -> download.HubMaterializer:
+        sources: dict[interface.SourceKind, source.Source] = {"huggingFace": hub}
+        m = download.HubMaterializer(cache, sources, settings)
+        started.append(m)
+        return m
+
+    yield start
+    for m in started:
+        await m.close()
 
 
 def _request(hub: MemoryHub, token: str | None = "hf_secret") -> interface.Request:
@@ -122,9 +137,11 @@ def cache(tmp_path: pathlib.Path) -> layout.Layout:
     return layout.Layout(tmp_path / "cache")
 
 
-async def test_publishes_verified_bytes_and_joins_concurrent_calls(cache: layout.Layout) -> None:
+async def test_publishes_verified_bytes_and_joins_concurrent_calls(
+    cache: layout.Layout, materializers: Start
+) -> None:
     hub = MemoryHub(_content())
-    m = _materializer(cache, hub, _settings())
+    m = materializers(cache, hub, _settings())
     request = _request(hub)
     first = await asyncio.gather(*(m.ensure(request) for _ in range(20)))
     assert {p.state for p in first} == {interface.State.DOWNLOADING}
@@ -143,11 +160,11 @@ async def test_publishes_verified_bytes_and_joins_concurrent_calls(cache: layout
 
 
 async def test_a_corrupted_byte_fails_discards_the_file_and_backs_off(
-    cache: layout.Layout, caplog: pytest.LogCaptureFixture
+    cache: layout.Layout, caplog: pytest.LogCaptureFixture, materializers: Start
 ) -> None:
     hub = MemoryHub(_content())
     hub.corrupt["weights/model.safetensors"] = 2_000_000
-    m = _materializer(cache, hub, _settings())
+    m = materializers(cache, hub, _settings())
     request = _request(hub)
     failed = await _settle(m, request)
     assert failed.state == interface.State.FAILED
@@ -165,9 +182,11 @@ async def test_a_corrupted_byte_fails_discards_the_file_and_backs_off(
     await m.close()
 
 
-async def test_a_listing_with_another_digest_fails(cache: layout.Layout) -> None:
+async def test_a_listing_with_another_digest_fails(
+    cache: layout.Layout, materializers: Start
+) -> None:
     hub = MemoryHub(_content())
-    m = _materializer(cache, hub, _settings())
+    m = materializers(cache, hub, _settings())
     source = interface.Source("huggingFace", REPO, COMMIT)
     request = interface.Request("sha256:" + "0" * 64, source, None)
     failed = await _settle(m, request)
@@ -188,20 +207,21 @@ async def test_a_listing_with_another_digest_fails(cache: layout.Layout) -> None
     ],
 )
 async def test_hub_errors_map_to_reasons(
-    cache: layout.Layout, error: hub_errors.HubError, reason: interface.Reason, backs_off: bool
+    cache: layout.Layout, error: hub_errors.HubError, reason: interface.Reason, backs_off: bool,
+    materializers: Start,
 ) -> None:
     hub = MemoryHub(_content())
     hub.listing_error = error
-    m = _materializer(cache, hub, _settings())
+    m = materializers(cache, hub, _settings())
     failed = await _settle(m, _request(hub))
     assert failed.reason == reason
     assert (failed.retry_time is not None) == backs_off
     await m.close()
 
 
-async def test_insufficient_capacity(cache: layout.Layout) -> None:
+async def test_insufficient_capacity(cache: layout.Layout, materializers: Start) -> None:
     hub = MemoryHub(_content())
-    m = _materializer(cache, hub, _settings())
+    m = materializers(cache, hub, _settings())
     m.node.capacity._usage = lambda _root: capacity.Usage(10 << 20, 7 << 20)
     failed = await _settle(m, _request(hub))
     assert failed.reason == interface.Reason.INSUFFICIENT_CAPACITY
@@ -209,10 +229,12 @@ async def test_insufficient_capacity(cache: layout.Layout) -> None:
     await m.close()
 
 
-async def test_a_restart_resumes_from_checkpoints(cache: layout.Layout) -> None:
+async def test_a_restart_resumes_from_checkpoints(
+    cache: layout.Layout, materializers: Start
+) -> None:
     hub = MemoryHub(_content())
     hub.gate = asyncio.Event()
-    m = _materializer(cache, hub, _settings(concurrency=1))
+    m = materializers(cache, hub, _settings(concurrency=1))
     request = _request(hub)
     await m.ensure(request)
     async with asyncio.timeout(10):
@@ -232,7 +254,7 @@ async def test_a_restart_resumes_from_checkpoints(cache: layout.Layout) -> None:
     before = sum(hub.served.values())
     hub.gate = None
     hub.served.clear()
-    restarted = _materializer(cache, hub, _settings())
+    restarted = materializers(cache, hub, _settings())
     assert (await _settle(restarted, request)).state == interface.State.PUBLISHED
     total = sum(len(d) for d in hub.content.values())
     refetched = before + sum(hub.served.values()) - total
@@ -247,11 +269,11 @@ async def test_a_restart_resumes_from_checkpoints(cache: layout.Layout) -> None:
 
 
 async def test_an_attempt_nobody_asks_about_is_canceled_and_keeps_its_files(
-    cache: layout.Layout,
+    cache: layout.Layout, materializers: Start
 ) -> None:
     hub = MemoryHub(_content())
     hub.gate = asyncio.Event()
-    m = _materializer(cache, hub, _settings(idle_cancel_seconds=0.2))
+    m = materializers(cache, hub, _settings(idle_cancel_seconds=0.2))
     request = _request(hub)
     await m.ensure(request)
     async with asyncio.timeout(5):
@@ -266,9 +288,11 @@ async def test_an_attempt_nobody_asks_about_is_canceled_and_keeps_its_files(
     await m.close()
 
 
-async def test_the_rate_limit_paces_the_download(cache: layout.Layout) -> None:
+async def test_the_rate_limit_paces_the_download(
+    cache: layout.Layout, materializers: Start
+) -> None:
     hub = MemoryHub({"a.bin": os.urandom(600_000)})
-    m = _materializer(cache, hub, _settings(bytes_per_second=1 << 20))
+    m = materializers(cache, hub, _settings(bytes_per_second=1 << 20))
     loop = asyncio.get_running_loop()
     started = loop.time()
     assert (await _settle(m, _request(hub))).state == interface.State.PUBLISHED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator
 
@@ -28,23 +29,33 @@ class Server:
         self.data = data
         self.faults = faults
         self.requests: list[tuple[int, int]] = []
+        self.open_streams = 0
+        """Streams started and not closed yet (a response whose connection is still held)."""
+        self.first_chunk = asyncio.Event()
 
     async def open(self, start: int, end: int) -> AsyncIterator[bytes]:
         self.requests.append((start, end))
         fault = self.faults.pop(0) if self.faults else ""
         sent = 0
-        for offset in range(start, end + 1, 1000):
-            if sent >= 2500 and fault == "reset":
-                raise hub_errors.HubError("SourceUnavailable", "network error (ReadError)")
-            if sent >= 2500 and fault == "stall":
-                await asyncio.sleep(30)
-            if sent >= 2500 and fault == "short":
-                return
-            if fault == "denied":
-                raise hub_errors.HubError("AccessDenied", "refused", status=403)
-            chunk = self.data[offset : min(end + 1, offset + 1000)]
-            sent += len(chunk)
-            yield chunk
+        self.open_streams += 1
+        try:
+            for offset in range(start, end + 1, 1000):
+                if sent >= 2500 and fault == "reset":
+                    raise hub_errors.HubError("SourceUnavailable", "network error (ReadError)")
+                if sent >= 2500 and fault in ("stall", "hold"):
+                    await asyncio.sleep(30)
+                if sent >= 2500 and fault == "short":
+                    return
+                if fault == "denied":
+                    raise hub_errors.HubError("AccessDenied", "refused", status=403)
+                chunk = self.data[offset : min(end + 1, offset + 1000)]
+                sent += len(chunk)
+                yield chunk
+                self.first_chunk.set()
+            if fault == "long":
+                yield b"x"
+        finally:
+            self.open_streams -= 1
 
 
 async def _fetch(server: Server, part: ranges.Part) -> bytes:
@@ -61,6 +72,38 @@ async def test_retries_from_the_last_byte(fault: str) -> None:
     part = ranges.Part(0, 1000, 9000)
     assert await _fetch(server, part) == data[1000:9000]
     assert server.requests == [(1000, 8999), (4000, 8999), (7000, 8999)]
+
+
+@pytest.mark.parametrize("fault", ["", "reset", "stall", "short", "long", "denied"])
+async def test_every_stream_is_closed_whatever_happens(fault: str) -> None:
+    server = Server(os.urandom(10_000), [fault] * 3)
+    with contextlib.suppress(hub_errors.HubError, OSError, TimeoutError, EOFError):
+        await _fetch(server, ranges.Part(0, 0, 10_000))
+    assert server.requests
+    assert server.open_streams == 0
+
+
+@pytest.mark.parametrize("where", ["reading", "pacing"])
+async def test_a_cancelled_fetch_closes_its_stream(where: str) -> None:
+    """Cancelled inside the stream (waiting for bytes) or outside it (the rate limit's sleep,
+    with the stream suspended after a chunk): either way the stream is closed at once."""
+    server = Server(os.urandom(10_000), ["hold"])
+    pacing = asyncio.Event()
+
+    async def sleep_forever(seconds: float) -> None:
+        pacing.set()
+        await asyncio.Event().wait()
+
+    rate = limits.RateLimiter(1 if where == "pacing" else 0, sleep=sleep_forever)
+    task = asyncio.create_task(ranges.fetch(
+        ranges.Part(0, 0, 10_000), server.open, limits.RequestLimiter(1), rate, FAST, what="f"
+    ))
+    async with asyncio.timeout(10):
+        await (pacing.wait() if where == "pacing" else server.first_chunk.wait())
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert server.open_streams == 0
 
 
 async def test_refusals_are_not_retried() -> None:
