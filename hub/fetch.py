@@ -190,6 +190,41 @@ async def body(
         )
 
 
+
+async def stream_range(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    endpoint: str,
+    token: str | None,
+    what: str,
+    mapper: ErrorMapper,
+    start: int,
+    end: int | None,
+) -> AsyncGenerator[bytes, None]:
+    """GET bytes ``start``..``end`` (inclusive; None = to the end) of a file, checked for length.
+
+    Both hubs download this way; only the URL and the error mapping differ.
+    """
+    headers = {"accept-encoding": "identity"}
+    wanted = range_header(start, end)
+    if wanted is not None:
+        headers["range"] = wanted
+    async with open_response(
+        client,
+        "GET",
+        url,
+        endpoint=endpoint,
+        token=token,
+        what=what,
+        mapper=mapper,
+        headers=headers,
+    ) as response:
+        expected = expected_length(response, start, end, what)
+        async with contextlib.aclosing(body(response, expected, what)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
 def retry_after(response: httpx.Response) -> float | None:
     """Seconds to wait from ``Retry-After`` (integer seconds) or ``RateLimit: ...;r=0;t=N``."""
     value = response.headers.get("retry-after", "").strip()

@@ -209,25 +209,19 @@ class HuggingFace:
         """
         source.check_repo(repo)
         source.check_commit(commit)
-        what = f"huggingface.co model {repo} file {path}"
-        headers = {"accept-encoding": "identity"}
-        wanted = fetch.range_header(start, end)
-        if wanted is not None:
-            headers["range"] = wanted
-        async with fetch.open_response(
+        chunks = fetch.stream_range(
             self._client,
-            "GET",
             self.file_url(repo, commit, path),
             endpoint=self._endpoint,
             token=token,
-            what=what,
+            what=f"huggingface.co model {repo} file {path}",
             mapper=map_error,
-            headers=headers,
-        ) as response:
-            expected = fetch.expected_length(response, start, end, what)
-            async with contextlib.aclosing(fetch.body(response, expected, what)) as chunks:
-                async for chunk in chunks:
-                    yield chunk
+            start=start,
+            end=end,
+        )
+        async with contextlib.aclosing(chunks) as body:
+            async for chunk in body:
+                yield chunk
 
     async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:
         """Revalidation: one HEAD of a file at the commit, redirects not followed."""

@@ -84,6 +84,20 @@ class UsageStore:
 
         await self._commit(change)
 
+    async def touch(self, digest: str) -> None:
+        """A mount asked for the digest (published or not): it counts as used now.
+
+        ``referenced`` keeps its value; partial downloads nobody asked for in 24 hours become
+        removable by this time (``stale.removable_partials``).
+        """
+        now = hour_of(self._clock())
+
+        def change(entries: dict[str, Usage]) -> None:
+            previous = entries.get(digest)
+            entries[digest] = Usage(now, previous.referenced if previous else False)
+
+        await self._commit(change)
+
     async def reconcile(self, referenced: Iterable[str], known: Iterable[str]) -> None:
         """At start: flags from the live mounts; referenced digests count as used now."""
         now = hour_of(self._clock())

@@ -101,6 +101,8 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if await self._volumes.publish(grant.target, grant.digest):
             return self._mounted(grant.digest)
         art = grant.artifact
+        # Remember that a mount still wants this digest: partial downloads are kept while asked.
+        await self._volumes.usage.touch(grant.digest)
         progress = await self._materializer.ensure(
             interface.Request(
                 digest=grant.digest,

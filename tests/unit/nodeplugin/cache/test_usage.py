@@ -67,3 +67,14 @@ async def test_opposite_marks_in_flight_end_with_the_last_one(tmp_path: pathlib.
     reloaded = usage.UsageStore(tmp_path / "usage.json")
     reloaded.load()
     assert reloaded.get("d").referenced  # type: ignore[union-attr]
+
+
+async def test_touch_moves_the_hour_and_keeps_the_reference_flag(tmp_path: pathlib.Path) -> None:
+    clock = Clock()
+    store = usage.UsageStore(tmp_path / "usage.json", clock=clock)
+    await store.mark("d1", referenced=True)
+    clock.now = T0 + datetime.timedelta(hours=3)
+    await store.touch("d1")
+    await store.touch("d2")
+    assert store.get("d1") == usage.Usage(usage.hour_of(clock.now), True)
+    assert store.get("d2") == usage.Usage(usage.hour_of(clock.now), False)
