@@ -48,6 +48,19 @@ async def _drive(one: Callable[[int, Timings], Awaitable[None]]) -> tuple[Timing
 
 
 async def _over_http(server: apiserver.RunningServer) -> tuple[Timings, float]:
+    global _server_cpu
+    before = _apiserver.cpu_seconds(server.process.pid)
+    try:
+        return await _http_ops(server)
+    finally:
+        _server_cpu = _apiserver.cpu_seconds(server.process.pid) - before
+
+
+_server_cpu = 0.0
+"""Server CPU seconds the HTTP run used (reported per operation)."""
+
+
+async def _http_ops(server: apiserver.RunningServer) -> tuple[Timings, float]:
     async with _apiserver.client(server) as client:
         (await client.get("/readyz")).raise_for_status()
 
@@ -103,14 +116,18 @@ def _ms(values: list[float], fraction: float) -> float:
 
 
 def main() -> None:
+    client_cpu = time.process_time()
     with _apiserver.running() as server:
         http, http_seconds = asyncio.run(_over_http(server))
+    client_cpu = time.process_time() - client_cpu
     with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
         base, base_seconds = asyncio.run(_storage_alone(pathlib.Path(tmp) / "store.db"))
     params = {
         "objects": OBJECTS, "concurrency": CONCURRENCY, "target_p99_create_ms": 30,
         "ops_per_s": round(3 * OBJECTS / http_seconds),
         "storage_ops_per_s": round(3 * OBJECTS / base_seconds),
+        "server_cpu_ms_per_op": round(_server_cpu / (3 * OBJECTS) * 1000, 3),
+        "client_cpu_ms_per_op": round(client_cpu / (3 * OBJECTS) * 1000, 3),
         **{f"{op}_p50_ms": _ms(http[op], 0.5) for op in http},
         **{f"{op}_p99_ms": _ms(http[op], 0.99) for op in http},
         **{f"storage_{op}_p99_ms": _ms(base[op], 0.99) for op in base},

@@ -73,7 +73,8 @@ def admit_update(old: dict[str, Any], new: dict[str, Any]) -> list[fields.FieldE
     Metadata stays mutable and status is the registry's to preserve, so neither is compared.
     """
     errors = validation.validate(KIND, new)
-    if _defaulted_spec(old) != _defaulted_spec(new):
+    # Equal as sent means equal once defaulted too; defaulting copies, so only when they differ.
+    if old.get("spec") != new.get("spec") and _defaulted_spec(old) != _defaulted_spec(new):
         errors.append(fields.forbidden(
             "spec",
             "the spec cannot change after creation: an artifact names one set of weights; to use "

@@ -24,6 +24,13 @@ def prune(kind: str, obj: dict[str, Any]) -> None:
     _walk(schemas.for_kind(kind), obj, "", [], remove=True)
 
 
+def prune_unknown(kind: str, obj: dict[str, Any]) -> list[str]:
+    """``prune`` and ``unknown_fields`` in one walk: the paths it removed as unknown."""
+    found: list[str] = []
+    _walk(schemas.for_kind(kind), obj, "", found, remove=True)
+    return found
+
+
 def _nullable(sub: schemas.Schema) -> bool:
     return bool(sub.get("nullable") or schemas.resolve(sub).get("nullable"))
 

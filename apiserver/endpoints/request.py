@@ -203,15 +203,14 @@ def unknown_fields(kind: str, obj: dict[str, Any], mode: str,
     """Apply fieldValidation: Strict raises 400, Warn returns warnings, Ignore returns none.
 
     ``duplicates`` are fields the body repeated (see ``duplicate_fields``). The object is
-    pruned in every mode, so unknown fields are never stored.
+    pruned in every mode, in the same walk that finds the unknown fields, so unknown fields are
+    never stored and the registry need not prune it again (``from_body``).
     """
     if mode == "Ignore":
         pruning.prune(kind, obj)
         return []
     problems = [f'duplicate field "{path}"' for path in duplicates or []]
-    problems.extend(f'unknown field "{path}"' for path in pruning.unknown_fields(kind, obj))
+    problems.extend(f'unknown field "{path}"' for path in pruning.prune_unknown(kind, obj))
     if problems and mode == "Strict":
         raise errors.BadRequest("strict decoding error: " + ", ".join(problems))
-    if problems:
-        pruning.prune(kind, obj)
     return problems

@@ -102,7 +102,8 @@ class Handlers:
                                                             not self.info.namespaced):
             wo = request.write_options(req.query_params, "CreateOptions")
             obj, warnings = await self._body_object(req, wo.field_validation)
-            created = await self.store.create(obj, namespace=namespace, dry_run=wo.dry_run)
+            created = await self.store.create(obj, namespace=namespace, dry_run=wo.dry_run,
+                                              from_body=True)
             return self._one(req, created, 201, warnings)
         raise _not_allowed()
 
@@ -183,10 +184,10 @@ class Handlers:
         obj, warnings = await self._body_object(req, wo.field_validation)
         if status:
             updated = await self.store.update_status(obj, namespace=namespace, name=name,
-                                                     dry_run=wo.dry_run)
+                                                     dry_run=wo.dry_run, from_body=True)
         else:
             updated = await self.store.update(obj, namespace=namespace, name=name,
-                                              dry_run=wo.dry_run)
+                                              dry_run=wo.dry_run, from_body=True)
         return self._one(req, updated, 200, warnings)
 
     async def _patch(self, req: requests.Request, namespace: str, name: str, *,
@@ -204,7 +205,7 @@ class Handlers:
             return patched
 
         updated = await self.store.modify(namespace, name, change, status=status,
-                                          dry_run=wo.dry_run)
+                                          dry_run=wo.dry_run, pruned=True)
         return self._one(req, updated, 200, warnings)
 
     async def _delete(self, req: requests.Request, namespace: str, name: str) -> Response:

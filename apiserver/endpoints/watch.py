@@ -1,7 +1,11 @@
 """Watch responses: JSON lines of events, periodic bookmarks, and the timeout that ends a stream.
 
-Each watcher reads the one shared storage broadcast through its ResourceStore iterator; the work
-per event here is a byte splice (plain JSON) or one decode (Table / PartialObjectMetadata).
+Each watcher reads the one shared storage broadcast through its ResourceStore iterator. An event
+is encoded once per rendering (a byte splice for plain JSON, one decode for Table /
+PartialObjectMetadata) and the line is shared by every watcher asking for the same rendering, so
+the work per watcher is its filter and its write. A watch without bookmarks reads its events in
+the response's own task (``live_lines``); one with bookmarks also needs timer ticks, so a pump
+task feeds it through a queue (``lines``).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import asyncio
 import contextlib
 import enum
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any
 
 import orjson
@@ -19,6 +23,7 @@ from starlette import responses
 from apiserver import errors
 from apiserver.endpoints import negotiation, table
 from apiserver.registry import codec, events, options
+from apiserver.storage import interface
 from openapi import resources
 
 # How often a watch asking for bookmarks gets one while nothing else happens.
@@ -26,19 +31,51 @@ BOOKMARK_INTERVAL = 60.0
 # Like Go's minRequestTimeout (1800 s) times 1 + rand: streams without timeoutSeconds end in
 # 30 to 60 minutes, spreading reconnects.
 DEFAULT_TIMEOUT = 1800.0
-# Events queued for a client that does not read; past this the watch ends with a 410.
+# Events queued for a client that does not read; past this the watch ends with a 410 (only
+# watches with bookmarks queue: see ``live_lines``).
 MAX_BACKLOG = 10_000
+# Encoded lines kept for sharing; live watchers ask for a line right after its commit, so the
+# last few hundred events are all that is ever looked up.
+SHARED_LINES = 512
+
+
+class SharedLines:
+    """Event lines already encoded, shared by every watcher with the same rendering.
+
+    Keyed by the rendering and the event's identity (type, key, revision); an entry also holds
+    the stored bytes it was made from and is used only for that very bytes object, so a record
+    rebuilt with other content (a selector transition's DELETED) never reads another's line.
+    Runs on the event loop thread only.
+    """
+
+    def __init__(self, size: int = SHARED_LINES) -> None:
+        self._size = size
+        self._lines: dict[Hashable, tuple[bytes, bytes]] = {}
+
+    def line(self, key: Hashable, source: bytes, make: Callable[[], bytes]) -> bytes:
+        found = self._lines.get(key)
+        if found is not None and found[0] is source:
+            return found[1]
+        made = make()
+        if found is None and len(self._lines) >= self._size:
+            del self._lines[next(iter(self._lines))]  # oldest first (dicts keep insertion order)
+        self._lines[key] = (source, made)
+        return made
+
+
+_SHARED = SharedLines()
 
 
 class Encoder:
     """Turns registry watch events into the bytes of one line each, for one reply shape."""
 
     def __init__(self, info: resources.ResourceInfo, target: negotiation.Target,
-                 include: str = "Metadata") -> None:
+                 include: str = "Metadata", shared: SharedLines | None = None) -> None:
         self.info = info
         self.target = target
         self.include = include
         self._first_table = True
+        self._shared = _SHARED if shared is None else shared
 
     def _line(self, kind: str, obj: bytes) -> bytes:
         return b'{"type":"' + kind.encode() + b'","object":' + obj + b"}\n"
@@ -64,20 +101,31 @@ class Encoder:
             return self._line("ERROR", orjson.dumps(event.status))
         if event.type == "BOOKMARK":
             return self.bookmark(event.revision, initial_events_end=event.initial_events_end)
-        if event.record is None:
+        record = event.record
+        if record is None:
             raise ValueError(f"a {event.type} watch event needs its record")
         view = self.target.view
+        with_columns = view is negotiation.View.TABLE and self._first_table
+        if view is negotiation.View.TABLE:
+            self._first_table = False
+        include = self.include if view is negotiation.View.TABLE else ""
+        key = (view, self.target.api_version, include, with_columns, self.info.kind, event.type,
+               record.key, record.revision)
+        return self._shared.line(key, record.value,
+                                 lambda: self._render(event.type, record, with_columns))
+
+    def _render(self, kind: str, record: interface.Record, with_columns: bool) -> bytes:
+        view = self.target.view
         if view is negotiation.View.OBJECT:
-            return self._line(event.type, codec.raw(event.record))
-        obj = codec.decode(event.record)
+            return self._line(kind, codec.raw(record))
+        obj = codec.decode(record)
         if view is negotiation.View.TABLE:
             rendered = table.render(
                 self.info, [obj], api_version=self.target.api_version, include=self.include,
                 list_meta={"resourceVersion": obj["metadata"]["resourceVersion"]},
-                with_columns=self._first_table)
-            self._first_table = False
-            return self._line(event.type, orjson.dumps(rendered))
-        return self._line(event.type, orjson.dumps(table.partial(obj, self.target.api_version)))
+                with_columns=with_columns)
+            return self._line(kind, orjson.dumps(rendered))
+        return self._line(kind, orjson.dumps(table.partial(obj, self.target.api_version)))
 
 
 class _Mark(enum.Enum):
@@ -148,10 +196,44 @@ async def lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder, *,
             await pump
 
 
+async def live_lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder, *,
+                     timeout: float | None) -> AsyncIterator[bytes]:
+    """``lines`` without bookmarks, reading the source in the response's own task.
+
+    No pump task and no queue: one task step per event instead of two, which is most of what a
+    watcher costs besides its write when many watch one change. The deadline applies only while
+    waiting for the next event, so it never cuts a write. A client that stops reading holds this
+    iterator back, and with it the storage watch, which later catches up from its log (or ends
+    with a 410 once that history is compacted), so nothing piles up here.
+    """
+    loop = asyncio.get_running_loop()
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT * (1 + random.random())
+    deadline = loop.time() + timeout
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    event = await anext(source)
+            except (TimeoutError, StopAsyncIteration):
+                return
+            yield encoder.encode(event)
+            if event.type == "ERROR":
+                return
+    finally:
+        close = getattr(source, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+
+
 def response(source: AsyncIterator[events.WatchEvent], encoder: Encoder,
              opts: options.WatchOptions) -> responses.StreamingResponse:
     start = int(opts.resource_version) if opts.resource_version.isdigit() else 0
-    body = lines(source, encoder, timeout=opts.timeout_seconds,
-                 bookmarks=opts.allow_bookmarks, start=start)
+    body: AsyncIterator[bytes]
+    if opts.allow_bookmarks:
+        body = lines(source, encoder, timeout=opts.timeout_seconds, bookmarks=True, start=start)
+    else:
+        body = live_lines(source, encoder, timeout=opts.timeout_seconds)
     return responses.StreamingResponse(body, media_type="application/json",
                                        headers={"Cache-Control": "no-cache"})

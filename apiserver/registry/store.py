@@ -8,7 +8,6 @@ bytes). Storage exceptions become ``apiserver.errors`` statuses here and nowhere
 from __future__ import annotations
 
 import builtins
-import contextlib
 import copy
 import dataclasses
 import uuid
@@ -33,7 +32,6 @@ Obj = dict[str, Any]
 
 _GENERATE_ATTEMPTS = 8
 _UPDATE_ATTEMPTS = 8
-BOOTSTRAP_KEY = "/registry/bootstrap"
 GC_FINALIZERS = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}
 
 
@@ -82,15 +80,6 @@ class ResourceStore:
         """``(namespace, name)`` of a key, without decoding the value."""
         parts = key.split("/")
         return (parts[2], parts[3]) if self.info.namespaced else ("", parts[2])
-
-    async def _leave_revision_zero(self) -> None:
-        """Write one marker outside every resource prefix so revisions start at 1.
-
-        A fresh store is at revision 0, but a list answering resourceVersion "0" would make the
-        client's next watch mean "any state" instead of "after this list", losing events.
-        """
-        with contextlib.suppress(interface.KeyExists):
-            await self.storage.create(BOOTSTRAP_KEY, b"{}")
 
     async def _current(self) -> int:
         return await self.storage.current_revision()
@@ -144,9 +133,6 @@ class ResourceStore:
                 raise statuses.expired(exc, continuing=bool(opts.continue_token)) from exc
             except interface.FutureRevision as exc:
                 raise statuses.too_large(await self._current(), exc.requested) from exc
-            if page.revision == 0:
-                await self._leave_revision_zero()
-                continue
             revision = page.revision
             for index, record in enumerate(page.records):
                 if filtered and not self.matches(record, opts.label_selector,
@@ -164,9 +150,15 @@ class ResourceStore:
 
     # create ---------------------------------------------------------------------------------
 
-    async def create(self, obj: Obj, *, namespace: str = "", dry_run: bool = False) -> Obj:
-        """Create ``obj`` (a fresh copy is stored; the caller's dict is left alone)."""
-        obj = copy.deepcopy(obj)
+    async def create(self, obj: Obj, *, namespace: str = "", dry_run: bool = False,
+                     from_body: bool = False) -> Obj:
+        """Create ``obj`` (a fresh copy is stored; the caller's dict is left alone).
+
+        ``from_body``: ``obj`` was just decoded from a request and pruned by the endpoint; it is
+        the caller's to give away, so it is used as is (no copy, no second pruning walk).
+        """
+        if not from_body:
+            obj = copy.deepcopy(obj)
         obj["apiVersion"] = self.info.group_version
         obj["kind"] = self.info.kind
         metadata = obj.get("metadata")
@@ -181,7 +173,7 @@ class ResourceStore:
                                                     "name or generateName is required")])
         metadata["uid"] = str(uuid.uuid4())
         metadata["creationTimestamp"] = meta.now()
-        self.strategy.prepare_for_create(obj)
+        self.strategy.prepare_for_create(obj, pruned=from_body)
         for attempt in range(_GENERATE_ATTEMPTS):
             if not name:
                 metadata["name"] = meta.generate_name(generate)
@@ -244,18 +236,22 @@ class ResourceStore:
         obj["kind"] = self.info.kind
 
     async def update(self, obj: Obj, *, namespace: str = "", name: str = "",
-                     dry_run: bool = False) -> Obj:
-        """PUT on the main resource: resourceVersion required, status kept."""
-        return await self._put(obj, namespace, name, dry_run=dry_run, status=False)
+                     dry_run: bool = False, from_body: bool = False) -> Obj:
+        """PUT on the main resource: resourceVersion required, status kept (``from_body`` as
+        for ``create``)."""
+        return await self._put(obj, namespace, name, dry_run=dry_run, status=False,
+                               from_body=from_body)
 
     async def update_status(self, obj: Obj, *, namespace: str = "", name: str = "",
-                            dry_run: bool = False) -> Obj:
+                            dry_run: bool = False, from_body: bool = False) -> Obj:
         """PUT on ``/status``: only ``status`` changes; spec and metadata are kept."""
-        return await self._put(obj, namespace, name, dry_run=dry_run, status=True)
+        return await self._put(obj, namespace, name, dry_run=dry_run, status=True,
+                               from_body=from_body)
 
     async def _put(self, obj: Obj, namespace: str, name: str, *, dry_run: bool,
-                   status: bool) -> Obj:
-        obj = copy.deepcopy(obj)
+                   status: bool, from_body: bool) -> Obj:
+        if not from_body:
+            obj = copy.deepcopy(obj)
         given_meta = obj.get("metadata")
         metadata: Obj = given_meta if isinstance(given_meta, dict) else {}
         name = name or metadata.get("name") or ""
@@ -272,12 +268,14 @@ class ResourceStore:
             raise statuses.not_found(self.info, name)
         if record.revision != expected:
             raise statuses.stale(self.info, name)
-        return await self._commit(record, obj, dry_run=dry_run, status=status)
+        return await self._commit(record, obj, dry_run=dry_run, status=status, pruned=from_body)
 
     async def modify(self, namespace: str, name: str, change: Callable[[Obj], Obj], *,
-                     status: bool = False, dry_run: bool = False) -> Obj:
+                     status: bool = False, dry_run: bool = False, pruned: bool = False) -> Obj:
         """Read, ``change`` (a patch), write; retried on a race unless the change pinned a
-        resourceVersion, which must then equal the stored one (409 otherwise)."""
+        resourceVersion, which must then equal the stored one (409 otherwise).
+
+        ``pruned``: ``change`` returns objects without unknown fields (it pruned them)."""
         for attempt in range(_UPDATE_ATTEMPTS):
             record = await self.storage.get(self.key(namespace, name))
             if record is None:
@@ -290,21 +288,22 @@ class ResourceStore:
             if given and given != str(record.revision):
                 raise statuses.stale(self.info, name)
             try:
-                return await self._commit(record, new, dry_run=dry_run, status=status)
+                return await self._commit(record, new, dry_run=dry_run, status=status,
+                                          pruned=pruned)
             except errors.Conflict:
                 if attempt == _UPDATE_ATTEMPTS - 1:
                     raise
         raise statuses.stale(self.info, name)  # pragma: no cover
 
     async def _commit(self, record: interface.Record, new: Obj, *, dry_run: bool,
-                      status: bool) -> Obj:
+                      status: bool, pruned: bool = False) -> Obj:
         old = codec.decode(record)
         name = old["metadata"]["name"]
         if status:
-            new = self.strategy.prepare_for_status_update(new, old)
+            new = self.strategy.prepare_for_status_update(new, old, pruned=pruned)
             problems = self.strategy.check_status_update(new)
         else:
-            self.strategy.prepare_for_update(new, old)
+            self.strategy.prepare_for_update(new, old, pruned=pruned)
             problems = self.strategy.check_update(new, old)
         if problems:
             raise statuses.invalid(self.info, name, problems)

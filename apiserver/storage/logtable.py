@@ -6,6 +6,11 @@ never reused, even after compaction removed the newest row). A row records the k
 revision that created the key, the previous row of the key and whether it is a deletion; the
 current state is the newest row per key unless that row is a deletion. A unique index on
 ``(key, prev_revision)`` makes two writes based on the same previous row collide.
+
+A new log starts at revision 1, as etcd does: the schema sets the AUTOINCREMENT counter
+(``sqlite_sequence``) to 1 without writing a row, so no list or watch ever sees a marker, and a
+list of an empty store answers a real revision that a later watch can start after ("0" would mean
+"any state" to a Kubernetes client).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ CREATE INDEX IF NOT EXISTS log_key_id ON log (key, id, deleted);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta (name, value) VALUES ('compacted', 0);
 INSERT OR IGNORE INTO meta (name, value) VALUES ('schema', 1);
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'log', 1 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'log');
 """
 
 SCHEMA_VERSION = 1
@@ -92,7 +99,22 @@ def connect(path: pathlib.Path, *, writer: bool) -> sqlite3.Connection:
 
 @contextlib.contextmanager
 def transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
-    """A read snapshot (deferred) or a write lock taken up front (immediate)."""
+    """A read snapshot (deferred) or a write lock taken up front (immediate).
+
+    Inside an open transaction (the writer's group commit, see ``sqlite.Store``) this is a
+    savepoint instead: a failure undoes only its own changes and the outer transaction goes on.
+    """
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT one")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:  # SQLite may have rolled the whole transaction back
+                conn.execute("ROLLBACK TO one")
+                conn.execute("RELEASE one")
+            raise
+        conn.execute("RELEASE one")
+        return
     conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
     try:
         yield
@@ -105,7 +127,7 @@ def transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
 
 
 def current(conn: sqlite3.Connection) -> int:
-    """The newest revision ever handed out (survives compaction of the row itself)."""
+    """The newest revision ever handed out (survives compaction of the row itself); at least 1."""
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'log'").fetchone()
     return int(row[0]) if row else 0
 

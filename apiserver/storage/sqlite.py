@@ -2,11 +2,15 @@
 
 SQLite work never runs on the event loop: one writer thread owns the only writing connection
 (writes are serialised, so compare-and-swap needs no retries), and a few reader threads each hold
-a read connection, which in WAL mode read a snapshot without waiting for the writer. After each
-commit the writer thread hands the event to the loop *before* the write's future resolves, so once
-``create()`` returns its event is already visible to watchers, and events reach the broadcast ring
-in commit (= revision) order. History is compacted in the background in small steps that queue
-behind writes like any other write, keeping at least the last ``history`` revisions.
+a read connection, which in WAL mode read a snapshot without waiting for the writer. Writes queued
+while the writer is busy go in one transaction together (group commit): each in its own
+savepoint, so one refused write does not undo the others, and one fsync'd COMMIT for all, so
+concurrent writers do not queue behind one fsync each. No write is acknowledged before the COMMIT
+holding it is durable. After a commit the writer thread hands the events to the loop *before* the
+writes' futures resolve, so once ``create()`` returns its event is already visible to watchers, and
+events reach the broadcast ring in commit (= revision) order. History is compacted in the
+background in small steps that queue behind writes like any other write, keeping at least the last
+``history`` revisions.
 
 One Store (one process) per file: watchers only hear about writes made through this Store. A
 second process writing the same file would still be kept honest by the log's unique index.
@@ -15,6 +19,7 @@ second process writing the same file would still be kept honest by the log's uni
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import pathlib
@@ -35,6 +40,13 @@ _REPLAY_BATCH = 1000
 
 _COMPACT_STEP = 500
 """Revisions compacted per writer transaction, so a compaction never holds writers for long."""
+
+_GROUP = 256
+"""Most writes committed in one transaction (group commit)."""
+
+_WriteJob = Callable[[sqlite3.Connection], interface.Event]
+_Group = list[tuple[_WriteJob, "asyncio.Future[interface.Event]"]]
+_Outcomes = list[interface.Event | Exception]
 
 
 class Closed(interface.StorageError):
@@ -71,6 +83,10 @@ class Store(interface.Store):
         self._read_local = threading.local()
         self._conns_lock = threading.Lock()
         self._ring = broadcast.Ring(1, last=0)
+        self._pending: collections.deque[
+            tuple[_WriteJob, asyncio.Future[interface.Event]]
+        ] = collections.deque()
+        """Writes waiting for the writer thread (appended on the loop, taken by the writer)."""
         self._compacted = 0
         self._compactor: asyncio.Task[None] | None = None
         self._open = False
@@ -231,21 +247,51 @@ class Store(interface.Store):
         except sqlite3.Error as exc:
             raise interface.StorageError(f"sqlite read failed: {exc}") from exc
 
-    async def _write(self, job: Callable[[sqlite3.Connection], interface.Event]) -> interface.Event:
+    async def _write(self, job: _WriteJob) -> interface.Event:
         self._check_open()
         assert self._loop is not None
-        return await self._loop.run_in_executor(self._writer, self._run_write, job)
+        future: asyncio.Future[interface.Event] = self._loop.create_future()
+        self._pending.append((job, future))
+        # One writer turn per write; a turn takes every write queued by then, so under load a
+        # turn commits many writes at once and the later turns find nothing left to do.
+        self._loop.run_in_executor(self._writer, self._run_group)
+        return await future
 
-    def _run_write(self, job: Callable[[sqlite3.Connection], interface.Event]) -> interface.Event:
+    def _run_group(self) -> None:
+        """Writer thread: run the queued writes in one transaction, then settle them on the
+        loop. Never raises (a failure belongs to the writes' futures)."""
         assert self._write_conn is not None and self._loop is not None
+        conn = self._write_conn
+        group: _Group = []
+        while self._pending and len(group) < _GROUP:
+            group.append(self._pending.popleft())
+        if not group:
+            return
+        outcomes: _Outcomes = []
         try:
-            event = job(self._write_conn)
+            with logtable.transaction(conn, write=True):
+                for job, _ in group:
+                    try:
+                        outcomes.append(job(conn))  # its own savepoint (logtable.transaction)
+                    except sqlite3.Error as exc:
+                        if not conn.in_transaction:
+                            raise  # SQLite rolled the whole group back: every write failed
+                        outcomes.append(_write_failed(exc))
+                    except Exception as exc:  # refused (KeyExists, ...) or a bug: this write only
+                        outcomes.append(exc)
         except sqlite3.Error as exc:
-            raise interface.StorageError(f"sqlite write failed: {exc}") from exc
-        # Scheduled before run_in_executor resolves the caller's future (both go through the
-        # loop's FIFO call_soon_threadsafe queue), so publication order is commit order.
-        self._loop.call_soon_threadsafe(self._publish, event)
-        return event
+            outcomes = [_write_failed(exc) for _ in group]
+        # One callback, in commit order: each event is published before its future resolves.
+        self._loop.call_soon_threadsafe(self._settle, group, outcomes)
+
+    def _settle(self, group: _Group, outcomes: _Outcomes) -> None:
+        for (_, future), outcome in zip(group, outcomes, strict=True):
+            if isinstance(outcome, interface.Event):
+                self._publish(outcome)
+                if not future.done():
+                    future.set_result(outcome)
+            elif not future.done():
+                future.set_exception(outcome)
 
     def _publish(self, event: interface.Event) -> None:
         self._ring.publish(event)
@@ -274,3 +320,9 @@ class Store(interface.Store):
             if mark <= self._compacted:
                 return
             self._compacted = mark
+
+
+def _write_failed(exc: sqlite3.Error) -> interface.StorageError:
+    failure = interface.StorageError(f"sqlite write failed: {exc}")
+    failure.__cause__ = exc
+    return failure

@@ -56,7 +56,8 @@ async def test_watch_resume_and_send_initial_events(client: httpx.AsyncClient) -
     async def nothing() -> None:
         return None
 
-    resumed = await _watch_while(client, {"resourceVersion": "1"}, nothing)
+    # A fresh store is at revision 1, so the first object is revision 2.
+    resumed = await _watch_while(client, {"resourceVersion": "2"}, nothing)
     assert [e["type"] for e in _events(resumed.text)] == ["ADDED"]
     listed = await _watch_while(client, {"sendInitialEvents": "true",
                                          "resourceVersionMatch": "NotOlderThan",
@@ -65,7 +66,7 @@ async def test_watch_resume_and_send_initial_events(client: httpx.AsyncClient) -
     assert [e["type"] for e in events] == ["ADDED", "ADDED", "BOOKMARK"]
     bookmark = events[-1]["object"]
     assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
-    assert bookmark["metadata"]["resourceVersion"] == "2"
+    assert bookmark["metadata"]["resourceVersion"] == "3"
     assert bookmark["kind"] == "ModelArtifact"
 
 

@@ -74,9 +74,10 @@ async def test_field_selector_on_name_and_namespace(registry: build.Registry) ->
 async def test_resource_version_rules(registry: build.Registry, storage: sqlite.Store) -> None:
     await _seed(registry, 2)
     current = await storage.current_revision()
+    # A fresh store is at revision 1, so the first object is revision 2.
     exact = await registry.modelartifacts.list("a", options.ListOptions(
-        resource_version="1", resource_version_match=options.EXACT))
-    assert _names(exact) == ["m00"] and exact.revision == 1
+        resource_version="2", resource_version_match=options.EXACT))
+    assert _names(exact) == ["m00"] and exact.revision == 2
     newest = await registry.modelartifacts.list("a", options.ListOptions(resource_version="0"))
     assert len(newest.items()) == 2
     with pytest.raises(errors.Timeout) as too_large:

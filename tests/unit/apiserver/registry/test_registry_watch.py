@@ -70,7 +70,7 @@ async def test_send_initial_events_ends_with_the_marked_bookmark(
     taken = await _take(events, 3)
     assert _summary(taken)[:2] == [("ADDED", "one"), ("ADDED", "two")]
     assert taken[2].type == "BOOKMARK" and taken[2].initial_events_end
-    assert taken[2].revision == 2
+    assert taken[2].revision == 3  # a fresh store is at revision 1: "two" is revision 3
 
 
 async def test_initial_events_newer_than_the_store_are_a_504(
@@ -88,7 +88,7 @@ async def test_label_selector_turns_transitions_into_added_and_deleted(
         registry: build.Registry) -> None:
     await registry.modelartifacts.create(artifact("one"), namespace="a")
     events = registry.modelartifacts.watch("a", options.WatchOptions(
-        label_selector=selectors.parse_labels("tier in (gold)"), resource_version="1"))
+        label_selector=selectors.parse_labels("tier in (gold)"), resource_version="2"))
     await _label(registry, "one", tier="gold")
     await _label(registry, "one", tier="gold", extra="y")
     await _label(registry, "one", tier="silver")
@@ -98,7 +98,7 @@ async def test_label_selector_turns_transitions_into_added_and_deleted(
     assert gone.record is not None
     # The DELETED event carries the last matching content, at the event's revision.
     assert codec.decode(gone.record)["metadata"]["labels"]["tier"] == "gold"
-    assert gone.revision == gone.record.revision == 4
+    assert gone.revision == gone.record.revision == 5  # a fresh store starts at revision 1
 
 
 async def test_field_selector_filters_by_name(registry: build.Registry) -> None:

@@ -55,6 +55,19 @@ async def collect(
 # -- create / get / update / delete ---------------------------------------------------------
 
 
+async def test_a_fresh_store_starts_at_a_real_revision(store: interface.Store) -> None:
+    # Like etcd: an empty store answers a revision >= 1, since "0" means "any state" to a
+    # Kubernetes client; nothing written to get there shows in any list or watch.
+    start = await store.current_revision()
+    assert start >= 1
+    assert await store.oldest_revision() < start
+    everything = await store.list("")
+    assert everything.records == [] and everything.revision == start
+    record = await store.create("/a/x", b"one")
+    assert record.revision == start + 1
+    assert [e.record for e in await collect(store, "", 0, 1)] == [record]
+
+
 async def test_create_then_get(store: interface.Store) -> None:
     before = await store.current_revision()
     record = await store.create("/a/x", b"one")

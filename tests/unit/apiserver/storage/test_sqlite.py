@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import pathlib
 import sqlite3
+from contextlib import AbstractContextManager
 
 import pytest
 
@@ -44,7 +45,7 @@ async def test_history_is_bounded_but_keeps_the_last_revisions(tmp_path: pathlib
     conn = sqlite3.connect(tmp_path / "s.db")
     rows = conn.execute("SELECT count(*) FROM log").fetchone()[0]
     conn.close()
-    assert rows <= 200 - oldest + 1
+    assert rows <= record.revision - oldest + 1
 
 
 async def test_compaction_never_drops_a_live_record(tmp_path: pathlib.Path) -> None:
@@ -171,3 +172,44 @@ async def test_a_file_that_is_not_a_store_is_refused(tmp_path: pathlib.Path) -> 
     store = sqlite.Store(path)
     with pytest.raises(interface.StorageError):
         await store.start()
+
+
+async def test_concurrent_writes_share_commits_and_a_refusal_undoes_only_itself(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commits = 0
+    real = logtable.transaction
+
+    def counting(conn: sqlite3.Connection, *, write: bool) -> AbstractContextManager[None]:
+        nonlocal commits
+        if write and not conn.in_transaction:
+            commits += 1
+        return real(conn, write=write)
+
+    monkeypatch.setattr(logtable, "transaction", counting)
+    store = sqlite.Store(tmp_path / "s.db")
+    await store.start()
+    try:
+        taken = await store.create("/g/taken", b"first")
+        writes = [store.create(f"/g/k{i:02d}", b"v") for i in range(30)]
+        writes.insert(15, store.create("/g/taken", b"second"))
+        outcomes = await asyncio.gather(*writes, return_exceptions=True)
+        refused = outcomes.pop(15)
+        assert isinstance(refused, interface.KeyExists)
+        records = [r for r in outcomes if isinstance(r, interface.Record)]
+        assert len(records) == 30
+        assert sorted(r.revision for r in records) == list(
+            range(taken.revision + 1, taken.revision + 31))
+        assert commits < 31  # some writes went in one transaction together
+        page = await store.list("/g/")
+        assert len(page.records) == 31 and page.revision == taken.revision + 30
+        assert await store.get("/g/taken") == taken
+        events = []
+        async with asyncio.timeout(_PATIENCE):
+            async for event in store.watch("/g/", after=taken.revision):
+                events.append(event.record)
+                if len(events) == 30:
+                    break
+        assert events == sorted(records, key=lambda r: r.revision)
+    finally:
+        await store.close()
