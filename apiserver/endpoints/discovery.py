@@ -9,7 +9,6 @@ answers 406 when ``Accept`` names only aggregated types this server does not ser
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from apiserver import errors
+from apiserver.endpoints import negotiation
 from openapi import resources
 
 DISCOVERY_GROUP = "apidiscovery.k8s.io"
@@ -29,37 +29,11 @@ LEGACY = "legacy"
 SERVED = (resources.MODEL_ARTIFACT, resources.NODE_MODEL_STORE)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class MediaRange:
-    type: str
-    params: dict[str, str]
-    quality: float
-
-
-def parse_accept(header: str) -> list[MediaRange]:
-    """Media ranges in preference order (by q, then as written)."""
-    ranges: list[MediaRange] = []
-    for part in header.split(","):
-        pieces = [p.strip() for p in part.split(";")]
-        if not pieces[0]:
-            continue
-        params: dict[str, str] = {}
-        for piece in pieces[1:]:
-            key, _, value = piece.partition("=")
-            params[key.strip().lower()] = value.strip().strip('"')
-        try:
-            quality = float(params.pop("q", "1"))
-        except ValueError:
-            quality = 0.0
-        ranges.append(MediaRange(pieces[0].lower(), params, quality))
-    return sorted(ranges, key=lambda r: -r.quality)
-
-
 def choose(accept: str) -> str | None:
     """``"v2"``, ``"v2beta1"``, ``"legacy"`` (plain JSON) or None when nothing is acceptable."""
     if not accept.strip():
         return LEGACY
-    for media in parse_accept(accept):
+    for media in negotiation.parse_accept(accept):
         if media.quality <= 0:
             continue
         if media.params.get("g") == DISCOVERY_GROUP:

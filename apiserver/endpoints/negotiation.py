@@ -37,9 +37,21 @@ OBJECT = Target(View.OBJECT)
 _JSON_TYPES = ("application/json", "application/*", "*/*")
 
 
-def _ranges(accept: str) -> list[tuple[str, dict[str, str], float]]:
-    found = []
-    for part in accept.split(","):
+@dataclasses.dataclass(frozen=True, slots=True)
+class MediaRange:
+    type: str
+    params: dict[str, str]
+    quality: float
+
+
+def parse_accept(header: str) -> list[MediaRange]:
+    """Media ranges in preference order: by ``q``, then as the client wrote them.
+
+    Parameter names are lower-cased and quotes dropped; an unreadable ``q`` counts as 1, so a
+    sloppy client is served rather than refused.
+    """
+    ranges: list[MediaRange] = []
+    for part in header.split(","):
         pieces = [p.strip() for p in part.split(";")]
         if not pieces[0]:
             continue
@@ -51,18 +63,18 @@ def _ranges(accept: str) -> list[tuple[str, dict[str, str], float]]:
             quality = float(params.pop("q", "1"))
         except ValueError:
             quality = 1.0
-        found.append((pieces[0].lower(), params, quality))
+        ranges.append(MediaRange(pieces[0].lower(), params, quality))
     # A stable sort keeps the client's order among equal qualities.
-    found.sort(key=lambda item: -item[2])
-    return found
+    return sorted(ranges, key=lambda r: -r.quality)
 
 
 def negotiate(accept: str | None, *, collection: bool = False) -> Target:
     """The reply shape for a get/watch (``collection=False``) or a list (``True``)."""
     if not accept or not accept.strip():
         return OBJECT
-    for media, params, quality in _ranges(accept):
-        if quality <= 0 or media not in _JSON_TYPES:
+    for media in parse_accept(accept):
+        params = media.params
+        if media.quality <= 0 or media.type not in _JSON_TYPES:
             continue
         shape = params.get("as")
         if not shape:
