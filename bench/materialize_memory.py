@@ -1,9 +1,10 @@
 """materialize-memory: peak RSS of the downloading process, with 1 GiB and with 4 GiB files.
 
 The same repository shape as materialize-cold (two big LFS files, one half their size, 30 small
-files), downloaded by a separate process (``bench.materialize_cold drive``); its peak RSS is read
-from ``ru_maxrss``. The value is the peak with 4 GiB files, the baseline the peak with 1 GiB files,
-so a ratio near 1.0 means memory is flat in model size; the target is a peak <= 150 MiB.
+files), downloaded by a separate process (``bench.materialize_cold drive``); its peak RSS is its
+own ``VmHWM`` (``materialize_cold.peak_rss_bytes``; ``ru_maxrss`` would include the peak of the
+runner that started it). The value is the peak with 4 GiB files, the baseline the peak with 1 GiB
+files, so a ratio near 1.0 means memory is flat in model size; the target is a peak <= 150 MiB.
 ``BENCH_SCALE`` scales both sizes (the 4 GiB run alone moves 10 GiB through the disk).
 """
 

@@ -235,7 +235,7 @@ class Attempt:
                     part.length, functools.partial(f.is_frontier, part)
                 )
                 await ranges.fetch(part, open_stream, node.requests, node.rate, node.policy,
-                                   what=path)
+                                   what=path, budget=node.budget)
             except BaseException as exc:
                 part.finish(exc)
                 raise

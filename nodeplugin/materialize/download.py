@@ -38,9 +38,11 @@ class Settings:
     bytes_per_second: int = 0
     """``download.bytesPerSecond``; 0 is unlimited."""
     high_percent: int = 80
-    memory_bytes: int = 24 << 20
-    """Bytes received ahead of the hash frontiers, node-wide: more lets more ranges of a file
-    run at once, and is what a crash loses beside the bytes since each file's checkpoint."""
+    memory_bytes: int = 12 << 20
+    """Bytes received and not yet hashed, node-wide (``limits.Budget``): more lets more ranges
+    of a file run at once (12 MiB: three 4 MiB parts beside each file's frontier), and is what a
+    crash loses beside the bytes since each file's checkpoint; 12 MiB keeps that under 1% of a
+    2.5 GiB model (the resume benchmark)."""
     idle_cancel_seconds: float = 300.0
     tuning: transfer.Tuning = dataclasses.field(default_factory=transfer.Tuning)
     policy: ranges.Policy = dataclasses.field(default_factory=ranges.Policy)

@@ -103,11 +103,13 @@ class RateLimiter:
 
 
 class Budget:
-    """Bytes received ahead of a file's hash frontier, bounded node-wide.
+    """Bytes received and not yet hashed, bounded node-wide.
 
     A part books its size before its request starts, so a request never waits on memory while it
-    holds a request slot. The part at its file's frontier is hashed as it arrives and never books
-    (``bypass``), which is what keeps the pipeline from deadlocking when the budget is spent.
+    holds a request slot. The part at its file's frontier never waits (``bypass``), which is what
+    keeps the pipeline from deadlocking when the budget is spent; but what it receives faster than
+    its file is hashed is ``charge``d, so a slow consumer holds back look-ahead instead of letting
+    memory (and what a crash loses) grow by a part per file beyond the limit.
     """
 
     def __init__(self, limit_bytes: int) -> None:
@@ -131,6 +133,12 @@ class Budget:
                 await event.wait()
             finally:
                 self._waiters.discard(event)
+
+    def charge(self, size: int) -> None:
+        """Count bytes that arrived without a booking (the frontier part's); never waits."""
+        if size > 0:
+            self.used += size
+            self.peak = max(self.peak, self.used)
 
     def release(self, size: int) -> None:
         if size:

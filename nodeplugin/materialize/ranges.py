@@ -152,17 +152,19 @@ async def fetch(
     policy: Policy,
     *,
     what: str,
+    budget: limits.Budget | None = None,
 ) -> None:
     """Fetch ``part`` into its queue, retrying from the last byte; raises when it keeps failing.
 
-    ``what`` is a safe description for logs (a path, never a URL).
+    ``what`` is a safe description for logs (a path, never a URL). With ``budget``, queued bytes
+    beyond the part's booking are charged to it (``Part.booked`` grows; the consumer gives back).
     """
     failures = 0
     while part.received < part.length:
         before = part.received
         try:
             async with requests.slot():
-                await _stream_once(part, open_stream, rate, policy)
+                await _stream_once(part, open_stream, rate, policy, budget)
             if part.received < part.length:
                 raise EOFError("the range ended early")
         except (hub_errors.HubError, OSError, TimeoutError, EOFError) as exc:
@@ -183,7 +185,11 @@ async def fetch(
 
 
 async def _stream_once(
-    part: Part, open_stream: OpenStream, rate: limits.RateLimiter, policy: Policy
+    part: Part,
+    open_stream: OpenStream,
+    rate: limits.RateLimiter,
+    policy: Policy,
+    budget: limits.Budget | None,
 ) -> None:
     stream = open_stream(part.start + part.received, part.end - 1)
     try:
@@ -202,6 +208,10 @@ async def _stream_once(
                 )
             part.received += len(chunk)
             part.push(chunk)
+            unbooked = part.queued - part.booked
+            if budget is not None and unbooked > 0:
+                budget.charge(unbooked)
+                part.booked += unbooked
             await rate.consume(len(chunk))
         # Read the response to its end so its connection goes back to the pool for reuse.
         async with asyncio.timeout(policy.stall_seconds):

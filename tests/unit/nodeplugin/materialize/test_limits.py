@@ -120,3 +120,16 @@ async def test_budget_blocks_until_released_and_bypasses_the_frontier() -> None:
 async def test_budget_admits_an_oversized_part_when_empty() -> None:
     budget = limits.Budget(10)
     assert await budget.acquire(50, lambda: False) == 50
+
+
+async def test_charged_frontier_bytes_hold_back_look_ahead_until_released() -> None:
+    budget = limits.Budget(100)
+    budget.charge(80)  # a frontier part received faster than its file is hashed
+    assert budget.used == 80 and budget.peak == 80
+    ahead = asyncio.create_task(budget.acquire(40, lambda: False))
+    await asyncio.sleep(0.01)
+    assert not ahead.done()
+    budget.release(80)
+    assert await asyncio.wait_for(ahead, 1) == 40
+    budget.charge(0)
+    assert budget.used == 40

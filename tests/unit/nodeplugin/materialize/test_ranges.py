@@ -148,3 +148,18 @@ def test_schedule_starts_every_file_before_reading_ahead() -> None:
     item = schedule.next()
     assert item is not None and (item[1], item[2].start) == ("a", 20)
     assert schedule.next() is None
+
+
+async def test_unbooked_bytes_are_charged_and_booked_ones_are_not() -> None:
+    data = os.urandom(10_000)
+    budget = limits.Budget(1 << 20)
+    frontier = ranges.Part(0, 0, 4000)  # acquired nothing: its bytes are charged as they arrive
+    await ranges.fetch(frontier, Server(data, []).open, limits.RequestLimiter(2),
+                       limits.RateLimiter(0), FAST, what="f", budget=budget)
+    assert (frontier.booked, budget.used) == (4000, 4000)
+    ahead = ranges.Part(1, 4000, 10_000)
+    ahead.booked = await budget.acquire(ahead.length, lambda: False)
+    await ranges.fetch(ahead, Server(data, []).open, limits.RequestLimiter(2),
+                       limits.RateLimiter(0), FAST, what="f", budget=budget)
+    assert (ahead.booked, budget.used) == (6000, 10_000)
+    assert b"".join(frontier.chunks) + b"".join(ahead.chunks) == data
