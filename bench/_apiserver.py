@@ -47,14 +47,10 @@ def running(seed: int = 0, extra_args: Sequence[str] = ()) -> Iterator[apiserver
         data_dir = pathlib.Path(tmp)
         if seed:
             asyncio.run(_seed(data_dir / "store.db", seed))
-        server = apiserver.start(data_dir, extra_args=["--log-level", "WARNING", *extra_args])
-        try:
+        with apiserver.running(
+            data_dir, extra_args=["--log-level", "WARNING", *extra_args]
+        ) as server:
             yield server
-        finally:
-            try:
-                server.stop()
-            finally:
-                server.kill()
 
 
 async def _seed(path: pathlib.Path, count: int) -> None:

@@ -13,27 +13,15 @@ from tests.support import apiserver as support
 @pytest.fixture(scope="module")
 def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.RunningServer]:
     """One server per test module (tests in a module use distinct names or namespaces)."""
-    server = support.start(tmp_path_factory.mktemp("apiserver"))
-    try:
+    with support.running(tmp_path_factory.mktemp("apiserver")) as server:
         yield server
-    finally:
-        try:
-            server.stop()
-        finally:
-            server.kill()
 
 
 @pytest.fixture
 def fresh_apiserver(tmp_path: pathlib.Path) -> Iterator[support.RunningServer]:
     """A server of its own for tests that restart, kill or otherwise disturb it."""
-    server = support.start(tmp_path / "apiserver")
-    try:
+    with support.running(tmp_path / "apiserver") as server:
         yield server
-    finally:
-        try:
-            server.stop()
-        finally:
-            server.kill()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -7,6 +7,7 @@ Its stdout and stderr go to ``data_dir/server.log`` (appended across restarts).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import os
@@ -17,7 +18,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import httpx
 
@@ -191,3 +192,18 @@ def _wait_ready(
         worker_kubeconfig=data_dir / "worker.kubeconfig",
         process=process,
     )
+
+
+@contextlib.contextmanager
+def running(
+    data_dir: pathlib.Path, *, extra_args: Sequence[str] = ()
+) -> Iterator[RunningServer]:
+    """``start`` for a ``with`` block: SIGTERM at the end, SIGKILL if that did not stop it."""
+    server = start(data_dir, extra_args=extra_args)
+    try:
+        yield server
+    finally:
+        try:
+            server.stop()
+        finally:
+            server.kill()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import AsyncIterator
 
 import httpx
@@ -15,7 +14,6 @@ from apiserver.auth import user as users
 from apiserver.endpoints import resources
 from apiserver.endpoints import responses as our_responses
 from apiserver.registry import build
-from apiserver.storage import sqlite
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 
@@ -38,21 +36,6 @@ async def _render(request: requests.Request, exc: Exception) -> responses.Respon
     if not isinstance(exc, errors.StatusError):  # pragma: no cover - only StatusError is mapped
         raise exc
     return our_responses.status_response(exc)
-
-
-@pytest.fixture
-async def storage(tmp_path: pathlib.Path) -> AsyncIterator[sqlite.Store]:
-    store = sqlite.Store(tmp_path / "store.db")
-    await store.start()
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
-@pytest.fixture
-def registry(storage: sqlite.Store) -> build.Registry:
-    return build.build(storage)
 
 
 @pytest.fixture
