@@ -15,6 +15,7 @@ from urllib import parse
 import httpx
 
 from hub import errors, fetch, files, source
+from openapi import grammar
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MAX_PAGES = 100_000
@@ -98,7 +99,7 @@ def parse_entry(raw: object, what: str) -> files.RemoteFile | None:
             raise _bad_listing(what, f"{path}: LFS size disagrees with the entry size")
         return files.RemoteFile(path, size, "sha256", oid, True)
     oid = entry.get("oid")
-    if not isinstance(oid, str) or not source.COMMIT.fullmatch(oid):
+    if not isinstance(oid, str) or not grammar.is_commit(oid):
         raise _bad_listing(what, f"{path}: no git blob id")
     return files.RemoteFile(path, size, "gitsha1", oid, False)
 
@@ -141,17 +142,16 @@ class HuggingFace:
     async def resolve_revision(self, repo: str, revision: str, *, token: str | None) -> str:
         """The commit ``revision`` names; a 40-hex revision too is confirmed by the Hub."""
         source.check_repo(repo)
-        if not revision or len(revision) > 256:
-            raise errors.HubError("InvalidRequest", "a revision must be 1 to 256 characters")
+        source.check_revision(revision)
         what = f"huggingface.co model {repo}"
         url = (
             f"{self._endpoint}/api/models/{repo}/revision/{parse.quote(revision, safe='')}"
         )
         document, _ = await self._json(url, token=token, what=what)
         sha = document.get("sha") if isinstance(document, dict) else None
-        if not isinstance(sha, str) or not source.COMMIT.fullmatch(sha):
+        if not isinstance(sha, str) or not grammar.is_commit(sha):
             raise errors.HubError("SourceUnavailable", f"{what}: revision answer has no commit")
-        if source.COMMIT.fullmatch(revision) and sha != revision:
+        if grammar.is_commit(revision) and sha != revision:
             raise errors.HubError(
                 "SourceUnavailable", f"{what}: the Hub names another commit for {revision}"
             )

@@ -17,6 +17,7 @@ from urllib import parse
 import httpx
 
 from hub import errors, fetch, files, source
+from openapi import grammar
 
 TRUNCATION_LIMIT = 3000
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -115,10 +116,9 @@ class ModelScope:
     async def resolve_revision(self, repo: str, revision: str, *, token: str | None) -> str:
         """A full commit as is; a branch or tag through the commits API (no git cross-check)."""
         source.check_repo(repo)
-        if source.COMMIT.fullmatch(revision):
+        if grammar.is_commit(revision):
             return revision
-        if not revision or len(revision) > 256:
-            raise errors.HubError("InvalidRequest", "a revision must be 1 to 256 characters")
+        source.check_revision(revision)
         what = f"modelscope model {repo}"
         query = parse.urlencode({"Ref": revision, "PageNumber": 1, "PageSize": 1})
         data = await self._data(
@@ -129,7 +129,7 @@ class ModelScope:
             raise errors.HubError("RevisionNotFound", f"{what}: revision not found")
         first = commits[0]
         commit = first.get("Id") if isinstance(first, dict) else None
-        if not isinstance(commit, str) or not source.COMMIT.fullmatch(commit):
+        if not isinstance(commit, str) or not grammar.is_commit(commit):
             raise errors.HubError("SourceUnavailable", f"{what}: commits answer has no commit id")
         return commit
 

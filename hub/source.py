@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from hub import errors, files
-
-COMMIT = re.compile(r"[0-9a-f]{40}")
-_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+from openapi import grammar
 
 
 class Source(Protocol):
@@ -38,10 +35,19 @@ class Source(Protocol):
 
 
 def check_repo(repo: str) -> None:
-    if not _REPO.fullmatch(repo) or ".." in repo:
-        raise errors.HubError("InvalidRequest", f"repository {repo!r} is not an owner/name id")
+    """The repository grammar admission applies (``openapi.grammar``), so what was admitted is
+    never refused here for its shape."""
+    if not grammar.is_repository(repo):
+        raise errors.HubError("InvalidRequest", f"repository {repo[:200]!r} is not an owner/name "
+                              "id")
+
+
+def check_revision(revision: str) -> None:
+    problem = grammar.revision_problem(revision)
+    if problem:
+        raise errors.HubError("InvalidRequest", f"revision {revision[:200]!r} {problem}")
 
 
 def check_commit(commit: str) -> None:
-    if not COMMIT.fullmatch(commit):
+    if not grammar.is_commit(commit):
         raise errors.HubError("InvalidRequest", "a commit must be 40 lowercase hex digits")

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 
 from nodeplugin import artifacts, errors
-from openapi import manifest
+from openapi import grammar
 
 EPHEMERAL = "csi.storage.k8s.io/ephemeral"
 POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
@@ -86,7 +86,7 @@ def authorize(
     for key, value in ((ARTIFACT, name), (ARTIFACT_UID, uid), (MANIFEST_DIGEST, digest)):
         if not value:
             raise errors.InvalidArgument(f"volume attribute {key!r} is required")
-    if not manifest.DIGEST_PATTERN.fullmatch(digest):
+    if not grammar.is_digest(digest):
         raise errors.InvalidArgument(
             "volume attribute manifestDigest must be sha256:<64 lowercase hex>, "
             f"got {digest[:80]!r}"

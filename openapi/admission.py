@@ -8,10 +8,9 @@ schema already refused, so each field gets one clear cause.
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
-from openapi import defaults, fields, validation
+from openapi import defaults, fields, grammar, names, validation
 
 KIND = "ModelArtifact"
 HUB_SOURCES = ("huggingFace", "modelScope")
@@ -19,23 +18,6 @@ SOURCES = (*HUB_SOURCES, "persistentVolumeClaim", "image")
 # Image volumes are on by default from Kubernetes 1.35; below it the Pod would lose the volume.
 IMAGE_VOLUME_FLOOR = (1, 35)
 
-_REPO_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?\Z")
-_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\Z")
-_DNS_SUBDOMAIN = re.compile(
-    r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*\Z")
-_REVISION_FORBIDDEN = set("~^:?*[\\")
-# distribution/reference grammar: [domain[:port]/]component(/component)*[:tag]
-_HOST_PART = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_DOMAIN = rf"(?:{_HOST_PART}(?:\.{_HOST_PART})*(?::[0-9]+)?/)"
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_TAG = r"(?::[\w][\w.-]{0,127})?"
-_IMAGE_NAME = re.compile(rf"{_DOMAIN}?{_COMPONENT}(?:/{_COMPONENT})*{_TAG}\Z")
-_SHA256 = re.compile(r"sha256:[0-9a-f]{64}\Z")
-
-_REPOSITORY_RULE = (
-    "must be owner/name: two parts joined by one '/', each 1-96 letters, digits, '_', '-' or "
-    "'.', starting and ending with a letter, digit or '_', and without '--' or '..'"
-)
 _SUBDOMAIN_RULE = (
     "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending "
     "with a letter or digit, at most 253 characters"
@@ -142,44 +124,25 @@ def _spec_rules(spec: dict[str, Any],
 def _hub_rules(path: str, member: dict[str, Any]) -> list[fields.FieldError]:
     errors: list[fields.FieldError] = []
     repository = member.get("repository")
-    if isinstance(repository, str) and not _repository_ok(repository):
-        errors.append(fields.invalid(f"{path}.repository", repository, _REPOSITORY_RULE))
+    if isinstance(repository, str) and not grammar.is_repository(repository):
+        errors.append(fields.invalid(f"{path}.repository", repository, grammar.REPOSITORY_RULE))
     revision = member.get("revision")
     if isinstance(revision, str):
-        problem = revision_problem(revision)
+        problem = grammar.revision_problem(revision)
         if problem:
             errors.append(fields.invalid(f"{path}.revision", revision, problem))
     secret = member.get("secretRef")
     if isinstance(secret, dict):
         name = secret.get("name")
-        if isinstance(name, str) and not (len(name) <= 253 and _DNS_SUBDOMAIN.match(name)):
+        if isinstance(name, str) and not names.is_dns_subdomain(name):
             errors.append(fields.invalid(f"{path}.secretRef.name", name, _SUBDOMAIN_RULE))
     return errors
-
-
-def _repository_ok(repository: str) -> bool:
-    parts = repository.split("/")
-    return len(parts) == 2 and all(
-        _REPO_PART.match(part) and "--" not in part and ".." not in part for part in parts)
-
-
-def revision_problem(revision: str) -> str:
-    """Why a revision is unusable as a branch, tag or commit, or "" when it is fine."""
-    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in revision):
-        return "must not contain whitespace or control characters"
-    if ".." in revision:
-        return "must not contain '..'"
-    if revision.startswith(("-", "/")) or revision.endswith(("/", ".")):
-        return "must not start with '-' or '/', nor end with '/' or '.'"
-    if "@{" in revision or _REVISION_FORBIDDEN.intersection(revision):
-        return "must be a branch, tag or commit: none of ~ ^ : ? * [ \\ or '@{'"
-    return ""
 
 
 def _claim_rules(path: str, member: dict[str, Any]) -> list[fields.FieldError]:
     errors: list[fields.FieldError] = []
     claim = member.get("claimName")
-    if isinstance(claim, str) and not (len(claim) <= 63 and _DNS_LABEL.match(claim)):
+    if isinstance(claim, str) and not names.is_dns_label(claim):
         errors.append(fields.invalid(f"{path}.claimName", claim, _LABEL_RULE))
     sub = member.get("path")
     if isinstance(sub, str) and sub:
@@ -190,7 +153,7 @@ def _claim_rules(path: str, member: dict[str, Any]) -> list[fields.FieldError]:
         elif ".." in sub.split("/"):
             errors.append(fields.invalid(
                 f"{path}.path", sub, "must not contain a '..' segment: it would leave the volume"))
-        elif any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in sub):
+        elif grammar.has_control(sub):
             errors.append(fields.invalid(f"{path}.path", sub,
                                          "must not contain control characters"))
     return errors
@@ -204,12 +167,12 @@ def _image_rules(path: str, member: dict[str, Any],
         name, at, digest = reference.partition("@")
         if not at:
             errors.append(fields.invalid(f"{path}.reference", reference, _TAG_REFUSAL))
-        elif not _SHA256.match(digest):
+        elif not grammar.is_digest(digest):
             errors.append(fields.invalid(
                 f"{path}.reference", reference,
                 "the digest after '@' must be sha256: followed by 64 lowercase hexadecimal "
                 "digits"))
-        elif len(name) > 255 or not _IMAGE_NAME.match(name):
+        elif not grammar.is_image_name(name):
             errors.append(fields.invalid(
                 f"{path}.reference", reference,
                 "is not an image name: [registry[:port]/]path[:tag]@sha256:<digest>, with "
@@ -232,6 +195,6 @@ def _pattern_rules(path: str, patterns: Any) -> list[fields.FieldError]:
     return [
         fields.invalid(f"{path}[{index}]", pattern, "must not contain control characters")
         for index, pattern in enumerate(patterns)
-        if isinstance(pattern, str) and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in pattern)
+        if isinstance(pattern, str) and grammar.has_control(pattern)
     ]
 

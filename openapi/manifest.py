@@ -17,7 +17,6 @@ HEADER = b"gpustack-manifest v1\n"
 Algorithm = Literal["sha256", "gitsha1"]
 _HEX_LENGTH: dict[str, int] = {"sha256": 64, "gitsha1": 40}
 _HEX = re.compile(r"[0-9a-f]+")
-DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class ManifestError(ValueError):

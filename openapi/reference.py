@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from openapi import grammar, reasons
 from openapi import schema as schemas
 
 _LIMITS = (("minimum", "min"), ("maximum", "max"), ("multipleOf", "step"),
            ("minLength", "min length"), ("maxLength", "max length"), ("maxItems", "max items"))
-_PATTERNS = {schemas.DIGEST: "sha256 digest", schemas.CONDITION_REASON: "CamelCase word"}
+_PATTERNS = {grammar.DIGEST_PATTERN: "sha256 digest",
+             reasons.CONDITION_REASON_PATTERN: "CamelCase word"}
 
 
 def _type(body: schemas.Schema) -> str:

@@ -10,31 +10,20 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from openapi import meta, resources
+from openapi import grammar, meta, reasons, resources
 
 Schema = dict[str, Any]
 
 # Limits shared with admission and the docs.
 MAX_PATTERNS = 32
 MAX_PATTERN_LENGTH = 256
-MAX_REPOSITORY_LENGTH = 193  # owner (96) + "/" + name (96)
-MAX_REVISION_LENGTH = 256
+MAX_REPOSITORY_LENGTH = grammar.REPOSITORY_MAX
+MAX_REVISION_LENGTH = grammar.REVISION_MAX
 MAX_CLAIM_PATH_LENGTH = 4096
 MAX_IMAGE_REFERENCE_LENGTH = 4096
 MAX_PINNED = 256
 MAX_MODELS = 256
 MAX_MESSAGE_LENGTH = 32768
-DIGEST = r"^sha256:[0-9a-f]{64}$"
-CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-
-RESOLVED_REASONS = (
-    "Resolved", "Resolving", "SecretNotFound", "ClaimNotFound", "RevisionNotFound",
-    "AccessDenied", "SourceUnavailable", "DigestMismatch", "EmptyManifest", "UnsupportedSource",
-)
-FAILURE_REASONS = (
-    "InvalidRequest", "AccessDenied", "SourceUnavailable", "IntegrityMismatch",
-    "InsufficientCapacity", "Canceled",
-)
 
 
 def string(description: str, **extra: Any) -> Schema:
@@ -73,7 +62,8 @@ def conditions(types: tuple[str, ...]) -> Schema:
             "type": string("The aspect this condition describes.", enum=list(types)),
             "status": string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
             "reason": string("A CamelCase word saying why the status is what it is.",
-                             maxLength=1024, pattern=CONDITION_REASON),
+                             maxLength=reasons.CONDITION_REASON_MAX,
+                             pattern=reasons.CONDITION_REASON_PATTERN),
             "message": string("A sentence for a human, saying what happened and what to do.",
                               maxLength=MAX_MESSAGE_LENGTH),
             "lastTransitionTime": time("When status last changed."),
@@ -155,7 +145,7 @@ MODEL_ARTIFACT_SPEC = obj(
         "ignorePatterns": _patterns("drop, even when allowed"),
         "expectedDigest": string(
             "The manifest digest the source must resolve to (sha256: and 64 lowercase hex). "
-            "Hub sources only.", pattern=DIGEST),
+            "Hub sources only.", pattern=grammar.DIGEST_PATTERN),
     },
     ("source",),
 )
@@ -169,7 +159,8 @@ MODEL_ARTIFACT_STATUS = obj(
             {
                 "revision": string("The 40-character commit the revision resolved to.",
                                    maxLength=MAX_REVISION_LENGTH),
-                "manifestDigest": string("The digest of the canonical manifest.", pattern=DIGEST),
+                "manifestDigest": string("The digest of the canonical manifest.",
+                                         pattern=grammar.DIGEST_PATTERN),
                 "digestSource": string("Hub: from the hub's listing; Expected: the spec's "
                                        "anchor, used after the hub stayed unreachable.",
                                        enum=["Hub", "Expected"]),
@@ -190,7 +181,7 @@ MODEL_ARTIFACT_STATUS = obj(
                     minimum=0, maximum=100, multipleOf=5),
             },
         ),
-        "conditions": conditions(("Resolved", "Degraded")),
+        "conditions": conditions(reasons.ARTIFACT_CONDITIONS),
     },
 )
 
@@ -247,7 +238,7 @@ NODE_MODEL_STORE_SPEC = obj(
         ),
         "pinned": array(
             "Digests never collected on this node.",
-            string("A manifest digest.", pattern=DIGEST),
+            string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
             maxItems=MAX_PINNED, **{"x-kubernetes-list-type": "set"},
         ),
     },
@@ -273,7 +264,7 @@ NODE_MODEL_STORE_STATUS = obj(
             obj(
                 "One digest on this node.",
                 {
-                    "digest": string("The manifest digest.", pattern=DIGEST),
+                    "digest": string("The manifest digest.", pattern=grammar.DIGEST_PATTERN),
                     "state": string("Where the content stands.",
                                     enum=["Downloading", "Ready", "Failed"]),
                     "sizeBytes": integer("The manifest's size, once listed.", minimum=0),
@@ -282,7 +273,7 @@ NODE_MODEL_STORE_STATUS = obj(
                     "referenced": {"type": "boolean", "description": "Some Pod mounts it."},
                     "lastUsedTime": time("Last use, truncated to the hour.", nullable=True),
                     "reason": string("Why it failed; empty otherwise.",
-                                     enum=["", *FAILURE_REASONS]),
+                                     enum=["", *reasons.FAILURE_REASONS]),
                     "message": string("What the reason means here, naming no tenant.",
                                       maxLength=MAX_MESSAGE_LENGTH),
                     "retryTime": time("The earliest next attempt after a failure.",
@@ -293,7 +284,7 @@ NODE_MODEL_STORE_STATUS = obj(
             maxItems=MAX_MODELS,
             **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["digest"]},
         ),
-        "conditions": conditions(("Ready", "CapacityLow")),
+        "conditions": conditions(reasons.STORE_CONDITIONS),
     },
 )
 
@@ -333,7 +324,8 @@ MODEL_ARTIFACT_PROGRESS = _kind(
     "Names no node.",
     {
         "timestamp": time("When it was computed."),
-        "manifestDigest": string("The artifact's manifest digest.", pattern=DIGEST),
+        "manifestDigest": string("The artifact's manifest digest.",
+                                 pattern=grammar.DIGEST_PATTERN),
         "sizeBytes": integer("The manifest's size.", minimum=0),
         "ready": count("Nodes holding the content published."),
         "downloading": count("Nodes downloading it."),
@@ -345,7 +337,7 @@ MODEL_ARTIFACT_PROGRESS = _kind(
         "failureReasons": array(
             "How many failed nodes gave each reason.",
             obj("One reason and its count.",
-                {"reason": string("A failure reason.", enum=list(FAILURE_REASONS)),
+                {"reason": string("A failure reason.", enum=list(reasons.FAILURE_REASONS)),
                  "count": count("Nodes with that reason.")},
                 ("reason", "count")),
             **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["reason"]},

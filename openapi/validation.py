@@ -11,14 +11,13 @@ import re
 from functools import cache
 from typing import Any
 
-from openapi import fields
+from openapi import fields, grammar, reasons
 from openapi import schema as schemas
 
 # Patterns explained in words; a pattern missing here is quoted as is.
 _PATTERN_RULES = {
-    schemas.DIGEST: "must be 'sha256:' followed by 64 lowercase hexadecimal digits",
-    schemas.CONDITION_REASON: "must be a CamelCase word of letters, digits, '_', ',' or ':', "
-                              "starting with a letter",
+    grammar.DIGEST_PATTERN: grammar.DIGEST_RULE,
+    reasons.CONDITION_REASON_PATTERN: reasons.CONDITION_REASON_RULE,
 }
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")

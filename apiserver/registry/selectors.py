@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 
 from apiserver import errors
-from apiserver.registry import meta
+from openapi import names
 
 FIELD_KEYS = ("metadata.name", "metadata.namespace")
 
@@ -108,13 +108,13 @@ def _bad(text: str, why: str) -> errors.BadRequest:
 
 
 def _check_key(key: str, text: str) -> None:
-    problems = meta.qualified_name_problems(key)
+    problems = names.qualified_name_problems(key)
     if problems:
         raise _bad(text, f'invalid label key "{key}": {problems[0]}')
 
 
 def _check_value(value: str, text: str) -> None:
-    problems = meta.label_value_problems(value)
+    problems = names.label_value_problems(value)
     if problems:
         raise _bad(text, f'invalid label value: "{value}": {problems[0]}')
 

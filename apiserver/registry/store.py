@@ -26,7 +26,7 @@ from apiserver.registry import (
     strategy,
 )
 from apiserver.storage import interface
-from openapi import fields
+from openapi import fields, names
 
 Obj = dict[str, Any]
 
@@ -206,7 +206,7 @@ class ResourceStore:
         metadata["namespace"] = given or namespace
         if not metadata["namespace"]:
             raise errors.BadRequest("a namespace is required to create a namespaced object")
-        if not meta.is_label(metadata["namespace"]):
+        if not names.is_dns_label(metadata["namespace"]):
             raise statuses.invalid(self.info, metadata.get("name") or "", [fields.invalid(
                 "metadata.namespace", metadata["namespace"],
                 "a namespace name must be a lowercase RFC 1123 label")])

@@ -19,7 +19,7 @@ import os
 import pathlib
 import secrets
 
-from openapi import manifest
+from openapi import grammar
 
 ALGORITHM = "sha256"
 MARKER = ".gpustack-digest"
@@ -38,7 +38,7 @@ class LayoutError(ValueError):
 
 def hex_of(digest: str) -> str:
     """The 64 hex digits of ``sha256:<hex>``; refuses anything else."""
-    if not manifest.DIGEST_PATTERN.fullmatch(digest):
+    if not grammar.is_digest(digest):
         raise LayoutError(f"not a sha256 digest: {digest[:80]!r}")
     return digest[len(ALGORITHM) + 1 :]
 

@@ -24,7 +24,7 @@ from hub import config as hub_config
 from hub import huggingface, modelscope, source
 from nodeplugin.cache import layout
 from nodeplugin.materialize import attempt, backoff, capacity, interface, limits, ranges, transfer
-from openapi import manifest
+from openapi import grammar
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class HubMaterializer:
 
     async def ensure(self, request: interface.Request) -> interface.Progress:
         digest = request.digest
-        if not manifest.DIGEST_PATTERN.fullmatch(digest):
+        if not grammar.is_digest(digest):
             return _failed(digest, interface.Reason.INVALID_REQUEST, "not a sha256 digest", None)
         if await asyncio.to_thread(self._cache.is_published, digest):
             return interface.Progress(digest, interface.State.PUBLISHED)

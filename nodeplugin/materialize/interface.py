@@ -12,6 +12,8 @@ import datetime
 import enum
 from typing import Literal, Protocol
 
+from openapi import reasons
+
 SourceKind = Literal["huggingFace", "modelScope"]
 
 
@@ -21,15 +23,8 @@ class State(enum.Enum):
     FAILED = "Failed"
 
 
-class Reason(enum.Enum):
-    """Failure reasons of an attempt (API.md, node plugin)."""
-
-    INVALID_REQUEST = "InvalidRequest"
-    ACCESS_DENIED = "AccessDenied"
-    SOURCE_UNAVAILABLE = "SourceUnavailable"
-    INTEGRITY_MISMATCH = "IntegrityMismatch"
-    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
-    CANCELED = "Canceled"
+Reason = reasons.FailureReason
+"""Failure reasons of an attempt (owned by ``openapi.reasons``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

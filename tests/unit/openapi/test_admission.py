@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from openapi import admission
+from openapi import admission, grammar
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 IMAGE = "registry.example.com:5000/team/qwen@" + DIGEST
@@ -215,4 +215,4 @@ def test_update_runs_schema_validation_too() -> None:
      ("a^", False), ("a*", False), ("a[", False), ("a\\b", False)],
 )
 def test_revision_rules(revision: str, ok: bool) -> None:
-    assert (admission.revision_problem(revision) == "") is ok
+    assert (grammar.revision_problem(revision) == "") is ok

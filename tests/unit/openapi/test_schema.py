@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from openapi import grammar
 from openapi import schema as schemas
 
 
@@ -88,7 +89,7 @@ def test_limits_defaults_and_enums() -> None:
     assert patterns["maxItems"] == 32
     assert (patterns["items"]["minLength"], patterns["items"]["maxLength"]) == (1, 256)
     assert at("ModelArtifact", "status.resolved.digestSource")["enum"] == ["Hub", "Expected"]
-    assert at("ModelArtifact", "spec.expectedDigest")["pattern"] == schemas.DIGEST
+    assert at("ModelArtifact", "spec.expectedDigest")["pattern"] == grammar.DIGEST_PATTERN
     assert at("ModelArtifact", "spec")["required"] == ["source"]
 
 

@@ -1,0 +1,52 @@
+"""The reason vocabularies of worker.gpustack.ai/v1: failure reasons and condition reasons.
+
+The one owner: the schema's enums, the node plugin's attempt outcomes and the controllers'
+conditions all take their words from here.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class FailureReason(enum.Enum):
+    """Why a node's attempt at a digest failed (``status.models[].reason``, failureReasons)."""
+
+    INVALID_REQUEST = "InvalidRequest"
+    """The request cannot be executed as given; never backed off."""
+    ACCESS_DENIED = "AccessDenied"
+    SOURCE_UNAVAILABLE = "SourceUnavailable"
+    INTEGRITY_MISMATCH = "IntegrityMismatch"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    CANCELED = "Canceled"
+    """The attempt was stopped (the plugin is stopping); never backed off."""
+
+
+FAILURE_REASONS: tuple[str, ...] = tuple(reason.value for reason in FailureReason)
+
+# Condition types, per kind.
+RESOLVED = "Resolved"
+DEGRADED = "Degraded"
+READY = "Ready"
+CAPACITY_LOW = "CapacityLow"
+ARTIFACT_CONDITIONS = (RESOLVED, DEGRADED)
+STORE_CONDITIONS = (READY, CAPACITY_LOW)
+
+# Reasons of a ModelArtifact's Resolved condition; Degraded says Healthy or one of these.
+RESOLVED_REASONS = (
+    "Resolved", "Resolving", "SecretNotFound", "ClaimNotFound", "RevisionNotFound",
+    "AccessDenied", "SourceUnavailable", "DigestMismatch", "EmptyManifest", "UnsupportedSource",
+)
+HEALTHY = "Healthy"
+
+# Reasons of a NodeModelStore's conditions (Ready's list is open: these are the known ones).
+SERVING = "Serving"
+INVALID_CONFIGURATION = "InvalidConfiguration"
+WITHIN_WATERMARKS = "WithinWatermarks"
+NOTHING_TO_REMOVE = "NothingToRemove"
+
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+"""What any condition reason must look like: a CamelCase word (kube's metav1.Condition rule)."""
+CONDITION_REASON_RULE = (
+    "must be a CamelCase word of letters, digits, '_', ',' or ':', starting with a letter")
+CONDITION_REASON_MAX = 1024
