@@ -180,11 +180,15 @@ _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
 }
 
 
+# A kind without its own columns gets these, like a CRD without additionalPrinterColumns.
+_DEFAULT = [_NAME, _AGE]
+
+
 def columns(kind: str) -> list[ColumnDefinition]:
     """The column definitions of ``kind``; Age has priority 1, so it shows only with -o wide."""
-    return [definition.copy() for definition, _ in _TABLES[kind]]
+    return [definition.copy() for definition, _ in _TABLES.get(kind, _DEFAULT)]
 
 
 def cells(kind: str, obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
     """One row for ``obj``; None where a value is unknown (kubectl prints ``<none>``)."""
-    return [cell(obj, now) for _, cell in _TABLES[kind]]
+    return [cell(obj, now) for _, cell in _TABLES.get(kind, _DEFAULT)]

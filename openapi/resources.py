@@ -102,13 +102,14 @@ MODEL_ARTIFACT_PROGRESS = ResourceInfo(
     stored=False,
 )
 
-# The stored resources, by URL plural.
-BY_PLURAL: dict[str, ResourceInfo] = {
-    MODEL_ARTIFACT.plural: MODEL_ARTIFACT,
-    NODE_MODEL_STORE.plural: NODE_MODEL_STORE,
-}
+# The table of stored resources: the registry, the routes, discovery and the OpenAPI documents are
+# all built from it (with each kind's schema in ``schema.KINDS`` and, in the server, its strategy).
+SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE)
 
-# Every kind the package describes, the progress view included.
+# The stored resources, by URL plural.
+BY_PLURAL: dict[str, ResourceInfo] = {info.plural: info for info in SERVED}
+
+# Every kind the package describes, the computed progress view included.
 BY_KIND: dict[str, ResourceInfo] = {
-    info.kind: info for info in (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_ARTIFACT_PROGRESS)
+    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS)
 }

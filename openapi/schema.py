@@ -377,10 +377,8 @@ KINDS: dict[str, Schema] = {
 # Every named schema: ours, their lists, and the shared metadata definitions.
 DEFINITIONS: dict[str, Schema] = {
     **{definition_name(kind): schema for kind, schema in KINDS.items()},
-    definition_name("ModelArtifactList"): _list_kind(
-        resources.MODEL_ARTIFACT, definition_name("ModelArtifact")),
-    definition_name("NodeModelStoreList"): _list_kind(
-        resources.NODE_MODEL_STORE, definition_name("NodeModelStore")),
+    **{definition_name(info.list_kind): _list_kind(info, definition_name(info.kind))
+       for info in resources.SERVED},
     **meta.DEFINITIONS,
 }
 

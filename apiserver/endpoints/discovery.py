@@ -1,10 +1,11 @@
 """API discovery: ``/apis``, ``/apis/<group>``, ``/apis/<group>/<version>`` and aggregated v2.
 
-Everything is derived from ``openapi.resources`` once, encoded once and served from bytes. ``/apis``
-answers the aggregated discovery types (``apidiscovery.k8s.io`` v2 and v2beta1) when ``Accept``
-asks for them, with an ETag, ``304`` on a matching ``If-None-Match`` and ``Vary: Accept``; it
-answers 406 when ``Accept`` names only aggregated types this server does not serve (kube-aggregator
-1.26-1.28.1 fall back to legacy discovery only on 406), and the legacy ``APIGroupList`` otherwise.
+Everything is derived from the resource table ``openapi.resources.SERVED`` once, encoded once and
+served from bytes. ``/apis`` answers the aggregated discovery types (``apidiscovery.k8s.io`` v2
+and v2beta1) when ``Accept`` asks for them, with an ETag, ``304`` on a matching
+``If-None-Match`` and ``Vary: Accept``; it answers 406 when ``Accept`` names only aggregated types
+this server does not serve (kube-aggregator 1.26-1.28.1 fall back to legacy discovery only on
+406), and the legacy ``APIGroupList`` otherwise.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ DISCOVERY_GROUP = "apidiscovery.k8s.io"
 AGGREGATED_AS = "APIGroupDiscoveryList"
 AGGREGATED_VERSIONS = ("v2", "v2beta1")
 LEGACY = "legacy"
-SERVED = (resources.MODEL_ARTIFACT, resources.NODE_MODEL_STORE)
 
 
 def choose(accept: str) -> str | None:
@@ -63,7 +63,7 @@ def api_group() -> dict[str, Any]:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_body(version)}
 
 
-def resource_list(served: Sequence[resources.ResourceInfo] = SERVED) -> dict[str, Any]:
+def resource_list(served: Sequence[resources.ResourceInfo] = resources.SERVED) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     for info in served:
         entry: dict[str, Any] = {
@@ -98,7 +98,8 @@ def resource_list(served: Sequence[resources.ResourceInfo] = SERVED) -> dict[str
     }
 
 
-def aggregated(version: str, served: Sequence[resources.ResourceInfo] = SERVED) -> dict[str, Any]:
+def aggregated(version: str,
+               served: Sequence[resources.ResourceInfo] = resources.SERVED) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for info in served:
         entry: dict[str, Any] = {
@@ -153,13 +154,13 @@ def etag_matches(if_none_match: str, tag: str) -> bool:
 
 
 class Documents:
-    """The discovery bodies, encoded once."""
+    """The discovery bodies of ``served`` (the one resource table), encoded once."""
 
-    def __init__(self) -> None:
+    def __init__(self, served: Sequence[resources.ResourceInfo] = resources.SERVED) -> None:
         self.group_list = orjson.dumps(group_list())
         self.api_group = orjson.dumps(api_group())
-        self.resource_list = orjson.dumps(resource_list())
-        self.aggregated = {v: orjson.dumps(aggregated(v)) for v in AGGREGATED_VERSIONS}
+        self.resource_list = orjson.dumps(resource_list(served))
+        self.aggregated = {v: orjson.dumps(aggregated(v, served)) for v in AGGREGATED_VERSIONS}
         self.etags = {v: etag(body) for v, body in self.aggregated.items()}
 
     async def apis(self, request: Request) -> Response:
@@ -192,8 +193,8 @@ class Documents:
         ]
 
 
-def routes() -> list[BaseRoute]:
-    return Documents().routes()
+def routes(served: Sequence[resources.ResourceInfo] = resources.SERVED) -> list[BaseRoute]:
+    return Documents(served).routes()
 
 
 def _group_body(version: dict[str, str]) -> dict[str, Any]:

@@ -1,13 +1,16 @@
-"""The REST routes of the stored resources under ``/apis/worker.gpustack.ai/v1/``.
+"""The REST routes of the served resources under ``/apis/worker.gpustack.ai/v1/``.
 
-``modelartifacts``: create/get/list/watch/update/patch/delete, ``/status`` (get; writes by the
-worker only) and ``/progress`` (get). ``nodemodelstores``: get/list/watch/delete for clients and
-``/status`` (get; writes by the worker only). Every other verb answers 405; the discovery document
-itself (the exact group-version path) is served elsewhere.
+Generic over the registry, which is built from ``openapi.resources.SERVED``: each resource gets
+its collection (list, watch, create), its items (get, update, patch, delete) and its
+subresources, each method allowed exactly when the resource's verbs name it; every other method
+answers 405. Subresources are served by the handler ``SUBRESOURCES`` names for them: ``status``
+(reads; writes by the worker only) and ``progress`` (computed). The discovery document itself (the
+exact group-version path) is served elsewhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette import requests, routing
@@ -42,13 +45,16 @@ def _worker_only(req: requests.Request, info: resources.ResourceInfo) -> None:
     guards.require_worker(_user(req), worker, what=f"a {info.kind}'s status")
 
 
-class Handlers:
-    """The handlers of one stored resource."""
+Endpoint = Callable[[requests.Request], Awaitable[Response]]
 
-    def __init__(self, resource: store.ResourceStore, *, client_writes: bool) -> None:
+
+class Handlers:
+    """The handlers of one stored resource; its verbs decide which methods it answers."""
+
+    def __init__(self, resource: store.ResourceStore) -> None:
         self.store = resource
         self.info = resource.info
-        self.client_writes = client_writes
+        self.verbs = frozenset(resource.info.verbs)
 
     # rendering ------------------------------------------------------------------------------
 
@@ -96,10 +102,12 @@ class Handlers:
         namespace = req.path_params.get("namespace", "")
         if req.method == "GET":
             if request.is_watch(req.query_params):
+                self._allow("watch")
                 return self._watch(req, namespace)
+            self._allow("list")
             return await self._list(req, namespace)
-        if req.method == "POST" and self.client_writes and (namespace or
-                                                            not self.info.namespaced):
+        if req.method == "POST" and "create" in self.verbs and (namespace or
+                                                                not self.info.namespaced):
             wo = request.write_options(req.query_params, "CreateOptions")
             obj, warnings = await self._body_object(req, wo.field_validation)
             created = await self.store.create(obj, namespace=namespace, dry_run=wo.dry_run,
@@ -146,24 +154,31 @@ class Handlers:
     async def item(self, req: requests.Request) -> Response:
         namespace = req.path_params.get("namespace", "")
         name = req.path_params["name"]
-        if req.method == "GET":
+        verb = _VERBS.get(req.method, "")
+        self._allow(verb)
+        if verb == "get":
             return await self._get(req, namespace, name)
-        if req.method == "DELETE":
+        if verb == "delete":
             return await self._delete(req, namespace, name)
-        if not self.client_writes:
-            raise _not_allowed()
-        if req.method == "PUT":
+        if verb == "update":
             return await self._put(req, namespace, name, status=False)
-        if req.method == "PATCH":
-            return await self._patch(req, namespace, name, status=False)
-        raise _not_allowed()
+        return await self._patch(req, namespace, name, status=False)
+
+    def _allow(self, verb: str, verbs: frozenset[str] | None = None) -> None:
+        if verb not in (self.verbs if verbs is None else verbs):
+            raise _not_allowed()
 
     async def status(self, req: requests.Request) -> Response:
+        """``<plural>/{name}/status``: reads for anyone allowed, writes by the worker only."""
+        sub = self.info.subresource("status")
+        verbs = frozenset(sub.verbs if sub is not None else ())
         namespace = req.path_params.get("namespace", "")
         name = req.path_params["name"]
-        if req.method == "GET":
+        verb = _VERBS.get(req.method, "")
+        self._allow(verb, verbs)
+        if verb == "get":
             return await self._get(req, namespace, name)
-        if req.method not in ("PUT", "PATCH"):
+        if verb not in ("update", "patch"):
             raise _not_allowed()
         _worker_only(req, self.info)
         if req.method == "PUT":
@@ -219,10 +234,14 @@ class Handlers:
         return self._one(req, result.object, 202 if opts.orphan_dependents is False else 200)
 
 
-def routes(registry: build.Registry) -> list[routing.BaseRoute]:
-    artifacts = Handlers(registry.modelartifacts, client_writes=True)
-    node_stores = Handlers(registry.nodemodelstores, client_writes=False)
+_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
+
+def _status(registry: build.Registry, handlers: Handlers) -> Endpoint:
+    return handlers.status
+
+
+def _progress(registry: build.Registry, handlers: Handlers) -> Endpoint:
     async def progress(req: requests.Request) -> Response:
         if req.method != "GET":
             raise _not_allowed()
@@ -230,15 +249,33 @@ def routes(registry: build.Registry) -> list[routing.BaseRoute]:
         body = await registry.progress(req.path_params["namespace"], req.path_params["name"])
         return responses.json_response(body)
 
-    namespaced = PREFIX + "/namespaces/{namespace}/modelartifacts"
-    return [
-        routing.Route(PREFIX + "/modelartifacts", artifacts.collection, methods=ALL_METHODS),
-        routing.Route(namespaced, artifacts.collection, methods=ALL_METHODS),
-        routing.Route(namespaced + "/{name}", artifacts.item, methods=ALL_METHODS),
-        routing.Route(namespaced + "/{name}/status", artifacts.status, methods=ALL_METHODS),
-        routing.Route(namespaced + "/{name}/progress", progress, methods=ALL_METHODS),
-        routing.Route(PREFIX + "/nodemodelstores", node_stores.collection, methods=ALL_METHODS),
-        routing.Route(PREFIX + "/nodemodelstores/{name}", node_stores.item, methods=ALL_METHODS),
-        routing.Route(PREFIX + "/nodemodelstores/{name}/status", node_stores.status,
-                      methods=ALL_METHODS),
-    ]
+    return progress
+
+
+# The handler of each subresource name a resource may declare in ``openapi.resources``.
+SUBRESOURCES: dict[str, Callable[[build.Registry, Handlers], Endpoint]] = {
+    "status": _status,
+    "progress": _progress,
+}
+
+
+def routes(registry: build.Registry) -> list[routing.BaseRoute]:
+    """Every route of every resource in the registry (built from the one resource table)."""
+    found: list[routing.BaseRoute] = []
+    for resource in registry.stores.values():
+        info = resource.info
+        handlers = Handlers(resource)
+        if info.namespaced:
+            collection = f"{PREFIX}/namespaces/{{namespace}}/{info.plural}"
+            # the list across namespaces (POST there answers 405)
+            found.append(routing.Route(f"{PREFIX}/{info.plural}", handlers.collection,
+                                       methods=ALL_METHODS))
+        else:
+            collection = f"{PREFIX}/{info.plural}"
+        found.append(routing.Route(collection, handlers.collection, methods=ALL_METHODS))
+        found.append(routing.Route(collection + "/{name}", handlers.item, methods=ALL_METHODS))
+        for sub in info.subresources:
+            endpoint = SUBRESOURCES[sub.name](registry, handlers)
+            found.append(routing.Route(f"{collection}/{{name}}/{sub.name}", endpoint,
+                                       methods=ALL_METHODS))
+    return found

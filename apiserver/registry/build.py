@@ -1,8 +1,15 @@
-"""Wire the registry: one ResourceStore per stored resource over one storage backend."""
+"""Wire the registry: one ResourceStore per served resource over one storage backend.
+
+The resources come from the one table, ``openapi.resources.SERVED``; each gets the strategy
+``strategy.for_resource`` names. The routes and discovery are built from the same table, so a
+new resource needs its row there, its schema and (only if it has rules beyond the schema) a
+strategy.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apiserver.registry import progress, store, strategy
@@ -13,18 +20,29 @@ from openapi import resources
 @dataclasses.dataclass(frozen=True, slots=True)
 class Registry:
     storage: interface.Store
-    modelartifacts: store.ResourceStore
-    nodemodelstores: store.ResourceStore
+    stores: Mapping[str, store.ResourceStore]
+    """By URL plural, in the table's order."""
+
+    def resource(self, plural: str) -> store.ResourceStore:
+        return self.stores[plural]
+
+    @property
+    def modelartifacts(self) -> store.ResourceStore:
+        return self.stores[resources.MODEL_ARTIFACT.plural]
+
+    @property
+    def nodemodelstores(self) -> store.ResourceStore:
+        return self.stores[resources.NODE_MODEL_STORE.plural]
 
     async def progress(self, namespace: str, name: str) -> dict[str, Any]:
         """``GET modelartifacts/{name}/progress``: computed now, never stored."""
         return await progress.read(self.modelartifacts, self.nodemodelstores, namespace, name)
 
 
-def build(storage: interface.Store) -> Registry:
+def build(storage: interface.Store,
+          served: Sequence[resources.ResourceInfo] = resources.SERVED) -> Registry:
     return Registry(
         storage=storage,
-        modelartifacts=store.ResourceStore(storage, strategy.ModelArtifactStrategy()),
-        nodemodelstores=store.ResourceStore(storage,
-                                            strategy.Strategy(resources.NODE_MODEL_STORE)),
+        stores={info.plural: store.ResourceStore(storage, strategy.for_resource(info))
+                for info in served},
     )

@@ -132,12 +132,20 @@ class Strategy:
 class ModelArtifactStrategy(Strategy):
     """ModelArtifact: in-process admission (schema included); the spec is immutable."""
 
-    def __init__(self) -> None:
-        super().__init__(resources.MODEL_ARTIFACT)
-
     def admit_create(self, obj: dict[str, Any]) -> list[fields.FieldError]:
         return admission.admit_create(obj)
 
     def admit_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[fields.FieldError]:
         return admission.admit_update(old, new)
 
+
+
+# Kinds whose rules go beyond their schema; every other served kind gets the generic Strategy.
+BY_KIND: dict[str, type[Strategy]] = {
+    resources.MODEL_ARTIFACT.kind: ModelArtifactStrategy,
+}
+
+
+def for_resource(info: resources.ResourceInfo) -> Strategy:
+    """The strategy of a served resource."""
+    return BY_KIND.get(info.kind, Strategy)(info)
