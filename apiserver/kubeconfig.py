@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
-import os
 import pathlib
 from typing import Any
 
 import yaml
+
+from durable import disk
 
 
 def render(*, server: str, ca_pem: bytes, token: str, user: str, context: str) -> dict[str, Any]:
@@ -42,10 +43,4 @@ def write(
     """Write atomically with mode 0600: the file holds a credential."""
     document = render(server=server, ca_pem=ca_file.read_bytes(), token=token, user=user,
                       context=context)  # fmt: skip
-    temporary = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        yaml.safe_dump(document, handle, sort_keys=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    disk.write_atomic(path, yaml.safe_dump(document, sort_keys=False).encode())

@@ -23,7 +23,8 @@ from typing import Any
 import grpc
 
 from bench import result
-from nodeplugin.cache import mounter, refs
+from nodeplugin import errors
+from nodeplugin.cache import mounter, refs, targets
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import local
 
@@ -54,6 +55,7 @@ def stop(process: subprocess.Popen[bytes], *, hard: bool = False) -> None:
 
 def unmount_under(base: pathlib.Path) -> None:
     linux = mounter.LinuxMounter()
+    rules = targets.Targets(str(base.resolve()))
     prefix = str(base.resolve()) + "/"
     for _ in range(4):
         points = [m.mount_point for m in refs.parse_mountinfo(refs.read_mountinfo())
@@ -61,8 +63,9 @@ def unmount_under(base: pathlib.Path) -> None:
         if not points:
             return
         for point in sorted(points, key=len, reverse=True):
-            with contextlib.suppress(OSError):
-                linux.unmount(point)
+            with contextlib.suppress(OSError, errors.PluginError), rules.open(point) as opened:
+                if opened is not None:
+                    linux.unmount(opened)
 
 
 @contextlib.contextmanager

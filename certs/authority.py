@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import ipaddress
-import os
 import pathlib
 from collections.abc import Sequence
 
@@ -18,6 +17,8 @@ from cryptography import exceptions, x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from durable import disk
 
 DEFAULT_SANS = ("127.0.0.1", "::1", "localhost")
 CA_DAYS = 3650
@@ -173,14 +174,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def _write(path: pathlib.Path, data: bytes) -> None:
     """Write atomically with mode 0600 (keys and certs alike: one rule, no surprises)."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.chmod(temporary, 0o600)
-    os.replace(temporary, path)
+    disk.write_atomic(path, data, mode=disk.PRIVATE)
 
 
 def _now() -> datetime.datetime:

@@ -10,10 +10,10 @@ itself: content already on the node is refused to a namespace with no resolved a
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 
 from nodeplugin import artifacts, errors
+from nodeplugin.cache import targets
 from openapi import grammar
 
 EPHEMERAL = "csi.storage.k8s.io/ephemeral"
@@ -34,27 +34,13 @@ class Grant:
 
 
 def check_target(target: str, kubelet_dir: str) -> str:
-    """The canonical target, refused unless it lies strictly under the kubelet directory.
+    """The canonical target, refused unless it lies strictly under the kubelet directory and
+    neither it nor any directory on its way there is a symlink (``cache.targets``).
 
-    The parent is resolved through symlinks, so a link inside the kubelet directory cannot point a
-    mount elsewhere on the host, and the result is the path the mount table will show (references
-    rebuilt from it after a restart match the targets kubelet sends).
+    The result is the path the mount table will show (references rebuilt from it after a restart
+    match the targets kubelet sends), under the kubelet directory's real path.
     """
-    if not os.path.isabs(target):
-        raise errors.PermissionDenied(f"target path {target!r} must be absolute")
-    norm = os.path.normpath(target)
-    base = os.path.normpath(kubelet_dir)
-    if not _strictly_under(norm, base):
-        raise errors.PermissionDenied(
-            f"target path {target!r} is not under the kubelet directory {base}"
-        )
-    parent = os.path.realpath(os.path.dirname(norm))
-    real_base = os.path.realpath(base)
-    if not (_strictly_under(parent, real_base) or parent == real_base):
-        raise errors.PermissionDenied(
-            f"target path {target!r} resolves outside the kubelet directory {base}"
-        )
-    return os.path.join(parent, os.path.basename(norm))
+    return targets.Targets(kubelet_dir).check(target)
 
 
 def authorize(
@@ -122,6 +108,3 @@ def authorize(
         )
     return Grant(artifact=art, digest=digest, target=norm_target)
 
-
-def _strictly_under(path: str, base: str) -> bool:
-    return path != base and os.path.commonpath([path, base]) == base

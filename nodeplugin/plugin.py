@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Callable
 
@@ -168,6 +167,7 @@ async def start(
         references=references,
         usage_store=usage_store,
         digest_locks=locks.DigestLocks(),
+        kubelet_dir=config.kubelet_dir,
     )
     if materializer is None:
         materializer = default_materializer(config, cache)
@@ -175,7 +175,6 @@ async def start(
     timed = metrics.TimedMaterializer(materializer, cache, durations)
     node_service = node.Node(
         node_name=config.node_name,
-        kubelet_dir=os.path.normpath(config.kubelet_dir),
         informer=informer,
         volume_set=volume_set,
         materializer=timed,

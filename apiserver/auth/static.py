@@ -10,12 +10,12 @@ import csv
 import dataclasses
 import hashlib
 import io
-import os
 import pathlib
 import secrets
 from collections.abc import Iterable
 
 from apiserver.auth import user
+from durable import disk
 
 
 class TokenFileError(ValueError):
@@ -76,13 +76,7 @@ def render(entries: Iterable[Entry]) -> str:
 
 def write(path: pathlib.Path, entries: Iterable[Entry]) -> None:
     """Write the file atomically, readable by its owner only."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(render(entries))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    disk.write_atomic(path, render(entries).encode())
 
 
 def new_token() -> str:

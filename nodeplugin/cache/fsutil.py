@@ -1,4 +1,4 @@
-"""Small durable file-system steps: fsync a file or directory, write atomically, remove a tree.
+"""Removing a cache tree, read-only or not (durable writes live in the shared ``durable``).
 
 Everything here blocks; async callers run it with ``asyncio.to_thread``.
 """
@@ -8,40 +8,8 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
-import secrets
 import shutil
 import stat
-
-
-def fsync_path(path: str | os.PathLike[str]) -> None:
-    """fsync a regular file or a directory by path (read-only open suffices on Linux)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` in one step: temp file, fsync, rename, fsync the parent."""
-    path = pathlib.Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_path(path.parent)
 
 
 def remove_tree(path: pathlib.Path) -> None:

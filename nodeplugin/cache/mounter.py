@@ -4,6 +4,12 @@ Why the system calls and not ``mount(8)``: a warm mount is on kubelet's critical
 20 ms with 50 in parallel); two fork+exec of ``mount`` per publish cost several milliseconds each
 and ``mount(8)`` also reads fstab/utab. The calls are two: a bind, then a remount of that bind with
 ``MS_RDONLY`` (a bind cannot be made read-only in the same call), so writes fail with EROFS.
+
+Targets arrive opened (``targets.Target``): the bind goes onto the directory descriptor opened
+without following symlinks (``/proc/self/fd/N``, the kernel does not resolve a name again), the
+remount onto the new mount's root reopened the same way and checked to be the source tree, and
+the unmount through the open parent with ``UMOUNT_NOFOLLOW``, so a symlink at the target is
+never followed to another place or another Pod's volume.
 """
 
 from __future__ import annotations
@@ -14,22 +20,27 @@ import errno
 import os
 from typing import Protocol
 
+from nodeplugin.cache import targets
+
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MNT_DETACH = 0x2
+UMOUNT_NOFOLLOW = 0x8
 MAX_STACKED = 16
 
 
 class Mounter(Protocol):
-    def bind_readonly(self, source: str, target: str) -> None:
-        """Bind ``source`` on ``target`` read-only; on failure nothing stays mounted."""
+    def bind_readonly(self, source: str, target: targets.Target) -> None:
+        """Bind ``source`` on the directory at ``target`` read-only; on failure nothing stays
+        mounted. A symlink or a non-directory at the target fails (ENOTDIR)."""
         ...
 
-    def unmount(self, target: str) -> bool:
-        """Unmount the top mount at ``target``: True if one was removed, False if none was."""
+    def unmount(self, target: targets.Target) -> bool:
+        """Unmount the top mount at ``target`` (never through a symlink there): True if one was
+        removed, False if none was."""
         ...
 
 
@@ -45,29 +56,50 @@ class LinuxMounter:
         self._umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self._umount2.restype = ctypes.c_int
 
-    def bind_readonly(self, source: str, target: str) -> None:
-        src, tgt = os.fsencode(source), os.fsencode(target)
-        if self._mount(src, tgt, None, MS_BIND, None) != 0:
-            _raise(f"bind {source} on {target}")
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
-        if self._mount(None, tgt, None, flags, None) != 0:
-            err = ctypes.get_errno()
-            self._umount2(tgt, MNT_DETACH)
-            raise OSError(err, f"remount {target} read-only: {os.strerror(err)}")
+    def bind_readonly(self, source: str, target: targets.Target) -> None:
+        src = os.fsencode(source)
+        below = target.open_directory()
+        try:
+            if self._mount(src, _fd_path(below), None, MS_BIND, None) != 0:
+                _raise(f"bind {source} on {target.path}")
+        finally:
+            os.close(below)
+        self._seal(source, target)
 
-    def unmount(self, target: str) -> bool:
-        tgt = os.fsencode(target)
-        if self._umount2(tgt, 0) == 0:
+    def _seal(self, source: str, target: targets.Target) -> None:
+        """Remount the bind just made on ``target`` read-only, after checking it is the one;
+        when the remount fails, that bind (and only it) is detached."""
+        top = target.open_directory()
+        try:
+            mounted, expected = os.fstat(top), os.stat(source)
+            if (mounted.st_dev, mounted.st_ino) != (expected.st_dev, expected.st_ino):
+                # Something else is on top now; whatever it is, it is not ours to unmount.
+                raise OSError(errno.EBUSY, f"{target.path} changed while it was being mounted")
+            flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+            if self._mount(None, _fd_path(top), None, flags, None) != 0:
+                err = ctypes.get_errno()
+                self._umount2(_fd_path(top), MNT_DETACH)
+                raise OSError(err, f"remount {target.path} read-only: {os.strerror(err)}")
+        finally:
+            os.close(top)
+
+    def unmount(self, target: targets.Target) -> bool:
+        at = os.fsencode(target.at)
+        if self._umount2(at, UMOUNT_NOFOLLOW) == 0:
             return True
         err = ctypes.get_errno()
         if err in (errno.EINVAL, errno.ENOENT, errno.ENOTDIR):
-            return False  # not a mount point (or no such path): nothing to unmount
+            return False  # not a mount point (a symlink, or no such path): nothing to unmount
         if err == errno.EBUSY:
             # Something still has the tree open; detach now, the kernel frees it when closed.
-            if self._umount2(tgt, MNT_DETACH) == 0:
+            if self._umount2(at, MNT_DETACH | UMOUNT_NOFOLLOW) == 0:
                 return True
             err = ctypes.get_errno()
-        raise OSError(err, f"unmount {target}: {os.strerror(err)}")
+        raise OSError(err, f"unmount {target.path}: {os.strerror(err)}")
+
+
+def _fd_path(fd: int) -> bytes:
+    return f"/proc/self/fd/{fd}".encode()
 
 
 def _raise(what: str) -> None:

@@ -22,6 +22,7 @@ import os
 import pathlib
 import stat
 
+from durable import disk
 from nodeplugin.cache import fsutil, layout
 
 FILE_MODE = 0o444
@@ -59,7 +60,7 @@ def publish_tree(
         _write_readonly(staging / layout.MANIFEST, manifest_bytes)
     _write_readonly(staging / layout.MARKER, layout.marker_bytes(digest))
     os.chmod(staging, DIR_MODE)
-    fsutil.fsync_path(staging)
+    disk.fsync_path(staging)
     if os.path.lexists(final) and not cache.is_published(digest):
         # A directory without its marker is debris from outside the protocol; it is never
         # mounted, so clearing it cannot pull a tree from under a Pod.
@@ -71,8 +72,8 @@ def publish_tree(
             fsutil.remove_tree(staging)
             return final
         raise
-    fsutil.fsync_path(final.parent)
-    fsutil.fsync_path(staging.parent)
+    disk.fsync_path(final.parent)
+    disk.fsync_path(staging.parent)
     return final
 
 
@@ -84,10 +85,10 @@ def _seal(root: pathlib.Path) -> None:
             mode = os.lstat(path).st_mode
             if stat.S_ISREG(mode):
                 os.chmod(path, FILE_MODE)
-                fsutil.fsync_path(path)
+                disk.fsync_path(path)
             elif stat.S_ISDIR(mode):
                 os.chmod(path, DIR_MODE)
-                fsutil.fsync_path(path)
+                disk.fsync_path(path)
             else:
                 raise PublishError(errno.EINVAL, f"staging tree holds a non-regular file {path!r}")
 

@@ -15,7 +15,7 @@ import logging
 import pathlib
 from collections.abc import Callable, Iterable
 
-from nodeplugin.cache import fsutil
+from durable import disk
 
 log = logging.getLogger(__name__)
 FILE_NAME = "usage.json"
@@ -135,5 +135,5 @@ class UsageStore:
                 }
             }
             data = json.dumps(body, indent=1).encode() + b"\n"
-            await asyncio.to_thread(fsutil.write_atomic, self._path, data)
+            await asyncio.to_thread(disk.write_atomic, self._path, data)
             self._entries = entries

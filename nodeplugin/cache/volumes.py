@@ -4,6 +4,9 @@
 bind is done, so collection (which takes it exclusive) can never remove a tree in between; it
 records the reference before binding and refuses the mount when the record cannot be written.
 ``unpublish`` works from the target path alone and succeeds for targets it never mounted.
+Both reach the target through ``targets`` (no symlink below the kubelet directory is followed):
+a symlink at or on the way to a target is refused, never mounted over and never unmounted
+through.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import contextlib
 import errno
 import logging
 import os
+import stat
 
 from nodeplugin import errors
-from nodeplugin.cache import layout, locks, mounter, refs, usage
+from nodeplugin.cache import layout, locks, mounter, refs, targets, usage
 
 log = logging.getLogger(__name__)
 TARGET_MODE = 0o750
@@ -30,21 +34,25 @@ class Volumes:
         references: refs.References,
         usage_store: usage.UsageStore,
         digest_locks: locks.DigestLocks,
+        kubelet_dir: str,
     ) -> None:
         self.cache = cache
+        self.targets = targets.Targets(kubelet_dir)
         self.references = references
         self.usage = usage_store
         self.locks = digest_locks
         self._mounter = mount
-        self._targets = locks.KeyedLock()
+        self._per_target = locks.KeyedLock()
 
     async def publish(self, target: str, digest: str) -> bool:
         """Bind ``digest``'s tree on ``target``; False (nothing done) when it is not published.
 
-        Raises AlreadyExists when the target holds another digest, Internal when the reference
-        cannot be recorded or the mount fails.
+        ``target`` is canonical (``targets.Targets.canonical``). Raises AlreadyExists when the
+        target holds another digest; PermissionDenied when it is, or is reached through, a
+        symlink; FailedPrecondition when its parent is missing or something other than a
+        directory is there; Internal when the reference cannot be recorded or the mount fails.
         """
-        async with self._targets.hold(target):
+        async with self._per_target.hold(target):
             current = self.references.get(target)
             if current == digest:
                 return True
@@ -68,9 +76,11 @@ class Volumes:
                 source = str(self.cache.published_path(digest))
                 try:
                     await asyncio.to_thread(self._bind, source, target)
-                except OSError as exc:
+                except (OSError, errors.PluginError) as exc:
                     self.references.remove(target)
                     await self._settle(digest)
+                    if isinstance(exc, errors.PluginError):
+                        raise
                     log.error("mounting %s on %s failed: %s", digest, target, exc)
                     raise errors.Internal(
                         f"bind-mounting {digest} on {target} failed: {exc.strerror or exc}"
@@ -78,7 +88,7 @@ class Volumes:
         return True
 
     async def unpublish(self, target: str) -> None:
-        async with self._targets.hold(target):
+        async with self._per_target.hold(target):
             try:
                 await asyncio.to_thread(self._unbind, target)
             except OSError as exc:
@@ -99,32 +109,46 @@ class Volumes:
             log.warning("cannot record that %s is unreferenced: %s", digest, exc)
 
     def _bind(self, source: str, target: str) -> None:
-        created = False
-        try:
-            os.mkdir(target, TARGET_MODE)
-            created = True
-        except FileExistsError:
-            pass
-        try:
-            self._mounter.bind_readonly(source, target)
-        except OSError:
-            if created:
-                with contextlib.suppress(OSError):
-                    os.rmdir(target)
-            raise
+        with self.targets.open(target) as opened:
+            if opened is None:
+                raise errors.FailedPrecondition(
+                    f"the parent directory of target path {targets.shown(target)} does not "
+                    "exist (kubelet creates it before NodePublishVolume)"
+                )
+            created = False
+            if targets.refuse_unusable(opened) is None:
+                os.mkdir(opened.name, TARGET_MODE, dir_fd=opened.parent)
+                created = True
+            try:
+                self._mounter.bind_readonly(source, opened)
+            except OSError:
+                if created:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(opened.name, dir_fd=opened.parent)
+                raise
 
     def _unbind(self, target: str) -> None:
-        for _ in range(mounter.MAX_STACKED):
-            if not self._mounter.unmount(target):
-                break
-        try:
-            os.rmdir(target)
-        except FileNotFoundError:
-            pass
-        except NotADirectoryError:
-            os.unlink(target)
-        except OSError as exc:
-            if exc.errno != errno.ENOTEMPTY:
-                raise
-            # Not ours: a non-empty directory we never mounted is left alone.
-            log.warning("target %s: non-empty, not mounted, left alone", target)
+        with self.targets.open(target) as opened:
+            if opened is None:
+                return  # the directory it would be in is gone: nothing mounted there
+            found = opened.lstat()
+            if found is None:
+                return
+            if stat.S_ISLNK(found.st_mode):
+                # Never mounted by us (we refuse symlinks), and followed it could lead to
+                # another Pod's volume: neither unmount through it nor remove it.
+                raise targets.symlink_refusal(target)
+            for _ in range(mounter.MAX_STACKED):
+                if not self._mounter.unmount(opened):
+                    break
+            try:
+                os.rmdir(opened.name, dir_fd=opened.parent)
+            except FileNotFoundError:
+                pass
+            except NotADirectoryError:
+                os.unlink(opened.name, dir_fd=opened.parent)
+            except OSError as exc:
+                if exc.errno != errno.ENOTEMPTY:
+                    raise
+                # Not ours: a non-empty directory we never mounted is left alone.
+                log.warning("target %s: non-empty, not mounted, left alone", target)

@@ -15,7 +15,7 @@ import logging
 import grpc
 
 from nodeplugin import artifacts, authorize, errors
-from nodeplugin.cache import volumes
+from nodeplugin.cache import targets, volumes
 from nodeplugin.csi import errors as csi_errors
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import interface
@@ -34,13 +34,11 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         self,
         *,
         node_name: str,
-        kubelet_dir: str,
         informer: artifacts.Informer,
         volume_set: volumes.Volumes,
         materializer: interface.Materializer,
     ) -> None:
         self._node_name = node_name
-        self._kubelet_dir = kubelet_dir
         self._informer = informer
         self._volumes = volume_set
         self._materializer = materializer
@@ -93,7 +91,7 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             raise errors.InvalidArgument("volume_capability is required")
         grant = authorize.authorize(
             self._informer,
-            kubelet_dir=self._kubelet_dir,
+            kubelet_dir=self._volumes.targets.base,
             target=request.target_path,
             mount_capability=request.volume_capability.HasField("mount"),
             volume_context=request.volume_context,
@@ -137,12 +135,13 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if not request.target_path:
             raise errors.InvalidArgument("target_path is required")
         try:
-            target = authorize.check_target(request.target_path, self._kubelet_dir)
+            target = self._volumes.targets.canonical(request.target_path)
         except errors.PermissionDenied:
             # Nothing this plugin mounts lives outside the kubelet directory: nothing to undo.
             log.info("unpublish of %s outside the kubelet directory: nothing to do",
-                     request.target_path)
+                     targets.shown(request.target_path))
             return
+        # A symlink at or on the way to the target is refused there (PermissionDenied).
         await self._volumes.unpublish(target)
 
 

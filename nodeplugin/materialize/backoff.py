@@ -15,7 +15,8 @@ import logging
 import os
 from collections.abc import Callable
 
-from nodeplugin.cache import fsutil, layout
+from durable import disk
+from nodeplugin.cache import layout
 from nodeplugin.materialize import interface
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class Backoff:
             retry_time = now + datetime.timedelta(seconds=delay(count))
         failure = Failure(digest, reason, message, count, now, retry_time)
         self._records[digest] = failure
-        fsutil.write_atomic(self._path(digest), _encode(failure))
+        disk.write_atomic(self._path(digest), _encode(failure))
         return failure
 
     def clear(self, digest: str) -> None:

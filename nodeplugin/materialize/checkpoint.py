@@ -15,7 +15,8 @@ import json
 import logging
 import pathlib
 
-from nodeplugin.cache import fsutil, layout
+from durable import disk
+from nodeplugin.cache import layout
 
 log = logging.getLogger(__name__)
 
@@ -102,4 +103,4 @@ class Ledger:
 
     def write(self, data: bytes) -> None:
         """Replace the ledger file with ``data`` atomically (blocking)."""
-        fsutil.write_atomic(self.path, data, mode=0o600)
+        disk.write_atomic(self.path, data)

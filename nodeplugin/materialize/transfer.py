@@ -16,7 +16,7 @@ import os
 import pathlib
 from collections.abc import Callable
 
-from nodeplugin.cache import fsutil
+from durable import disk
 from nodeplugin.materialize import checkpoint, hashing, limits, ranges
 from openapi import manifest
 
@@ -200,7 +200,7 @@ class FileTransfer:
         self._checkpointing = asyncio.create_task(self._checkpoint(self.offset, state))
 
     async def _checkpoint(self, offset: int, state: bytes) -> None:
-        await asyncio.to_thread(fsutil.fsync_path, self.path)
+        await asyncio.to_thread(disk.fsync_path, self.path)
         if not self.complete and not self._discarded:
             self._writer.ledger.put(self.entry.path, checkpoint.FileCheckpoint(offset, state))
             await self._writer.flush()

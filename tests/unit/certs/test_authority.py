@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import pathlib
 import ssl
 import stat
@@ -43,6 +44,18 @@ def test_files_are_private(tmp_path: pathlib.Path) -> None:
     files = authority.ensure(tmp_path)
     for path in (files.ca_cert, files.ca_key, files.cert, files.key):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_nothing_planted_at_the_old_temporary_names_is_followed(tmp_path: pathlib.Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    directory = tmp_path / "tls"
+    directory.mkdir()
+    for name in ("ca.key", "ca.crt", "serving.key", "serving.crt"):
+        os.symlink(victim, directory / f".{name}.tmp")
+    files = authority.ensure(directory)
+    assert victim.read_bytes() == b"precious"
+    assert b"PRIVATE KEY" in files.key.read_bytes()
 
 
 def test_reuses_existing_files(tmp_path: pathlib.Path) -> None:

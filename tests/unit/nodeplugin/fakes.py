@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 from nodeplugin import apiclient
+from nodeplugin.cache import targets
 
 DIGEST = "sha256:" + "0f" * 32
 
@@ -79,23 +81,25 @@ def page(items: list[dict[str, Any]], version: str, next_token: str = "") -> api
 
 
 class FakeMounter:
-    """Records binds instead of making them; ``fail`` makes the next bind raise."""
+    """Records binds by canonical target instead of making them; ``fail`` makes the next bind
+    raise. Like the real mounter it refuses a target that is not a directory (a symlink)."""
 
     def __init__(self) -> None:
         self.mounted: dict[str, list[str]] = {}
-        self.fail: OSError | None = None
+        self.fail: BaseException | None = None
 
-    def bind_readonly(self, source: str, target: str) -> None:
+    def bind_readonly(self, source: str, target: targets.Target) -> None:
         if self.fail is not None:
             err, self.fail = self.fail, None
             raise err
-        self.mounted.setdefault(target, []).append(source)
+        os.close(target.open_directory())
+        self.mounted.setdefault(target.path, []).append(source)
 
-    def unmount(self, target: str) -> bool:
-        stack = self.mounted.get(target)
+    def unmount(self, target: targets.Target) -> bool:
+        stack = self.mounted.get(target.path)
         if not stack:
             return False
         stack.pop()
         if not stack:
-            del self.mounted[target]
+            del self.mounted[target.path]
         return True

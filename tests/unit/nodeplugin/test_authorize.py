@@ -81,6 +81,9 @@ async def test_targets_outside_the_kubelet_dir_are_refused(tmp_path: pathlib.Pat
         with pytest.raises(errors.PermissionDenied, match="target path"):
             authorize.check_target(target, str(kubelet))
     assert authorize.check_target(str(kubelet / "pods" / "a"), str(kubelet)).endswith("/pods/a")
+    os.symlink(kubelet / "pods" / "a", kubelet / "pods" / "link")  # even one that stays inside
+    with pytest.raises(errors.PermissionDenied, match="is a symlink"):
+        authorize.check_target(str(kubelet / "pods" / "link"), str(kubelet))
 
 
 async def test_missing_attributes_are_invalid(tmp_path: pathlib.Path) -> None:

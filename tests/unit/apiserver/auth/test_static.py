@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import stat
 
@@ -63,3 +64,13 @@ def test_new_tokens_are_long_and_distinct() -> None:
     tokens = {static.new_token() for _ in range(50)}
     assert len(tokens) == 50
     assert all(len(t) >= 40 for t in tokens)
+
+
+def test_write_follows_nothing_planted_at_its_old_temporary_name(tmp_path: pathlib.Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    os.symlink(victim, tmp_path / ".tokens.csv.tmp")
+    entry = static.Entry(static.new_token(), "admin")
+    static.write(tmp_path / "tokens.csv", [entry])
+    assert victim.read_text() == "precious"
+    assert static.load(tmp_path / "tokens.csv").authenticate(entry.token) is not None

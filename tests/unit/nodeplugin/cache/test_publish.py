@@ -81,10 +81,3 @@ def test_remove_tree_handles_read_only_trees(tmp_path: pathlib.Path) -> None:
     assert not final.exists()
     fsutil.remove_tree(final)  # missing is fine
 
-
-def test_write_atomic_replaces_whole_files(tmp_path: pathlib.Path) -> None:
-    target = tmp_path / "state.json"
-    fsutil.write_atomic(target, b"one")
-    fsutil.write_atomic(str(target), b"two")
-    assert target.read_bytes() == b"two"
-    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]

@@ -4,6 +4,7 @@ import asyncio
 import datetime
 import json
 import pathlib
+import stat
 
 from nodeplugin.cache import usage
 
@@ -34,6 +35,7 @@ async def test_marks_write_only_on_change_and_survive_reload(tmp_path: pathlib.P
     again = usage.UsageStore(path, clock=clock)
     again.load()
     assert again.get("d1") == usage.Usage(usage.hour_of(clock.now), False)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # the plugin's own state: owner only
 
 
 async def test_reconcile_takes_flags_from_live_mounts(tmp_path: pathlib.Path) -> None:

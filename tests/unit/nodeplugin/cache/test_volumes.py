@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import pathlib
 
 import pytest
@@ -23,7 +24,8 @@ def _volumes(root: pathlib.Path, mounter: fakes.FakeMounter) -> volumes.Volumes:
         publish.publish_tree(cache, staging, digest)
     store = usage.UsageStore(cache.state_file(usage.FILE_NAME))
     return volumes.Volumes(cache, mount=mounter, references=refs.References(),
-                           usage_store=store, digest_locks=locks.DigestLocks())
+                           usage_store=store, digest_locks=locks.DigestLocks(),
+                           kubelet_dir=str(root))
 
 
 async def test_publish_binds_records_and_is_idempotent(
@@ -86,3 +88,47 @@ async def test_a_failed_bind_leaves_no_reference_and_no_target(
     with pytest.raises(errors.Internal, match="bind-mounting"):
         await vols.publish(str(target), DIGEST)
     assert len(vols.references) == 0 and not target.exists()
+
+
+async def test_a_symlink_target_is_refused_and_nothing_is_mounted_through_it(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _volumes(tmp_path, fake_mounter)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "pod").mkdir()
+    link = tmp_path / "pod" / "mount"
+    os.symlink(outside, link)
+    with pytest.raises(errors.PermissionDenied, match="is a symlink"):
+        await vols.publish(str(link), DIGEST)
+    assert fake_mounter.mounted == {} and len(vols.references) == 0
+    assert os.readlink(link) == str(outside)
+    assert not vols.usage.get(DIGEST).referenced  # type: ignore[union-attr]
+
+
+async def test_unpublishing_a_symlink_to_another_target_leaves_that_target_mounted(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _volumes(tmp_path, fake_mounter)
+    for pod in ("victim", "attacker"):
+        (tmp_path / pod).mkdir()
+    victim = str(tmp_path / "victim" / "mount")
+    assert await vols.publish(victim, DIGEST)
+    link = tmp_path / "attacker" / "mount"
+    os.symlink(victim, link)
+    with pytest.raises(errors.PermissionDenied, match="is a symlink"):
+        await vols.unpublish(str(link))
+    assert fake_mounter.mounted == {victim: [str(vols.cache.published_path(DIGEST))]}
+    assert vols.references.get(victim) == DIGEST and os.path.islink(link)
+
+
+async def test_a_missing_parent_or_a_file_target_is_a_failed_precondition(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _volumes(tmp_path, fake_mounter)
+    with pytest.raises(errors.FailedPrecondition, match="parent directory"):
+        await vols.publish(str(tmp_path / "no-such-pod" / "mount"), DIGEST)
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(errors.FailedPrecondition, match="not a directory"):
+        await vols.publish(str(tmp_path / "file"), DIGEST)
+    assert fake_mounter.mounted == {} and len(vols.references) == 0

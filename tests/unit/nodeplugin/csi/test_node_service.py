@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import pathlib
 from collections.abc import AsyncIterator
 
@@ -124,15 +125,36 @@ async def test_a_spoofed_namespace_is_overwritten_like_kubelet_does(harness: Har
     assert code == grpc.StatusCode.PERMISSION_DENIED and "namespace 'team-a'" in message
 
 
-async def test_unexpected_failures_are_internal_not_unknown(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async def boom(*args: object, **kwargs: object) -> bool:
-        raise RuntimeError("secret detail")
+async def _published(harness: Harness, pod: str = "p1") -> csi_pb2.NodePublishVolumeRequest:
+    request = harness.request(pod)
+    async with asyncio.timeout(5):
+        while (await _code(harness.node.NodePublishVolume(request)))[0] != grpc.StatusCode.OK:
+            await asyncio.sleep(0.01)
+    return request
 
-    monkeypatch.setattr(harness.running.volume_set, "publish", boom)
-    code, message = await _code(harness.node.NodePublishVolume(harness.request()))
+
+async def test_unexpected_failures_are_internal_not_unknown(harness: Harness) -> None:
+    await _published(harness)
+    harness.mounter.fail = RuntimeError("secret detail")
+    code, message = await _code(harness.node.NodePublishVolume(harness.request("p2")))
     assert code == grpc.StatusCode.INTERNAL and "secret detail" not in message
+
+
+async def test_symlink_targets_are_permission_denied_naming_the_rule(harness: Harness) -> None:
+    victim = await _published(harness)
+    outside = harness.tmp / "outside"
+    outside.mkdir()
+    publish = harness.request("p2")
+    os.symlink(outside, publish.target_path)
+    code, message = await _code(harness.node.NodePublishVolume(publish))
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    assert "is a symlink; nothing below the kubelet directory may be a symlink" in message
+    attack = harness.request("p3")
+    os.symlink(victim.target_path, attack.target_path)
+    code, message = await _code(harness.node.NodeUnpublishVolume(
+        csi_pb2.NodeUnpublishVolumeRequest(volume_id="csi-p3", target_path=attack.target_path)))
+    assert code == grpc.StatusCode.PERMISSION_DENIED and "is a symlink" in message
+    assert list(harness.mounter.mounted) == [victim.target_path]
 
 
 def test_outcome_messages() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import pathlib
+import stat
 
 from nodeplugin.cache import layout
 from nodeplugin.materialize import backoff, interface
@@ -35,6 +36,8 @@ def test_records_back_off_and_persist_across_restart(tmp_path: pathlib.Path) -> 
     assert second.failures == 2
     assert second.retry_time == T0 + datetime.timedelta(minutes=2)
     assert book.blocking(DIGEST) == second
+    (record,) = cache.state.iterdir()
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
 
     reopened = backoff.Backoff(cache, clock=clock)
     assert reopened.get(DIGEST) == second
