@@ -30,6 +30,7 @@ Obj = TypeVar("Obj")
 Res = TypeVar("Res", bound=lk_resource.Resource)
 
 DEFAULT_TIMEOUT = 10.0
+DEFAULT_USER_AGENT = "model-manager/0.1.0"
 RAW_BODY_LIMIT = 16 << 20
 
 
@@ -95,7 +96,10 @@ class Client:
         field_manager: str | None = None,
         namespace: str | None = None,
         http2: bool = False,
+        user_agent: str = DEFAULT_USER_AGENT,
     ) -> None:
+        """``user_agent`` names the component in kube-apiserver's audit log and, up to its
+        first ``/``, as the field manager of its writes (kube's default)."""
         self.cluster = cluster
         try:
             self.api = lightkube.AsyncClient(
@@ -113,6 +117,7 @@ class Client:
         # Token files and exec plugins get our credential objects (kube.auth) instead of
         # lightkube's; everything else keeps lightkube's.
         self._http: httpx2.AsyncClient = self.api._client._client
+        self._http.headers["User-Agent"] = user_agent
         if cluster.auth is not None:
             self._http.auth = cluster.auth
         # lightkube's overloads do not accept a type variable; calls go through an untyped alias.

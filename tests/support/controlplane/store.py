@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from tests.support.controlplane import status
-from tests.support.controlplane.resources import NAMESPACES, PODS, Kind
+from tests.support.controlplane.resources import NAMESPACES, PODS, PVCS, Kind
 
 Obj = dict[str, Any]
 HISTORY = 10_000
@@ -176,6 +176,8 @@ class Store:
                 meta.pop(transient, None)
             if kind is PODS and not seed:
                 meta["generation"] = 1
+                obj["status"] = {"phase": "Pending"}
+            if kind is PVCS and not seed:
                 obj["status"] = {"phase": "Pending"}
             if kind is NAMESPACES and not seed:
                 obj.setdefault("spec", {"finalizers": ["kubernetes"]})
