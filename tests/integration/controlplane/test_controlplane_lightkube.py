@@ -79,7 +79,8 @@ async def test_recorded_objects_round_trip(
     meta = sample["metadata"]
     async with _client(cluster, tmp_path) as client:
         obj = await client.get(model, meta["name"], namespace=meta.get("namespace"))
-        raw = await client.request("GET", kind.base_path(meta.get("namespace", "")) + "/" + meta["name"])
+        path = kind.base_path(meta.get("namespace", "")) + "/" + meta["name"]
+        raw = await client.request("GET", path)
     expected = samples.without(sample, "metadata.resourceVersion")
     assert samples.without(raw.json(), "metadata.resourceVersion") == expected
     # lightkube's models drop explicit nulls (CSINode's "topologyKeys": null); nothing else.

@@ -92,7 +92,8 @@ def test_self_subject_review_as_the_service_account(
     api = client.AuthenticationV1Api(_api(cluster, tmp_path, samples.SA_TOKEN))
     model = api.create_self_subject_review(client.V1SelfSubjectReview())
     assert model.status.user_info.username == sample["status"]["userInfo"]["username"]
-    answer = _raw(api.create_self_subject_review(client.V1SelfSubjectReview(), _preload_content=False))
+    review = client.V1SelfSubjectReview()
+    answer = _raw(api.create_self_subject_review(review, _preload_content=False))
     assert answer["status"] == sample["status"]
     assert samples.shape(answer["metadata"]) == samples.shape(sample["metadata"])
 
@@ -122,13 +123,16 @@ def test_unknown_token_is_401_like_kube(cluster: ControlPlane, tmp_path: pathlib
     }  # fmt: skip
 
 
-def test_client_certificate_callers_are_users(cluster: ControlPlane, tmp_path: pathlib.Path) -> None:
+def test_client_certificate_callers_are_users(
+    cluster: ControlPlane, tmp_path: pathlib.Path
+) -> None:
     pair = cluster.issue_client_cert("node-admin", ["ops", "readers"])
     path = cluster.write_kubeconfig(tmp_path / "cert.kubeconfig", client=pair)
     api = config.new_client_from_config(config_file=str(path), persist_config=False)  # type: ignore[no-untyped-call]
-    review = client.AuthenticationV1Api(api).create_self_subject_review(client.V1SelfSubjectReview())
-    info = review.status.user_info
-    assert (info.username, info.groups) == ("node-admin", ["ops", "readers", "system:authenticated"])
+    authn = client.AuthenticationV1Api(api)
+    info = authn.create_self_subject_review(client.V1SelfSubjectReview()).status.user_info
+    assert info.username == "node-admin"
+    assert info.groups == ["ops", "readers", "system:authenticated"]
     assert info.extra["authentication.kubernetes.io/credential-id"][0].startswith("X509SHA256=")
 
 
@@ -362,7 +366,8 @@ def test_leases_events_and_claims(admin: Any) -> None:
     ))  # fmt: skip
     assert modern.reason == "Resolved"
 
-    claim = core.create_namespaced_persistent_volume_claim("default", client.V1PersistentVolumeClaim(
+    create_claim = core.create_namespaced_persistent_volume_claim
+    claim = create_claim("default", client.V1PersistentVolumeClaim(
         metadata=client.V1ObjectMeta(name="weights"),
         spec=client.V1PersistentVolumeClaimSpec(access_modes=["ReadOnlyMany"]),
     ))  # fmt: skip
