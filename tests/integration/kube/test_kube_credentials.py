@@ -198,7 +198,7 @@ async def test_in_cluster_rereads_the_token_after_a_401(
         await c.version()
     requests = control_plane.recorder.requests("/version")
     assert [(r.code, r.user) for r in requests] == [
-        (200, "sa"), (401, "system:anonymous"), (200, "sa-b"),
+        (200, "sa"), (401, ""), (200, "sa-b"),
     ]  # fmt: skip
 
 

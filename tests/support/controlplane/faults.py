@@ -13,8 +13,11 @@ from typing import Any
 GUARD_SECONDS = 60.0
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class Recorded:
+    """One request, recorded when it arrived; ``code`` is filled in when it is answered (0 while
+    in flight, or when the connection was dropped)."""
+
     method: str
     path: str
     query: str

@@ -76,11 +76,19 @@ class Handler(http_server.BaseHTTPRequestHandler):
         split = parse.urlsplit(self.path)
         query = dict(parse.parse_qsl(split.query, keep_blank_values=True))
         self._code = 0
-        user = ANONYMOUS
-        body = b""
+        entry = faults.Recorded(
+            method=method, path=split.path, query=split.query, user="",
+            headers={k.lower(): v for k, v in self.headers.items()
+                     if k.lower() != "authorization"},
+            body=None, code=0,
+        )  # fmt: skip
+        self.plane.recorder.add(entry)
+        dropped = False
         try:
             body = self._read_body()
+            entry.body = _parsed(body)
             user = self._authenticate()
+            entry.user = user.name
             fault = self.plane.faults.match(method, split.path)
             if fault is not None:
                 self._apply(fault)
@@ -94,17 +102,14 @@ class Handler(http_server.BaseHTTPRequestHandler):
             self._json(exc.code, exc.body)
         except Drop:
             self.close_connection = True
-            with contextlib.suppress(OSError):
-                self.connection.shutdown(2)
+            dropped = True
         except (ConnectionError, ssl.SSLError, TimeoutError):
             self.close_connection = True
         finally:
-            self.plane.recorder.add(faults.Recorded(
-                method=method, path=split.path, query=split.query, user=user.name,
-                headers={k.lower(): v for k, v in self.headers.items()
-                         if k.lower() != "authorization"},
-                body=_parsed(body), code=self._code,
-            ))  # fmt: skip
+            entry.code = self._code
+            if dropped:
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(2)
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -256,6 +261,8 @@ class Handler(http_server.BaseHTTPRequestHandler):
         self._json(code, answer)
 
     def _watch(self, call: objects.Call) -> None:
+        # Taken before the client can see the answer: a bookmark asked for after that is sent.
+        generation = self.plane.bookmarks.generation
         self._code = 200
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -270,7 +277,8 @@ class Handler(http_server.BaseHTTPRequestHandler):
         epoch = plane.epoch
         try:
             watch.serve(
-                plane.store, call, write, plane.bookmarks, lambda: plane.stopping_for(epoch)
+                plane.store, call, write, plane.bookmarks, lambda: plane.stopping_for(epoch),
+                generation,
             )
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()

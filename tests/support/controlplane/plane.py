@@ -156,6 +156,10 @@ class ControlPlane:
     def url(self) -> str:
         return f"https://127.0.0.1:{self._port}"
 
+    def trust(self) -> ssl.SSLContext:
+        """A client TLS context that trusts this control plane's serving certificate."""
+        return ssl.create_default_context(cadata=self.cluster_ca.cert_pem.decode())
+
     def server_address(self) -> str:
         return f"127.0.0.1:{self._port}"
 

@@ -64,6 +64,7 @@ def serve(
     write: Write,
     bookmarks: Bookmarks,
     stopping: Callable[[], bool],
+    bookmark_generation: int,
 ) -> None:
     query = call.query
     match = objects.matcher(call)
@@ -84,7 +85,7 @@ def serve(
             write(_line("BOOKMARK", _bookmark(call, cursor, initial_end=True)))
     else:
         cursor = int(version)
-    seen_generation = bookmarks.generation
+    seen_generation = bookmark_generation
     last_bookmark = time.monotonic()
     while not stopping():
         with store.cond:
