@@ -8,6 +8,7 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from tests.support import apiserver as support
+from tests.support.controlplane import ControlPlane
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +23,13 @@ def fresh_apiserver(tmp_path: pathlib.Path) -> Iterator[support.RunningServer]:
     """A server of its own for tests that restart, kill or otherwise disturb it."""
     with support.running(tmp_path / "apiserver") as server:
         yield server
+
+
+@pytest.fixture
+def control_plane(tmp_path: pathlib.Path) -> Iterator[ControlPlane]:
+    """A fixture kube-apiserver of the test's own (loopback HTTPS, background thread)."""
+    with ControlPlane(tmp_path / "controlplane") as plane:
+        yield plane
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,0 +1,48 @@
+"""The one async Kubernetes client (lightkube underneath) for the server, the controllers and the
+node plugin: configuration from a kubeconfig or the Pod, a raw-request helper, our own
+resources and typed errors. Imports nothing of ours except ``openapi`` (group and names)."""
+
+from kube.client import Client, ListResult, RawResponse, VersionInfo, minor_version
+from kube.config import ClusterConfig, from_env, from_kubeconfig, in_cluster
+from kube.errors import (
+    AlreadyExists,
+    BadRequest,
+    ConfigError,
+    Conflict,
+    ConnectionFailed,
+    CredentialError,
+    Expired,
+    Forbidden,
+    Invalid,
+    KubeError,
+    NotFound,
+    ServerError,
+    TLSError,
+    Unauthorized,
+)
+
+__all__ = [
+    "AlreadyExists",
+    "BadRequest",
+    "Client",
+    "ClusterConfig",
+    "ConfigError",
+    "Conflict",
+    "ConnectionFailed",
+    "CredentialError",
+    "Expired",
+    "Forbidden",
+    "Invalid",
+    "KubeError",
+    "ListResult",
+    "NotFound",
+    "RawResponse",
+    "ServerError",
+    "TLSError",
+    "Unauthorized",
+    "VersionInfo",
+    "from_env",
+    "from_kubeconfig",
+    "in_cluster",
+    "minor_version",
+]

@@ -1,0 +1,322 @@
+"""``Client``: one async connection to kube-apiserver (or to our own API server) for everything.
+
+A thin layer over ``lightkube.AsyncClient``: the same calls (get, list, watch, create, replace,
+patch, delete, including ``Resource.Status`` subresources) with every failure translated into
+``kube.errors``, plus ``request`` for paths lightkube has no model for (``/version``,
+``/api/v1/nodes/{name}/proxy/configz``) over the same httpx2 client, connection pool and
+credential. ``api`` is the lightkube client itself for anything else.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Generic, TypedDict, TypeVar, cast
+
+import httpx2
+import lightkube
+from lightkube.core import resource as lk_resource
+from lightkube.types import PatchType
+
+from kube import config as kube_config
+from kube import errors
+
+Obj = TypeVar("Obj")
+Res = TypeVar("Res", bound=lk_resource.Resource)
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_USER_AGENT = "model-manager/0.1.0"
+RAW_BODY_LIMIT = 16 << 20
+
+
+class VersionInfo(TypedDict, total=False):
+    """``GET /version`` (apimachinery's version.Info)."""
+
+    major: str
+    minor: str
+    emulationMajor: str
+    emulationMinor: str
+    minCompatibilityMajor: str
+    minCompatibilityMinor: str
+    gitVersion: str
+    gitCommit: str
+    gitTreeState: str
+    buildDate: str
+    goVersion: str
+    compiler: str
+    platform: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RawResponse:
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListResult(Generic[Obj]):
+    items: list[Obj]
+    resource_version: str
+
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+def minor_version(info: VersionInfo) -> tuple[int, int]:
+    """(major, minor) of a ``/version`` answer, from gitVersion (``v1.36.2``) or the major/minor
+    fields (which providers suffix, e.g. ``"36+"``). Raises ValueError when neither parses."""
+    match = _VERSION.match(info.get("gitVersion", ""))
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    major = re.match(r"\d+", info.get("major", ""))
+    minor = re.match(r"\d+", info.get("minor", ""))
+    if major and minor:
+        return int(major.group()), int(minor.group())
+    raise ValueError("the /version answer names no version")
+
+
+class Client:
+    """An async Kubernetes client. Build it with ``connect``, ``from_kubeconfig`` or
+    ``in_cluster``; close it with ``aclose`` or ``async with``."""
+
+    def __init__(
+        self,
+        cluster: kube_config.ClusterConfig,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        field_manager: str | None = None,
+        namespace: str | None = None,
+        http2: bool = False,
+        user_agent: str = DEFAULT_USER_AGENT,
+    ) -> None:
+        """``user_agent`` names the component in kube-apiserver's audit log and, up to its
+        first ``/``, as the field manager of its writes (kube's default)."""
+        self.cluster = cluster
+        try:
+            self.api = lightkube.AsyncClient(
+                config=cluster.single,
+                namespace=namespace,
+                timeout=httpx2.Timeout(timeout),
+                field_manager=field_manager,
+                trust_env=False,
+                http2=http2,
+            )
+        except (OSError, ValueError) as exc:
+            # ssl.SSLError is an OSError: an unreadable CA or client key.
+            raise errors.ConfigError(f"{cluster.source}: cannot set up TLS: {exc}") from None
+        # The httpx2 client lightkube built with client_adapter (TLS, client certificate).
+        # Token files and exec plugins get our credential objects (kube.auth) instead of
+        # lightkube's; everything else keeps lightkube's.
+        self._http: httpx2.AsyncClient = self.api._client._client
+        self._http.headers["User-Agent"] = user_agent
+        if cluster.auth is not None:
+            self._http.auth = cluster.auth
+        # lightkube's overloads do not accept a type variable; calls go through an untyped alias.
+        self._lk: Any = self.api
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str | os.PathLike[str], *, context: str | None = None, **options: Any
+    ) -> Client:
+        return cls(kube_config.from_kubeconfig(path, context), **options)
+
+    @classmethod
+    def in_cluster(
+        cls,
+        *,
+        env: Mapping[str, str] | None = None,
+        service_account_dir: str | os.PathLike[str] = kube_config.SERVICE_ACCOUNT_DIR,
+        **options: Any,
+    ) -> Client:
+        return cls(
+            kube_config.in_cluster(env=env, service_account_dir=service_account_dir), **options
+        )
+
+    @classmethod
+    def connect(
+        cls, kubeconfig: str | os.PathLike[str] | None = None, *, context: str | None = None,
+        **options: Any,
+    ) -> Client:  # fmt: skip
+        """``--kubeconfig`` if given, else in-cluster, else ``$KUBECONFIG``/``~/.kube/config``."""
+        return cls(kube_config.from_env(kubeconfig, context), **options)
+
+    @property
+    def namespace(self) -> str:
+        return str(self.api.namespace)
+
+    async def aclose(self) -> None:
+        await self._lk.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- resources -------------------------------------------------------------------
+
+    async def get(self, res: type[Res], name: str, *, namespace: str | None = None) -> Res:
+        try:
+            return cast(Res, await self._lk.get(res, name, namespace=namespace))
+        except Exception as exc:
+            raise _translated(exc) from None
+
+    async def list(
+        self,
+        res: type[Res],
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, Any] | str | None = None,
+        fields: Mapping[str, Any] | str | None = None,
+        chunk_size: int | None = None,
+    ) -> ListResult[Res]:
+        """Every object (all pages) and the collection's resourceVersion, to watch from."""
+        iterable = self._lk.list(
+            res, namespace=namespace, labels=labels, fields=fields, chunk_size=chunk_size
+        )
+        items: builtins.list[Res] = []
+        try:
+            async for item in iterable:
+                items.append(item)
+            version = iterable._resourceVersion or ""
+        except Exception as exc:
+            raise _translated(exc) from None
+        return ListResult(items, version)
+
+    async def watch(
+        self,
+        res: type[Res],
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, Any] | str | None = None,
+        fields: Mapping[str, Any] | str | None = None,
+        resource_version: str | None = None,
+    ) -> AsyncIterator[tuple[str, Res]]:
+        """Events after ``resource_version``. lightkube resumes a stream the server ended from
+        the last version seen; an ``Expired`` (410) means list again."""
+        stream = self._lk.watch(
+            res, namespace=namespace, labels=labels, fields=fields,
+            resource_version=resource_version,
+        )  # fmt: skip
+        try:
+            async for kind, obj in stream:
+                yield kind, obj
+        except Exception as exc:
+            raise _translated(exc) from None
+
+    async def create(self, obj: Res, *, namespace: str | None = None) -> Res:
+        try:
+            return cast(Res, await self._lk.create(obj, namespace=namespace))
+        except Exception as exc:
+            raise _translated(exc) from None
+
+    async def replace(self, obj: Res, *, namespace: str | None = None) -> Res:
+        """PUT: fails with ``Conflict`` when ``metadata.resourceVersion`` is stale."""
+        try:
+            return cast(Res, await self._lk.replace(obj, namespace=namespace))
+        except Exception as exc:
+            raise _translated(exc) from None
+
+    async def patch(
+        self,
+        res: type[Res],
+        name: str,
+        patch: Mapping[str, Any] | builtins.list[Any],
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+    ) -> Res:
+        """A JSON merge patch by default (``PatchType.JSON`` for a JSON patch)."""
+        try:
+            patched = await self._lk.patch(
+                res, name, patch, namespace=namespace, patch_type=patch_type
+            )
+            return cast(Res, patched)
+        except Exception as exc:
+            raise _translated(exc) from None
+
+    async def delete(self, res: type[Res], name: str, *, namespace: str | None = None) -> None:
+        try:
+            await self._lk.delete(res, name, namespace=namespace)
+        except Exception as exc:
+            raise _translated(exc) from None
+
+    # --- non-resource paths ------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> RawResponse:
+        """One request on the client's own connection and credential. A non-2xx answer raises
+        the typed error for its Status."""
+        if not path.startswith("/"):
+            raise ValueError("path must start with '/'")
+        request_headers = {"Accept": "application/json", **(headers or {})}
+        try:
+            async with self._http.stream(
+                method, path, params=params, json=json_body, headers=request_headers
+            ) as response:
+                content = bytearray()
+                async for chunk in response.aiter_bytes():
+                    content += chunk
+                    if len(content) > RAW_BODY_LIMIT:
+                        raise errors.ServerError(
+                            response.status_code, "ResponseTooLarge",
+                            f"{method} {path}: answer larger than {RAW_BODY_LIMIT} bytes",
+                        )  # fmt: skip
+                body = bytes(content)
+                if response.status_code >= 400:
+                    raise errors.from_response(
+                        httpx2.Response(
+                            response.status_code, headers=response.headers, content=body
+                        )
+                    )
+                return RawResponse(response.status_code, dict(response.headers), body)
+        except Exception as exc:
+            raise _translated(exc) from None
+
+    async def version(self) -> VersionInfo:
+        """kube-apiserver's ``/version``."""
+        answer = (await self.request("GET", "/version")).json()
+        if not isinstance(answer, dict):
+            raise errors.ServerError(200, "BadResponse", "/version did not answer an object")
+        return cast(VersionInfo, answer)
+
+    async def node_configz(self, node: str) -> dict[str, Any]:
+        """The kubelet's running configuration through the API server's node proxy
+        (``GET /api/v1/nodes/{node}/proxy/configz``; RBAC: get nodes/proxy)."""
+        path = f"/api/v1/nodes/{_segment(node)}/proxy/configz"
+        answer = (await self.request("GET", path)).json()
+        if not isinstance(answer, dict):
+            raise errors.ServerError(200, "BadResponse", "configz did not answer an object")
+        return answer
+
+
+def _segment(name: str) -> str:
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError("not a valid object name")
+    return name
+
+
+def _translated(exc: Exception) -> Exception:
+    typed = errors.translate(exc)
+    return typed if typed is not None else exc

@@ -1,0 +1,39 @@
+"""lightkube resources for our own group, ``worker.gpustack.ai/v1``.
+
+``ModelArtifact`` (namespaced) and ``NodeModelStore`` (cluster-scoped) are lightkube generic
+resources (dict-like objects); each has a ``.Status`` class for its ``status`` subresource, so
+``client.patch(NodeModelStore.Status, name, {"status": ...})`` writes only the status.
+"""
+
+from __future__ import annotations
+
+from lightkube.generic_resource import (
+    GenericGlobalResource,
+    GenericNamespacedResource,
+    create_global_resource,
+    create_namespaced_resource,
+)
+
+from openapi import resources as contract
+
+ModelArtifact: type[GenericNamespacedResource] = create_namespaced_resource(
+    contract.GROUP,
+    contract.VERSION,
+    contract.MODEL_ARTIFACT.kind,
+    contract.MODEL_ARTIFACT.plural,
+)
+
+NodeModelStore: type[GenericGlobalResource] = create_global_resource(
+    contract.GROUP,
+    contract.VERSION,
+    contract.NODE_MODEL_STORE.kind,
+    contract.NODE_MODEL_STORE.plural,
+)
+
+
+def progress_path(namespace: str, name: str) -> str:
+    """The ``progress`` subresource of a ModelArtifact (read it with ``Client.request``)."""
+    return (
+        f"/apis/{contract.GROUP}/{contract.VERSION}/namespaces/{namespace}/"
+        f"{contract.MODEL_ARTIFACT.plural}/{name}/progress"
+    )

@@ -1,0 +1,43 @@
+"""A fixture kube-apiserver on loopback HTTPS, answering like the recorded samples in
+``shared/design/protocols/kube-samples``: TokenReview, SubjectAccessReview, SelfSubjectReview,
+``/version``, and get/list/watch/create/update/patch/delete of ConfigMaps, Secrets, Pods, Nodes
+(+ ``proxy/configz``), CSINodes, PersistentVolumeClaims, Leases and Events, authenticated by
+token or client certificate and authorized by a small RBAC table the tests set."""
+
+from tests.support.controlplane import resources
+from tests.support.controlplane.faults import Fault, Recorded
+from tests.support.controlplane.frontproxy import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, FrontProxy
+from tests.support.controlplane.identity import (
+    ANONYMOUS,
+    API_AUDIENCE,
+    Token,
+    UserInfo,
+    service_account,
+)
+from tests.support.controlplane.pki import Authority, KeyPair
+from tests.support.controlplane.plane import ADMIN_TOKEN, ControlPlane, version_document
+from tests.support.controlplane.rbac import Binding, Policy, Role, Rule, Subject
+
+__all__ = [
+    "ADMIN_TOKEN",
+    "ANONYMOUS",
+    "API_AUDIENCE",
+    "CONFIGMAP_NAME",
+    "CONFIGMAP_NAMESPACE",
+    "Authority",
+    "Binding",
+    "ControlPlane",
+    "Fault",
+    "FrontProxy",
+    "KeyPair",
+    "Policy",
+    "Recorded",
+    "Role",
+    "Rule",
+    "Subject",
+    "Token",
+    "UserInfo",
+    "resources",
+    "service_account",
+    "version_document",
+]
