@@ -21,7 +21,7 @@ from prometheus_client import registry as prometheus_registry
 from hub import config as hub_config
 from hub import errors as hub_errors
 from nodeplugin import apiclient, artifacts, kubeconfig, metrics, serve
-from nodeplugin.cache import fsutil, layout, locks, mounter, refs, usage, volumes
+from nodeplugin.cache import fsutil, inventory, layout, locks, mounter, refs, usage, volumes
 from nodeplugin.csi import identity, node, server
 from nodeplugin.materialize import download, interface, local
 
@@ -63,11 +63,15 @@ class Plugin:
     informer_task: asyncio.Task[None]
     started_seconds: float
     """Time from ``start`` to serving (references rebuilt, socket bound)."""
-    node_service: node.Node | None = None
-    registry: prometheus_registry.CollectorRegistry | None = None
-    timed: metrics.TimedMaterializer | None = None
+    node_service: node.Node
+    metrics: metrics.Metrics
+    stock: Stock
     https_task: asyncio.Task[None] | None = None
     https_stop: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    @property
+    def registry(self) -> prometheus_registry.CollectorRegistry:
+        return self.metrics.registry
 
     async def stop(self, grace: float = 2.0) -> None:
         self.https_stop.set()
@@ -76,8 +80,51 @@ class Plugin:
             await asyncio.gather(self.https_task, return_exceptions=True)
         self.informer_task.cancel()
         await asyncio.gather(self.informer_task, return_exceptions=True)
-        await (self.timed or self.materializer).close()
+        await self.materializer.close()
+        await self.stock.settle()
         await self.client.aclose()
+
+
+class Stock:
+    """The cache inventory: measured once after start and then again (in a worker thread) for
+    each digest an attempt ended at, so scrapes read it without touching the disk."""
+
+    def __init__(self, inventory: inventory.Inventory) -> None:
+        self.inventory = inventory
+        self._scan: asyncio.Task[None] | None = None
+        self._refreshes: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        """Measure what is on disk, in the background: the socket need not wait for it."""
+        self._scan = asyncio.create_task(self._measure_all(), name="measure the cache")
+
+    async def _measure_all(self) -> None:
+        try:
+            await asyncio.to_thread(self.inventory.scan)
+        except OSError as exc:
+            log.warning("cannot measure the cache (stored bytes stay incomplete): %s", exc)
+
+    def completed(self, done: interface.Completion) -> None:
+        """The materializer's completion callback."""
+        task = asyncio.create_task(self._refresh(done.digest), name=f"measure {done.digest}")
+        self._refreshes.add(task)
+        task.add_done_callback(self._refreshes.discard)
+
+    async def _refresh(self, digest: str) -> None:
+        if self._scan is not None:
+            # After the scan, so its older view never overwrites the new one.
+            await asyncio.shield(self._scan)
+        try:
+            await asyncio.to_thread(self.inventory.refresh, digest)
+        except OSError as exc:
+            log.warning("cannot measure %s in the cache: %s", digest, exc)
+
+    async def settle(self) -> None:
+        """Wait for the measurements under way (tests, shutdown)."""
+        if self._scan is not None:
+            await self._scan
+        while self._refreshes:
+            await asyncio.gather(*self._refreshes, return_exceptions=True)
 
 
 def clean_partials(cache: layout.Layout) -> list[str]:
@@ -131,6 +178,13 @@ class Unconfigured:
     def running(self) -> list[interface.Progress]:
         return []
 
+    @property
+    def downloaded_bytes(self) -> int:
+        return 0
+
+    def add_done_callback(self, callback: interface.DoneCallback) -> None:
+        return None  # no attempt ever runs
+
     async def close(self) -> None:
         return None
 
@@ -171,26 +225,27 @@ async def start(
     )
     if materializer is None:
         materializer = default_materializer(config, cache)
-    durations = metrics.PublishDurations()
-    timed = metrics.TimedMaterializer(materializer, cache, durations)
+    stock = Stock(inventory.Inventory(cache))
     node_service = node.Node(
         node_name=config.node_name,
         informer=informer,
         volume_set=volume_set,
-        materializer=timed,
+        materializer=materializer,
     )
+    measured = metrics.Metrics(metrics.sources_for(
+        cache, materializer, stock.inventory, lambda: node_service.mount_results))
+    materializer.add_done_callback(measured.completed)
+    materializer.add_done_callback(stock.completed)
     grpc_server = await server.start(config.endpoint, identity.Identity(VERSION), node_service)
     task = asyncio.create_task(informer.run(), name="artifact informer")
+    stock.start()
     elapsed = time.monotonic() - began
     log.info("serving CSI on %s as node %s (started in %.3fs)", config.endpoint, config.node_name,
              elapsed)
-    registry = metrics.make_registry(
-        metrics.sources_for(cache, materializer, lambda: node_service.mount_results), durations
-    )
     running = Plugin(config, cache, informer, volume_set, materializer, grpc_server, client, task,
-                     elapsed, node_service=node_service, registry=registry, timed=timed)
+                     elapsed, node_service=node_service, metrics=measured, stock=stock)
     if config.secure_port:
-        running.https_task = await start_https(running, registry)
+        running.https_task = await start_https(running, measured.registry)
     return running
 
 

@@ -1,8 +1,10 @@
 """Failure records per digest: the reason, the count, and when the next attempt may start.
 
 A failure backs off one minute after the first, doubling to one hour; a success clears the record.
-``InvalidRequest`` and ``Canceled`` are recorded for status but never back off. Records live in
-``state/`` (one small JSON file per digest, written atomically) so a restart keeps the backoff.
+``InvalidRequest`` and ``Canceled`` are recorded for status but never back off; an
+``InvalidRequest`` is still answered once, so the next mount learns why the last attempt ended.
+Records live in ``state/`` (one small JSON file per digest, written atomically) so a restart keeps
+the backoff. Both materializers (hub downloads and local imports) keep their failures here.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 BASE_SECONDS = 60.0
 CAP_SECONDS = 3600.0
 NO_BACKOFF = frozenset({interface.Reason.INVALID_REQUEST, interface.Reason.CANCELED})
+REPORT_ONCE = frozenset({interface.Reason.INVALID_REQUEST})
 _PREFIX = "download-failure-"
 
 
@@ -59,6 +62,7 @@ class Backoff:
         self._cache = cache
         self._clock = clock
         self._records: dict[str, Failure] = {}
+        self._unreported: set[str] = set()
         self._load()
 
     def get(self, digest: str) -> Failure | None:
@@ -70,6 +74,17 @@ class Backoff:
         if record is None or record.retry_time is None or record.retry_time <= self._clock():
             return None
         return record
+
+    def answer(self, digest: str) -> Failure | None:
+        """What a new ``ensure`` answers instead of starting an attempt: the record while it
+        backs off, or (once) a ``REPORT_ONCE`` record; None when an attempt may start."""
+        blocked = self.blocking(digest)
+        if blocked is not None:
+            return blocked
+        if digest in self._unreported:
+            self._unreported.discard(digest)
+            return self._records.get(digest)
+        return None
 
     def all(self) -> list[Failure]:
         return list(self._records.values())
@@ -84,10 +99,15 @@ class Backoff:
             retry_time = now + datetime.timedelta(seconds=delay(count))
         failure = Failure(digest, reason, message, count, now, retry_time)
         self._records[digest] = failure
+        if reason in REPORT_ONCE:
+            self._unreported.add(digest)
+        else:
+            self._unreported.discard(digest)
         disk.write_atomic(self._path(digest), _encode(failure))
         return failure
 
     def clear(self, digest: str) -> None:
+        self._unreported.discard(digest)
         if self._records.pop(digest, None) is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path(digest))

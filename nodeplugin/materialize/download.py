@@ -76,10 +76,8 @@ class HubMaterializer:
         )
         self.backoff = backoff.Backoff(cache)
         self._attempts: dict[str, attempt.Attempt] = {}
-        self._unreported: dict[str, interface.Progress] = {}
         self.downloaded_bytes = 0
-        self.results: dict[str, int] = {}
-        """Attempts ended, by result (``Published`` or a failure reason), for metrics."""
+        self._done = interface.DoneCallbacks()
 
     @classmethod
     def from_config(
@@ -105,14 +103,9 @@ class HubMaterializer:
         if running is not None:
             running.touch(request.token)
             return running.progress()
-        blocked = self.backoff.blocking(digest)
-        if blocked is not None:
-            return _failed(digest, blocked.reason, blocked.message, blocked.retry_time)
-        unreported = self._unreported.pop(digest, None)
-        if unreported is not None:
-            # No backoff, but the next mount learns why the last attempt ended; the one after
-            # starts again at once.
-            return unreported
+        answer = self.backoff.answer(digest)
+        if answer is not None:
+            return _failed(digest, answer.reason, answer.message, answer.retry_time)
         client = self._sources.get(request.source.kind)
         if client is None:
             return _failed(digest, interface.Reason.INVALID_REQUEST,
@@ -137,10 +130,8 @@ class HubMaterializer:
             if self._client is not None:
                 await self._client.aclose()
 
-    async def set_limits(self, *, concurrency: int, bytes_per_second: int) -> None:
-        """Apply a changed ``spec.download`` to running and future downloads."""
-        await self.node.requests.set_limit(concurrency)
-        self.node.rate.set_rate(bytes_per_second)
+    def add_done_callback(self, callback: interface.DoneCallback) -> None:
+        self._done.add(callback)
 
     def _count(self, size: int) -> None:
         self.downloaded_bytes += size
@@ -148,7 +139,8 @@ class HubMaterializer:
     async def _run(self, job: attempt.Attempt) -> None:
         digest = job.digest
         watchdog = asyncio.create_task(self._watch(job))
-        result = "Published"
+        began = time.monotonic()
+        result = interface.State.PUBLISHED.value
         try:
             await job.run()
             await asyncio.to_thread(self.backoff.clear, digest)
@@ -158,13 +150,11 @@ class HubMaterializer:
             record = await asyncio.to_thread(
                 self.backoff.record, digest, failed.reason, failed.message
             )
-            if record.retry_time is None:
-                self._unreported[digest] = _failed(digest, failed.reason, failed.message, None)
             log.warning("materializing %s failed: %s: %s (retry after %s)",
                         digest, failed.reason.value, failed.detail, record.retry_time)
         except asyncio.CancelledError:
             if not job.idle_canceled:
-                result = "Stopped"
+                result = interface.STOPPED
                 raise
             result = interface.Reason.CANCELED.value
             message = "no mount asked for the digest for five minutes"
@@ -183,7 +173,7 @@ class HubMaterializer:
             with contextlib.suppress(asyncio.CancelledError):
                 await watchdog
             self._attempts.pop(digest, None)
-            self.results[result] = self.results.get(result, 0) + 1
+            self._done.notify(interface.Completion(digest, result, time.monotonic() - began))
 
     async def _watch(self, job: attempt.Attempt) -> None:
         idle = self.settings.idle_cancel_seconds

@@ -97,9 +97,14 @@ class Hasher:
     @classmethod
     def for_entry(cls, entry: manifest.Entry) -> Hasher:
         """A fresh hasher for a manifest entry, git's blob header already fed for ``gitsha1``."""
-        hasher = cls(entry.algorithm)
-        if entry.algorithm == "gitsha1":
-            hasher.update(manifest.git_blob_sha1_prefix(entry.size))
+        return cls.for_file(entry.algorithm, entry.size)
+
+    @classmethod
+    def for_file(cls, algorithm: manifest.Algorithm, size: int) -> Hasher:
+        """A fresh hasher for a file of ``size`` bytes listed with ``algorithm``."""
+        hasher = cls(algorithm)
+        if algorithm == "gitsha1":
+            hasher.update(manifest.git_blob_sha1_prefix(size))
         return hasher
 
     def update(self, data: bytes) -> None:

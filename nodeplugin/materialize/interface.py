@@ -10,9 +10,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import logging
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 from openapi import reasons
+
+log = logging.getLogger(__name__)
 
 SourceKind = Literal["huggingFace", "modelScope"]
 
@@ -61,6 +65,45 @@ class Progress:
     retry_time: datetime.datetime | None = None
 
 
+STOPPED = "Stopped"
+"""The result of an attempt the plugin's shutdown ended (its partial files stay)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Completion:
+    """The end of one attempt, told to every ``Materializer.add_done_callback`` callback."""
+
+    digest: str
+    result: str
+    """``Published``, a failure ``Reason`` value, or ``STOPPED``."""
+    seconds: float
+    """From the attempt's start to its end (a monotonic clock)."""
+
+    @property
+    def published(self) -> bool:
+        return self.result == State.PUBLISHED.value
+
+
+DoneCallback = Callable[[Completion], None]
+
+
+class DoneCallbacks:
+    """The callbacks of one materializer; one that raises is logged and the others still run."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[DoneCallback] = []
+
+    def add(self, callback: DoneCallback) -> None:
+        self._callbacks.append(callback)
+
+    def notify(self, completion: Completion) -> None:
+        for callback in self._callbacks:
+            try:
+                callback(completion)
+            except Exception:
+                log.exception("a completion callback failed for %s", completion.digest)
+
+
 class Materializer(Protocol):
     async def ensure(self, request: Request) -> Progress:
         """Start or join the single attempt for ``request.digest`` and return at once.
@@ -73,6 +116,15 @@ class Materializer(Protocol):
 
     def running(self) -> list[Progress]:
         """The attempts in progress (for status reports and ``GET /model/downloads``)."""
+        ...
+
+    @property
+    def downloaded_bytes(self) -> int:
+        """Bytes received from a hub so far (a counter; 0 for a source that downloads none)."""
+        ...
+
+    def add_done_callback(self, callback: DoneCallback) -> None:
+        """Call ``callback`` (on the event loop, quickly) each time an attempt ends."""
         ...
 
     async def close(self) -> None:

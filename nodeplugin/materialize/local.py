@@ -3,9 +3,10 @@
 ``<import-dir>/<hex>/manifest`` holds the canonical manifest bytes, and the files it lists lie
 beside it under their manifest paths. One attempt per digest runs in the background: the manifest's
 digest is checked, each file is copied into a fresh ``partial/`` directory while it is hashed
-(``sha256``, or the git blob SHA-1 for ``gitsha1`` entries) and its size counted, and the verified
-tree is published atomically. A failure is remembered with a retry time (1 min doubling to 1 h,
-reset by success) so mounts answer at once until then.
+(``hashing.Hasher``: ``sha256``, or the git blob SHA-1 for ``gitsha1`` entries) and its size
+counted, and the verified tree is published atomically. Failures go to the same records as the
+hub downloader's (``backoff.Backoff``: 1 min doubling to 1 h, reset by success, kept across
+restarts), so mounts answer at once until the retry time.
 """
 
 from __future__ import annotations
@@ -13,21 +14,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import hashlib
 import logging
 import os
 import pathlib
 import threading
+import time
 from collections.abc import Callable
 
-from nodeplugin.cache import fsutil, layout, publish, usage
-from nodeplugin.materialize import interface
+from nodeplugin.cache import fsutil, layout, publish
+from nodeplugin.materialize import backoff, hashing, interface
 from openapi import manifest
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
-BACKOFF_FIRST = datetime.timedelta(minutes=1)
-BACKOFF_MAX = datetime.timedelta(hours=1)
 
 
 class ImportFailure(Exception):
@@ -44,12 +43,7 @@ class _Attempt:
     total: int | None = None
     cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
     task: asyncio.Task[None] | None = None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Failure:
-    progress: interface.Progress
-    delay: datetime.timedelta
+    began: float = dataclasses.field(default_factory=time.monotonic)
 
 
 class LocalImporter:
@@ -60,13 +54,15 @@ class LocalImporter:
         cache: layout.Layout,
         import_dir: str | os.PathLike[str],
         *,
-        clock: Callable[[], datetime.datetime] = usage.utcnow,
+        clock: Callable[[], datetime.datetime] = backoff.utcnow,
     ) -> None:
         self._cache = cache
         self._dir = pathlib.Path(import_dir)
-        self._clock = clock
+        self.backoff = backoff.Backoff(cache, clock=clock)
         self._attempts: dict[str, _Attempt] = {}
-        self._failures: dict[str, _Failure] = {}
+        self._done = interface.DoneCallbacks()
+        self.downloaded_bytes = 0
+        """Always 0: an import downloads nothing."""
 
     async def ensure(self, request: interface.Request) -> interface.Progress:
         digest = request.digest
@@ -74,17 +70,21 @@ class LocalImporter:
             return interface.Progress(digest, interface.State.PUBLISHED)
         attempt = self._attempts.get(digest)
         if attempt is None:
-            failure = self._failures.get(digest)
-            now = self._clock()
-            retry = failure.progress.retry_time if failure is not None else None
-            if failure is not None and retry is not None and now < retry:
-                return failure.progress
+            failure = self.backoff.answer(digest)
+            if failure is not None:
+                return interface.Progress(
+                    digest, interface.State.FAILED, reason=failure.reason,
+                    message=failure.message, retry_time=failure.retry_time,
+                )
             attempt = self._attempts[digest] = _Attempt(digest)
             attempt.task = asyncio.create_task(self._run(attempt), name=f"import {digest}")
         return _progress(attempt)
 
     def running(self) -> list[interface.Progress]:
         return [_progress(a) for a in self._attempts.values()]
+
+    def add_done_callback(self, callback: interface.DoneCallback) -> None:
+        self._done.add(callback)
 
     async def close(self) -> None:
         tasks = []
@@ -96,29 +96,32 @@ class LocalImporter:
 
     async def _run(self, attempt: _Attempt) -> None:
         digest = attempt.digest
+        result = interface.State.PUBLISHED.value
         try:
             await asyncio.to_thread(self._import, attempt)
         except ImportFailure as exc:
-            self._fail(digest, exc.reason, exc.message)
+            if exc.reason is interface.Reason.CANCELED:
+                result = interface.STOPPED  # close() stopped it: nothing to back off from
+            else:
+                result = exc.reason.value
+                await self._fail(digest, exc.reason, exc.message)
         except Exception as exc:
+            result = interface.Reason.SOURCE_UNAVAILABLE.value
             log.exception("importing %s failed", digest)
-            self._fail(digest, interface.Reason.SOURCE_UNAVAILABLE, f"import failed: {exc}")
+            await self._fail(digest, interface.Reason.SOURCE_UNAVAILABLE, f"import failed: {exc}")
         else:
-            self._failures.pop(digest, None)
+            await asyncio.to_thread(self.backoff.clear, digest)
             log.info("imported and published %s", digest)
         finally:
             self._attempts.pop(digest, None)
+            self._done.notify(
+                interface.Completion(digest, result, time.monotonic() - attempt.began)
+            )
 
-    def _fail(self, digest: str, reason: interface.Reason, message: str) -> None:
-        previous = self._failures.get(digest)
-        delay = BACKOFF_FIRST if previous is None else min(previous.delay * 2, BACKOFF_MAX)
-        retry = self._clock() + delay
+    async def _fail(self, digest: str, reason: interface.Reason, message: str) -> None:
+        record = await asyncio.to_thread(self.backoff.record, digest, reason, message)
         log.warning("import of %s failed (%s): %s; next attempt after %s",
-                    digest, reason.value, message, retry.isoformat())
-        progress = interface.Progress(
-            digest, interface.State.FAILED, reason=reason, message=message, retry_time=retry
-        )
-        self._failures[digest] = _Failure(progress, delay)
+                    digest, reason.value, message, record.retry_time)
 
     # the blocking import (runs in a thread) -----------------------------------------------
     def _import(self, attempt: _Attempt) -> None:
@@ -155,9 +158,7 @@ class LocalImporter:
     def _copy(
         self, attempt: _Attempt, src: pathlib.Path, dst: pathlib.Path, entry: manifest.Entry
     ) -> None:
-        hasher = hashlib.sha256() if entry.algorithm == "sha256" else hashlib.sha1()
-        if entry.algorithm == "gitsha1":
-            hasher.update(manifest.git_blob_sha1_prefix(entry.size))
+        hasher = hashing.Hasher.for_entry(entry)
         dst.parent.mkdir(parents=True, exist_ok=True)
         size = 0
         try:
@@ -201,12 +202,10 @@ def write_import(
     """
     entries = []
     for path, data in files.items():
-        if path in gitsha1:
-            hexdigest = hashlib.sha1(manifest.git_blob_sha1_prefix(len(data)) + data).hexdigest()
-            entries.append(manifest.Entry(path, "gitsha1", hexdigest, len(data)))
-        else:
-            entries.append(manifest.Entry(path, "sha256", hashlib.sha256(data).hexdigest(),
-                                          len(data)))
+        algorithm: manifest.Algorithm = "gitsha1" if path in gitsha1 else "sha256"
+        hasher = hashing.Hasher.for_file(algorithm, len(data))
+        hasher.update(data)
+        entries.append(manifest.Entry(path, algorithm, hasher.hexdigest(), len(data)))
     text = manifest.canonical_bytes(entries)
     digest = manifest.digest_of_bytes(text)
     base = pathlib.Path(import_dir) / layout.hex_of(digest)

@@ -147,9 +147,11 @@ def test_a_hub_artifact_mounts_through_the_cli_plugin_with_metrics_and_downloads
 
             def published_and_timed() -> bool:
                 found = _samples(client.get("/metrics").text)
-                return found.get((P + "publish_duration_seconds_count", ()), 0) == 1
+                # The tree is measured (once, in a worker thread) just after the attempt ends.
+                return (found.get((P + "publish_duration_seconds_count", ()), 0) == 1
+                        and found.get((P + "stored_bytes", ()), 0) >= total)
 
-            _poll(published_and_timed, "the publish duration")
+            _poll(published_and_timed, "the publish duration and the stored bytes")
             text = client.get("/metrics").text
             found = _samples(text)
             assert found[(P + "download_bytes_total", (("source", "hub"),))] >= total

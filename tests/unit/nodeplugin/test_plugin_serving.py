@@ -99,10 +99,10 @@ async def test_mounts_and_materializations_show_in_metrics_over_https(
         assert await _publish(node, _request(tmp_path, digest, "p2")) == grpc.StatusCode.OK
         denied = _request(tmp_path, digest, "p3", artifact="absent")
         assert await _publish(node, denied) == grpc.StatusCode.PERMISSION_DENIED
-        assert started.timed is not None
-        async with asyncio.timeout(10):
-            while started.timed.timing():
-                await asyncio.sleep(0.02)
+        async with asyncio.timeout(10):  # the attempt's task ends (and tells) just after
+            while started.materializer.running():
+                await asyncio.sleep(0.01)
+        await started.stock.settle()  # and the completion's measurement has landed
         text = (await client.get("/metrics")).text
         forbidden = await client.get("/model/downloads")
     p = "gpustack_model_manager_"

@@ -19,10 +19,10 @@ TOKEN = "worker-token-1234"
 
 def _registry() -> registry.CollectorRegistry:
     sources = metrics.Sources(
-        downloaded_bytes=lambda: 7, results=lambda: {"Published": 1},
-        mounts=lambda: {"hit": 2}, stored_bytes=lambda: 0, capacity_bytes=lambda: 100,
+        downloaded_bytes=lambda: 7, mounts=lambda: {"hit": 2}, stored_bytes=lambda: 0,
+        capacity_bytes=lambda: 100,
     )
-    return metrics.make_registry(sources, metrics.PublishDurations())
+    return metrics.Metrics(sources).registry
 
 
 def _client(

@@ -142,6 +142,8 @@ async def test_publishes_verified_bytes_and_joins_concurrent_calls(
 ) -> None:
     hub = MemoryHub(_content())
     m = materializers(cache, hub, _settings())
+    done: list[interface.Completion] = []
+    m.add_done_callback(done.append)
     request = _request(hub)
     first = await asyncio.gather(*(m.ensure(request) for _ in range(20)))
     assert {p.state for p in first} == {interface.State.DOWNLOADING}
@@ -156,7 +158,15 @@ async def test_publishes_verified_bytes_and_joins_concurrent_calls(
     assert sorted(os.listdir(cache.partial)) == []
     assert m.node.budget.used == 0
     assert m.node.requests.peak <= 4
+    async with asyncio.timeout(5):  # the callback runs as the attempt's task ends
+        while not done:
+            await asyncio.sleep(0.01)
+    assert [(d.digest, d.result, d.published) for d in done] == [
+        (request.digest, "Published", True)]
+    assert done[0].seconds >= 0
+    assert m.downloaded_bytes == sum(len(d) for d in hub.content.values())
     await m.close()
+    assert len(done) == 1  # closing with nothing running tells nothing more
 
 
 async def test_a_corrupted_byte_fails_discards_the_file_and_backs_off(
@@ -165,6 +175,8 @@ async def test_a_corrupted_byte_fails_discards_the_file_and_backs_off(
     hub = MemoryHub(_content())
     hub.corrupt["weights/model.safetensors"] = 2_000_000
     m = materializers(cache, hub, _settings())
+    done: list[interface.Completion] = []
+    m.add_done_callback(done.append)
     request = _request(hub)
     failed = await _settle(m, request)
     assert failed.state == interface.State.FAILED
@@ -179,6 +191,10 @@ async def test_a_corrupted_byte_fails_discards_the_file_and_backs_off(
     again = await m.ensure(request)
     assert again.state == interface.State.FAILED
     assert hub.listings == listings  # backing off: nothing started
+    async with asyncio.timeout(5):
+        while not done:
+            await asyncio.sleep(0.01)
+    assert [(d.result, d.published) for d in done] == [("IntegrityMismatch", False)]
     await m.close()
 
 

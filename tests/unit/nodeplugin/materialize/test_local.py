@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import hashlib
 import pathlib
 import stat
@@ -9,6 +10,17 @@ import pytest
 
 from nodeplugin.cache import layout
 from nodeplugin.materialize import interface, local
+
+T0 = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
 
 FILES = {"config.json": b'{"a": 1}', "weights/model.bin": bytes(range(256)) * 4096}
 
@@ -36,6 +48,8 @@ def cache(tmp_path: pathlib.Path) -> layout.Layout:
 async def test_imports_verifies_and_publishes(tmp_path: pathlib.Path, cache: layout.Layout) -> None:
     digest = local.write_import(tmp_path / "imports", FILES, gitsha1=frozenset({"config.json"}))
     importer = local.LocalImporter(cache, tmp_path / "imports")
+    done: list[interface.Completion] = []
+    importer.add_done_callback(done.append)
     first = await importer.ensure(_request(digest))
     assert first.state is interface.State.DOWNLOADING
     assert (await _settle(importer, digest)).state is interface.State.PUBLISHED
@@ -46,9 +60,11 @@ async def test_imports_verifies_and_publishes(tmp_path: pathlib.Path, cache: lay
     assert (tree / layout.MANIFEST).read_bytes() == (
         tmp_path / "imports" / layout.hex_of(digest) / "manifest").read_bytes()
     async with asyncio.timeout(5):  # the attempt's task ends just after the rename
-        while importer.running():
+        while importer.running() or not done:
             await asyncio.sleep(0.001)
     assert cache.partials() == []
+    assert [(d.digest, d.result) for d in done] == [(digest, "Published")]
+    assert importer.downloaded_bytes == 0  # an import downloads nothing
 
 
 async def test_concurrent_ensures_join_one_attempt(
@@ -69,13 +85,21 @@ async def test_a_corrupted_file_fails_with_integrity_mismatch_and_backs_off(
     data = bytearray(victim.read_bytes())
     data[5000] ^= 1
     victim.write_bytes(bytes(data))
-    importer = local.LocalImporter(cache, tmp_path / "imports")
+    clock = Clock()
+    importer = local.LocalImporter(cache, tmp_path / "imports", clock=clock)
     failed = await _settle(importer, digest)
     assert failed.state is interface.State.FAILED
     assert failed.reason is interface.Reason.INTEGRITY_MISMATCH
-    assert failed.retry_time is not None and "weights/model.bin" in failed.message
+    assert failed.retry_time == T0 + datetime.timedelta(minutes=1)
+    assert "weights/model.bin" in failed.message
     assert not cache.is_published(digest) and cache.partials() == []
     assert await importer.ensure(_request(digest)) == failed  # backing off: no new attempt
+    # The one backoff the downloader uses: kept across restarts, doubling on the next failure.
+    restarted = local.LocalImporter(cache, tmp_path / "imports", clock=clock)
+    assert await restarted.ensure(_request(digest)) == failed
+    clock.now = T0 + datetime.timedelta(minutes=1)
+    again = await _settle(restarted, digest)
+    assert again.retry_time == clock.now + datetime.timedelta(minutes=2)
 
 
 async def test_a_manifest_that_does_not_hash_to_the_digest_fails(
