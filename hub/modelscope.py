@@ -79,9 +79,12 @@ def _error_for(
 class ModelScope:
     """One ModelScope endpoint over a shared client; the token is per call."""
 
-    def __init__(self, client: httpx.AsyncClient, endpoint: str) -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, endpoint: str, *, truncation_limit: int = TRUNCATION_LIMIT
+    ) -> None:
         self._client = client
         self._endpoint = endpoint.rstrip("/")
+        self._truncation_limit = truncation_limit
 
     @property
     def endpoint(self) -> str:
@@ -153,13 +156,13 @@ class ModelScope:
         """Everything below ``root``: one recursive page when it is not full, otherwise its
         direct children and a walk of each subdirectory."""
         whole = await self._page(repo, commit, root, True, token=token)
-        if len(whole) < TRUNCATION_LIMIT:
+        if len(whole) < self._truncation_limit:
             return whole
         children = await self._page(repo, commit, root, False, token=token)
-        if len(children) >= TRUNCATION_LIMIT:
+        if len(children) >= self._truncation_limit:
             raise errors.HubError(
                 "SourceUnavailable",
-                f"modelscope model {repo}: directory {root or '/'} has {TRUNCATION_LIMIT} or "
+                f"modelscope model {repo}: directory {root or '/'} has {self._truncation_limit} or "
                 "more entries, which the API cannot enumerate",
             )
         found = [child for child in children if child.get("Type") != "tree"]

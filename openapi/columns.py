@@ -92,17 +92,25 @@ def _age(obj: dict[str, Any], now: datetime.datetime) -> str:
 
 
 def human_size(size: Any) -> str | None:
-    """Bytes in binary units with one decimal (``953.7MiB``), or None when unknown."""
+    """``size_text`` of a byte count, or None when ``size`` is not one (the cell is then
+    ``<none>``)."""
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         return None
-    if size < 1024:
-        return f"{size}B"
-    value = float(size)
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+    return size_text(size)
+
+
+def size_text(count: int) -> str:
+    """Bytes in binary units with one decimal (``953.7MiB``, ``512B``): the one byte formatter,
+    also used by the node plugin's progress messages so a mount's event and ``kubectl get``
+    spell sizes alike."""
+    if count < 1024:
+        return f"{count}B"
+    value = float(count)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
         value /= 1024
-        if value < 1024 or unit == "PiB":
+        if value < 1024:
             return f"{value:.1f}{unit}"
-    return None  # unreachable: the loop returns at PiB
+    return f"{value / 1024:.1f}PiB"
 
 
 def _artifact_source(obj: dict[str, Any], now: datetime.datetime) -> Any:

@@ -7,7 +7,6 @@ dicts built here; nothing restates a field elsewhere. References use the v3 form
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from openapi import grammar, meta, reasons, resources
@@ -405,7 +404,3 @@ def resolve(schema: Schema) -> Schema:
         seen += 1
         if seen > 16:
             raise ValueError("reference cycle in schema")
-
-
-def copy_of(schema: Schema) -> Schema:
-    return copy.deepcopy(schema)

@@ -126,8 +126,5 @@ class References:
     def digests(self) -> set[str]:
         return set(self._counts)
 
-    def targets(self) -> dict[str, str]:
-        return dict(self._targets)
-
     def __len__(self) -> int:
         return len(self._targets)

@@ -115,12 +115,6 @@ class UsageStore:
 
         await self._commit(change)
 
-    async def forget(self, digest: str) -> None:
-        def change(entries: dict[str, Usage]) -> None:
-            entries.pop(digest, None)
-
-        await self._commit(change)
-
     async def _commit(self, change: Callable[[dict[str, Usage]], None]) -> None:
         # The change is applied under the lock so concurrent marks of different digests compose.
         async with self._write_lock:

@@ -19,6 +19,7 @@ from nodeplugin.cache import targets, volumes
 from nodeplugin.csi import errors as csi_errors
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import interface
+from openapi import columns
 
 log = logging.getLogger(__name__)
 TOKEN_KEY = "token"
@@ -149,10 +150,10 @@ def outcome_error(progress: interface.Progress) -> errors.PluginError:
     """The error a not-yet-mountable digest answers with."""
     digest = progress.digest
     if progress.state is interface.State.DOWNLOADING:
-        received = human_bytes(progress.received_bytes)
+        received = columns.size_text(progress.received_bytes)
         if progress.total_bytes is None:
             return errors.Aborted(f"materializing {digest}: {received} received; listing files")
-        total = human_bytes(progress.total_bytes)
+        total = columns.size_text(progress.total_bytes)
         return errors.Aborted(f"materializing {digest}: {received} of {total} received")
     reason = progress.reason.value if progress.reason is not None else "Failed"
     detail = f": {progress.message}" if progress.message else ""
@@ -164,11 +165,3 @@ def outcome_error(progress: interface.Progress) -> errors.PluginError:
         return errors.ResourceExhausted(message)
     return errors.Unavailable(message)
 
-
-def human_bytes(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")

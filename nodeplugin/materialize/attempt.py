@@ -21,7 +21,7 @@ from hub import errors as hub_errors
 from hub import listing, source
 from nodeplugin.cache import fsutil, layout, publish
 from nodeplugin.materialize import capacity, checkpoint, interface, limits, ranges, transfer
-from openapi import manifest
+from openapi import columns, manifest
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +115,8 @@ class Attempt:
             state=interface.State.DOWNLOADING,
             received_bytes=self.received,
             total_bytes=self.total,
-            message=f"materializing {self.digest}: {_size(self.received)} of "
-            f"{_size(self.total) if self.total is not None else 'unknown'} received",
+            message=f"materializing {self.digest}: {columns.size_text(self.received)} of "
+            f"{columns.size_text(self.total) if self.total is not None else 'unknown'} received",
         )
 
     async def run(self) -> None:
@@ -282,13 +282,3 @@ def _sweep(root: pathlib.Path, paths: set[str]) -> None:
             if rel not in keep_dirs:
                 fsutil.remove_tree(pathlib.Path(dirpath) / name)
 
-
-def _size(n: int | None) -> str:
-    value = float(n or 0)
-    if value < 1024:
-        return f"{int(value)} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"

@@ -11,9 +11,11 @@ ENDPOINT = "https://ms.example"
 COMMIT = "e" * 40
 
 
-def _ms(handler: httpx.MockTransport) -> tuple[httpx.AsyncClient, modelscope.ModelScope]:
+def _ms(
+    handler: httpx.MockTransport, **options: int
+) -> tuple[httpx.AsyncClient, modelscope.ModelScope]:
     client = httpx.AsyncClient(transport=handler, follow_redirects=False)
-    return client, modelscope.ModelScope(client, ENDPOINT)
+    return client, modelscope.ModelScope(client, ENDPOINT, **options)
 
 
 def _envelope(data: object, code: int = 200) -> dict[str, object]:
@@ -67,21 +69,19 @@ async def test_untruncated_listing_is_one_request() -> None:
     assert tree.queries == [("", "True")]
 
 
-async def test_a_full_page_is_relisted_per_directory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(modelscope, "TRUNCATION_LIMIT", 4)
+async def test_a_full_page_is_relisted_per_directory() -> None:
     paths = ["top.txt", "d1/a", "d1/b", "d1/c", "d2/x", "d2/deep/y", "d2/deep/z", "d2/deep/w"]
     tree = FakeTree(paths, limit=4)
-    client, ms = _ms(httpx.MockTransport(tree))
+    client, ms = _ms(httpx.MockTransport(tree), truncation_limit=4)
     async with client:
         listed = await ms.list_files("org/model", COMMIT, token=None)
     assert sorted(f.path for f in listed) == sorted(paths)
     assert ("", "False") in tree.queries and ("d2", "False") in tree.queries
 
 
-async def test_a_directory_with_too_many_children_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(modelscope, "TRUNCATION_LIMIT", 3)
+async def test_a_directory_with_too_many_children_refuses() -> None:
     tree = FakeTree(["d/1", "d/2", "d/3", "d/4"], limit=3)
-    client, ms = _ms(httpx.MockTransport(tree))
+    client, ms = _ms(httpx.MockTransport(tree), truncation_limit=3)
     async with client:
         with pytest.raises(errors.HubError) as caught:
             await ms.list_files("org/model", COMMIT, token=None)

@@ -30,4 +30,4 @@ async def test_references_are_rebuilt_from_the_mount_table(tmp_path: pathlib.Pat
         f"2 1 8:1 {objects}/{HEX} /kubelet/pods/a/mount ro - ext4 /dev/sda rw\n"
     )
     found = await plugin.rebuild_references(cache, lambda: table)
-    assert found.targets() == {"/kubelet/pods/a/mount": "sha256:" + HEX}
+    assert len(found) == 1 and found.get("/kubelet/pods/a/mount") == "sha256:" + HEX

@@ -162,11 +162,10 @@ def test_outcome_messages() -> None:
     downloading = interface.Progress(digest, interface.State.DOWNLOADING,
                                      int(2.1 * 2**30), int(15.2 * 2**30))
     assert str(node.outcome_error(downloading)) == (
-        f"materializing {digest}: 2.1 GiB of 15.2 GiB received")
+        f"materializing {digest}: 2.1GiB of 15.2GiB received")
     full = interface.Progress(digest, interface.State.FAILED,
                               reason=interface.Reason.INSUFFICIENT_CAPACITY, message="full")
     assert type(node.outcome_error(full)).__name__ == "ResourceExhausted"
     denied = interface.Progress(digest, interface.State.FAILED,
                                 reason=interface.Reason.ACCESS_DENIED, message="401")
     assert type(node.outcome_error(denied)).__name__ == "Unavailable"
-    assert node.human_bytes(512) == "512 B" and node.human_bytes(1536) == "1.5 KiB"
