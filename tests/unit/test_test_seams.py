@@ -9,7 +9,8 @@ import ast
 import pathlib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-TREES = ("tests/unit/nodeplugin", "tests/unit/hub", "tests/integration/nodeplugin")
+TREES = ("tests/unit/nodeplugin", "tests/unit/hub", "tests/integration/nodeplugin",
+         "tests/integration/hub")
 
 
 def _patches(tree: ast.Module) -> list[int]:

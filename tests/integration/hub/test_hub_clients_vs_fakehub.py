@@ -96,13 +96,12 @@ async def test_huggingface_resolve_list_and_stream(fixture_hub: fakehub.FakeHub)
 
 
 async def test_modelscope_resolve_list_stream_and_truncation(
-    fixture_hub: fakehub.FakeHub, monkeypatch: pytest.MonkeyPatch
+    fixture_hub: fakehub.FakeHub,
 ) -> None:
     # Four entries fill a page (the whole tree is five); the top level has three children.
-    monkeypatch.setattr(modelscope, "TRUNCATION_LIMIT", 4)
     fixture_hub.set_modelscope_limit(4)
     async with _client(fixture_hub) as client:
-        ms = modelscope.ModelScope(client, fixture_hub.modelscope_endpoint)
+        ms = modelscope.ModelScope(client, fixture_hub.modelscope_endpoint, truncation_limit=4)
         commit = await ms.resolve_revision(REPO, "master", token=None)
         kept, _entries, digest = await listing.manifest_for(ms, REPO, commit, [], [], token=None)
         assert sorted(f.path for f in kept) == sorted(FILES)
