@@ -97,6 +97,9 @@ class Handler(http_server.BaseHTTPRequestHandler):
             decision = self.plane.policy.authorize(attrs)
             if not decision.allowed:
                 raise status.StatusError(status.forbidden(attrs))
+            content_type = self.headers.get("Content-Type", "")
+            if body and method in ("POST", "PUT") and "json" not in content_type:
+                raise status.StatusError(status.unsupported_body())
             self._route(method, info, query, body, user)
         except status.StatusError as exc:
             self._json(exc.code, exc.body)

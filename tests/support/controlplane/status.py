@@ -166,6 +166,16 @@ def unsupported_patch() -> dict[str, Any]:
     )
 
 
+def unsupported_body() -> dict[str, Any]:
+    """A body that is not JSON (this control plane speaks no protobuf, CBOR or YAML)."""
+    return status(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json",
+    )
+
+
 def expired(requested: int, oldest: int) -> dict[str, Any]:
     return status(410, "Expired", f"too old resource version: {requested} ({oldest})")
 
