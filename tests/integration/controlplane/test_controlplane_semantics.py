@@ -159,6 +159,9 @@ def test_bad_selectors_and_names_are_4xx(http: httpx.Client) -> None:
     assert wrong_ns.status_code == 400
     assert http.get("/api/v1/namespaces/default/widgets").status_code == 404
     assert http.post(CMS, content=b"{not json").status_code == 400
+    protobuf = http.post(CMS, content=b"\x00k8s", headers={
+        "Content-Type": "application/vnd.kubernetes.protobuf"})  # fmt: skip
+    assert protobuf.status_code == 415 and protobuf.json()["reason"] == "UnsupportedMediaType"
 
 
 def test_rbac_table_guards_the_api(control_plane: ControlPlane) -> None:
