@@ -14,7 +14,7 @@ import yaml
 
 import kube
 from kube.auth import ExecCredentialAuth, ExecSpec
-from tests.support.controlplane import ControlPlane, UserInfo, service_account
+from tests.support.controlplane import API_AUDIENCE, ControlPlane, UserInfo
 
 V1 = "client.authentication.k8s.io/v1"
 PLUGIN = """\
@@ -140,44 +140,21 @@ async def test_exec_plugin_with_an_unknown_api_version_is_refused(
         kube.Client.from_kubeconfig(path)
 
 
-def _service_account_dir(cp: ControlPlane, tmp_path: pathlib.Path, token: str) -> pathlib.Path:
-    directory = tmp_path / "serviceaccount"
-    directory.mkdir()
-    (directory / "ca.crt").write_bytes(cp.cluster_ca.cert_pem)
-    (directory / "namespace").write_text("gpustack-system")
-    _rotate(directory, token)
-    return directory
-
-
-def _rotate(directory: pathlib.Path, token: str) -> None:
-    """As kubelet does: the new token lands in a new file that replaces the old atomically."""
-    staged = directory / ".token.new"
-    staged.write_text(token)
-    os.replace(staged, directory / "token")
-
-
-def _env(cp: ControlPlane) -> dict[str, str]:
-    return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(cp.port)}
-
-
 async def test_in_cluster_token_rotation_is_picked_up(
     control_plane: ControlPlane, tmp_path: pathlib.Path
 ) -> None:
-    plugin = service_account(
-        "gpustack-system", "model-manager-node", uid="sa-uid", pod=("plugin-a", "pod-uid"),
-        node=("node-a", "node-uid"), credential_id="jti-1",
-    )  # fmt: skip
-    control_plane.add_token("sa-token-1", plugin, audiences=["https://kubernetes.default.svc"])
-    directory = _service_account_dir(control_plane, tmp_path, "sa-token-1")
-    async with kube.Client.in_cluster(env=_env(control_plane), service_account_dir=directory) as c:
+    first, plugin, _pod = control_plane.plugin_pod("node-a")
+    directory = tmp_path / "serviceaccount"
+    env = control_plane.write_service_account(directory, first)
+    async with kube.Client.in_cluster(env=env, service_account_dir=directory) as c:
         assert c.namespace == "gpustack-system"
         await c.version()
-        control_plane.add_token("sa-token-2", plugin)
-        _rotate(directory, "sa-token-2")
-        control_plane.remove_token("sa-token-1")
+        control_plane.add_token("sa-token-2", plugin, audiences=[API_AUDIENCE])
+        control_plane.write_service_account(directory, "sa-token-2")
+        control_plane.remove_token(first)
         await c.version()
-    codes = [r.code for r in control_plane.recorder.requests("/version")]
-    assert codes == [200, 200]
+    requests = control_plane.recorder.requests("/version")
+    assert [(r.code, r.user) for r in requests] == [(200, plugin.name)] * 2
 
 
 async def test_in_cluster_rereads_the_token_after_a_401(
@@ -185,9 +162,10 @@ async def test_in_cluster_rereads_the_token_after_a_401(
 ) -> None:
     """A rewrite the stat check cannot see (same inode, size and mtime) is caught by the 401."""
     control_plane.add_token("sa-token-A", UserInfo("sa"))
-    directory = _service_account_dir(control_plane, tmp_path, "sa-token-A")
+    directory = tmp_path / "serviceaccount"
+    env = control_plane.write_service_account(directory, "sa-token-A")
     token = directory / "token"
-    async with kube.Client.in_cluster(env=_env(control_plane), service_account_dir=directory) as c:
+    async with kube.Client.in_cluster(env=env, service_account_dir=directory) as c:
         await c.version()
         before = os.stat(token)
         with open(token, "r+") as handle:
@@ -223,3 +201,27 @@ async def test_token_file_in_a_kubeconfig_is_read(
     async with kube.Client.from_kubeconfig(path) as client:
         await client.version()
     assert control_plane.recorder.requests("/version")[0].user == "from-file"
+
+
+async def test_a_plugin_pod_token_reviews_with_its_pod_and_node(
+    control_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    from lightkube.models.authentication_v1 import TokenReviewSpec
+    from lightkube.resources.authentication_v1 import TokenReview
+    from lightkube.resources.core_v1 import Pod
+
+    token, user, pod = control_plane.plugin_pod("node-b")
+    admin = control_plane.write_kubeconfig(tmp_path / "admin", token="fixture-admin-token")
+    async with kube.Client.from_kubeconfig(admin) as client:
+        review = await client.create(TokenReview(spec=TokenReviewSpec(token=token)))
+        assert review.status is not None and review.status.user is not None
+        extra = review.status.user.extra or {}
+        assert extra["authentication.kubernetes.io/node-name"] == ["node-b"]
+        assert extra["authentication.kubernetes.io/pod-uid"] == [pod["metadata"]["uid"]]
+        found = await client.get(Pod, pod["metadata"]["name"], namespace="gpustack-system")
+        assert found.spec is not None and found.spec.nodeName == "node-b"
+        peer = await client.create(
+            TokenReview(spec=TokenReviewSpec(token=token, audiences=["gpustack-model-peer"]))
+        )
+        assert peer.status is not None and peer.status.authenticated is None
+    assert user.name == "system:serviceaccount:gpustack-system:model-manager-node"

@@ -12,18 +12,23 @@ import contextlib
 import re
 import ssl
 import threading
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import yaml
-
+from tests.support.controlplane import files, status
 from tests.support.controlplane import resources as kinds
-from tests.support.controlplane import status
 from tests.support.controlplane.faults import Fault, Faults, Recorder
 from tests.support.controlplane.frontproxy import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, FrontProxy
-from tests.support.controlplane.identity import API_AUDIENCE, MASTERS, Token, UserInfo
+from tests.support.controlplane.identity import (
+    API_AUDIENCE,
+    MASTERS,
+    Token,
+    UserInfo,
+    service_account,
+)
 from tests.support.controlplane.pki import Authority, KeyPair
 from tests.support.controlplane.rbac import Policy
 from tests.support.controlplane.server import Server
@@ -230,6 +235,48 @@ class ControlPlane:
         with self._tokens_lock:
             return dict(self._tokens)
 
+    def plugin_pod(
+        self,
+        node: str,
+        *,
+        namespace: str = "gpustack-system",
+        service_account_name: str = "model-manager-node",
+        pod_name: str | None = None,
+        audiences: Sequence[str] = (API_AUDIENCE,),
+    ) -> tuple[str, UserInfo, Obj]:
+        """A Pod of ``service_account_name`` bound to ``node`` (the Node created if missing) and
+        a bound token for it with the pod/node extras, as kubelet would project it.
+        Returns (token, user, pod)."""
+        node_obj = self.get(kinds.NODES, node) or self.seed(
+            kinds.NODES, {"metadata": {"name": node}}
+        )
+        name = pod_name or f"plugin-{node}"
+        pod = self.seed(kinds.PODS, {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeName": node, "serviceAccountName": service_account_name,
+                     "serviceAccount": service_account_name,
+                     "containers": [{"name": "plugin", "image": "registry.invalid/plugin"}]},
+            "status": {"phase": "Running"},
+        })  # fmt: skip
+        user = service_account(
+            namespace, service_account_name,
+            uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{namespace}/{service_account_name}")),
+            pod=(name, pod["metadata"]["uid"]), node=(node, node_obj["metadata"]["uid"]),
+            credential_id=str(uuid.uuid4()),
+        )  # fmt: skip
+        token = f"bound-{name}-{uuid.uuid4().hex[:8]}"
+        self.add_token(token, user, audiences=audiences)
+        return token, user, pod
+
+    def write_service_account(
+        self, directory: Path, token: str, namespace: str = "gpustack-system"
+    ) -> dict[str, str]:
+        """An in-cluster ServiceAccount directory (token, ca.crt, namespace) for this control
+        plane; returns the ``KUBERNETES_SERVICE_*`` environment that goes with it. Call it again
+        to rotate the token (written to a new file that replaces the old, as kubelet does)."""
+        files.write_service_account(directory, token, self.cluster_ca.cert_pem, namespace)
+        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(self.port)}
+
     def issue_client_cert(self, user: str, groups: Sequence[str] = ()) -> KeyPair:
         """A client certificate the control plane accepts as ``user`` in ``groups``."""
         return self.client_ca.client(user, groups)
@@ -246,47 +293,12 @@ class ControlPlane:
         embed_ca: bool = True,
         namespace: str | None = None,
     ) -> Path:
-        """A kubeconfig for this control plane with one credential (kubeadm's layout: CA and
-        client certificate embedded as base64 data)."""
-        import base64
-
-        user: dict[str, Any] = {}
-        if token is not None:
-            user["token"] = token
-        if token_file is not None:
-            user["tokenFile"] = str(token_file)
-        if client is not None:
-            user["client-certificate-data"] = base64.b64encode(client.cert_pem).decode()
-            user["client-key-data"] = base64.b64encode(client.key_pem).decode()
-        if exec_command is not None:
-            user["exec"] = {
-                "apiVersion": exec_api_version,
-                "command": exec_command[0],
-                "args": list(exec_command[1:]),
-                "interactiveMode": "Never",
-            }
-        cluster: dict[str, Any] = {"server": self.url}
-        if embed_ca:
-            cluster["certificate-authority-data"] = base64.b64encode(
-                self.cluster_ca.cert_pem
-            ).decode()
-        else:
-            cluster["certificate-authority"] = str(self.ca_file)
-        context: dict[str, Any] = {"cluster": "fixture", "user": "fixture"}
-        if namespace:
-            context["namespace"] = namespace
-        document = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fixture", "cluster": cluster}],
-            "users": [{"name": "fixture", "user": user}],
-            "contexts": [{"name": "fixture", "context": context}],
-            "current-context": "fixture",
-        }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(document))
-        path.chmod(0o600)
-        return path
+        """A kubeconfig for this control plane with one credential (``files.write_kubeconfig``)."""
+        return files.write_kubeconfig(
+            path, server=self.url, ca_pem=self.cluster_ca.cert_pem, ca_file=self.ca_file,
+            token=token, token_file=token_file, client=client, exec_command=exec_command,
+            exec_api_version=exec_api_version, embed_ca=embed_ca, namespace=namespace,
+        )  # fmt: skip
 
     # --- objects ---------------------------------------------------------------------
 
