@@ -193,3 +193,59 @@ async def test_watch_sees_changes_and_expired_is_typed(
         with pytest.raises(kube.Expired) as expired:
             await asyncio.wait_for(anext(old), 30)
         assert expired.value.code == 410
+
+
+async def test_insecure_skip_tls_verify_is_honoured(
+    control_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    import yaml
+
+    path = control_plane.write_kubeconfig(tmp_path / "kubeconfig", token=ADMIN_TOKEN)
+    document = yaml.safe_load(path.read_text())
+    cluster = document["clusters"][0]["cluster"]
+    del cluster["certificate-authority-data"]
+    cluster["insecure-skip-tls-verify"] = True
+    path.write_text(yaml.safe_dump(document))
+    async with kube.Client.from_kubeconfig(path) as client:
+        assert (await client.version())["gitVersion"] == "v1.36.2"
+    del cluster["insecure-skip-tls-verify"]
+    path.write_text(yaml.safe_dump(document))
+    async with kube.Client.from_kubeconfig(path) as client:
+        with pytest.raises(kube.TLSError):
+            await client.version()
+
+
+async def test_certificate_authority_file_relative_to_the_kubeconfig(
+    control_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    import yaml
+
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "ca.crt").write_bytes(control_plane.cluster_ca.cert_pem)
+    path = control_plane.write_kubeconfig(tmp_path / "conf" / "kubeconfig", token=ADMIN_TOKEN)
+    document = yaml.safe_load(path.read_text())
+    cluster = document["clusters"][0]["cluster"]
+    del cluster["certificate-authority-data"]
+    cluster["certificate-authority"] = "ca.crt"
+    path.write_text(yaml.safe_dump(document))
+    async with kube.Client.from_kubeconfig(path) as client:
+        assert (await client.version())["major"] == "1"
+
+
+async def test_client_certificate_files_authenticate(
+    control_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    import yaml
+
+    pair = control_plane.issue_client_cert("file-user", ["system:masters"])
+    cert, key = pair.write(tmp_path, "client")
+    path = control_plane.write_kubeconfig(tmp_path / "kubeconfig", embed_ca=False)
+    document = yaml.safe_load(path.read_text())
+    document["users"][0]["user"] = {"client-certificate": str(cert), "client-key": str(key)}
+    path.write_text(yaml.safe_dump(document))
+    async with kube.Client.from_kubeconfig(path) as client:
+        await client.list(Node)
+    assert control_plane.recorder.requests("/api/v1/nodes")[0].user == "file-user"
+    key.unlink()
+    with pytest.raises(kube.ConfigError, match="cannot set up TLS"):
+        kube.Client.from_kubeconfig(path)
