@@ -205,12 +205,15 @@ class Client:
         labels: Mapping[str, Any] | str | None = None,
         fields: Mapping[str, Any] | str | None = None,
         resource_version: str | None = None,
+        server_timeout: int | None = None,
     ) -> AsyncIterator[tuple[str, Res]]:
-        """Events after ``resource_version``. lightkube resumes a stream the server ended from
-        the last version seen; an ``Expired`` (410) means list again."""
+        """Events after ``resource_version`` (pass the list's; without one, every object is
+        replayed as ADDED, again each time the stream is resumed). lightkube resumes a stream
+        the server ended (after ``server_timeout`` seconds, kube's ``timeoutSeconds``) from the
+        last version seen; an ``Expired`` (410) means list again."""
         stream = self._lk.watch(
             res, namespace=namespace, labels=labels, fields=fields,
-            resource_version=resource_version,
+            resource_version=resource_version, server_timeout=server_timeout,
         )  # fmt: skip
         try:
             async for kind, obj in stream:

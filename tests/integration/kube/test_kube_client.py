@@ -180,12 +180,19 @@ async def test_watch_sees_changes_and_expired_is_typed(
         listed = await client.list(Pod, namespace="default", fields={"spec.nodeName": "node-a"})
         stream = client.watch(
             Pod, namespace="default", fields={"spec.nodeName": "node-a"},
-            resource_version=listed.resource_version,
+            resource_version=listed.resource_version, server_timeout=1,
         )  # fmt: skip
         created = await client.create(pod)
         kind, seen = await asyncio.wait_for(anext(stream), 30)
         assert kind == "ADDED" and seen.metadata is not None
         assert created.metadata is not None and seen.metadata.uid == created.metadata.uid
+        await client.patch(Pod, "plugin-a", {"metadata": {"labels": {"a": "b"}}},
+                           namespace="default")  # fmt: skip
+        kind, again = await asyncio.wait_for(anext(stream), 30)
+        assert kind == "MODIFIED" and again.metadata is not None
+        assert again.metadata.labels == {"a": "b"}
+        watches = control_plane.recorder.requests("/api/v1/namespaces/default/pods", "GET")
+        assert all("timeoutSeconds=1" in r.query for r in watches if "watch=true" in r.query)
         await stream.aclose()  # type: ignore[attr-defined]
 
         control_plane.store.compact()
