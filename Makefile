@@ -3,12 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+HELM   := $(VENV)/bin/helm
 LOCAL  ?= .local
 PORT   ?= 8443
 BENCH  ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint bench csi-proto clean
+.PHONY: help install run test lint bench demo chart-readme csi-proto clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,7 +21,10 @@ $(STAMP): pyproject.toml
 	$(MAKE) --no-print-directory csi-proto
 	touch $(STAMP)
 
-install: $(STAMP) ## create the virtualenv and install the project with its dev tools
+$(HELM): .ci/install-helm $(STAMP)
+	bash .ci/install-helm $(HELM)
+
+install: $(STAMP) $(HELM) ## create the virtualenv and install the project with its dev tools and Helm
 
 csi-proto: ## regenerate the CSI gRPC stubs from nodeplugin/csi/csi.proto
 	@if [ -f nodeplugin/csi/csi.proto ]; then \
@@ -34,13 +38,19 @@ csi-proto: ## regenerate the CSI gRPC stubs from nodeplugin/csi/csi.proto
 run: $(STAMP) ## run the API server standalone on https://127.0.0.1:$(PORT) with SQLite under .local/
 	$(PY) -m apiserver --standalone --data-dir $(LOCAL) --port $(PORT)
 
-test: $(STAMP) ## run the whole test suite (unit and integration)
+test: $(STAMP) $(HELM) ## run the whole test suite (unit and integration)
 	$(PY) -m pytest -q
 
 lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+demo: $(STAMP) ## the whole flow on this machine: server, fixture hub, node plugin, a mount (root)
+	$(PY) -m demo
+
+chart-readme: $(STAMP) ## regenerate the values table of charts/model-manager/README.md from the schema
+	$(PY) charts/model-manager/readme.py --write
 
 bench: $(STAMP) ## run the benchmarks (BENCH=name for one); results in bench/results/
 	$(PY) -m bench $(BENCH)
