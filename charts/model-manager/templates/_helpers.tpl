@@ -74,49 +74,51 @@ data: /var/lib/model-manager
 {{- end -}}
 
 {{/*
-The API server's flags. Every flag the chart passes is spelled here and only here.
+The API server's flags. Every flag the chart passes is spelled here and only here; the lists
+are rendered with toYaml, so a value never changes the YAML structure.
 */}}
 {{- define "model-manager.apiserverArgs" -}}
 {{- $paths := include "model-manager.paths" . | fromYaml -}}
 {{- $api := .Values.apiserver -}}
-- --bind={{ $api.bindAddress }}
-- --port={{ $api.port }}
-- --data-dir={{ $paths.data }}
-- --tls-cert-file={{ $paths.tls }}/tls.crt
-- --tls-private-key-file={{ $paths.tls }}/tls.key
-- --namespace=$(POD_NAMESPACE)
-- --worker-user={{ include "model-manager.workerUser" . }}
-- --plugin-service-account={{ include "model-manager.pluginServiceAccount" . }}
-- --plugin-namespace={{ .Release.Namespace }}
-- --settings-configmap={{ include "model-manager.settingsName" . }}
-- --storage={{ $api.storage.backend }}
-{{- if eq $api.storage.backend "etcd" }}
-- --etcd-servers={{ join "," $api.storage.etcd.servers }}
-- --etcd-prefix={{ $api.storage.etcd.prefix }}
-{{- if $api.storage.etcd.tlsSecret }}
-- --etcd-cafile={{ $paths.etcd }}/ca.crt
-- --etcd-certfile={{ $paths.etcd }}/tls.crt
-- --etcd-keyfile={{ $paths.etcd }}/tls.key
-{{- end }}
-- --workers={{ $api.storage.workers }}
-{{- end }}
-- --controllers={{ $api.controllers.mode }}
-{{- if and (eq $api.controllers.mode "embedded") $api.controllers.leaderElect }}
-- --leader-elect
-{{- end }}
-{{- with $api.authentication.apiAudiences }}
-- --api-audiences={{ join "," . }}
-{{- end }}
-{{- with $api.authentication.requestheaderAllowedNames }}
-- --requestheader-allowed-names={{ join "," . }}
-{{- end }}
-{{- with $api.authorizationAlwaysAllowPaths }}
-- --authorization-always-allow-paths={{ join "," . }}
-{{- end }}
-- --log-level={{ $api.logLevel }}
-{{- range $api.extraArgs }}
-- {{ . | quote }}
-{{- end }}
+{{- $args := list
+  (printf "--bind=%s" $api.bindAddress)
+  (printf "--port=%d" (int $api.port))
+  (printf "--data-dir=%s" $paths.data)
+  (printf "--tls-cert-file=%s/tls.crt" $paths.tls)
+  (printf "--tls-private-key-file=%s/tls.key" $paths.tls)
+  "--namespace=$(POD_NAMESPACE)"
+  (printf "--worker-user=%s" (include "model-manager.workerUser" .))
+  (printf "--plugin-service-account=%s" (include "model-manager.pluginServiceAccount" .))
+  (printf "--plugin-namespace=%s" .Release.Namespace)
+  (printf "--settings-configmap=%s" (include "model-manager.settingsName" .))
+  (printf "--storage=%s" $api.storage.backend) -}}
+{{- if eq $api.storage.backend "etcd" -}}
+{{- $args = concat $args (list
+  (printf "--etcd-servers=%s" (join "," $api.storage.etcd.servers))
+  (printf "--etcd-prefix=%s" $api.storage.etcd.prefix)) -}}
+{{- if $api.storage.etcd.tlsSecret -}}
+{{- $args = concat $args (list
+  (printf "--etcd-cafile=%s/ca.crt" $paths.etcd)
+  (printf "--etcd-certfile=%s/tls.crt" $paths.etcd)
+  (printf "--etcd-keyfile=%s/tls.key" $paths.etcd)) -}}
+{{- end -}}
+{{- $args = append $args (printf "--workers=%d" (int $api.storage.workers)) -}}
+{{- end -}}
+{{- $args = append $args (printf "--controllers=%s" $api.controllers.mode) -}}
+{{- if and (eq $api.controllers.mode "embedded") $api.controllers.leaderElect -}}
+{{- $args = append $args "--leader-elect" -}}
+{{- end -}}
+{{- with $api.authentication.apiAudiences -}}
+{{- $args = append $args (printf "--api-audiences=%s" (join "," .)) -}}
+{{- end -}}
+{{- with $api.authentication.requestheaderAllowedNames -}}
+{{- $args = append $args (printf "--requestheader-allowed-names=%s" (join "," .)) -}}
+{{- end -}}
+{{- with $api.authorizationAlwaysAllowPaths -}}
+{{- $args = append $args (printf "--authorization-always-allow-paths=%s" (join "," .)) -}}
+{{- end -}}
+{{- $args = append $args (printf "--log-level=%s" $api.logLevel) -}}
+{{- toYaml (concat $args $api.extraArgs) -}}
 {{- end -}}
 
 {{/*
@@ -124,38 +126,39 @@ The node plugin's flags (in-cluster identity: no --kubeconfig).
 */}}
 {{- define "model-manager.pluginArgs" -}}
 {{- $mm := .Values.modelManager -}}
-- --node-name=$(NODE_NAME)
-- --endpoint=unix:///csi/csi.sock
-- --root={{ $mm.rootPath }}
-- --kubelet-dir={{ $mm.kubeletDir }}
-- --secure-port={{ $mm.securePort }}
-- --namespace=$(POD_NAMESPACE)
-- --worker-user={{ include "model-manager.workerUser" . }}
-{{- with $mm.scrub.interval }}
-- --scrub-interval={{ . }}
-{{- end }}
-{{- if gt (int64 $mm.scrub.bytesPerSecond) 0 }}
-- --scrub-bytes-per-second={{ int64 $mm.scrub.bytesPerSecond }}
-{{- end }}
-{{- if gt (int $mm.port) 0 }}
-- --peer-port={{ $mm.port }}
-- --peer-max-serving-streams={{ $mm.peerSync.maxServingStreams }}
-- --peer-streams-per-source={{ $mm.peerSync.streamsPerSource }}
-- --peer-token-file=/var/run/secrets/gpustack/peer/token
-{{- end }}
-- --log-level={{ $mm.logLevel }}
-{{- range $mm.extraArgs }}
-- {{ . | quote }}
-{{- end }}
+{{- $args := list
+  "--node-name=$(NODE_NAME)"
+  "--endpoint=unix:///csi/csi.sock"
+  (printf "--root=%s" $mm.rootPath)
+  (printf "--kubelet-dir=%s" $mm.kubeletDir)
+  (printf "--secure-port=%d" (int $mm.securePort))
+  "--namespace=$(POD_NAMESPACE)"
+  (printf "--worker-user=%s" (include "model-manager.workerUser" .)) -}}
+{{- with $mm.scrub.interval -}}
+{{- $args = append $args (printf "--scrub-interval=%s" .) -}}
+{{- end -}}
+{{- if gt (int64 $mm.scrub.bytesPerSecond) 0 -}}
+{{- $args = append $args (printf "--scrub-bytes-per-second=%d" (int64 $mm.scrub.bytesPerSecond)) -}}
+{{- end -}}
+{{- if gt (int $mm.port) 0 -}}
+{{- $args = concat $args (list
+  (printf "--peer-port=%d" (int $mm.port))
+  (printf "--peer-max-serving-streams=%d" (int $mm.peerSync.maxServingStreams))
+  (printf "--peer-streams-per-source=%d" (int $mm.peerSync.streamsPerSource))
+  "--peer-token-file=/var/run/secrets/gpustack/peer/token") -}}
+{{- end -}}
+{{- $args = append $args (printf "--log-level=%s" $mm.logLevel) -}}
+{{- toYaml (concat $args $mm.extraArgs) -}}
 {{- end -}}
 
 {{/* The node-driver-registrar's flags. */}}
 {{- define "model-manager.registrarArgs" -}}
 {{- $mm := .Values.modelManager -}}
-- --csi-address=/csi/csi.sock
-- --kubelet-registration-path={{ $mm.kubeletDir }}/plugins/model.csi.gpustack.ai/csi.sock
-- --http-endpoint=:{{ $mm.registrar.healthPort }}
-- --v=2
+{{- toYaml (list
+  "--csi-address=/csi/csi.sock"
+  (printf "--kubelet-registration-path=%s/plugins/model.csi.gpustack.ai/csi.sock" $mm.kubeletDir)
+  (printf "--http-endpoint=:%d" (int $mm.registrar.healthPort))
+  "--v=2") -}}
 {{- end -}}
 
 {{/* Cross-field rules the schema cannot say, failing with a message naming the values. */}}
