@@ -1,0 +1,55 @@
+"""RBAC-scoped tenant access, with a tenant holding model-artifact-reader in one namespace."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance import api as a
+from conformance.api import Api
+from conformance.fixtures import Run
+from conformance.rules import rule
+
+
+@pytest.fixture
+def tenant_artifact(conformance_run: Run, tenant: Api) -> str:
+    namespace = conformance_run.options.tenant_namespace
+    assert namespace is not None
+    conformance_run.create_artifact(f"tenant-{conformance_run.id}", namespace=namespace)
+    return namespace
+
+
+@rule("tenant.reads-own", "the tenant gets, lists and watches artifacts and reads progress in "
+      "its namespace")  # fmt: skip
+def check_reads_own(conformance_run: Run, tenant: Api, tenant_artifact: str) -> None:
+    name = f"tenant-{conformance_run.id}"
+    assert tenant.get(a.artifacts(tenant_artifact, name)).status_code == 200
+    assert tenant.get(a.artifacts(tenant_artifact)).status_code == 200
+    assert tenant.get(a.artifacts(tenant_artifact, name) + "/progress").status_code == 200
+    events = tenant.watch(a.artifacts(tenant_artifact), {"fieldSelector": f"metadata.name={name}"},
+                          1)  # fmt: skip
+    assert next(events)["type"] == "ADDED"
+
+
+@rule("tenant.writes-refused", "the read-only tenant is refused create, update and delete (403)")
+def check_writes_refused(conformance_run: Run, tenant: Api, tenant_artifact: str) -> None:
+    name = f"tenant-{conformance_run.id}"
+    body = conformance_run.artifact_body(f"tenant-new-{conformance_run.id}", tenant_artifact)
+    created = tenant.post(a.artifacts(tenant_artifact), body)
+    if created.status_code == 201:
+        conformance_run.track(tenant_artifact, body["metadata"]["name"])
+    assert created.status_code == 403, created.status_code
+    patch = tenant.patch(a.artifacts(tenant_artifact, name), {"metadata": {"labels": {"t": "1"}}},
+                         a.MERGE_PATCH)  # fmt: skip
+    assert patch.status_code == 403
+    assert tenant.delete(a.artifacts(tenant_artifact, name)).status_code == 403
+
+
+@rule("tenant.other-namespaces-refused", "the tenant is refused another namespace, cluster-wide "
+      "lists and NodeModelStores (403)")  # fmt: skip
+def check_other_namespaces(conformance_run: Run, tenant: Api, tenant_artifact: str) -> None:
+    other = next(n for n in conformance_run.namespaces if n != tenant_artifact)
+    conformance_run.create_artifact("tenant-elsewhere", namespace=other)
+    assert tenant.get(a.artifacts(other, "tenant-elsewhere")).status_code == 403
+    assert tenant.get(a.artifacts(other, "tenant-elsewhere") + "/progress").status_code == 403
+    assert tenant.get(f"{a.GV}/modelartifacts").status_code == 403
+    assert tenant.get(a.stores()).status_code == 403

@@ -1,0 +1,18 @@
+"""What the suite was asked to check, shared by the command line and the pytest plugin."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Options:
+    kubeconfig: pathlib.Path
+    context: str | None = None
+    namespace_prefix: str = "conformance"
+    tenant_kubeconfig: pathlib.Path | None = None
+    tenant_namespace: str | None = None
+    kubectl: str = "kubectl"
+    timeout: float = 30.0
+    """Seconds for one request, and the bound on every wait the suite does."""

@@ -1,0 +1,1 @@
+"""``make demo``: the whole flow on one machine (see ``demo.__main__``)."""
