@@ -88,8 +88,8 @@ class Demo:
             "model.safetensors": self.model_bytes,
         }
         hub.add_repo(REPOSITORY, files)
-        say(f"    {hub.endpoint}/{REPOSITORY}: config.json and a {progressbar.size(self.model_bytes)}"
-            " weights file")  # fmt: skip
+        weights = progressbar.size(self.model_bytes)
+        say(f"    {hub.endpoint}/{REPOSITORY}: config.json and a {weights} weights file")
 
         step(2, "the API server, standalone (SQLite, a local CA, static tokens)")
         server = self.start_server(hub.endpoint)
