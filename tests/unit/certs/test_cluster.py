@@ -8,6 +8,7 @@ import datetime
 import pathlib
 import ssl
 
+import kubernetes_validate
 import pytest
 import yaml
 from cryptography import x509
@@ -136,3 +137,9 @@ def test_ca_bundle_and_values(tmp_path: pathlib.Path) -> None:
 def test_unknown_key_type_is_refused() -> None:
     with pytest.raises(ValueError, match="ecdsa, rsa"):
         authority.new_key("dsa")
+
+
+def test_secret_manifest_is_valid_for_kubernetes(tmp_path: pathlib.Path) -> None:
+    files = cluster.generate(tmp_path, REQUEST).files
+    doc = yaml.safe_load(cluster.secret_manifest("model-manager-tls", "gpustack-system", files))
+    kubernetes_validate.validate(doc, "1.33.0", strict=True)
