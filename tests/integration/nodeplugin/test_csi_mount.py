@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import stat
+import time
 from collections.abc import Callable
 
 import grpc
@@ -64,10 +65,22 @@ def test_first_mount_materializes_then_serves_read_only_identical_files(
     assert kubelet.publish(request)[0] == grpc.StatusCode.OK
     second = local.write_import(import_dir, {"other.bin": b"other"})
     llama = artifacts.resolved("mount-a", "llama", second)
-    assert kubelet.publish_until_ok(kubelet.publish_request(
+    request_2 = kubelet.publish_request(
         namespace="mount-a", pod_uid="pod-2",
         attributes={"artifact": "llama", "artifactUID": llama["metadata"]["uid"],
-                    "manifestDigest": second}))[-1][0] == grpc.StatusCode.OK
+                    "manifestDigest": second})
+    # the plugin's informer learns of the status write asynchronously: until its watch delivers
+    # it, the artifact is (correctly) not resolved in the plugin's copy
+    deadline = time.monotonic() + 20
+    while True:
+        outcomes = kubelet.publish_until_ok(request_2)
+        code, message = outcomes[-1]
+        lagging = "not Resolved=True" in message or "no ModelArtifact 'llama'" in message
+        if code != grpc.StatusCode.PERMISSION_DENIED or not lagging:
+            break
+        assert time.monotonic() < deadline, outcomes
+        time.sleep(0.05)
+    assert code == grpc.StatusCode.OK, outcomes
     code, message = kubelet.publish(kubelet.publish_request(
         namespace="mount-a", pod_uid="pod-1",
         attributes={"artifact": "llama", "artifactUID": llama["metadata"]["uid"],
