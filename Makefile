@@ -9,7 +9,7 @@ PORT   ?= 8443
 BENCH  ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint bench demo chart-readme csi-proto clean
+.PHONY: help install run test lint bench demo chart-readme csi-proto etcd-proto clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(MAKE) --no-print-directory csi-proto
+	$(MAKE) --no-print-directory etcd-proto
 	touch $(STAMP)
 
 $(HELM): .ci/install-helm $(STAMP)
@@ -34,6 +35,14 @@ csi-proto: ## regenerate the CSI gRPC stubs from nodeplugin/csi/csi.proto
 	  sed -i 's/^import csi_pb2 as csi__pb2/from . import csi_pb2 as csi__pb2/' nodeplugin/csi/gen/csi_pb2_grpc.py && \
 	  touch nodeplugin/csi/gen/__init__.py; \
 	fi
+
+etcd-proto: ## regenerate the etcd v3 gRPC stubs from apiserver/storage/etcd/rpc.proto
+	mkdir -p apiserver/storage/etcd/gen
+	$(PY) -m grpc_tools.protoc -I apiserver/storage/etcd --python_out=apiserver/storage/etcd/gen \
+	  --grpc_python_out=apiserver/storage/etcd/gen --pyi_out=apiserver/storage/etcd/gen \
+	  apiserver/storage/etcd/rpc.proto
+	sed -i 's/^import rpc_pb2 as rpc__pb2/from . import rpc_pb2 as rpc__pb2/' apiserver/storage/etcd/gen/rpc_pb2_grpc.py
+	touch apiserver/storage/etcd/gen/__init__.py
 
 run: $(STAMP) ## run the API server standalone on https://127.0.0.1:$(PORT) with SQLite under .local/
 	$(PY) -m apiserver --standalone --data-dir $(LOCAL) --port $(PORT)

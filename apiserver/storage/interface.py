@@ -1,4 +1,4 @@
-"""The storage contract shared by every backend (SQLite now, etcd later).
+"""The storage contract shared by every backend (SQLite, etcd, and the watch cache over etcd).
 
 Keys are strings such as ``/modelartifacts/<namespace>/<name>``; values are opaque bytes (the
 registry stores JSON without ``metadata.resourceVersion``). Every write bumps one monotonic
@@ -12,6 +12,7 @@ import abc
 import dataclasses
 import enum
 from collections.abc import AsyncIterator
+from typing import ClassVar
 
 
 class StorageError(Exception):
@@ -34,6 +35,14 @@ class RevisionConflict(StorageError):
         self.key = key
         self.expected = expected
         self.actual = actual
+
+
+class Unavailable(StorageError):
+    """The backend cannot be reached (or has no quorum) right now; retrying later may work."""
+
+
+class Timeout(StorageError):
+    """The backend did not answer in time; a write's outcome is unknown."""
 
 
 class Compacted(StorageError):
@@ -92,6 +101,12 @@ class Event:
 class Store(abc.ABC):
     """An async, revisioned key-value store. All methods are safe to call concurrently."""
 
+    health_check: ClassVar[str] = ""
+    """The name of the readiness check this backend adds to ``/readyz`` ("" for none)."""
+
+    async def check(self) -> None:  # noqa: B027 - optional: most backends have nothing to add
+        """Raise a ``StorageError`` when the backend cannot serve requests now (readiness)."""
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Open files/connections; called once before any other method."""
@@ -126,6 +141,16 @@ class Store(abc.ABC):
         revision (Compacted if older than kept, FutureRevision if newer than current).
         ``start_after`` continues after that key; ``limit`` 0 means everything.
         """
+
+    async def list_recent(self, prefix: str, *, not_older_than: int = 0, limit: int = 0) -> Page:
+        """Like ``list`` at no particular revision, but any state at least as new as
+        ``not_older_than`` will do (Kubernetes' resourceVersion "0" and NotOlderThan), so a
+        backend may answer from a cache that lags the newest writes. FutureRevision when no
+        state that new can be had in time. Without a cache this is a current ``list``."""
+        page = await self.list(prefix, limit=limit)
+        if not_older_than > page.revision:
+            raise FutureRevision(not_older_than, page.revision)
+        return page
 
     @abc.abstractmethod
     async def create(self, key: str, value: bytes) -> Record:

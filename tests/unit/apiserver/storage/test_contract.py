@@ -13,13 +13,16 @@ import pytest
 import pytest_asyncio
 
 from apiserver.storage import interface, sqlite
+from apiserver.storage.etcd import client as etcd_client
+from apiserver.storage.etcd import store as etcd_store
+from tests.support import etcd
 
 # Generous bounds so a loaded CI machine never fails a correct store; they only turn a hang
 # (a lost event, a blocked writer) into a failure.
 _PATIENCE = 30.0
 
 
-@pytest_asyncio.fixture(params=["sqlite"])
+@pytest_asyncio.fixture(params=["sqlite", "etcd"])
 async def store(
     request: pytest.FixtureRequest, tmp_path: pathlib.Path
 ) -> AsyncIterator[interface.Store]:
@@ -27,6 +30,10 @@ async def store(
     if request.param == "sqlite":
         # A small ring so the suite also crosses the "watcher behind the ring" path.
         backend = sqlite.Store(tmp_path / "store.db", ring=64)
+    elif request.param == "etcd":
+        member: etcd.Etcd = request.getfixturevalue("etcd_server")
+        config = etcd_client.Config(endpoints=(member.url,), prefix="/contract")
+        backend = etcd_store.Store(config, compaction_interval=0)
     else:  # pragma: no cover - a new backend must be wired here
         raise AssertionError(request.param)
     await backend.start()
