@@ -12,7 +12,6 @@ import abc
 import dataclasses
 import enum
 from collections.abc import AsyncIterator
-from typing import ClassVar
 
 
 class StorageError(Exception):
@@ -98,10 +97,17 @@ class Event:
     """The record before this event (None for a create)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Progress:
+    """A watch promise: no event at or below ``revision`` is still to come on this watch."""
+
+    revision: int
+
+
 class Store(abc.ABC):
     """An async, revisioned key-value store. All methods are safe to call concurrently."""
 
-    health_check: ClassVar[str] = ""
+    health_check: str = ""
     """The name of the readiness check this backend adds to ``/readyz`` ("" for none)."""
 
     async def check(self) -> None:  # noqa: B027 - optional: most backends have nothing to add
@@ -178,6 +184,12 @@ class Store(abc.ABC):
         backend may end a watch that falls too far behind by raising Compacted, and the caller
         resumes (from its last revision, or by listing again if that is compacted too).
         """
+
+    def updates(self, prefix: str, *, after: int) -> AsyncIterator[Event | Progress]:
+        """``watch`` plus ``Progress`` marks where the backend learns them (etcd's progress
+        notifications), so an idle watch can still move its resourceVersion on (bookmarks).
+        Without such knowledge this is ``watch``."""
+        return self.watch(prefix, after=after)
 
     @abc.abstractmethod
     async def compact(self, revision: int) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -45,14 +44,8 @@ class Closed(interface.StorageError):
     """The store was used before start() or after close()."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Progress:
-    """Every event of the watched range up to ``revision`` has been delivered."""
-
-    revision: int
-
-
-Update = interface.Event | Progress
+Progress = interface.Progress
+Update = interface.Event | interface.Progress
 
 
 class Store(interface.Store):
@@ -283,9 +276,8 @@ class Store(interface.Store):
             if isinstance(update, interface.Event):
                 yield update
 
-    async def updates(self, prefix: str, *, after: int,
-                      progress: bool = False) -> AsyncIterator[Update]:
-        """``watch`` plus, with ``progress``, etcd's progress notifications as ``Progress``.
+    async def updates(self, prefix: str, *, after: int) -> AsyncIterator[Update]:
+        """``watch`` plus etcd's progress notifications as ``Progress``.
 
         etcd 3.4 sends periodic notifications to synced watchers only, on the same stream as the
         events, so a ``Progress(R)`` is a promise that no event of the range at or below R is
@@ -304,7 +296,7 @@ class Store(interface.Store):
             try:
                 create = rpc_pb2.WatchCreateRequest(
                     key=low, range_end=end, start_revision=cursor + 1, prev_kv=True,
-                    progress_notify=progress,
+                    progress_notify=True,
                 )  # fmt: skip
                 await call.write(rpc_pb2.WatchRequest(create_request=create))
                 while True:

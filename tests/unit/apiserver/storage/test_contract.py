@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from apiserver.storage import interface, sqlite
+from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
 from tests.support import etcd
@@ -22,7 +22,7 @@ from tests.support import etcd
 _PATIENCE = 30.0
 
 
-@pytest_asyncio.fixture(params=["sqlite", "etcd"])
+@pytest_asyncio.fixture(params=["sqlite", "etcd", "etcd-cached"])
 async def store(
     request: pytest.FixtureRequest, tmp_path: pathlib.Path
 ) -> AsyncIterator[interface.Store]:
@@ -34,6 +34,13 @@ async def store(
         member: etcd.Etcd = request.getfixturevalue("etcd_server")
         config = etcd_client.Config(endpoints=(member.url,), prefix="/contract")
         backend = etcd_store.Store(config, compaction_interval=0)
+    elif request.param == "etcd-cached":
+        # The watch cache over etcd, one window over every key, with a small ring so the suite
+        # also crosses the "watcher behind the ring" path.
+        member = request.getfixturevalue("etcd_server")
+        config = etcd_client.Config(endpoints=(member.url,), prefix="/contract")
+        backend = watchcache.Cache(etcd_store.Store(config, compaction_interval=0), [""],
+                                   capacity=64)
     else:  # pragma: no cover - a new backend must be wired here
         raise AssertionError(request.param)
     await backend.start()
