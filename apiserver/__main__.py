@@ -12,11 +12,14 @@ from collections.abc import Sequence
 
 from starlette.applications import Starlette
 
-from apiserver import app, cli, config, server, standalone
+from apiserver import app, cli, config, server, standalone, workers
 from apiserver.auth import static
 from apiserver.endpoints import resources
 from apiserver.registry import build
-from apiserver.storage import sqlite
+from apiserver.storage import interface, sqlite, watchcache
+from apiserver.storage.etcd import client as etcd_client
+from apiserver.storage.etcd import store as etcd_store
+from openapi import resources as openapi_resources
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,9 +32,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     hooks: list[app.StartupHook] = []
+    listen_fd = workers.worker_fd()
     if settings.standalone:
         prepared = standalone.prepare(settings)
-        hooks.append(standalone.greeter(prepared))
+        if workers.worker_index() == 0:  # one greeting, not one per worker
+            hooks.append(standalone.greeter(prepared))
+    if settings.storage.workers > 1 and listen_fd is None:
+        return workers.supervise(settings, list(sys.argv[1:] if argv is None else argv))
     application = wire(settings, hooks)
     # Everything loaded so far lives as long as the process: keep it out of every collection,
     # and collect less often. With a thousand open watches the default thresholds cost ~10%
@@ -39,12 +46,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
-    asyncio.run(server.serve(application, settings, on_stop=application.state.shutdown.begin))
+    asyncio.run(server.serve(application, settings, on_stop=application.state.shutdown.begin,
+                             listen_fd=listen_fd))
     return 0
 
 
+def open_storage(settings: config.Settings) -> interface.Store:
+    """SQLite under the data directory, or etcd behind one watch cache per resource."""
+    chosen = settings.storage
+    if chosen.backend != "etcd":
+        return sqlite.Store(settings.storage_path)
+    etcd_config = etcd_client.Config(
+        endpoints=chosen.etcd_servers,
+        ca_file=chosen.etcd_cafile,
+        cert_file=chosen.etcd_certfile,
+        key_file=chosen.etcd_keyfile,
+        prefix=chosen.etcd_prefix,
+        request_timeout=chosen.etcd_request_timeout,
+        health_timeout=chosen.etcd_healthcheck_timeout,
+    )
+    backend = etcd_store.Store(etcd_config, compaction_interval=chosen.etcd_compaction_interval)
+    prefixes = [f"/{info.plural}/" for info in openapi_resources.BY_PLURAL.values()]
+    return watchcache.Cache(backend, prefixes)
+
+
 def wire(settings: config.Settings, hooks: Sequence[app.StartupHook] = ()) -> Starlette:
-    storage = sqlite.Store(settings.storage_path)
+    storage = open_storage(settings)
     registry = build.build(storage)
     seeds = [standalone.seeder(registry, name) for name in settings.seed_nodemodelstores]
     return app.build(

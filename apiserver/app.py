@@ -75,7 +75,8 @@ def build(
             Middleware(BodyLimit, limit=max_body_bytes),
             Middleware(middleware.Authentication, authenticator=authenticator),
         ],
-        exception_handlers={errors.StatusError: render, HTTPException: render_http},
+        exception_handlers={errors.StatusError: render, HTTPException: render_http,
+                            interface.StorageError: render_storage},
         lifespan=lifespan,
     )
     app.state.ready = False
@@ -98,6 +99,29 @@ async def render(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, errors.StatusError):  # starlette dispatches by class; never taken
         raise exc
     return status_response(exc)
+
+
+def storage_status(exc: interface.StorageError) -> errors.StatusError:
+    """A storage failure the registry did not turn into a status: the backend is down, hung or
+    broken. The message says which, never more (the details go to the log)."""
+    if isinstance(exc, interface.Timeout):
+        return errors.Timeout(
+            "Timeout: the storage did not answer within the request timeout",
+            details={"retryAfterSeconds": 1}, headers={"Retry-After": "1"},
+        )
+    if isinstance(exc, interface.Unavailable):
+        return errors.InternalError(
+            "the storage is unavailable; retry later",
+            details={"retryAfterSeconds": 1}, headers={"Retry-After": "1"},
+        )
+    return errors.InternalError("the storage failed to serve the request")
+
+
+async def render_storage(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, interface.StorageError):  # starlette dispatches by class; never taken
+        raise exc
+    log.warning("storage failure serving %s %s: %s", request.method, request.url.path, exc)
+    return status_response(storage_status(exc))
 
 
 async def render_http(request: Request, exc: Exception) -> Response:

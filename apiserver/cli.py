@@ -6,12 +6,13 @@ import argparse
 import pathlib
 from collections.abc import Sequence
 
-from apiserver import config
+from apiserver import config, storage_flags
 from certs import authority
 
 DESCRIPTION = """\
 The model-manager API server for worker.gpustack.ai/v1 (modelartifacts, nodemodelstores),
-served over TLS (HTTP/2 and HTTP/1.1) on embedded SQLite storage.
+served over TLS (HTTP/2 and HTTP/1.1) on embedded SQLite storage (default) or on etcd, where
+several replicas (and --workers N processes) serve one consistent API.
 
 Standalone mode (--standalone) needs no cluster: it creates (first start) and reuses a local CA,
 a serving certificate, a static token file with an admin and a worker token, and the kubeconfigs
@@ -105,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level (default: INFO)",
     )
+    storage_flags.add(p)
     return p
 
 
@@ -150,4 +152,5 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
         seed_nodemodelstores=tuple(args.seed_nodemodelstore),
         shutdown_timeout=args.shutdown_timeout,
         log_level=args.log_level,
+        storage=storage_flags.settings(p, args),
     )

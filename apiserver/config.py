@@ -13,6 +13,24 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """Where objects live (``storage_flags`` documents each)."""
+
+    backend: str = "sqlite"
+    """``sqlite`` or ``etcd``."""
+    etcd_servers: tuple[str, ...] = ()
+    etcd_cafile: pathlib.Path | None = None
+    etcd_certfile: pathlib.Path | None = None
+    etcd_keyfile: pathlib.Path | None = None
+    etcd_prefix: str = "/gpustack"
+    etcd_compaction_interval: float = 300.0
+    etcd_request_timeout: float = 10.0
+    etcd_healthcheck_timeout: float = 2.0
+    workers: int = 1
+    """Server processes sharing one listening socket (above 1 only on etcd)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     data_dir: pathlib.Path
     """SQLite lives at ``data_dir/store.db``; standalone mode keeps certs, tokens and kubeconfigs
@@ -29,6 +47,7 @@ class Settings:
     shutdown_timeout: float = 5.0
     """Seconds open requests (watches) get to finish after SIGTERM/SIGINT."""
     log_level: str = "INFO"
+    storage: StorageSettings = StorageSettings()
 
     @property
     def storage_path(self) -> pathlib.Path:

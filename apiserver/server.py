@@ -28,10 +28,13 @@ would hold a graceful stop for 30 s after the grace period already ran out.
 """
 
 
-def hypercorn_settings(settings: config.Settings) -> hypercorn_config.Config:
+def hypercorn_settings(settings: config.Settings,
+                       listen_fd: int | None = None) -> hypercorn_config.Config:
+    """``listen_fd``: serve on this already listening socket (a ``--workers`` child) instead of
+    binding ``--bind``/``--port``."""
     cfg = hypercorn_config.Config()
     host = f"[{settings.bind}]" if ":" in settings.bind else settings.bind
-    cfg.bind = [f"{host}:{settings.port}"]
+    cfg.bind = [f"fd://{listen_fd}"] if listen_fd is not None else [f"{host}:{settings.port}"]
     cfg.certfile = str(settings.tls_cert_file)
     cfg.keyfile = str(settings.tls_private_key_file)
     cfg.alpn_protocols = ["h2", "http/1.1"]
@@ -48,7 +51,8 @@ def hypercorn_settings(settings: config.Settings) -> hypercorn_config.Config:
 
 
 async def serve(
-    app: ASGIApp, settings: config.Settings, *, on_stop: Callable[[], None] | None = None
+    app: ASGIApp, settings: config.Settings, *, on_stop: Callable[[], None] | None = None,
+    listen_fd: int | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; ``on_stop`` runs first (the app ends its open streams)."""
     stop = asyncio.Event()
@@ -60,7 +64,7 @@ async def serve(
     try:
         await hypercorn_asyncio.serve(
             app,  # type: ignore[arg-type]
-            hypercorn_settings(settings),
+            hypercorn_settings(settings, listen_fd),
             shutdown_trigger=stop.wait,
         )
     finally:

@@ -8,6 +8,7 @@ with an admin token (group ``system:masters``) and a worker token, and two kubec
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import logging
 import pathlib
 import sys
@@ -32,9 +33,19 @@ class Prepared:
 
 
 def prepare(settings: config.Settings) -> Prepared:
+    """Idempotent, and safe when several processes start on one data directory at once (etcd
+    replicas and ``--workers`` share the CA, the serving certificate and the tokens): the first
+    one creates the files under an exclusive lock, the others reuse them."""
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     data_dir.chmod(0o700)
+    with (data_dir / ".prepare.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _prepare(settings)
+
+
+def _prepare(settings: config.Settings) -> Prepared:
+    data_dir = settings.data_dir
     files = authority.ensure(data_dir, settings.tls_sans)
     entries = _ensure_tokens(settings.token_auth_file, settings.worker_username)
     tokens = {entry.name: entry.token for entry in entries}

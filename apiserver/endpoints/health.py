@@ -1,8 +1,10 @@
-"""Health and version: ``/healthz``, ``/livez``, ``/readyz`` (ready once storage started) and
-``/version`` (kube's ``version.Info`` shape)."""
+"""Health and version: ``/healthz``, ``/livez``, ``/readyz`` (ready once storage started and, for
+a backend with its own check such as etcd, while that check passes) and ``/version`` (kube's
+``version.Info`` shape)."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import platform
 import sys
@@ -13,7 +15,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from apiserver.storage import interface
+
 PACKAGE = "model-manager"
+BACKEND_CHECK_LIMIT = 10.0
+"""An upper bound on the backend probe, whatever its own deadline."""
 
 
 class VersionInfo(TypedDict):
@@ -56,7 +62,20 @@ async def alive(request: Request) -> Response:
 
 async def ready(request: Request) -> Response:
     checks = {"ping": True, "storage": bool(getattr(request.app.state, "ready", False))}
+    storage: interface.Store | None = getattr(request.app.state, "storage", None)
+    if storage is not None and storage.health_check:
+        checks[storage.health_check] = checks["storage"] and await _backend_ok(storage)
     return _check(request, checks, "readyz")
+
+
+async def _backend_ok(storage: interface.Store) -> bool:
+    """The backend's own probe (etcd: a linearizable read under the health-check deadline)."""
+    try:
+        async with asyncio.timeout(BACKEND_CHECK_LIMIT):
+            await storage.check()
+    except (interface.StorageError, TimeoutError):
+        return False
+    return True
 
 
 async def version(request: Request) -> Response:

@@ -173,6 +173,8 @@ async def lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder, *,
             item = await queue.get()
             if isinstance(item, events.WatchEvent):
                 last = max(last, item.revision)
+                if item.type == "PROGRESS":
+                    continue  # only moves the next bookmark's resourceVersion on
                 yield encoder.encode(item)
                 if item.type == "ERROR":
                     return

@@ -22,7 +22,8 @@ SplitKey = Callable[[str], tuple[str, str]]
 @dataclasses.dataclass(frozen=True, slots=True)
 class WatchEvent:
     type: str
-    """ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
+    """ADDED, MODIFIED, DELETED, BOOKMARK or ERROR; or PROGRESS, never sent: the storage
+    promised nothing at or below ``revision`` is still to come (the next bookmark may say so)."""
     record: interface.Record | None = None
     revision: int = 0
     status: dict[str, Any] | None = None
@@ -52,7 +53,15 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
             yield WatchEvent("ERROR", status=statuses.too_large(current, wanted).body())
             return
     if initial:
-        page = await storage.list(prefix)
+        try:
+            if opts.resource_version == "":
+                page = await storage.list(prefix)  # consistent: read the backend
+            else:  # "0" or NotOlderThan: the watch cache may answer
+                page = await storage.list_recent(
+                    prefix, not_older_than=options.parse_revision(opts.resource_version))
+        except interface.FutureRevision as exc:
+            yield WatchEvent("ERROR", status=statuses.too_large(exc.current, exc.requested).body())
+            return
         for record in page.records:
             if matches(record, labels, fields, split_key):
                 yield WatchEvent("ADDED", record, record.revision)
@@ -64,13 +73,25 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
     else:
         start = options.parse_revision(opts.resource_version)
     try:
-        async for event in storage.watch(prefix, after=start):
-            translated = _translate(event, labels, fields, split_key)
-            if translated is not None:
-                yield translated
+        if opts.allow_bookmarks:  # progress marks move the bookmarks' resourceVersion on
+            async for update in storage.updates(prefix, after=start):
+                if isinstance(update, interface.Progress):
+                    yield WatchEvent("PROGRESS", revision=update.revision)
+                    continue
+                translated = _translate(update, labels, fields, split_key)
+                if translated is not None:
+                    yield translated
+        else:
+            async for event in storage.watch(prefix, after=start):
+                translated = _translate(event, labels, fields, split_key)
+                if translated is not None:
+                    yield translated
     except interface.Compacted as exc:
         gone = errors.Gone(f"too old resource version: {start} ({exc.oldest})")
         yield WatchEvent("ERROR", status=gone.body())
+    except interface.StorageError:
+        failed = errors.InternalError("the storage ended the watch; list and watch again")
+        yield WatchEvent("ERROR", status=failed.body())
 
 
 def _translate(event: interface.Event, labels: selectors.LabelSelector,

@@ -111,6 +111,10 @@ class ResourceStore:
         options.check_list(opts)
         prefix = self.prefix(namespace)
         revision, start_after = 0, ""
+        # resourceVersion "0" or NotOlderThan: any state that new will do (the watch cache)
+        recent = not opts.continue_token and opts.resource_version != "" and (
+            opts.resource_version_match != options.EXACT)
+        not_older_than = 0
         if opts.continue_token:
             if opts.resource_version not in ("", "0"):
                 raise errors.BadRequest(
@@ -122,13 +126,20 @@ class ResourceStore:
                 revision = wanted
             elif wanted > await self._current():
                 raise statuses.too_large(await self._current(), wanted)
+            else:
+                not_older_than = wanted
         filtered = not (opts.label_selector.empty and opts.field_selector.empty)
         found: list[interface.Record] = []
         while True:
             want = opts.limit - len(found) if opts.limit else 0
             try:
-                page = await self.storage.list(prefix, revision=revision,
-                                               start_after=start_after, limit=want)
+                if recent:  # the first page; later ones read at its revision
+                    page = await self.storage.list_recent(prefix, not_older_than=not_older_than,
+                                                          limit=want)
+                    recent = False
+                else:
+                    page = await self.storage.list(prefix, revision=revision,
+                                                   start_after=start_after, limit=want)
             except interface.Compacted as exc:
                 raise statuses.expired(exc, continuing=bool(opts.continue_token)) from exc
             except interface.FutureRevision as exc:

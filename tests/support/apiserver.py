@@ -2,7 +2,9 @@
 
 The server generates its CA, serving certificate, tokens and kubeconfigs under ``data_dir`` on
 first start and reuses them afterwards, so a stop + start on the same directory is a restart.
-Its stdout and stderr go to ``data_dir/server.log`` (appended across restarts).
+Its stdout and stderr go to ``data_dir/server.log`` (appended across restarts; ``log_name``
+picks another file, for replicas sharing one data directory on etcd storage, which then also
+share the CA, the serving certificate and the tokens).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class RunningServer:
     kubeconfig: pathlib.Path
     worker_kubeconfig: pathlib.Path
     process: subprocess.Popen[bytes]
+    log_name: str = "server.log"
 
     @property
     def port(self) -> int:
@@ -44,7 +47,7 @@ class RunningServer:
 
     @property
     def log_file(self) -> pathlib.Path:
-        return self.data_dir / "server.log"
+        return self.data_dir / self.log_name
 
     def log(self) -> str:
         """The server's output so far (for failure messages)."""
@@ -84,6 +87,12 @@ class RunningServer:
         self.process.wait()
 
 
+def etcd_args(url: str, *extra: str) -> list[str]:
+    """The flags that put a server on the etcd at ``url`` (compaction off: tests compact
+    explicitly when they mean to)."""
+    return ["--storage=etcd", "--etcd-servers", url, "--etcd-compaction-interval", "0", *extra]
+
+
 def ssl_context(ca_file: pathlib.Path) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(ca_file))
 
@@ -114,6 +123,7 @@ def start(
     *,
     port: int | None = None,
     extra_args: Sequence[str] = (),
+    log_name: str = "server.log",
 ) -> RunningServer:
     """Run the standalone server on ``port`` (a free one by default) and wait for /readyz."""
     data_dir = data_dir.resolve()
@@ -121,21 +131,22 @@ def start(
     attempts = 1 if port else 3
     for attempt in range(attempts):
         try:
-            return _start_once(data_dir, port or free_port(), extra_args)
+            return _start_once(data_dir, port or free_port(), extra_args, log_name)
         except PortTaken:
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
 
 
-def _start_once(data_dir: pathlib.Path, port: int, extra_args: Sequence[str]) -> RunningServer:
+def _start_once(data_dir: pathlib.Path, port: int, extra_args: Sequence[str],
+                log_name: str) -> RunningServer:
     command = [
         sys.executable, "-m", "apiserver", "--standalone",
         "--data-dir", str(data_dir), "--port", str(port), "--bind", "127.0.0.1",
         *extra_args,
     ]  # fmt: skip
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with (data_dir / "server.log").open("ab") as log:
+    with (data_dir / log_name).open("ab") as log:
         log.write(f"--- {' '.join(command)}\n".encode())
         log.flush()
         offset = log.tell()
@@ -143,7 +154,7 @@ def _start_once(data_dir: pathlib.Path, port: int, extra_args: Sequence[str]) ->
             command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
         )
     try:
-        return _wait_ready(process, data_dir, port, offset)
+        return _wait_ready(process, data_dir, port, offset, log_name)
     except BaseException:
         if process.poll() is None:
             process.kill()
@@ -152,7 +163,8 @@ def _start_once(data_dir: pathlib.Path, port: int, extra_args: Sequence[str]) ->
 
 
 def _wait_ready(
-    process: subprocess.Popen[bytes], data_dir: pathlib.Path, port: int, offset: int
+    process: subprocess.Popen[bytes], data_dir: pathlib.Path, port: int, offset: int,
+    log_name: str = "server.log",
 ) -> RunningServer:
     url = f"https://127.0.0.1:{port}"
     ca_file = data_dir / "ca.crt"
@@ -160,7 +172,7 @@ def _wait_ready(
     last_error = "no attempt yet"
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            with (data_dir / "server.log").open("rb") as handle:
+            with (data_dir / log_name).open("rb") as handle:
                 handle.seek(offset)
                 log = handle.read().decode(errors="replace")
             if "Address already in use" in log:
@@ -178,7 +190,7 @@ def _wait_ready(
     else:
         process.kill()
         process.wait()
-        log = (data_dir / "server.log").read_text(errors="replace")
+        log = (data_dir / log_name).read_text(errors="replace")
         raise RuntimeError(f"server not ready in {START_TIMEOUT}s ({last_error}):\n{log[-4000:]}")
     tokens = read_tokens(data_dir / "tokens.csv")
     worker_token = next(token for user, token in tokens.items() if user != "admin")
@@ -191,15 +203,16 @@ def _wait_ready(
         kubeconfig=data_dir / "kubeconfig",
         worker_kubeconfig=data_dir / "worker.kubeconfig",
         process=process,
+        log_name=log_name,
     )
 
 
 @contextlib.contextmanager
 def running(
-    data_dir: pathlib.Path, *, extra_args: Sequence[str] = ()
+    data_dir: pathlib.Path, *, extra_args: Sequence[str] = (), log_name: str = "server.log"
 ) -> Iterator[RunningServer]:
     """``start`` for a ``with`` block: SIGTERM at the end, SIGKILL if that did not stop it."""
-    server = start(data_dir, extra_args=extra_args)
+    server = start(data_dir, extra_args=extra_args, log_name=log_name)
     try:
         yield server
     finally:

@@ -1,0 +1,148 @@
+"""The storage flags (``--storage``, ``--etcd-*``, ``--workers``) and the checks on their
+combinations; ``cli`` adds them to its parser and stores the result in ``Settings.storage``."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+
+from apiserver import config
+from apiserver.storage.etcd import client as etcd_client
+from apiserver.storage.etcd import keys
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from ``30``, ``2s``, ``1m30s``, ``500ms`` (Go's duration spelling, as kube's
+    flags take it)."""
+    text = text.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        pos, seconds = 0, 0.0
+        for match in _DURATION.finditer(text):
+            if match.start() != pos:
+                break
+            seconds += float(match.group(1)) * _UNITS[match.group(2)]
+            pos = match.end()
+        if pos != len(text) or not text:
+            raise argparse.ArgumentTypeError(
+                f"{text[:40]!r} is not a duration (e.g. 30s, 5m, 1m30s)") from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError("a duration must not be negative")
+    return seconds
+
+
+def add(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("storage")
+    group.add_argument(
+        "--storage", choices=["sqlite", "etcd"], default="sqlite",
+        help="where objects live: sqlite (default; one file under --data-dir, one server "
+        "process) or etcd (--etcd-servers; several replicas and --workers)",
+    )
+    group.add_argument(
+        "--etcd-servers", metavar="URL[,URL]", default="",
+        help="etcd client URLs (http:// or https://), comma-separated; with --storage=etcd",
+    )
+    group.add_argument("--etcd-cafile", type=pathlib.Path,
+                       help="PEM CA bundle that signed the etcd servers' certificates")
+    group.add_argument("--etcd-certfile", type=pathlib.Path,
+                       help="PEM client certificate for etcd (with --etcd-keyfile)")
+    group.add_argument("--etcd-keyfile", type=pathlib.Path,
+                       help="PEM private key of --etcd-certfile")
+    group.add_argument(
+        "--etcd-prefix", default=None, metavar="PREFIX",
+        help=f"the key prefix of every object in etcd (default: {etcd_client.DEFAULT_PREFIX}); "
+        "replicas of one API share it, two APIs on one etcd need different ones",
+    )
+    group.add_argument(
+        "--etcd-compaction-interval", type=duration, default=None, metavar="DURATION",
+        help="how often etcd's history is compacted, keeping about one interval of it for "
+        "watch resumes and paged lists; 0 disables (default: 5m; one replica does it per round)",
+    )
+    group.add_argument(
+        "--etcd-request-timeout", type=duration, default=None, metavar="DURATION",
+        help="deadline of each etcd call; a request that hits it answers 504 (default: 10s)",
+    )
+    group.add_argument(
+        "--etcd-healthcheck-timeout", type=duration, default=None, metavar="DURATION",
+        help="deadline of the etcd check in /readyz (default: 2s)",
+    )
+    group.add_argument(
+        "--workers", type=int, default=1, metavar="N",
+        help="server processes sharing one listening socket, to use N cores (default: 1; "
+        "more than 1 needs --storage=etcd)",
+    )
+
+
+def settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> config.StorageSettings:
+    """The checked storage settings; ``p.error`` (exit 2 with usage) for a bad combination."""
+    etcd_only = {
+        "--etcd-servers": args.etcd_servers or None, "--etcd-cafile": args.etcd_cafile,
+        "--etcd-certfile": args.etcd_certfile, "--etcd-keyfile": args.etcd_keyfile,
+        "--etcd-prefix": args.etcd_prefix,
+        "--etcd-compaction-interval": args.etcd_compaction_interval,
+        "--etcd-request-timeout": args.etcd_request_timeout,
+        "--etcd-healthcheck-timeout": args.etcd_healthcheck_timeout,
+    }  # fmt: skip
+    if args.workers < 1:
+        p.error("--workers must be at least 1")
+    if args.storage == "sqlite":
+        given = [flag for flag, value in etcd_only.items() if value is not None]
+        if given:
+            p.error(f"{', '.join(given)} only apply with --storage=etcd")
+        if args.workers > 1:
+            p.error("--workers above 1 needs --storage=etcd: the SQLite store belongs to one "
+                    "process (run one worker, or move to etcd)")
+        return config.StorageSettings(workers=args.workers)
+    servers = tuple(url.strip() for url in args.etcd_servers.split(",") if url.strip())
+    if not servers:
+        p.error("--storage=etcd needs --etcd-servers URL[,URL]")
+    tls = set()
+    for url in servers:
+        try:
+            tls.add(etcd_client.parse_endpoint(url)[1])
+        except ValueError as exc:
+            p.error(f"--etcd-servers: {exc}")
+    if len(tls) > 1:
+        p.error("--etcd-servers: use https:// for every endpoint or for none")
+    files = {"--etcd-cafile": args.etcd_cafile, "--etcd-certfile": args.etcd_certfile,
+             "--etcd-keyfile": args.etcd_keyfile}  # fmt: skip
+    if (args.etcd_certfile is None) != (args.etcd_keyfile is None):
+        p.error("--etcd-certfile and --etcd-keyfile go together")
+    if any(files.values()) and tls != {True}:
+        p.error("--etcd-cafile/--etcd-certfile/--etcd-keyfile need https:// etcd endpoints")
+    for flag, path in files.items():
+        if path is not None and not path.is_file():
+            p.error(f"{flag}: {str(path)[:200]} is not a readable file")
+    prefix = args.etcd_prefix or etcd_client.DEFAULT_PREFIX
+    try:
+        keys.Keys(prefix)
+    except ValueError as exc:
+        p.error(f"--etcd-prefix: {exc}")
+    defaults = config.StorageSettings()
+    return config.StorageSettings(
+        backend="etcd",
+        etcd_servers=servers,
+        etcd_cafile=_resolved(args.etcd_cafile),
+        etcd_certfile=_resolved(args.etcd_certfile),
+        etcd_keyfile=_resolved(args.etcd_keyfile),
+        etcd_prefix=prefix,
+        etcd_compaction_interval=_or(args.etcd_compaction_interval,
+                                     defaults.etcd_compaction_interval),
+        etcd_request_timeout=_or(args.etcd_request_timeout, defaults.etcd_request_timeout),
+        etcd_healthcheck_timeout=_or(args.etcd_healthcheck_timeout,
+                                     defaults.etcd_healthcheck_timeout),
+        workers=args.workers,
+    )  # fmt: skip
+
+
+def _resolved(path: pathlib.Path | None) -> pathlib.Path | None:
+    return path.resolve() if path is not None else None
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value

@@ -1,0 +1,98 @@
+"""``--workers N``: N server processes sharing one listening socket (etcd storage only).
+
+The parent binds ``--bind``/``--port`` once, then runs N copies of the same command line, each
+inheriting the socket (``fd://`` for hypercorn) and told its index through the environment. The
+kernel hands each new connection to whichever worker accepts first; every worker has its own
+event loop, etcd client and watch cache, and etcd keeps them consistent exactly as it keeps
+separate replicas consistent. The parent only supervises: SIGTERM/SIGINT go to every worker (each
+drains its own connections), and a worker that dies is started again after a pause, so one crash
+does not take the socket away from the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from apiserver import config
+
+log = logging.getLogger(__name__)
+
+FD_ENV = "MODEL_MANAGER_LISTEN_FD"
+INDEX_ENV = "MODEL_MANAGER_WORKER"
+RESTART_PAUSE = 1.0
+"""Seconds before a dead worker is started again."""
+
+
+def worker_fd() -> int | None:
+    """In a worker: the inherited listening socket's descriptor (None in a plain server)."""
+    value = os.environ.get(FD_ENV)
+    return int(value) if value else None
+
+
+def worker_index() -> int:
+    return int(os.environ.get(INDEX_ENV, "0"))
+
+
+def listen(settings: config.Settings) -> socket.socket:
+    family = socket.AF_INET6 if ":" in settings.bind else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((settings.bind, settings.port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def supervise(settings: config.Settings, argv: Sequence[str]) -> int:
+    """Run ``settings.storage.workers`` workers on one socket until SIGTERM/SIGINT."""
+    count = settings.storage.workers
+    sock = listen(settings)
+    stopping = threading.Event()
+    children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def spawn(index: int) -> None:
+        env = dict(os.environ, **{FD_ENV: str(sock.fileno()), INDEX_ENV: str(index)})
+        children[index] = subprocess.Popen(
+            [sys.executable, "-m", "apiserver", *argv], env=env, pass_fds=(sock.fileno(),)
+        )
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s, stopping %d workers", signal.Signals(signum).name, count)
+        stopping.set()
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for index in range(count):
+        spawn(index)
+    log.info("%d workers serving %s", count, settings.url)
+    while not stopping.is_set():
+        for index, child in list(children.items()):
+            if child.poll() is not None and not stopping.is_set():
+                log.error("worker %d (pid %d) exited with %s; starting it again",
+                          index, child.pid, child.returncode)  # fmt: skip
+                time.sleep(RESTART_PAUSE)
+                if not stopping.is_set():
+                    spawn(index)
+        stopping.wait(0.2)
+    deadline = time.monotonic() + settings.shutdown_timeout + 10
+    for child in children.values():
+        try:
+            child.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    sock.close()
+    return 0
