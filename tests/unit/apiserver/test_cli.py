@@ -73,3 +73,60 @@ def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
         for flag in action.option_strings:
             assert flag in text
         assert action.help
+
+
+def test_storage_defaults_to_sqlite(tmp_path: pathlib.Path) -> None:
+    settings = cli.parse(["--standalone", "--data-dir", str(tmp_path)])
+    assert settings.storage == config.StorageSettings()
+    assert settings.storage.backend == "sqlite" and settings.storage.workers == 1
+
+
+def test_etcd_flags(tmp_path: pathlib.Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    settings = cli.parse([
+        "--standalone", "--data-dir", str(tmp_path), "--storage=etcd",
+        "--etcd-servers", "https://10.0.0.1:2379, https://etcd-b:2379", "--etcd-cafile", str(ca),
+        "--etcd-prefix", "/mm/", "--etcd-compaction-interval", "1m30s",
+        "--etcd-request-timeout", "500ms", "--workers", "3",
+    ])  # fmt: skip
+    storage = settings.storage
+    assert storage.backend == "etcd"
+    assert storage.etcd_servers == ("https://10.0.0.1:2379", "https://etcd-b:2379")
+    assert storage.etcd_cafile == ca
+    assert storage.etcd_prefix == "/mm/"
+    assert storage.etcd_compaction_interval == 90.0
+    assert storage.etcd_request_timeout == 0.5
+    assert storage.etcd_healthcheck_timeout == 2.0
+    assert storage.workers == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--storage=etcd"], "--storage=etcd needs --etcd-servers"),
+        (["--etcd-servers", "http://127.0.0.1:2379"], "only apply with --storage=etcd"),
+        (["--workers", "2"], "--workers above 1 needs --storage=etcd"),
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--storage=etcd", "--etcd-servers", "ftp://h:1"], "the scheme must be http or https"),
+        (["--storage=etcd", "--etcd-servers", "http://h:port"], "the port is not a number"),
+        (["--storage=etcd", "--etcd-servers", "http://a:1,https://b:2"], "for every endpoint"),
+        (["--storage=etcd", "--etcd-servers", "http://a:1", "--etcd-cafile", "/etc/hostname"],
+         "need https:// etcd endpoints"),
+        (["--storage=etcd", "--etcd-servers", "https://a:1", "--etcd-certfile", "/etc/hostname"],
+         "--etcd-certfile and --etcd-keyfile go together"),
+        (["--storage=etcd", "--etcd-servers", "https://a:1", "--etcd-cafile", "/nonexistent"],
+         "is not a readable file"),
+        (["--storage=etcd", "--etcd-servers", "http://a:1", "--etcd-prefix", "gpustack"],
+         "--etcd-prefix"),
+        (["--storage=etcd", "--etcd-servers", "http://a:1", "--etcd-request-timeout", "soon"],
+         "is not a duration"),
+    ],
+)  # fmt: skip
+def test_refused_storage_combinations(
+    tmp_path: pathlib.Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.parse(["--standalone", "--data-dir", str(tmp_path), *argv])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
