@@ -13,8 +13,10 @@ from typing import Any
 import httpx
 
 from apiserver.registry import build
-from apiserver.storage import sqlite
-from tests.support import apiserver  # the same harness the integration tests use
+from apiserver.storage import interface, sqlite
+from apiserver.storage.etcd import client as etcd_client
+from apiserver.storage.etcd import store as etcd_store
+from tests.support import apiserver, etcd  # the same harness the integration tests use
 
 GROUP = "/apis/worker.gpustack.ai/v1"
 NAMESPACE = "bench"
@@ -40,22 +42,60 @@ def artifact(name: str, index: int = 0) -> dict[str, Any]:
     }
 
 
+STORAGES = ("sqlite", "etcd")
+
+
+def storages() -> list[str]:
+    """The backends to run the API benchmarks on: ``BENCH_STORAGE=sqlite|etcd|sqlite,etcd``
+    (default both)."""
+    chosen = [s.strip() for s in os.environ.get("BENCH_STORAGE", ",".join(STORAGES)).split(",")]
+    unknown = [s for s in chosen if s not in STORAGES]
+    if unknown:
+        raise SystemExit(f"BENCH_STORAGE: unknown backend(s) {unknown}; known: {STORAGES}")
+    return [s for s in chosen if s]
+
+
+def name(benchmark: str, storage: str) -> str:
+    """Result names: SQLite keeps the plain name (comparable with earlier runs)."""
+    return benchmark if storage == "sqlite" else f"{benchmark}-{storage}"
+
+
 @contextlib.contextmanager
-def running(seed: int = 0, extra_args: Sequence[str] = ()) -> Iterator[apiserver.RunningServer]:
+def backend(storage: str, directory: pathlib.Path) -> Iterator[list[str]]:
+    """The server flags for ``storage`` (an etcd member of its own for etcd)."""
+    if storage == "sqlite":
+        yield []
+        return
+    with etcd.running(directory / "etcd") as member:
+        yield apiserver.etcd_args(member.url)
+
+
+def open_store(storage: str, data_dir: pathlib.Path, flags: Sequence[str]) -> interface.Store:
+    """The same backend in-process (seeding, storage-alone baselines)."""
+    if storage == "sqlite":
+        return sqlite.Store(data_dir / "store.db")
+    url = flags[list(flags).index("--etcd-servers") + 1]
+    return etcd_store.Store(etcd_client.Config(endpoints=(url,)), compaction_interval=0)
+
+
+@contextlib.contextmanager
+def running(
+    seed: int = 0, extra_args: Sequence[str] = (), storage: str = "sqlite"
+) -> Iterator[apiserver.RunningServer]:
     """A standalone server in a temporary directory, with ``seed`` artifacts stored first."""
     with tempfile.TemporaryDirectory(prefix="bench-apiserver-") as tmp:
         data_dir = pathlib.Path(tmp)
-        if seed:
-            asyncio.run(_seed(data_dir / "store.db", seed))
-        with apiserver.running(
-            data_dir, extra_args=["--log-level", "WARNING", *extra_args]
-        ) as server:
-            yield server
+        with backend(storage, data_dir) as flags:
+            if seed:
+                asyncio.run(_seed(open_store(storage, data_dir, flags), seed))
+            with apiserver.running(
+                data_dir, extra_args=["--log-level", "WARNING", *flags, *extra_args]
+            ) as server:
+                yield server
 
 
-async def _seed(path: pathlib.Path, count: int) -> None:
+async def _seed(store: interface.Store, count: int) -> None:
     """Create ``count`` artifacts in-process through the registry (rules and all), 50 at a time."""
-    store = sqlite.Store(path)
     await store.start()
     try:
         registry = build.build(store)

@@ -69,7 +69,7 @@ async def _measure(
             await c.aclose()
 
 
-async def _run(server: apiserver.RunningServer) -> None:
+async def _run(server: apiserver.RunningServer, storage: str) -> None:
     async with _apiserver.client(server) as c:
         (await c.post(_apiserver.COLLECTION, json=_apiserver.artifact("target"))).raise_for_status()
     paths = {"floor": "/healthz", "get": f"{_apiserver.COLLECTION}/target"}
@@ -79,9 +79,11 @@ async def _run(server: apiserver.RunningServer) -> None:
             await _measure(server, path, SECONDS / ROUNDS, totals[name])
     floor, get = totals["floor"], totals["get"]
     result.report(
-        "get", get.capacity, "req/cpu-s", floor.capacity, higher_is_better=True,
+        _apiserver.name("get", storage), get.capacity, "req/cpu-s", floor.capacity,
+        higher_is_better=True,
         params={
-            "clients": CLIENTS, "seconds": SECONDS, "http": "2", "target_ratio": 0.5,
+            "storage": storage, "clients": CLIENTS, "seconds": SECONDS, "http": "2",
+            "target_ratio": 0.5,
             "observed_req_s": round(get.observed_rate), "healthz_observed_req_s":
             round(floor.observed_rate),
             "p99_ms": round(_apiserver.percentile(get.latencies, 0.99) * 1000, 2),
@@ -92,8 +94,9 @@ async def _run(server: apiserver.RunningServer) -> None:
 
 
 def main() -> None:
-    with _apiserver.running() as server:
-        asyncio.run(_run(server))
+    for storage in _apiserver.storages():
+        with _apiserver.running(storage=storage) as server:
+            asyncio.run(_run(server, storage))
 
 
 if __name__ == "__main__":

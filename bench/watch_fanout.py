@@ -62,7 +62,7 @@ async def _outcome(process: asyncio.subprocess.Process) -> dict[str, Any]:
     return found
 
 
-async def _run(server: apiserver.RunningServer) -> None:
+async def _run(server: apiserver.RunningServer, storage: str) -> None:
     server_cpu_before = _apiserver.cpu_seconds(server.process.pid)
     async with _apiserver.client(server) as writer:
         created = await writer.post(_apiserver.COLLECTION, json=_apiserver.artifact("fanout"))
@@ -108,8 +108,8 @@ async def _run(server: apiserver.RunningServer) -> None:
     server_cpu = _apiserver.cpu_seconds(server.process.pid) - server_cpu_before
     p99 = _apiserver.percentile(latencies, 0.99) * 1000
     result.report(
-        "watch-fanout", p99, "ms p99", None, higher_is_better=False,
-        params={"watchers": WATCHERS, "clients": CLIENTS, "updates": UPDATES,
+        _apiserver.name("watch-fanout", storage), p99, "ms p99", None, higher_is_better=False,
+        params={"storage": storage, "watchers": WATCHERS, "clients": CLIENTS, "updates": UPDATES,
                 "dropped": dropped, "delivered": len(latencies), "expected": WATCHERS * UPDATES,
                 "p50_ms": round(_apiserver.percentile(latencies, 0.5) * 1000, 2),
                 "max_ms": round(max(latencies, default=float("nan")) * 1000, 2),
@@ -128,8 +128,9 @@ def _children_cpu(pid: int) -> float:
 
 
 def main() -> None:
-    with _apiserver.running() as server:
-        asyncio.run(_run(server))
+    for storage in _apiserver.storages():
+        with _apiserver.running(storage=storage) as server:
+            asyncio.run(_run(server, storage))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """write: create, update and delete 2,000 ModelArtifacts over HTTP/2, 20 at a time; baseline: the
-same operations on the storage layer alone (SQLite store in-process, same value sizes).
+same operations on the storage layer alone (the same backend in-process, same value sizes).
 
 Figures: p99 create latency (target <= 30 ms on SQLite), with update/delete p99 and throughput in
 the params.
@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import orjson
 
-from apiserver.storage import interface, sqlite
+from apiserver.storage import interface
 from bench import _apiserver, result
 from tests.support import apiserver
 
@@ -79,8 +79,7 @@ async def _http_ops(server: apiserver.RunningServer) -> tuple[Timings, float]:
         return await _drive(one)
 
 
-async def _storage_alone(path: pathlib.Path) -> tuple[Timings, float]:
-    store = sqlite.Store(path)
+async def _storage_alone(store: interface.Store) -> tuple[Timings, float]:
     await store.start()
     try:
 
@@ -116,14 +115,22 @@ def _ms(values: list[float], fraction: float) -> float:
 
 
 def main() -> None:
+    for storage in _apiserver.storages():
+        _one(storage)
+
+
+def _one(storage: str) -> None:
     client_cpu = time.process_time()
-    with _apiserver.running() as server:
+    with _apiserver.running(storage=storage) as server:
         http, http_seconds = asyncio.run(_over_http(server))
     client_cpu = time.process_time() - client_cpu
-    with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
-        base, base_seconds = asyncio.run(_storage_alone(pathlib.Path(tmp) / "store.db"))
+    with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp, \
+            _apiserver.backend(storage, pathlib.Path(tmp)) as flags:
+        store = _apiserver.open_store(storage, pathlib.Path(tmp), flags)
+        base, base_seconds = asyncio.run(_storage_alone(store))
     params = {
-        "objects": OBJECTS, "concurrency": CONCURRENCY, "target_p99_create_ms": 30,
+        "storage": storage, "objects": OBJECTS, "concurrency": CONCURRENCY,
+        "target_p99_create_ms": 30,
         "ops_per_s": round(3 * OBJECTS / http_seconds),
         "storage_ops_per_s": round(3 * OBJECTS / base_seconds),
         "server_cpu_ms_per_op": round(_server_cpu / (3 * OBJECTS) * 1000, 3),
@@ -132,8 +139,8 @@ def main() -> None:
         **{f"{op}_p99_ms": _ms(http[op], 0.99) for op in http},
         **{f"storage_{op}_p99_ms": _ms(base[op], 0.99) for op in base},
     }  # fmt: skip
-    result.report("write", _ms(http["create"], 0.99), "ms p99", _ms(base["create"], 0.99),
-                  higher_is_better=False, params=params)  # fmt: skip
+    result.report(_apiserver.name("write", storage), _ms(http["create"], 0.99), "ms p99",
+                  _ms(base["create"], 0.99), higher_is_better=False, params=params)  # fmt: skip
 
 
 if __name__ == "__main__":
