@@ -37,7 +37,8 @@ def parser() -> argparse.ArgumentParser:
         "--data-dir",
         type=pathlib.Path,
         default=pathlib.Path(".local"),
-        help="directory for the SQLite store (DATA_DIR/store.db) and, in standalone mode, the "
+        help="directory for the SQLite store (DATA_DIR/store.db, with --storage=sqlite) and, in "
+        "standalone mode, the "
         "certificates, tokens.csv and kubeconfigs (default: .local)",
     )
     p.add_argument(

@@ -62,6 +62,10 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
         except interface.FutureRevision as exc:
             yield WatchEvent("ERROR", status=statuses.too_large(exc.current, exc.requested).body())
             return
+        except interface.StorageError:
+            failed = errors.InternalError("the storage is unavailable; retry later")
+            yield WatchEvent("ERROR", status=failed.body())
+            return
         for record in page.records:
             if matches(record, labels, fields, split_key):
                 yield WatchEvent("ADDED", record, record.revision)

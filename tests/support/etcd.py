@@ -8,16 +8,24 @@ directory (what a crash and recovery look like to a client). Output goes to ``<d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime
 import os
 import pathlib
 import shutil
 import signal
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
 
 import httpx
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from certs import authority
 from tests.support import apiserver
 
 BINARY = os.environ.get("ETCD_BINARY") or shutil.which("etcd") or "/usr/bin/etcd"
@@ -25,8 +33,47 @@ START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
 
 
+@dataclasses.dataclass(frozen=True)
+class Tls:
+    """A CA, etcd's serving certificate (127.0.0.1) and a client certificate it accepts."""
+
+    ca: pathlib.Path
+    server_cert: pathlib.Path
+    server_key: pathlib.Path
+    client_cert: pathlib.Path
+    client_key: pathlib.Path
+
+    @classmethod
+    def make(cls, directory: pathlib.Path) -> Tls:
+        files = authority.ensure(directory)
+        ca_key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        ca_cert = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "apiserver")]))
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )  # fmt: skip
+        client_cert, client_key = directory / "client.crt", directory / "client.key"
+        client_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        client_key.write_bytes(key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption()))  # fmt: skip
+        return cls(files.ca_cert, files.cert, files.key, client_cert, client_key)
+
+
 class Etcd:
-    """One etcd member; ``url`` is its client URL (plain HTTP on 127.0.0.1)."""
+    """One etcd member; ``url`` is its client URL on 127.0.0.1 (HTTPS with client-certificate
+    authentication when ``tls`` is given, plain HTTP otherwise)."""
 
     def __init__(
         self,
@@ -34,9 +81,11 @@ class Etcd:
         *,
         progress_interval: float | None = None,
         extra_args: Sequence[str] = (),
+        tls: Tls | None = None,
     ) -> None:
         self.directory = directory.resolve()
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.tls = tls
         self.client_port = apiserver.free_port()
         self.peer_port = apiserver.free_port()
         self.progress_interval = progress_interval
@@ -45,7 +94,8 @@ class Etcd:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.client_port}"
 
     @property
     def log_file(self) -> pathlib.Path:
@@ -68,6 +118,10 @@ class Etcd:
             "--heartbeat-interval", "20", "--election-timeout", "200",
             "--logger", "zap", "--log-level", "warn",
         ]  # fmt: skip
+        if self.tls is not None:
+            command += ["--cert-file", str(self.tls.server_cert),
+                        "--key-file", str(self.tls.server_key),
+                        "--trusted-ca-file", str(self.tls.ca), "--client-cert-auth"]  # fmt: skip
         if self.progress_interval is not None:
             command += ["--experimental-watch-progress-notify-interval",
                         f"{int(self.progress_interval * 1000)}ms"]  # fmt: skip
@@ -92,8 +146,12 @@ class Etcd:
         raise RuntimeError(f"etcd not healthy in {START_TIMEOUT}s:\n{self.log()[-4000:]}")
 
     def healthy(self) -> bool:
+        verify: ssl.SSLContext | bool = False
+        if self.tls is not None:
+            verify = ssl.create_default_context(cafile=str(self.tls.ca))
+            verify.load_cert_chain(self.tls.client_cert, self.tls.client_key)
         try:
-            response = httpx.get(f"{self.url}/health", timeout=1.0)
+            response = httpx.get(f"{self.url}/health", timeout=1.0, verify=verify)
         except httpx.HTTPError:
             return False
         return response.status_code == 200 and b'"true"' in response.content
@@ -137,8 +195,9 @@ def running(
     *,
     progress_interval: float | None = None,
     extra_args: Sequence[str] = (),
+    tls: Tls | None = None,
 ) -> Iterator[Etcd]:
-    member = Etcd(directory, progress_interval=progress_interval, extra_args=extra_args)
+    member = Etcd(directory, progress_interval=progress_interval, extra_args=extra_args, tls=tls)
     member.start()
     try:
         yield member

@@ -4,6 +4,7 @@ stores on one etcd, the shared compactor, leases. (The storage contract is test_
 from __future__ import annotations
 
 import asyncio
+import pathlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -159,3 +160,26 @@ async def test_start_gives_up_on_an_unreachable_etcd(etcd_server: etcd.Etcd) -> 
     backend._start_timeout = 0.5
     with pytest.raises(interface.StorageError, match="did not answer"):
         await backend.start()
+
+
+async def test_tls_with_a_client_certificate(tmp_path: pathlib.Path) -> None:
+    tls = etcd.Tls.make(tmp_path / "pki")
+    with etcd.running(tmp_path / "etcd", tls=tls) as member:
+        assert member.url.startswith("https://")
+        config = etcd_client.Config(endpoints=(member.url,), ca_file=tls.ca,
+                                    cert_file=tls.client_cert, key_file=tls.client_key)
+        backend = etcd_store.Store(config, compaction_interval=0)
+        await backend.start()
+        try:
+            record = await backend.create("/tls/x", b"v")
+            assert await backend.get("/tls/x") == record
+            assert backend.version.startswith("3.")
+        finally:
+            await backend.close()
+        # without the client certificate etcd refuses the connection
+        anonymous = etcd_store.Store(
+            etcd_client.Config(endpoints=(member.url,), ca_file=tls.ca), compaction_interval=0,
+            start_timeout=1.0,
+        )
+        with pytest.raises(interface.StorageError):
+            await anonymous.start()
