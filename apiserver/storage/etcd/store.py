@@ -62,7 +62,8 @@ class Store(interface.Store):
     ) -> None:
         self.config = config
         self.keys = keys.Keys(config.prefix)
-        self._client = etcd_client.Client(config)
+        self.client = etcd_client.Client(config)
+        """The etcd client this store talks through (leases and leader election can share it)."""
         self._compaction_interval = compaction_interval
         self._start_timeout = start_timeout
         self._compactor: asyncio.Task[None] | None = None
@@ -76,11 +77,11 @@ class Store(interface.Store):
     async def start(self) -> None:
         if self._open:
             raise Closed("store already started")
-        self._client.open()
+        self.client.open()
         try:
             status = await self._first_status()
         except BaseException:
-            await self._client.close()
+            await self.client.close()
             raise
         self.version = status.version
         self._open = True
@@ -88,7 +89,7 @@ class Store(interface.Store):
                   ",".join(self.config.endpoints), self.keys.root)  # fmt: skip
         if self._compaction_interval > 0:
             self._compactor = asyncio.create_task(
-                compactor.run(self._client, self.keys.compaction, self._compaction_interval)
+                compactor.run(self.client, self.keys.compaction, self._compaction_interval)
             )
 
     async def _first_status(self) -> rpc_pb2.StatusResponse:
@@ -96,7 +97,7 @@ class Store(interface.Store):
         delay = _RETRY_FIRST
         while True:
             try:
-                status = await self._client.status(timeout=self.config.health_timeout)
+                status = await self.client.status(timeout=self.config.health_timeout)
                 break
             except (etcd_client.Unavailable, etcd_client.DeadlineExceeded) as exc:
                 if time.monotonic() + delay > deadline:
@@ -121,17 +122,17 @@ class Store(interface.Store):
             await asyncio.gather(self._compactor, return_exceptions=True)
         for call in list(self._calls):
             call.cancel()
-        await self._client.close()
+        await self.client.close()
 
     async def check(self) -> None:
         self._check_open()
-        await self._client.probe(self.keys.health)
+        await self.client.probe(self.keys.health)
 
     # -- reads -------------------------------------------------------------------------------
 
     async def current_revision(self) -> int:
         self._check_open()
-        response = await self._client.range(
+        response = await self.client.range(
             rpc_pb2.RangeRequest(key=self.keys.health, count_only=True)
         )
         return int(response.header.revision)
@@ -142,13 +143,13 @@ class Store(interface.Store):
         1 is cancelled with the compaction revision."""
         self._check_open()
         try:
-            await self._client.range(
+            await self.client.range(
                 rpc_pb2.RangeRequest(key=self.keys.health, count_only=True, revision=1)
             )
             return 0
         except interface.Compacted:
             pass
-        call = self._client.watch_call()
+        call = self.client.watch_call()
         try:
             create = rpc_pb2.WatchCreateRequest(key=self.keys.health, start_revision=1)
             await call.write(rpc_pb2.WatchRequest(create_request=create))
@@ -168,7 +169,7 @@ class Store(interface.Store):
 
     async def get(self, key: str) -> interface.Record | None:
         self._check_open()
-        response = await self._client.range(rpc_pb2.RangeRequest(key=self.keys.full(key)))
+        response = await self.client.range(rpc_pb2.RangeRequest(key=self.keys.full(key)))
         if not response.kvs:
             return None
         return self._record(response.kvs[0])
@@ -205,7 +206,7 @@ class Store(interface.Store):
     async def _range_at(self, request: rpc_pb2.RangeRequest,
                         revision: int) -> rpc_pb2.RangeResponse:
         try:
-            return await self._client.range(request)
+            return await self.client.range(request)
         except interface.Compacted:
             raise interface.Compacted(revision, await self.oldest_revision()) from None
         except interface.FutureRevision:
@@ -218,7 +219,7 @@ class Store(interface.Store):
         full = self.keys.full(key)
         absent = _CMP(result=_CMP.EQUAL, target=_CMP.CREATE, key=full, create_revision=0)
         put = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=full, value=value))
-        response = await self._client.txn(rpc_pb2.TxnRequest(compare=[absent], success=[put]))
+        response = await self.client.txn(rpc_pb2.TxnRequest(compare=[absent], success=[put]))
         if not response.succeeded:
             raise interface.KeyExists(key)
         revision = int(response.header.revision)
@@ -251,7 +252,7 @@ class Store(interface.Store):
         same = _CMP(result=_CMP.EQUAL, target=_CMP.MOD, key=full, mod_revision=expected)
         live = _CMP(result=_CMP.GREATER, target=_CMP.VERSION, key=full, version=0)
         read = rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=full))
-        response = await self._client.txn(
+        response = await self.client.txn(
             rpc_pb2.TxnRequest(compare=[same, live], success=[op], failure=[read])
         )
         if not response.succeeded:
@@ -267,7 +268,7 @@ class Store(interface.Store):
         if revision > current:
             raise interface.FutureRevision(revision, current)
         with contextlib.suppress(interface.Compacted):  # already compacted that far
-            await self._client.compact(revision)
+            await self.client.compact(revision)
 
     # -- watch -------------------------------------------------------------------------------
 
@@ -291,7 +292,7 @@ class Store(interface.Store):
         cursor = after
         delay = _RETRY_FIRST
         while self._open:
-            call = self._client.watch_call()
+            call = self.client.watch_call()
             self._calls.add(call)
             try:
                 create = rpc_pb2.WatchCreateRequest(
@@ -327,7 +328,7 @@ class Store(interface.Store):
                 failure = etcd_client.translate(exc)
                 if not isinstance(failure, etcd_client.Unavailable):
                     raise failure from None
-                self._client.watch_failed()
+                self.client.watch_failed()
                 _log.debug("watch stream broke (%s); resuming after %d", failure, cursor)
             except asyncio.CancelledError:
                 if self._open:

@@ -37,7 +37,7 @@ async def store(etcd_server: etcd.Etcd) -> AsyncIterator[etcd_store.Store]:
 
 async def test_keys_live_under_the_prefix(store: etcd_store.Store) -> None:
     await store.create("/modelartifacts/ns/a", b"v")
-    response = await store._client.range(
+    response = await store.client.range(
         etcd_store.rpc_pb2.RangeRequest(key=b"/t/", range_end=b"/t0")
     )
     assert [kv.key for kv in response.kvs] == [b"/t/modelartifacts/ns/a"]
@@ -129,7 +129,7 @@ async def test_two_stores_on_one_etcd_are_one_store(etcd_server: etcd.Etcd) -> N
 async def test_the_compactor_compacts_once_per_round_across_replicas(
     store: etcd_store.Store,
 ) -> None:
-    client = store._client
+    client = store.client
     key = store.keys.compaction
     # round 1: both replicas try; one records the revision, nothing is compacted yet
     first = await compactor.step(client, key, 0, 0)
@@ -146,7 +146,7 @@ async def test_the_compactor_compacts_once_per_round_across_replicas(
 
 
 async def test_leases(store: etcd_store.Store) -> None:
-    client = store._client
+    client = store.client
     granted = await client.lease_grant(30)
     assert granted.ID and granted.TTL == 30
     assert 0 < await client.lease_keepalive(granted.ID) <= 30
@@ -156,8 +156,8 @@ async def test_leases(store: etcd_store.Store) -> None:
 
 async def test_start_gives_up_on_an_unreachable_etcd(etcd_server: etcd.Etcd) -> None:
     etcd_server.kill()
-    backend = _store(etcd_server)
-    backend._start_timeout = 0.5
+    config = etcd_client.Config(endpoints=(etcd_server.url,), request_timeout=0.5)
+    backend = etcd_store.Store(config, compaction_interval=0, start_timeout=0.5)
     with pytest.raises(interface.StorageError, match="did not answer"):
         await backend.start()
 
