@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support import apiserver as support
-from tests.support import etcd, kubeclient
+from tests.support import etcd, kubeclient, kubectl
 
 NS = "replicas"
 COLLECTION = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"
@@ -190,3 +190,23 @@ def test_workers_are_refused_on_sqlite(tmp_path: pathlib.Path) -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "--workers above 1 needs --storage=etcd" in result.stderr
+
+
+def test_kubectl_watch_on_one_replica_sees_applies_on_the_other(
+    replicas: tuple[support.RunningServer, support.RunningServer], tmp_path: pathlib.Path
+) -> None:
+    a, b = replicas
+    tool = kubectl.Kubectl(a.kubeconfig, tmp_path / "kube-cache")
+    on_a, on_b = f"--server={a.url}", f"--server={b.url}"
+    watching = tool.stream(on_b, "get", "modelartifacts", "-n", NS, "-w",
+                           "--output-watch-events")  # fmt: skip
+    try:
+        tool.run(on_a, "apply", "-f", "-", stdin=json.dumps(kubeclient.artifact("kubectl", NS)))
+        line = watching.wait_for("kubectl", timeout=60)
+        assert line.split()[0] == "ADDED"
+        tool.run(on_a, "delete", "modelartifact", "kubectl", "-n", NS)
+        assert watching.wait_for("kubectl", timeout=60).split()[0] == "DELETED"
+    finally:
+        watching.close()
+    shown = tool.run(on_b, "get", "modelartifacts", "-n", NS, "-o", "name").stdout
+    assert "kubectl" not in shown

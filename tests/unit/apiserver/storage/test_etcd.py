@@ -13,6 +13,7 @@ from apiserver.storage import interface
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import compactor
 from apiserver.storage.etcd import store as etcd_store
+from tests.support import apiserver as support
 from tests.support import etcd
 
 PATIENCE = 30.0
@@ -183,3 +184,20 @@ async def test_tls_with_a_client_certificate(tmp_path: pathlib.Path) -> None:
         )
         with pytest.raises(interface.StorageError):
             await anonymous.start()
+
+
+async def test_an_unreachable_endpoint_is_skipped(etcd_server: etcd.Etcd) -> None:
+    dead = f"http://127.0.0.1:{support.free_port()}"  # nothing listens there
+    config = etcd_client.Config(endpoints=(dead, etcd_server.url), request_timeout=2.0)
+    backend = etcd_store.Store(config, compaction_interval=0, start_timeout=10.0)
+    await backend.start()  # the status probe moved on to the live endpoint
+    try:
+        record = await backend.create("/f/x", b"v")
+        assert await backend.get("/f/x") == record
+        start = await backend.current_revision()
+        stream = backend.watch("/f/", after=record.revision - 1)
+        assert (await asyncio.wait_for(anext(stream), PATIENCE)).record == record
+        assert start >= record.revision
+        await stream.aclose()  # type: ignore[attr-defined]
+    finally:
+        await backend.close()
