@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from apiserver.storage import interface
+from apiserver.storage.keyrange import prefix_end
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS log (
@@ -340,19 +341,3 @@ def _key_range(prefix: str, start_after: str, *, column: str) -> tuple[str, str,
         upper = f"{column} < :upper"
         params["upper"] = end
     return lower, upper, params
-
-
-def prefix_end(prefix: str) -> str | None:
-    """The smallest string greater than every string starting with ``prefix`` (None: no bound).
-
-    SQLite compares TEXT as UTF-8 bytes, which orders like Python's code-point comparison.
-    """
-    while prefix:
-        last = ord(prefix[-1])
-        if last < 0x10FFFF:
-            bumped = last + 1
-            if 0xD800 <= bumped <= 0xDFFF:
-                bumped = 0xE000  # surrogates cannot be encoded; skip past them
-            return prefix[:-1] + chr(bumped)
-        prefix = prefix[:-1]
-    return None

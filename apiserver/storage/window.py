@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 
-from apiserver.storage import interface, logtable
+from apiserver.storage import interface, keyrange
 
 
 class Window:
@@ -101,7 +101,7 @@ class Window:
     def page(self, prefix: str, limit: int) -> interface.Page:
         """Live records under ``prefix`` as of ``revision``, ordered by key."""
         start = bisect.bisect_left(self.keys, prefix)
-        bound = logtable.prefix_end(prefix)
+        bound = keyrange.prefix_end(prefix)
         end = len(self.keys) if bound is None else bisect.bisect_left(self.keys, bound, lo=start)
         chosen = self.keys[start:end]
         more = bool(limit) and len(chosen) > limit
