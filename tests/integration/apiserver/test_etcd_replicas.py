@@ -210,3 +210,44 @@ def test_kubectl_watch_on_one_replica_sees_applies_on_the_other(
         watching.close()
     shown = tool.run(on_b, "get", "modelartifacts", "-n", NS, "-o", "name").stdout
     assert "kubectl" not in shown
+
+
+def test_compaction_by_the_replicas_answers_410_like_sqlite(tmp_path: pathlib.Path) -> None:
+    with etcd.running(tmp_path / "etcd") as own:
+        args = [*support.etcd_args(own.url)[:-2], "--etcd-compaction-interval", "300ms"]
+        shared = tmp_path / "shared"
+        with (
+            support.running(shared, extra_args=args, log_name="a.log") as a,
+            support.running(shared, extra_args=args, log_name="b.log") as b,
+            a.client() as on_a, b.client() as on_b,
+        ):
+            first = on_a.post(COLLECTION, json=kubeclient.artifact("old-0", NS)).json()
+            old_rv = first["metadata"]["resourceVersion"]
+            on_a.post(COLLECTION, json=kubeclient.artifact("old-1", NS)).raise_for_status()
+            page = on_b.get(COLLECTION, params={"limit": "1"}).json()
+            token = page["metadata"]["continue"]
+            deadline = time.monotonic() + 60  # a failure guard: rounds are 300 ms apart
+            while True:
+                # keep writing so each round has a newer revision to compact to
+                on_a.patch(f"{COLLECTION}/old-0", content=b'{"metadata":{"labels":{"t":"%d"}}}'
+                           % int(time.monotonic() * 1000),
+                           headers={"Content-Type": "application/merge-patch+json"})
+                gone = on_b.get(COLLECTION, params={"limit": "1", "continue": token})
+                if gone.status_code == 410 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert gone.status_code == 410, gone.text
+            assert gone.json()["reason"] == "Expired"
+            assert "continue parameter is too old" in gone.json()["message"]
+            # B's watch cache still holds those events (it began before them), like
+            # kube-apiserver's: a watch from there is served, in order
+            cached = watch_lines(b, {"resourceVersion": old_rv}, 1)
+            assert (cached[0]["type"], cached[0]["object"]["metadata"]["name"]) == (
+                "ADDED", "old-1")
+            # a replica that started later has no such window: etcd answers, compacted
+            with support.running(shared, extra_args=args, log_name="c.log") as c:
+                events = watch_lines(c, {"resourceVersion": old_rv}, 1)
+            assert events[0]["type"] == "ERROR"
+            assert events[0]["object"]["code"] == 410
+            assert "too old resource version" in events[0]["object"]["message"]
+            assert "compacted etcd history" in a.log() + b.log()
