@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from certs import authority
-from tests.support import apiserver
+from tests.support import apiserver, processes
 
 BINARY = os.environ.get("ETCD_BINARY") or shutil.which("etcd") or "/usr/bin/etcd"
 START_TIMEOUT = 30.0
@@ -176,9 +176,10 @@ class Etcd:
         self.process.wait()
 
     def pause(self) -> None:
-        """SIGSTOP: the process keeps its sockets but answers nothing (a hang)."""
+        """SIGSTOP: the process keeps its sockets but answers nothing (a hang). Returns once
+        every thread is stopped."""
         assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
+        processes.pause(self.process.pid)
 
     def resume(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -151,7 +151,12 @@ def test_a_hung_etcd_answers_504_within_the_request_timeout(
     server: support.RunningServer, member: etcd.Etcd
 ) -> None:
     with client(server) as c:
-        assert c.post(COLLECTION, json=kubeclient.artifact("hang", NS)).status_code == 201
+        created = c.post(COLLECTION, json=kubeclient.artifact("hang", NS))
+        assert created.status_code == 201
+        # the watch cache has it once a NotOlderThan list at its resourceVersion answers
+        assert c.get(COLLECTION, params={
+            "resourceVersion": created.json()["metadata"]["resourceVersion"],
+            "resourceVersionMatch": "NotOlderThan"}).status_code == 200
         member.pause()
         try:
             got = c.get(f"{COLLECTION}/hang")

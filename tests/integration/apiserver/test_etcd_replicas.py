@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support import apiserver as support
-from tests.support import etcd, kubeclient, kubectl
+from tests.support import etcd, kubeclient, kubectl, processes
 
 NS = "replicas"
 COLLECTION = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"
@@ -159,12 +159,12 @@ def test_workers_share_one_socket_and_survive_a_crash(
             assert created.status_code == 201
         # each worker alone serves new connections on the one socket, and sees the write
         for stopped in workers:
-            os.kill(stopped, signal.SIGSTOP)
+            processes.pause(stopped)
             try:
                 with server.client() as fresh:
                     assert fresh.get(f"{COLLECTION}/w").status_code == 200
             finally:
-                os.kill(stopped, signal.SIGCONT)
+                processes.resume(stopped)
         victim = workers[0]
         os.kill(victim, signal.SIGKILL)
         with server.client() as fresh:  # the survivor keeps serving meanwhile
