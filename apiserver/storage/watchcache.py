@@ -3,8 +3,9 @@
 ``Cache`` is an ``interface.Store`` wrapping another one. For each configured prefix (one per
 resource) it lists once, then one backend watch feeds a ``window.Window``: the current objects and
 a ring of recent events. Served from the window: ``list_recent`` (resourceVersion "0" and
-NotOlderThan) and every ``watch``/``updates`` whose start is inside the window, so a thousand
-watchers cost one etcd watch. Served by the backend: gets, consistent and exact lists (etcd 3.4's
+NotOlderThan, unless the window has not reached the asked revision within ``FRESH_TIMEOUT``)
+and every ``watch``/``updates`` whose start is inside the window, so a thousand watchers cost
+one etcd watch. Served by the backend: gets, consistent and exact lists (etcd 3.4's
 requested progress notifications cannot prove the cache current, see ``etcd.store.updates``),
 writes, and watches starting before the window or falling behind its ring (the backend replays
 them; etcd ends them with ``Compacted`` once that history is gone).
@@ -27,8 +28,11 @@ _log = logging.getLogger(__name__)
 
 CAPACITY = 8192
 """Events kept per resource for watchers."""
-FRESH_TIMEOUT = 3.0
-"""How long a NotOlderThan list waits for the window to catch up (kube-apiserver waits 3 s)."""
+FRESH_TIMEOUT = 0.25
+"""How long a NotOlderThan list waits for the window to catch up before reading etcd instead.
+Events reach the window within milliseconds; a window still behind after this is usually idle
+while the revision moved on elsewhere (revisions are store-wide), which only a progress
+notification would tell it (etcd sends those every few minutes)."""
 _RETRY_FIRST, _RETRY_MAX = 0.1, 5.0
 
 Update = interface.Event | interface.Progress
@@ -157,7 +161,11 @@ class Cache(interface.Store):
                     while each.revision < not_older_than and not each.closed:
                         await each.changed()
             except TimeoutError:
-                raise interface.FutureRevision(not_older_than, each.revision) from None
+                # a current list from etcd is as new as anything the client can have seen
+                page = await self.inner.list(prefix, limit=limit)
+                if page.revision < not_older_than:
+                    raise interface.FutureRevision(not_older_than, page.revision) from None
+                return page
         return each.page(prefix, limit)
 
     async def watch(self, prefix: str, *, after: int) -> AsyncIterator[interface.Event]:

@@ -104,15 +104,21 @@ async def test_a_watch_from_before_the_window_is_replayed_by_etcd(
     await outside.aclose()  # type: ignore[attr-defined]
 
 
-async def test_not_older_than_waits_for_the_window_then_gives_up(
+async def test_not_older_than_waits_for_the_window_then_reads_etcd(
     cache: watchcache.Cache,
 ) -> None:
     record = await cache.create(f"{PREFIX}x", b"v")
     page = await cache.list_recent(PREFIX, not_older_than=record.revision)  # waits for the feed
     assert page.records == [record]
+    # the window is idle while the revision moves on elsewhere: etcd answers instead
+    moved = await cache.create("/elsewhere/y", b"v")
+    assert cache.windows[PREFIX].revision < moved.revision
+    fresh = await cache.list_recent(PREFIX, not_older_than=moved.revision)
+    assert fresh.records == [record] and fresh.revision >= moved.revision
+    # newer than etcd itself: no state that new exists
     with pytest.raises(interface.FutureRevision) as caught:
-        await cache.list_recent(PREFIX, not_older_than=record.revision + 100)
-    assert caught.value.requested == record.revision + 100
+        await cache.list_recent(PREFIX, not_older_than=moved.revision + 100)
+    assert caught.value.requested == moved.revision + 100
 
 
 async def test_progress_notifications_move_an_idle_watch_on(tmp_path: pathlib.Path) -> None:
