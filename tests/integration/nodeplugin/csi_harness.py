@@ -47,6 +47,10 @@ def unmount_all_under(directory: pathlib.Path) -> None:
 
 
 # --- the kubelet side -------------------------------------------------------------------------
+LAGGING_REFUSALS = ("no ModelArtifact", "is not Resolved=True", "has UID", "resolved to")
+"""Refusals that only mean the plugin's artifact copy is older than what the test wrote."""
+
+
 class Kubelet:
     """Drives publish/unpublish the way kubelet does for an inline ephemeral CSI volume."""
 
@@ -117,6 +121,26 @@ class Kubelet:
                 return seen
             if time.monotonic() > deadline:
                 raise AssertionError(f"publish still not done after {timeout}s: {seen[-3:]}")
+            time.sleep(0.05)
+
+    def publish_once_seen(
+        self, request: csi_pb2.NodePublishVolumeRequest, timeout: float = 20.0
+    ) -> tuple[grpc.StatusCode, str]:
+        """The first answer given once the plugin's informer has caught up with the API.
+
+        A test that just created or resolved an artifact races the plugin's watch: until the
+        event arrives the plugin (correctly) answers Unavailable, or PermissionDenied because its
+        copy has no such artifact or an older status. Those answers are retried; any other is
+        returned, so a real refusal still reaches the test (after ``timeout`` the lagging answer
+        is returned as it is)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            code, message = self.publish(request)
+            lagging = code == grpc.StatusCode.UNAVAILABLE or (
+                code == grpc.StatusCode.PERMISSION_DENIED and any(
+                    phrase in message for phrase in LAGGING_REFUSALS))
+            if not lagging or time.monotonic() > deadline:
+                return code, message
             time.sleep(0.05)
 
     def unpublish(self, target: pathlib.Path | str, volume_id: str = "csi-x") -> None:
