@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from starlette.applications import Starlette
 
-from apiserver import app, cli, config, server, standalone, workers
+from apiserver import app, cli, config, embedded, server, standalone, workers
 from apiserver.auth import static
 from apiserver.endpoints import resources
 from apiserver.registry import build
@@ -73,13 +73,16 @@ def open_storage(settings: config.Settings) -> interface.Store:
 def wire(settings: config.Settings, hooks: Sequence[app.StartupHook] = ()) -> Starlette:
     storage = open_storage(settings)
     registry = build.build(storage)
-    seeds = [standalone.seeder(registry, name) for name in settings.seed_nodemodelstores]
+    names = dict.fromkeys([*settings.seed_nodemodelstores, *(n for n, _ in settings.nodes)])
+    seeds = [standalone.seeder(registry, name) for name in names]
+    background = embedded.build_hooks(settings, registry)
     return app.build(
         storage=storage,
         authenticator=static.load(settings.token_auth_file),
         resource_routes=resources.routes(registry),
         worker_username=settings.worker_username,
-        startup=[*seeds, *hooks],
+        startup=[*seeds, *background.start, *hooks],
+        stop=background.stop,
     )
 
 

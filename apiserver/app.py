@@ -42,10 +42,12 @@ def build(
     resource_routes: Sequence[BaseRoute],
     worker_username: str = config.DEFAULT_WORKER_USER,
     startup: Sequence[StartupHook] = (),
+    stop: Sequence[StartupHook] = (),
     max_body_bytes: int = config.MAX_BODY_BYTES,
 ) -> Starlette:
     """The API server app. ``resource_routes`` serve everything under the group version except
-    its discovery document; ``startup`` hooks run after storage started, before readiness."""
+    its discovery document; ``startup`` hooks run after storage started, before readiness;
+    ``stop`` hooks run (in reverse order) before storage closes."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -57,6 +59,11 @@ def build(
             yield
         finally:
             app.state.ready = False
+            for hook in reversed(stop):
+                try:
+                    await hook()
+                except Exception:
+                    log.exception("a shutdown step failed")
             await storage.close()
 
     # discovery first: it owns the exact group-version path the resource routes leave alone

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 from collections.abc import Sequence
 
 from apiserver import config, storage_flags
 from certs import authority
+from controllers import settings as controller_settings
 
 DESCRIPTION = """\
 The model-manager API server for worker.gpustack.ai/v1 (modelartifacts, nodemodelstores),
@@ -94,6 +96,23 @@ def parser() -> argparse.ArgumentParser:
         "(repeatable; for trying the API without node plugins, since clients cannot create one)",
     )
     p.add_argument(
+        "--node",
+        action="append",
+        default=[],
+        metavar="NAME[=URL]",
+        help="standalone mode: a node running the plugin, and the https URL of its HTTPS port "
+        "(for the progress subresource's live bytes); its NodeModelStore is created at start "
+        "like --seed-nodemodelstore (repeatable)",
+    )
+    p.add_argument(
+        "--controllers",
+        choices=config.CONTROLLER_MODES,
+        default="embedded",
+        help="embedded: run the resolver and the aggregation in this process (default); "
+        "external: they run as python -m controllers; none: do not run them",
+    )
+    controller_settings.add_flags(p)
+    p.add_argument(
         "--shutdown-timeout",
         type=float,
         default=5.0,
@@ -140,6 +159,11 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
             p.error(f"without --standalone these flags are required: {', '.join(missing)}")
         if args.seed_nodemodelstore:
             p.error("--seed-nodemodelstore is a standalone-mode flag")
+        if args.node:
+            p.error("--node is a standalone-mode flag (a cluster finds the plugins' Pods)")
+    nodes = tuple(_node(p, text) for text in args.node)
+    if args.secrets_dir is not None and not args.standalone:
+        p.error("--secrets-dir is a standalone-mode flag (a cluster reads Secrets)")
     return config.Settings(
         data_dir=data_dir,
         tls_cert_file=cert.resolve(),
@@ -151,7 +175,33 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
         worker_username=args.worker_user,
         tls_sans=tuple(args.tls_san),
         seed_nodemodelstores=tuple(args.seed_nodemodelstore),
+        nodes=nodes,
+        controllers=args.controllers,
+        controller_settings=controller_settings.Settings(
+            hub=controller_settings.hub_from(args),
+            revalidate_interval=args.revalidate_interval,
+            secrets_dir=args.secrets_dir.resolve() if args.secrets_dir else None,
+            plugin_urls=tuple((name, url) for name, url in nodes if url),
+            plugin_ca_file=args.plugin_ca_file,
+            plugin_port=args.plugin_secure_port,
+            plugin_selector=args.plugin_pod_selector,
+            settings_configmap=args.settings_configmap,
+            leader_elect=args.leader_elect,
+        ),
         shutdown_timeout=args.shutdown_timeout,
         log_level=args.log_level,
         storage=storage_flags.settings(p, args),
     )
+
+
+def _node(p: argparse.ArgumentParser, text: str) -> tuple[str, str]:
+    """``NAME`` or ``NAME=https://host:port``."""
+    name, _, url = text.partition("=")
+    if not name or not _NODE_NAME.fullmatch(name):
+        p.error(f"--node {text[:80]!r}: the node name must be a DNS subdomain")
+    if url and not url.startswith("https://"):
+        p.error(f"--node {name}: the plugin URL must start with https://")
+    return name, url.rstrip("/")
+
+
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from controllers import settings as controller_settings
+
 DEFAULT_WORKER_USER = "system:serviceaccount:gpustack-system:model-manager-worker"
 DEFAULT_PORT = 8443
 DEFAULT_BIND = "127.0.0.1"
+CONTROLLER_MODES = ("embedded", "external", "none")
 MAX_BODY_BYTES = 3 * 1024 * 1024
 """Request bodies larger than this get 413 (the same limit kube-apiserver applies)."""
 
@@ -44,6 +47,12 @@ class Settings:
     worker_username: str = DEFAULT_WORKER_USER
     tls_sans: tuple[str, ...] = ()
     seed_nodemodelstores: tuple[str, ...] = ()
+    nodes: tuple[tuple[str, str], ...] = ()
+    """Standalone ``--node NAME[=URL]``: (name, its plugin's https URL or "")."""
+    controllers: str = "embedded"
+    """``embedded`` (run them here), ``external`` (``python -m controllers``), ``none``."""
+    controller_settings: controller_settings.Settings = dataclasses.field(
+        default_factory=controller_settings.Settings)
     shutdown_timeout: float = 5.0
     """Seconds open requests (watches) get to finish after SIGTERM/SIGINT."""
     log_level: str = "INFO"

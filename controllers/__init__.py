@@ -1,5 +1,7 @@
-"""Controllers embedded in the server process (resolver, node stores, progress fan-out).
+"""The controllers: the resolver, the node-state aggregation and the progress read of the plugins.
 
-They reach objects through a client protocol, never storage. They arrive with later issues; the
-package exists now so the layer contracts in ``pyproject.toml`` cover it from the start.
+They run embedded in the API server (``--controllers=embedded``) or as their own process
+(``python -m controllers``). Either way they reach objects through ``client.Client``, a protocol
+implemented over the registry in process (``apiserver/inprocess.py``) or over HTTP; never through
+storage (an import-linter contract checks this). ``docs/controllers.md`` describes each one.
 """

@@ -8,6 +8,7 @@ for the rest of the chain, even if a later hop comes back.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -53,21 +54,29 @@ async def open_response(
     mapper: ErrorMapper,
     headers: dict[str, str] | None = None,
     follow: bool = True,
+    basic_user: str | None = None,
 ) -> AsyncIterator[httpx.Response]:
     """Send, follow redirects (at most ``MAX_REDIRECTS``) and yield the final streaming response.
 
     A final status of 400 or more is raised through ``mapper``; the response is always closed.
-    With ``follow=False`` a redirect is yielded as is (revalidation's HEAD).
+    With ``follow=False`` a redirect is yielded as is (revalidation's HEAD). The token goes as
+    ``Bearer``, or with ``basic_user`` as HTTP Basic ``basic_user:token`` (git over HTTP).
     """
     home = origin(httpx.URL(endpoint))
     current = httpx.URL(url)
     may_send_token = token is not None
+    if token is None:
+        credential = ""
+    elif basic_user is not None:
+        credential = "Basic " + base64.b64encode(f"{basic_user}:{token}".encode()).decode()
+    else:
+        credential = f"Bearer {token}"
     for _hop in range(MAX_REDIRECTS + 1):
         if origin(current) != home:
             may_send_token = False
         sent = dict(headers or {})
         if may_send_token:
-            sent["authorization"] = f"Bearer {token}"
+            sent["authorization"] = credential
         request = client.build_request(method, current, headers=sent)
         try:
             response = await client.send(request, stream=True)

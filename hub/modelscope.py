@@ -1,8 +1,6 @@
-"""ModelScope access: revision to commit, the file listing with its silent 3000-entry truncation
-handled, and ranged downloads. Every file is identified by the hub's ``Sha256``.
-
-Not done here: the ``git ls-remote`` cross-check of a resolved branch or tag (artifact.md,
-"Resolution and revalidation"); a branch resolves through the commits API alone.
+"""ModelScope access: revision to commit (cross-checked against git), the file listing with its
+silent 3000-entry truncation handled, ranged downloads, and the token check. Every file is
+identified by the hub's ``Sha256``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from urllib import parse
 
 import httpx
 
-from hub import errors, fetch, files, source
+from hub import errors, fetch, files, gitrefs, source
 from openapi import grammar
 
 TRUNCATION_LIMIT = 3000
@@ -117,7 +115,10 @@ class ModelScope:
         return envelope.get("Data")
 
     async def resolve_revision(self, repo: str, revision: str, *, token: str | None) -> str:
-        """A full commit as is; a branch or tag through the commits API (no git cross-check)."""
+        """A full commit as is; a branch or tag through the commits API, cross-checked against
+        the refs git advertises (the peeled commit of an annotated tag). A disagreement is
+        ``SourceUnavailable``: the index and git naming different commits is exactly how a wrong
+        revision would resolve silently."""
         source.check_repo(repo)
         if grammar.is_commit(revision):
             return revision
@@ -134,7 +135,39 @@ class ModelScope:
         commit = first.get("Id") if isinstance(first, dict) else None
         if not isinstance(commit, str) or not grammar.is_commit(commit):
             raise errors.HubError("SourceUnavailable", f"{what}: commits answer has no commit id")
+        refs = await gitrefs.list_refs(self._client, self.git_url(repo), endpoint=self._endpoint,
+                                       token=token, what=what, mapper=map_error)
+        named = gitrefs.commit_for(refs, revision)
+        if named != commit:
+            seen = f"names {named}" if named else "has no such ref"
+            raise errors.HubError(
+                "SourceUnavailable",
+                f"{what}: the hub's index names commit {commit} for {revision!r} but git "
+                f"{seen}; refusing to guess",
+            )
         return commit
+
+    def git_url(self, repo: str) -> str:
+        return f"{self._endpoint}/{repo}.git"
+
+    async def check_token(self, *, token: str) -> None:
+        """``GET /openapi/v1/users/me``: ``AccessDenied`` when the hub rejects the token (the
+        repository endpoints cannot tell a mistyped token from a missing grant)."""
+        what = "modelscope token check"
+        async with fetch.open_response(
+            self._client, "GET", f"{self._endpoint}/openapi/v1/users/me",
+            endpoint=self._endpoint, token=token, what=what, mapper=_token_error,
+            headers={"accept": "application/json"},
+        ) as response:
+            try:
+                await response.aread()
+                document = response.json()
+            except httpx.HTTPError as exc:
+                raise errors.from_transport(exc, what) from exc
+            except ValueError as exc:
+                raise errors.HubError("SourceUnavailable", f"{what}: answer is not JSON") from exc
+        if not isinstance(document, dict) or document.get("success") is not True:
+            raise errors.HubError("AccessDenied", f"{what}: the hub did not accept the token")
 
     async def _page(
         self, repo: str, commit: str, root: str, recursive: bool, *, token: str | None
@@ -249,3 +282,10 @@ class ModelScope:
             follow=False,
         ):
             return
+
+
+def _token_error(response: httpx.Response, body: bytes, what: str) -> errors.HubError:
+    if response.status_code in (401, 403):
+        return errors.HubError("AccessDenied", f"{what}: the hub rejected the token",
+                               status=response.status_code)
+    return map_error(response, body, what)

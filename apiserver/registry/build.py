@@ -22,6 +22,8 @@ class Registry:
     storage: interface.Store
     stores: Mapping[str, store.ResourceStore]
     """By URL plural, in the table's order."""
+    progress_view: progress.Slot = dataclasses.field(default_factory=progress.Slot)
+    """Where the progress view plugs in (it watches this registry, so it comes later)."""
 
     def resource(self, plural: str) -> store.ResourceStore:
         return self.stores[plural]
@@ -36,7 +38,7 @@ class Registry:
 
     async def progress(self, namespace: str, name: str) -> dict[str, Any]:
         """``GET modelartifacts/{name}/progress``: computed now, never stored."""
-        return await progress.read(self.modelartifacts, self.nodemodelstores, namespace, name)
+        return await progress.read(self.modelartifacts, self.progress_view, namespace, name)
 
 
 def build(storage: interface.Store,

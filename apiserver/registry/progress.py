@@ -1,89 +1,32 @@
-"""ModelArtifactProgress: computed per request from the artifact and the NodeModelStores listing its
-digest; never stored and never names a node."""
+"""``GET modelartifacts/{name}/progress``: the registry reads the artifact; the view computes
+the rest (``controllers.progress.Progress``: the NodeModelStores listing its digest, from an
+index kept off the watch, and the plugins' live bytes). Never stored, never names a node.
+
+The view is plugged into the ``Slot`` at wiring time, because it watches this same registry.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from apiserver.registry import meta, store
-from openapi import resources
+from apiserver import errors
+from apiserver.registry import store
 
 Obj = dict[str, Any]
 
-NOT_RESOLVED = ("The artifact is not resolved yet, so there is no content to count; progress"
-                " appears once its manifest digest is known.")
-CLAIM = ("The artifact's files come from its PersistentVolumeClaim, mounted from the volume and"
-         " never downloaded, so there is nothing to count.")
-IMAGE = ("The artifact's files come from an image that the container runtime pulls, so no node"
-         " downloads it through the model store and there is nothing to count.")
+
+class View(Protocol):
+    async def read(self, artifact: Obj) -> Obj: ...
 
 
-def _empty(artifact: Obj, reason: str) -> Obj:
-    body = _head(artifact)
-    body.update({"ready": 0, "downloading": 0, "failed": 0, "downloadingBytes": 0, "live": 0,
-                 "failureReasons": [], "reason": reason})
-    return body
+class Slot:
+    def __init__(self) -> None:
+        self.view: View | None = None
 
 
-def _head(artifact: Obj) -> Obj:
-    metadata = artifact["metadata"]
-    return {
-        "kind": resources.MODEL_ARTIFACT_PROGRESS.kind,
-        "apiVersion": resources.MODEL_ARTIFACT_PROGRESS.group_version,
-        "metadata": {"name": metadata["name"], "namespace": metadata.get("namespace", "")},
-        "timestamp": meta.now(),
-    }
-
-
-def compute(artifact: Obj, node_stores: list[Obj]) -> Obj:
-    """The progress view of ``artifact`` given every NodeModelStore."""
-    source = (artifact.get("spec") or {}).get("source") or {}
-    if "persistentVolumeClaim" in source:
-        return _empty(artifact, CLAIM)
-    if "image" in source:
-        return _empty(artifact, IMAGE)
-    resolved = (artifact.get("status") or {}).get("resolved") or {}
-    digest = resolved.get("manifestDigest")
-    if not digest:
-        return _empty(artifact, NOT_RESOLVED)
-    ready = failed = 0
-    percents: list[int] = []
-    downloading_bytes = 0
-    reasons: dict[str, int] = {}
-    for node_store in node_stores:
-        for entry in (node_store.get("status") or {}).get("models") or []:
-            if entry.get("digest") != digest:
-                continue
-            state = entry.get("state")
-            if state == "Ready":
-                ready += 1
-            elif state == "Downloading":
-                have = int(entry.get("downloadedBytes") or 0)
-                size = int(entry.get("sizeBytes") or resolved.get("sizeBytes") or 0)
-                downloading_bytes += have
-                percents.append(min(100, have * 100 // size) if size > 0 else 0)
-            elif state == "Failed":
-                failed += 1
-                reason = entry.get("reason") or "Unknown"
-                reasons[reason] = reasons.get(reason, 0) + 1
-    body = _head(artifact)
-    body["manifestDigest"] = digest
-    if "sizeBytes" in resolved:
-        body["sizeBytes"] = resolved["sizeBytes"]
-    body.update({"ready": ready, "downloading": len(percents), "failed": failed})
-    if percents:
-        body["downloadingPercent"] = sum(percents) // len(percents)
-    body["downloadingBytes"] = downloading_bytes
-    body["live"] = 0
-    body["failureReasons"] = [
-        {"reason": reason, "count": count}
-        for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
-    ]
-    return body
-
-
-async def read(artifacts: store.ResourceStore, node_stores: store.ResourceStore,
-               namespace: str, name: str) -> Obj:
+async def read(artifacts: store.ResourceStore, slot: Slot, namespace: str, name: str) -> Obj:
     artifact = await artifacts.get(namespace, name)
-    listed = await node_stores.list()
-    return compute(artifact, listed.items())
+    if slot.view is None:
+        raise errors.ServiceUnavailable(
+            "progress is not available yet: the server is still reading the NodeModelStores")
+    return await slot.view.read(artifact)

@@ -5,6 +5,9 @@ first start and reuses them afterwards, so a stop + start on the same directory 
 Its stdout and stderr go to ``data_dir/server.log`` (appended across restarts; ``log_name``
 picks another file, for replicas sharing one data directory on etcd storage, which then also
 share the CA, the serving certificate and the tokens).
+
+The controllers are off (``--controllers=none``) unless ``extra_args`` names ``--controllers``:
+tests of the API alone must not see a resolver writing status (and trying the public hub).
 """
 
 from __future__ import annotations
@@ -140,6 +143,8 @@ def start(
 
 def _start_once(data_dir: pathlib.Path, port: int, extra_args: Sequence[str],
                 log_name: str) -> RunningServer:
+    if not any(arg.startswith("--controllers") for arg in extra_args):
+        extra_args = [*extra_args, "--controllers=none"]
     command = [
         sys.executable, "-m", "apiserver", "--standalone",
         "--data-dir", str(data_dir), "--port", str(port), "--bind", "127.0.0.1",

@@ -66,9 +66,12 @@ class FakeHub:
         refs: Mapping[str, str] | None = None,
         gated: bool = False,
         tree_page_size: int = 1000,
+        tags: Mapping[str, str] | None = None,
+        annotated_tags: Mapping[str, str] | None = None,
     ) -> hubstate.Repo:
         """Serve a repository: ``bytes`` are a regular git file, an ``int`` that many synthetic
-        LFS bytes, a ``FileSpec`` anything else. Refs default to ``main`` and ``master``."""
+        LFS bytes, a ``FileSpec`` anything else. Branches (``refs``) default to ``main`` and
+        ``master``; ``tags`` and ``annotated_tags`` map a tag name to the commit it names."""
         built: dict[str, hubstate.RemoteFile] = {}
         for path, spec in files.items():
             data, lfs = content.make(repo_id, path, spec)
@@ -82,6 +85,8 @@ class FakeHub:
             private_token=private_token,
             gated=gated,
             tree_page_size=tree_page_size,
+            tags=dict(tags or {}),
+            annotated_tags=dict(annotated_tags or {}),
         )
         with self._state.lock:
             self._state.repos[repo_id] = repo
@@ -98,6 +103,11 @@ class FakeHub:
     def content(self, repo_id: str, path: str) -> content.Content:
         """The exact bytes served for a file (``.read()``, ``.chunks()``, ``.sha256``...)."""
         return self.repo(repo_id).files[path].content
+
+    def add_user_token(self, token: str) -> None:
+        """A token ModelScope's ``/openapi/v1/users/me`` accepts (besides private repos')."""
+        with self._state.lock:
+            self._state.user_tokens.add(token)
 
     def set_modelscope_limit(self, limit: int) -> None:
         """Entries a ModelScope listing returns before it silently truncates (default 3000)."""
@@ -124,6 +134,11 @@ class FakeHub:
         """Requests (any method, either server) for a URL path, e.g. ``/api/models/o/n/...``."""
         with self._state.lock:
             return self._state.requests[url_path]
+
+    def total_requests(self) -> int:
+        """Every request either server answered since the last ``reset_counters``."""
+        with self._state.lock:
+            return sum(self._state.requests.values())
 
     def file_requests(self, repo_id: str, path: str) -> int:
         """Body-serving requests (GET resolve, CDN, ModelScope download) for one file."""

@@ -1,7 +1,11 @@
 """The fixture hub's ModelScope routes: commits, revisions, the silently truncated file listing,
-and the ``repo?FilePath=`` download."""
+the ``repo?FilePath=`` download, the ``users/me`` token check, and git's smart-HTTP ref
+advertisement (``<id>.git/info/refs``, what ``git ls-remote`` reads; checked against real git)."""
 
 from __future__ import annotations
+
+import base64
+import binascii
 
 from tests.support.fakehub import handler
 from tests.support.fakehub import state as hubstate
@@ -99,3 +103,65 @@ class ModelScopeRoutes(handler.BaseHandler):
         listed.sort(key=lambda e: str(e["Path"]).encode())
         # ModelScope truncates silently: no marker, no pagination.
         self._ms_envelope(200, 200, {"Files": listed[: self.server.shared.modelscope_limit]})
+
+    # --- users/me and git ---------------------------------------------------------------
+
+    def _users_me(self) -> None:
+        scheme, _, token = (self.headers.get("authorization") or "").partition(" ")
+        shared = self.server.shared
+        with shared.lock:
+            known = set(shared.user_tokens)
+            known.update(r.private_token for r in shared.repos.values() if r.private_token)
+        if scheme.lower() == "bearer" and token and token in known:
+            self._json(200, {"success": True, "data": {"username": "fixture", "email": "",
+                                                        "nickname": "fixture"}})
+            return
+        self._json(401, {"success": False, "code": "InvalidAuthentication",
+                         "message": "Invalid authentication: missing or invalid Authorization "
+                                    "header"})
+
+    def _basic_password(self) -> str | None:
+        scheme, _, value = (self.headers.get("authorization") or "").partition(" ")
+        if scheme.lower() != "basic":
+            return None
+        try:
+            user, _, password = base64.b64decode(value.strip()).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return password if user == "oauth2" else None
+
+    def _git_refs(self, repo_id: str, query: dict[str, str]) -> None:
+        if self._status_faults(repo_id, None):
+            return
+        if query.get("service") != "git-upload-pack":
+            self._json(403, {"error": "only the smart protocol is served"})
+            return
+        repo = self._repo(repo_id)
+        if repo is not None and repo.private_token is not None and (
+                self._basic_password() != repo.private_token):
+            self.send_response(401)
+            self.send_header("www-authenticate", 'Basic realm="ModelScope"')
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        if repo is None:
+            self._json(404, {"error": "repository not found"})
+            return
+
+        def pkt(data: bytes) -> bytes:
+            return b"%04x" % (len(data) + 4) + data
+
+        body = bytearray(pkt(b"# service=git-upload-pack\n") + b"0000")
+        for index, (sha, name) in enumerate(repo.git_refs()):
+            line = f"{sha} {name}".encode()
+            if index == 0:
+                line += b"\0multi_ack thin-pack side-band side-band-64k ofs-delta shallow " \
+                        b"no-progress include-tag agent=git/fakehub"
+            body += pkt(line + b"\n")
+        body += b"0000"
+        self.send_response(200)
+        self.send_header("content-type", "application/x-git-upload-pack-advertisement")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(bytes(body))

@@ -105,6 +105,11 @@ class Handler(hfroutes.HuggingFaceRoutes, msroutes.ModelScopeRoutes):
             query = dict(parse.parse_qsl(split.query, keep_blank_values=True))
             if self.server.role == "cdn":
                 self._cdn(segments)
+            elif segments == ["openapi", "v1", "users", "me"]:
+                self._users_me()
+            elif (len(segments) == 4 and segments[1].endswith(".git")
+                  and segments[2:] == ["info", "refs"]):
+                self._git_refs(f"{segments[0]}/{segments[1].removesuffix('.git')}", query)
             elif segments[:3] == ["api", "v1", "models"]:
                 self._modelscope(segments[3:], query)
             elif segments[:2] == ["api", "models"]:

@@ -60,20 +60,54 @@ class RemoteFile:
         return self.sha256 if self.lfs else self.content.gitsha1
 
 
+def tag_object(name: str, commit: str) -> str:
+    """The id of the (fixture's) annotated tag object ``name`` pointing at ``commit``."""
+    return hashlib.sha1(f"tag {name}\nobject {commit}".encode()).hexdigest()
+
+
 @dataclasses.dataclass
 class Repo:
     repo_id: str
     files: dict[str, RemoteFile]
     commit: str
     refs: dict[str, str]
+    """Branches: name -> commit."""
     private_token: str | None = None
     gated: bool = False
     tree_page_size: int = 1000
+    tags: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Lightweight tags: name -> commit."""
+    annotated_tags: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Annotated tags: name -> the commit they peel to (git advertises the tag object too)."""
+    git_refs_override: dict[str, str] = dataclasses.field(default_factory=dict)
+    """refname -> sha git advertises instead of the truth (to make the index and git disagree)."""
 
     def resolve(self, revision: str) -> str | None:
         if revision == self.commit:
             return self.commit
-        return self.refs.get(revision)
+        for table in (self.refs, self.tags, self.annotated_tags):
+            if revision in table:
+                return table[revision]
+        return None
+
+    def git_refs(self) -> list[tuple[str, str]]:
+        """(sha, refname) as ``git ls-remote`` lists them: HEAD, then sorted refs, each
+        annotated tag followed by its peeled ``^{}`` line."""
+        refs: list[tuple[str, str]] = []
+        head = self.refs.get("main") or self.refs.get("master")
+        if head is not None:
+            refs.append((head, "HEAD"))
+        named: dict[str, str] = {f"refs/heads/{b}": c for b, c in self.refs.items()}
+        named.update({f"refs/tags/{t}": c for t, c in self.tags.items()})
+        named.update({f"refs/tags/{t}": tag_object(t, c) for t, c in self.annotated_tags.items()})
+        for name in sorted(named):
+            refs.append((self.git_refs_override.get(name, named[name]), name))
+            tag = name.removeprefix("refs/tags/")
+            if name.startswith("refs/tags/") and tag in self.annotated_tags:
+                peeled = name + "^{}"
+                refs.append((self.git_refs_override.get(peeled, self.annotated_tags[tag]),
+                             peeled))
+        return refs
 
     def directories(self) -> list[str]:
         found: set[str] = set()
@@ -102,6 +136,7 @@ class State:
         self.repos: dict[str, Repo] = {}
         self.faults: dict[tuple[str, str | None], Faults] = {}
         self.modelscope_limit = 3000
+        self.user_tokens: set[str] = set()
         self.reset_counters()
 
     def reset_counters(self) -> None:

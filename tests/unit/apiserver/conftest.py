@@ -8,9 +8,15 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from apiserver import inprocess
+from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
+from controllers import clock as clocks
+from controllers import worker
 from tests.support import etcd
+
+WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 
 
 @pytest.fixture
@@ -32,3 +38,19 @@ def registry(storage: sqlite.Store) -> build.Registry:
 def etcd_server(tmp_path: pathlib.Path) -> Iterator[etcd.Etcd]:
     with etcd.running(tmp_path / "etcd") as member:
         yield member
+
+
+@pytest.fixture
+async def progress_view(registry: build.Registry) -> AsyncIterator[worker.NodeView]:
+    """The progress view as the server wires it: a NodeModelStore index kept from the watch
+    through the in-process client, plugged into the registry once it has listed."""
+    api = inprocess.RegistryClient(registry, user=users.UserInfo(WORKER), worker_username=WORKER)
+    view = worker.NodeView(api, clocks.SystemClock(), None)
+    view.start()
+    await view.index.wait_synced()
+    registry.progress_view.view = view.progress
+    try:
+        yield view
+    finally:
+        registry.progress_view.view = None
+        await view.stop()

@@ -123,11 +123,29 @@ async def test_error_codes(status: int, code: int, reason: str) -> None:
     assert "secret-token" not in caught.value.message
 
 
+def _advertisement(*refs: tuple[str, str]) -> bytes:
+    def pkt(data: bytes) -> bytes:
+        return b"%04x" % (len(data) + 4) + data
+
+    body = pkt(b"# service=git-upload-pack\n") + b"0000"
+    for index, (sha, name) in enumerate(refs):
+        line = f"{sha} {name}".encode() + (b"\0side-band-64k" if index == 0 else b"")
+        body += pkt(line + b"\n")
+    return body + b"0000"
+
+
+GIT = "application/x-git-upload-pack-advertisement"
+
+
 async def test_resolve_revision() -> None:
     seen: list[httpx.URL] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.url)
+        if request.url.path.endswith("/info/refs"):
+            assert request.url.params["service"] == "git-upload-pack"
+            return httpx.Response(200, headers={"content-type": GIT},
+                                  content=_advertisement((COMMIT, "refs/heads/master")))
         ref = request.url.params["Ref"]
         commits = [{"Id": COMMIT}] if ref == "master" else []
         return httpx.Response(200, json=_envelope({"Commit": commits}))
@@ -139,7 +157,74 @@ async def test_resolve_revision() -> None:
         with pytest.raises(errors.HubError) as caught:
             await ms.resolve_revision("org/model", "nope", token=None)
     assert caught.value.reason == "RevisionNotFound"
-    assert [u.path for u in seen] == ["/api/v1/models/org/model/commits"] * 2
+    assert [u.path for u in seen] == ["/api/v1/models/org/model/commits",
+                                      "/org/model.git/info/refs",
+                                      "/api/v1/models/org/model/commits"]
+
+
+@pytest.mark.parametrize(("advertised", "outcome"), [
+    # an annotated tag: git names the tag object, and its peeled line names the commit
+    ((("1" * 40, "refs/tags/v1"), (COMMIT, "refs/tags/v1^{}")), COMMIT),
+    ((("1" * 40, "refs/tags/v1"),), "SourceUnavailable"),  # peeled line missing: disagreement
+    (((COMMIT, "refs/heads/main"),), "SourceUnavailable"),  # git has no such ref
+])
+async def test_git_cross_check(advertised: tuple[tuple[str, str], ...], outcome: str) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/info/refs"):
+            return httpx.Response(200, headers={"content-type": GIT},
+                                  content=_advertisement(*advertised))
+        return httpx.Response(200, json=_envelope({"Commit": [{"Id": COMMIT}]}))
+
+    client, ms = _ms(httpx.MockTransport(handler))
+    async with client:
+        if outcome == COMMIT:
+            assert await ms.resolve_revision("org/model", "v1", token=None) == COMMIT
+            return
+        with pytest.raises(errors.HubError) as caught:
+            await ms.resolve_revision("org/model", "v1", token=None)
+    assert caught.value.reason == outcome and "org/model" in caught.value.message
+
+
+async def test_git_authenticates_as_oauth2_and_maps_refusals() -> None:
+    authorizations: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/info/refs"):
+            authorizations.append(request.headers.get("authorization"))
+            return httpx.Response(401, headers={"www-authenticate": 'Basic realm="x"'})
+        assert request.headers["authorization"] == "Bearer secret-token"
+        return httpx.Response(200, json=_envelope({"Commit": [{"Id": COMMIT}]}))
+
+    client, ms = _ms(httpx.MockTransport(handler))
+    async with client:
+        with pytest.raises(errors.HubError) as caught:
+            await ms.resolve_revision("org/model", "master", token="secret-token")
+    assert caught.value.reason == "AccessDenied"
+    assert "secret-token" not in caught.value.message
+    # base64("oauth2:secret-token")
+    assert authorizations == ["Basic b2F1dGgyOnNlY3JldC10b2tlbg=="]
+
+
+@pytest.mark.parametrize(("status", "body", "reason"), [
+    (200, {"success": True, "data": {"username": "u"}}, None),
+    (401, {"success": False, "code": "InvalidAuthentication"}, "AccessDenied"),
+    (200, {"success": False}, "AccessDenied"),
+    (503, {}, "SourceUnavailable"),
+])
+async def test_check_token(status: int, body: dict[str, object], reason: str | None) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/openapi/v1/users/me"
+        assert request.headers["authorization"] == "Bearer secret-token"
+        return httpx.Response(status, json=body)
+
+    client, ms = _ms(httpx.MockTransport(handler))
+    async with client:
+        if reason is None:
+            await ms.check_token(token="secret-token")
+            return
+        with pytest.raises(errors.HubError) as caught:
+            await ms.check_token(token="secret-token")
+    assert caught.value.reason == reason
 
 
 async def test_stream_url_and_range() -> None:

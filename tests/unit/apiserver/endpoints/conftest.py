@@ -14,6 +14,7 @@ from apiserver.auth import user as users
 from apiserver.endpoints import resources
 from apiserver.endpoints import responses as our_responses
 from apiserver.registry import build
+from controllers import worker
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 
@@ -39,7 +40,8 @@ async def _render(request: requests.Request, exc: Exception) -> responses.Respon
 
 
 @pytest.fixture
-async def client(registry: build.Registry) -> AsyncIterator[httpx.AsyncClient]:
+async def client(registry: build.Registry,
+                 progress_view: worker.NodeView) -> AsyncIterator[httpx.AsyncClient]:
     app = applications.Starlette(routes=resources.routes(registry),
                                  exception_handlers={errors.StatusError: _render})
     app.state.worker_username = WORKER

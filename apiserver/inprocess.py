@@ -1,0 +1,87 @@
+"""``controllers.client.Client`` over the registry: how embedded controllers reach the API.
+
+Every call goes through the same ``ResourceStore`` methods the HTTP routes use (strategies,
+validation, the status path keeping spec and metadata), and a status write passes the same
+worker-only guard, as the identity this client was built for. Registry errors become
+``controllers.errors`` here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from apiserver import errors
+from apiserver.auth import guards
+from apiserver.auth import user as users
+from apiserver.registry import build, codec, options, selectors, store
+from controllers import client as clients
+from controllers import errors as controller_errors
+
+Obj = clients.Obj
+
+
+def _translate(exc: errors.StatusError) -> controller_errors.ApiError:
+    return controller_errors.from_status(exc.code, exc.message)
+
+
+class RegistryClient:
+    def __init__(self, registry: build.Registry, *, user: users.UserInfo,
+                 worker_username: str) -> None:
+        self._registry = registry
+        self._user = user
+        self._worker = worker_username
+        self._stores = {
+            clients.MODEL_ARTIFACTS: registry.modelartifacts,
+            clients.NODE_MODEL_STORES: registry.nodemodelstores,
+        }
+
+    def _store(self, resource: clients.Resource) -> store.ResourceStore:
+        found = self._stores.get(resource)
+        if found is None:
+            raise controller_errors.NotFound(f"this server does not serve {resource.plural}")
+        return found
+
+    async def list(self, resource: clients.Resource, *, namespace: str = "",
+                   label_selector: str = "") -> clients.ListResult:
+        try:
+            opts = options.ListOptions(label_selector=selectors.parse_labels(label_selector))
+            result = await self._store(resource).list(namespace, opts)
+        except errors.StatusError as exc:
+            raise _translate(exc) from exc
+        return clients.ListResult(result.items(), str(result.revision))
+
+    async def watch(self, resource: clients.Resource, *, resource_version: str,
+                    namespace: str = "", label_selector: str = ""
+                    ) -> AsyncIterator[clients.WatchEvent]:
+        try:
+            opts = options.WatchOptions(
+                label_selector=selectors.parse_labels(label_selector),
+                resource_version=resource_version, allow_bookmarks=True)
+            events = self._store(resource).watch(namespace, opts)
+        except errors.StatusError as exc:
+            raise _translate(exc) from exc
+        async for event in events:
+            if event.type == "ERROR":
+                status = event.status or {}
+                raise controller_errors.from_status(int(status.get("code") or 500),
+                                                    str(status.get("message") or ""))
+            if event.type == "BOOKMARK":
+                yield clients.WatchEvent(
+                    "BOOKMARK", {"metadata": {"resourceVersion": str(event.revision)}})
+            elif event.record is not None and event.type in ("ADDED", "MODIFIED", "DELETED"):
+                yield clients.WatchEvent(event.type, codec.decode(event.record))  # type: ignore[arg-type]
+
+    async def get(self, resource: clients.Resource, namespace: str, name: str) -> Obj:
+        try:
+            return await self._store(resource).get(namespace, name)
+        except errors.StatusError as exc:
+            raise _translate(exc) from exc
+
+    async def update_status(self, resource: clients.Resource, obj: Obj) -> Obj:
+        namespace, name = clients.key_of(obj)
+        try:
+            resource_store = self._store(resource)
+            guards.require_worker(self._user, self._worker, what=f"a {resource.kind}'s status")
+            return await resource_store.update_status(obj, namespace=namespace, name=name)
+        except errors.StatusError as exc:
+            raise _translate(exc) from exc

@@ -1,0 +1,28 @@
+"""Telling people what happened to an artifact: the ``Recorder`` seam.
+
+Standalone mode has no Events API, so ``LogRecorder`` writes one log line per event; in a cluster
+``kubeevents.KubeRecorder`` writes ``core/v1`` Events. Messages are the controllers' own (they
+never carry a token).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal, Protocol
+
+log = logging.getLogger("controllers.events")
+
+Obj = dict[str, Any]
+Kind = Literal["Normal", "Warning"]
+
+
+class Recorder(Protocol):
+    def record(self, obj: Obj, kind: Kind, reason: str, message: str) -> None: ...
+
+
+class LogRecorder:
+    def record(self, obj: Obj, kind: Kind, reason: str, message: str) -> None:
+        metadata = obj.get("metadata") or {}
+        level = logging.WARNING if kind == "Warning" else logging.INFO
+        log.log(level, "%s %s/%s %s: %s", obj.get("kind", "object"),
+                metadata.get("namespace", ""), metadata.get("name", ""), reason, message)

@@ -1,0 +1,161 @@
+"""Where each node's plugin answers, and reading its running downloads as the worker.
+
+``GET /model/downloads`` on the plugin's HTTPS port, with the worker's own bearer token (the
+plugin checks it: the shared token file in standalone mode, a TokenReview in a cluster). The
+plugin's address comes from ``--node NAME=URL`` in standalone mode (``StaticPlugins``) or from the
+plugin Pod on that node in a cluster (``PodPlugins``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+import ssl
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import httpx
+
+from controllers import informer
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1024 * 1024
+TokenSource = Callable[[], str | None]
+
+
+class Locator(Protocol):
+    def url(self, node: str) -> str | None:
+        """``https://host:port`` of the node's plugin, None when unknown."""
+        ...
+
+
+class StaticPlugins:
+    def __init__(self, urls: Mapping[str, str]) -> None:
+        self._urls = {node: url.rstrip("/") for node, url in urls.items() if url}
+
+    def url(self, node: str) -> str | None:
+        return self._urls.get(node)
+
+
+class PodPlugins:
+    """The plugin Pods (an informer on the plugin namespace and label selector): a running,
+    ready Pod on the node gives ``https://<podIP>:<port>``."""
+
+    def __init__(self, pods: informer.Informer, port: int) -> None:
+        self._pods = pods
+        self._port = port
+        pods.add_index(NODE_INDEX, _node_of)
+
+    def url(self, node: str) -> str | None:
+        for pod in self._pods.by_index(NODE_INDEX, node):
+            if _serving(pod):
+                address = str((pod.get("status") or {}).get("podIP"))
+                host = f"[{address}]" if ":" in address else address
+                return f"https://{host}:{self._port}"
+        return None
+
+
+NODE_INDEX = "node"
+
+
+def _node_of(pod: informer.Obj) -> list[str]:
+    node = (pod.get("spec") or {}).get("nodeName")
+    return [str(node)] if node else []
+
+
+def _serving(pod: informer.Obj) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or not status.get("podIP"):
+        return False
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return not ready or ready[0].get("status") == "True"
+
+
+class FileToken:
+    """A token read from a file (the worker's static token, a projected ServiceAccount token),
+    re-read when the file changes."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self._path = path
+        self._stamp: tuple[int, int] | None = None
+        self._token: str | None = None
+
+    def __call__(self) -> str | None:
+        try:
+            info = self._path.stat()
+            stamp = (info.st_ino, info.st_mtime_ns)
+            if stamp != self._stamp:
+                self._token = self._path.read_text().strip() or None
+                self._stamp = stamp
+        except OSError as exc:
+            log.warning("cannot read the worker token %s: %s", self._path, type(exc).__name__)
+            return None
+        return self._token
+
+
+def ssl_context(ca_file: str | None) -> ssl.SSLContext:
+    """Plugins present self-signed certificates unless the chart gives them one: verify with
+    ``ca_file`` when given, otherwise encrypt without verifying (documented in controllers.md)."""
+    if ca_file:
+        return ssl.create_default_context(cafile=ca_file)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class HttpDownloads:
+    """``progress.LiveReader`` over HTTPS."""
+
+    def __init__(self, locator: Locator, token: TokenSource, *, ca_file: str | None = None,
+                 timeout: float = 2.0) -> None:
+        self._locator = locator
+        self._token = token
+        self._client = httpx.AsyncClient(
+            verify=ssl_context(ca_file), http2=True, trust_env=False, follow_redirects=False,
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+
+    def knows(self, node: str) -> bool:
+        return self._locator.url(node) is not None
+
+    async def downloads(self, node: str) -> dict[str, int]:
+        base = self._locator.url(node)
+        if base is None:
+            raise LookupError(f"no plugin known for node {node}")
+        token = self._token()
+        headers = {"accept": "application/json"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        async with self._client.stream("GET", f"{base}/model/downloads",
+                                       headers=headers) as response:
+            if response.status_code != 200:
+                raise RuntimeError(f"HTTP {response.status_code}")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY:
+                    raise RuntimeError("answer too large")
+        return parse_downloads(bytes(body))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def parse_downloads(body: bytes) -> dict[str, int]:
+    document = json.loads(body)
+    running = document.get("downloads") if isinstance(document, dict) else None
+    if not isinstance(running, list):
+        raise ValueError("no downloads list")
+    found: dict[str, int] = {}
+    for item in running:
+        if not isinstance(item, dict):
+            continue
+        digest, have = item.get("digest"), item.get("downloadedBytes")
+        if isinstance(digest, str) and isinstance(have, int) and not isinstance(have, bool):
+            found[digest] = max(0, have)
+    return found

@@ -1,0 +1,103 @@
+"""The controllers' configuration: one frozen value, and the flags that fill it (shared by
+``python -m apiserver`` and ``python -m controllers`` so both spell them alike)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import re
+
+from hub import config as hub_config
+
+DEFAULT_INTERVAL = 24 * 3600.0
+DEFAULT_PLUGIN_PORT = 32444
+DEFAULT_PLUGIN_SELECTOR = "app.kubernetes.io/name=model-manager,app.kubernetes.io/component=plugin"
+DEFAULT_SETTINGS_CONFIGMAP = "model-manager-settings"
+DEFAULT_LEASE = "model-manager-controllers"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """A Go-style duration (``24h``, ``1h30m``, ``90s``) in seconds; must be positive."""
+    value = text.strip()
+    position, total = 0, 0.0
+    while position < len(value):
+        match = _DURATION.match(value, position)
+        if match is None:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a duration such as 24h, 90m or 30s")
+        total += float(match[1]) * _UNITS[match[2]]
+        position = match.end()
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive duration")
+    return total
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    hub: hub_config.HubConfig = dataclasses.field(default_factory=hub_config.HubConfig)
+    revalidate_interval: float = DEFAULT_INTERVAL
+    secrets_dir: pathlib.Path | None = None
+    """Standalone: ``DIR/<namespace>/<name>/token``."""
+    plugin_urls: tuple[tuple[str, str], ...] = ()
+    """Standalone: (node, https URL of its plugin) from ``--node NAME=URL``."""
+    plugin_ca_file: str | None = None
+    plugin_port: int = DEFAULT_PLUGIN_PORT
+    plugin_selector: str = DEFAULT_PLUGIN_SELECTOR
+    plugin_namespace: str = ""
+    settings_configmap: str = DEFAULT_SETTINGS_CONFIGMAP
+    namespace: str = "gpustack-system"
+    """The worker's own namespace (its Lease, its settings ConfigMap)."""
+    leader_elect: bool = False
+    lease_name: str = DEFAULT_LEASE
+    identity: str = ""
+    resolver_workers: int = 8
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("controllers (docs/controllers.md)")
+    g.add_argument("--leader-elect", action="store_true",
+                   help="cluster mode: run the controllers only while holding the Lease "
+                   f"{DEFAULT_LEASE} in --namespace, so one of several replicas resolves "
+                   "(standalone mode always leads)")
+    g.add_argument("--revalidate-interval", type=duration, default=DEFAULT_INTERVAL,
+                   metavar="DURATION",
+                   help="how often a resolved artifact's access is checked again (default: 24h; "
+                   "a cluster's settings ConfigMap key model-artifact-revalidate-interval wins)")
+    g.add_argument("--huggingface-endpoint", default="https://huggingface.co",
+                   help="the Hugging Face endpoint (default: https://huggingface.co)")
+    g.add_argument("--modelscope-endpoint", default="https://www.modelscope.cn",
+                   help="the ModelScope endpoint (default: https://www.modelscope.cn)")
+    g.add_argument("--https-proxy", default="",
+                   help="proxy for HTTPS requests to the hubs, without credentials (default: none)")
+    g.add_argument("--no-proxy", default="",
+                   help="comma-separated hosts, .domains, IPs and CIDRs reached without the proxy")
+    g.add_argument("--hub-ca-bundle", default="", metavar="FILE",
+                   help="PEM bundle trusted for the hubs and the proxy (default: the system's)")
+    g.add_argument("--settings-configmap", default=DEFAULT_SETTINGS_CONFIGMAP, metavar="NAME",
+                   help="cluster mode: the ConfigMap in --namespace whose model-artifact-* keys "
+                   "override the hub flags and the interval, watched for changes "
+                   f"(default: {DEFAULT_SETTINGS_CONFIGMAP})")
+    g.add_argument("--secrets-dir", type=pathlib.Path, default=None, metavar="DIR",
+                   help="standalone mode: hub tokens as DIR/<namespace>/<secret>/token, read when "
+                   "an artifact's secretRef names them and watched for changes")
+    g.add_argument("--plugin-ca-file", default=None, metavar="FILE",
+                   help="CA bundle to verify node plugins' serving certificates when reading "
+                   "their live downloads (default: encrypted but not verified)")
+    g.add_argument("--plugin-secure-port", type=int, default=DEFAULT_PLUGIN_PORT, metavar="PORT",
+                   help=f"cluster mode: the plugins' HTTPS port (default: {DEFAULT_PLUGIN_PORT})")
+    g.add_argument("--plugin-pod-selector", default=DEFAULT_PLUGIN_SELECTOR, metavar="SELECTOR",
+                   help="cluster mode: label selector of the plugin Pods "
+                   f"(default: {DEFAULT_PLUGIN_SELECTOR})")
+
+
+def hub_from(args: argparse.Namespace) -> hub_config.HubConfig:
+    return hub_config.HubConfig(
+        huggingface_endpoint=args.huggingface_endpoint,
+        modelscope_endpoint=args.modelscope_endpoint,
+        https_proxy=args.https_proxy or None,
+        no_proxy=args.no_proxy,
+        ca_bundle=args.hub_ca_bundle or None,
+    )

@@ -1,0 +1,94 @@
+"""Assembling the controllers over a client, for the API server (embedded) and for
+``python -m controllers`` (external).
+
+``NodeView`` is the read side every API server runs whatever ``--controllers`` says: the
+NodeModelStore informer, the digest index and the progress view. ``Worker`` is the rest: the
+artifact informer, the resolver and the aggregation under a ``runtime.Manager`` (which runs them
+only while this replica leads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from controllers import (
+    aggregate,
+    claims,
+    events,
+    hubs,
+    informer,
+    nodeindex,
+    passes,
+    progress,
+    resolver,
+    runtime,
+    secrets,
+    settings,
+)
+from controllers import client as clients
+from controllers import clock as clocks
+
+log = logging.getLogger(__name__)
+
+RESYNC = 600.0
+
+
+class NodeView:
+    def __init__(self, api: clients.Client, clock: clocks.Clock,
+                 reader: progress.LiveReader | None,
+                 limits: progress.Limits = progress.DEFAULT_LIMITS) -> None:
+        self.informer = informer.Informer(api, clients.NODE_MODEL_STORES, clock)
+        self.index = nodeindex.DigestIndex(self.informer)
+        self.progress = progress.Progress(self.index, reader, clock, limits)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.informer.run(), name="informer nodemodelstores")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+class Worker:
+    def __init__(
+        self,
+        api: clients.Client,
+        config: settings.Settings,
+        clock: clocks.Clock,
+        *,
+        index: nodeindex.DigestIndex,
+        secret_source: secrets.Secrets,
+        claim_source: claims.Claims,
+        leadership: runtime.Leadership,
+        informers: Sequence[informer.Informer] = (),
+        recorder: events.Recorder | None = None,
+    ) -> None:
+        self.hubs = hubs.Hubs(config.hub)
+        self.cache = hubs.ListingCache()
+        self.artifacts = informer.Informer(api, clients.MODEL_ARTIFACTS, clock, resync=RESYNC)
+        self.resolver = resolver.Resolver(
+            api, self.artifacts, passes.Passes(self.hubs, self.cache), self.hubs, secret_source,
+            claim_source, clock, interval=config.revalidate_interval, recorder=recorder,
+            workers=config.resolver_workers)
+        self.aggregator = aggregate.Aggregator(api, self.artifacts, index, clock)
+        self.manager = runtime.Manager([self.artifacts, *informers],
+                                       [self.resolver, self.aggregator], leadership)
+        self._secrets = secret_source
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._secrets.run(), name="secrets"))
+        self.manager.start()
+
+    async def stop(self) -> None:
+        await self.manager.stop()
+        for task in self._tasks:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.hubs.aclose()
