@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from controllers import (
     claims,
@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
-T = TypeVar("T")
 SECRET_INDEX = "secret"
 CLAIM_INDEX = "claim"
 HUB_KINDS: tuple[hubs.Kind, ...] = ("huggingFace", "modelScope")
@@ -226,12 +225,12 @@ class Resolver:
             token = await self._token(obj, src, member)
             found = await self._passes.resolve(src, self._selection(obj), anchor, token)
         except passes.Failure as failure:
-            if not failure.outage:
-                self._failures[uid] = self._failures.get(uid, 0) + 1
             log.info("%s/%s: %s: %s", *clients.key_of(obj), failure.reason, failure.message)
             failed = failure
-            return await self._write(obj, lambda s: verdict.not_resolved(
+            delay = await self._write(obj, lambda s: verdict.not_resolved(
                 s, failed, self._context(obj, uid), anchor), default=verdict.RECHECK)
+            self._count_failure(uid, failed)
+            return delay
         self._failures.pop(uid, None)
         return await self._write(obj, lambda s: verdict.resolved(
             s, found, self._context(obj, uid), where), default=self.interval)
@@ -246,16 +245,21 @@ class Resolver:
                                           str(resolved["manifestDigest"]), self._selection(obj),
                                           anchored=anchored, token=token)
         except passes.Failure as failure:
-            if not failure.outage:
-                self._failures[uid] = self._failures.get(uid, 0) + 1
             log.info("%s/%s revalidation: %s: %s", *clients.key_of(obj), failure.reason,
                      failure.message)
             failed = failure
-            return await self._write(obj, lambda s: verdict.refused(
+            delay = await self._write(obj, lambda s: verdict.refused(
                 s, failed, self._context(obj, uid)), default=verdict.RECHECK)
+            self._count_failure(uid, failed)
+            return delay
         self._failures.pop(uid, None)
         return await self._write(obj, lambda s: verdict.confirmed(
             s, self._context(obj, uid), where), default=self.interval)
+
+    def _count_failure(self, uid: str, failure: passes.Failure) -> None:
+        """Refusals back off (a minute, doubling); outages are retried every minute."""
+        if not failure.outage:
+            self._failures[uid] = self._failures.get(uid, 0) + 1
 
     async def _claim(self, obj: Obj, uid: str, member: Obj) -> runtime.Result:
         namespace = obj["metadata"].get("namespace") or ""
@@ -306,12 +310,12 @@ class Resolver:
                                   f"ModelScope rejected the token in Secret {namespace}/{name}")
         self._tokens_checked[(namespace, name)] = print_
 
-    async def _write(self, obj: Obj, change: Callable[[Obj], T], *,
-                     default: T | None = None) -> T | None:
+    async def _write(self, obj: Obj, change: Callable[[Obj], float | None], *,
+                     default: float | None = None) -> float | None:
         """Write the status ``change`` makes (re-read and reapplied on conflict); returns what
         ``change`` returned (``default`` if the artifact went away meanwhile)."""
         namespace, name = clients.key_of(obj)
-        outcome: list[T] = []
+        outcome: list[float | None] = []
         before = conditions.find(obj.get("status") or {}, verdict.RESOLVED) or {}
 
         def apply(current: Obj) -> None:

@@ -57,7 +57,11 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
             if faults is None:
                 continue
             if shared.take(faults, "fail"):
-                self._json(faults.fail_status, {"error": "injected failure"})
+                body: dict[str, object] = {"error": "injected failure"}
+                if faults.fail_code is not None:
+                    body = {"Code": faults.fail_code, "Data": None, "Message": "injected",
+                            "RequestId": "fakehub", "Success": False}
+                self._json(faults.fail_status, body)
                 return True
             if shared.take(faults, "rate_limit"):
                 if faults.ratelimit_reset is not None:

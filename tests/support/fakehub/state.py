@@ -23,6 +23,8 @@ class Faults:
 
     fail_times: int = 0
     fail_status: int = 503
+    # With a code, the failure's body is a ModelScope envelope carrying it (e.g. 10010200001).
+    fail_code: int | None = None
     rate_limit_times: int = 0
     retry_after: int = 1
     # When set, 429s carry ``RateLimit: "api";r=0;t=<ratelimit_reset>`` instead of Retry-After.
