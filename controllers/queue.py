@@ -96,11 +96,6 @@ class WorkQueue(Generic[K]):
     def failures(self, key: K) -> int:
         return self._failures.get(key, 0)
 
-    def scheduled(self, key: K) -> float | None:
-        """Seconds until a delayed add of ``key`` fires, if one is pending."""
-        pending = self._waiting.get(key)
-        return None if pending is None else pending[0] - self._clock.monotonic()
-
     async def get(self) -> K | None:
         """The next key (now in flight until ``done``), or None once the queue is shut down."""
         while not self._queue:

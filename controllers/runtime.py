@@ -65,9 +65,6 @@ class Controller(Generic[K]):
         key anyway)."""
         self.queue.add(key)
 
-    def enqueue_after(self, key: K, delay: float) -> None:
-        self.queue.add_after(key, delay)
-
     async def process_one(self, key: K) -> None:
         """Reconcile ``key`` once and schedule what its result asks for (tests call this)."""
         try:

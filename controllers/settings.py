@@ -52,16 +52,28 @@ class Settings:
     """The worker's own namespace (its Lease, its settings ConfigMap)."""
     leader_elect: bool = False
     lease_name: str = DEFAULT_LEASE
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
     identity: str = ""
     resolver_workers: int = 8
 
 
-def add_flags(p: argparse.ArgumentParser) -> None:
+def add_flags(p: argparse.ArgumentParser, *, serving: bool = True) -> None:
+    """The controllers' flags; ``serving`` adds those of the progress view (the API server's:
+    where the plugins answer and how to trust them)."""
     g = p.add_argument_group("controllers (docs/controllers.md)")
     g.add_argument("--leader-elect", action="store_true",
                    help="cluster mode: run the controllers only while holding the Lease "
                    f"{DEFAULT_LEASE} in --namespace, so one of several replicas resolves "
                    "(standalone mode always leads)")
+    g.add_argument("--leader-elect-lease-duration", type=duration, default=15.0,
+                   metavar="DURATION", help="how long a Lease holds without renewal (default: 15s)")
+    g.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0,
+                   metavar="DURATION",
+                   help="how long the leader retries renewing before it stops (default: 10s)")
+    g.add_argument("--leader-elect-retry-period", type=duration, default=2.0, metavar="DURATION",
+                   help="how often replicas try to take or renew the Lease (default: 2s)")
     g.add_argument("--revalidate-interval", type=duration, default=DEFAULT_INTERVAL,
                    metavar="DURATION",
                    help="how often a resolved artifact's access is checked again (default: 24h; "
@@ -83,6 +95,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--secrets-dir", type=pathlib.Path, default=None, metavar="DIR",
                    help="standalone mode: hub tokens as DIR/<namespace>/<secret>/token, read when "
                    "an artifact's secretRef names them and watched for changes")
+    if not serving:
+        return
     g.add_argument("--plugin-ca-file", default=None, metavar="FILE",
                    help="CA bundle to verify node plugins' serving certificates when reading "
                    "their live downloads (default: encrypted but not verified)")

@@ -30,6 +30,8 @@ from controllers import (
 )
 from controllers import client as clients
 from controllers import clock as clocks
+from hub import config as hub_config
+from hub import errors as hub_errors
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,14 @@ class Worker:
                                        [self.resolver, self.aggregator], leadership)
         self._secrets = secret_source
         self._tasks: list[asyncio.Task[None]] = []
+
+    def reconfigure(self, hub: hub_config.HubConfig, interval: float) -> None:
+        """New hub settings or interval (the settings ConfigMap changed)."""
+        try:
+            self.hubs.reconfigure(hub)
+        except hub_errors.HubError as exc:
+            log.warning("hub settings refused: %s; keeping the previous ones", exc.message)
+        self.resolver.interval = interval
 
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._secrets.run(), name="secrets"))

@@ -13,7 +13,7 @@ import pathlib
 import tomllib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-CHECKED = ("nodeplugin", "durable")
+CHECKED = ("nodeplugin", "durable", "controllers")
 KEPT = {
     "auth_flow": "httpx calls it: the kubeconfig's token auth (httpx.Auth)",
     "describe": "prometheus-client calls it on the collector",

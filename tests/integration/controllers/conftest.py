@@ -1,17 +1,13 @@
-"""Fixtures for the controllers' integration tests (the whole loop needs bind mounts: root)."""
+"""Fixtures for the controllers' integration tests."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 from collections.abc import Iterator
 
 import pytest
 
 from tests.integration.nodeplugin import csi_harness
-
-if os.geteuid() != 0:  # bind mounts need root; CI runs these as root
-    pytest.skip("the end-to-end tests need root", allow_module_level=True)
 
 
 @pytest.fixture

@@ -25,13 +25,17 @@ async def test_results_schedule_the_next_reconcile() -> None:
 
     controller: runtime.Controller[str] = runtime.Controller(
         "test", reconcile, clock, keys=lambda: ["ok", "later", "fails"])
-    controller.open()
-    for key in ("ok", "later", "fails"):
+    controller.open()  # every key queued, as when a run starts
+    for _ in range(3):
+        key = await controller.queue.get()
+        assert key is not None
         await controller.process_one(key)
-    assert controller.queue.scheduled("later") == 30
-    assert controller.queue.scheduled("fails") == 1.0  # backoff after an exception
-    assert controller.queue.scheduled("ok") is None
+        controller.queue.done(key)
+    assert len(controller.queue) == 0
+    assert clock.pending() == [1.0, 30]  # "fails" backs off, "later" as asked, "ok" not again
     assert controller.queue.failures("fails") == 1
+    clock.advance(1)
+    assert await controller.queue.get() == "fails"
 
 
 async def test_one_key_is_never_reconciled_twice_at_once_and_stop_is_graceful() -> None:

@@ -1,0 +1,93 @@
+"""Secrets from the Kubernetes API: read with ``get`` when a pass needs the token, watched for
+changes (every namespace) so the artifacts naming a changed Secret are checked at once.
+
+The watcher keeps only each Secret's resourceVersion, never its data; after a relist it reports
+only the Secrets whose version differs from what it had.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+
+from controllers import client as clients
+from controllers import clock as clocks
+from controllers import errors, queue, secrets
+
+log = logging.getLogger(__name__)
+
+
+class KubeSecrets:
+    def __init__(self, api: clients.Client, clock: clocks.Clock,
+                 backoff: queue.Backoff = queue.INFORMER_BACKOFF) -> None:
+        self._api = api
+        self._clock = clock
+        self._backoff = backoff
+        self._listeners: list[secrets.Listener] = []
+        self._versions: dict[tuple[str, str], str] = {}
+
+    def subscribe(self, listener: secrets.Listener) -> None:
+        self._listeners.append(listener)
+
+    async def token(self, namespace: str, name: str) -> str:
+        where = f"Secret {namespace}/{name}"
+        try:
+            secret = await self._api.get(clients.SECRETS, namespace, name)
+        except errors.NotFound:
+            raise secrets.SecretMissing(f"{where} not found") from None
+        except errors.ApiError as exc:
+            raise secrets.SecretUnreadable(f"{where} could not be read (HTTP {exc.code})") from None
+        raw = (secret.get("data") or {}).get(secrets.TOKEN_KEY)
+        if raw is None:
+            text = (secret.get("stringData") or {}).get(secrets.TOKEN_KEY)
+            if text is None:
+                raise secrets.SecretMissing(f"{where} has no key {secrets.TOKEN_KEY!r}")
+            return secrets.decode(str(text).encode(), where)
+        try:
+            value = base64.b64decode(str(raw), validate=True)
+        except (binascii.Error, ValueError):
+            raise secrets.SecretUnreadable(f"{where}: key token is not base64") from None
+        return secrets.decode(value, where)
+
+    def _tell(self, key: tuple[str, str]) -> None:
+        for listener in self._listeners:
+            listener(*key)
+
+    async def run(self) -> None:
+        failures = 0
+        first = True
+        while True:
+            try:
+                listed = await self._api.list(clients.SECRETS)
+                fresh = {clients.key_of(o): _version(o) for o in listed.items}
+                if not first:
+                    for key in sorted(fresh.keys() | self._versions.keys()):
+                        if fresh.get(key) != self._versions.get(key):
+                            self._tell(key)
+                self._versions, first, failures = fresh, False, 0
+                version = listed.resource_version
+                while True:
+                    async for event in self._api.watch(clients.SECRETS,
+                                                       resource_version=version):
+                        version = _version(event.object) or version
+                        if event.type == "BOOKMARK":
+                            continue
+                        key = clients.key_of(event.object)
+                        if event.type == "DELETED":
+                            self._versions.pop(key, None)
+                        else:
+                            self._versions[key] = _version(event.object)
+                        self._tell(key)
+            except errors.Expired:
+                continue
+            except errors.ApiError as exc:
+                failures += 1
+                delay = self._backoff.delay(failures)
+                log.warning("watching Secrets: HTTP %s %s; again in %.1fs", exc.code,
+                            exc.message, delay)
+                await clocks.sleep(self._clock, delay)
+
+
+def _version(obj: clients.Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
