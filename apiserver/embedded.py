@@ -2,9 +2,11 @@
 and, with ``--controllers=embedded``, the controllers, over an in-process client as the worker.
 
 Returns start and stop hooks for the app's lifespan (after storage starts, before it closes).
-The cluster-mode sources (Secrets, claims and plugin Pods through the Kubernetes API, the Lease)
-replace the standalone ones once a cluster client is configured; until then the server uses the
-standalone sources everywhere.
+Given a client to kube-apiserver (``cluster``), the sources are the cluster's: Secrets, claims,
+the settings ConfigMap and the Lease (``controllers.cluster``), the plugin Pods for live
+progress, and the worker's projected ServiceAccount token to authenticate to the plugins.
+Without one (standalone), ``--secrets-dir``, every claim present, ``--node NAME=URL`` and the
+worker's static token.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import logging
 import pathlib
 from collections.abc import Awaitable, Callable
 
+import kube
 from apiserver import config, inprocess
 from apiserver.auth import static
 from apiserver.auth import user as users
 from apiserver.registry import build
-from controllers import claims, leader, plugins, secrets, worker
+from controllers import claims, cluster, informer, kubeapi, leader, plugins, secrets, worker
+from controllers import client as clients
 from controllers import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -56,22 +60,37 @@ def worker_token(token_file: pathlib.Path, username: str) -> plugins.TokenSource
     return read
 
 
-def build_hooks(settings: config.Settings, registry: build.Registry,
+SERVICE_ACCOUNT_TOKEN = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def build_hooks(settings: config.Settings, registry: build.Registry, *,
+                cluster_client: kube.Client | None = None,
                 clock: clocks.Clock | None = None) -> Hooks:
     clock = clock or clocks.SystemClock()
     cs = settings.controller_settings
     api = inprocess.RegistryClient(
         registry, user=users.UserInfo(settings.worker_username),
         worker_username=settings.worker_username)
-    reader = plugins.HttpDownloads(
-        plugins.StaticPlugins(dict(cs.plugin_urls)),
-        worker_token(settings.token_auth_file, settings.worker_username),
-        ca_file=cs.plugin_ca_file)
+    theirs = kubeapi.KubeApi(cluster_client) if cluster_client is not None else None
+    pods: informer.Informer | None = None
+    locator: plugins.Locator
+    token: plugins.TokenSource
+    if theirs is None:
+        locator = plugins.StaticPlugins(dict(cs.plugin_urls))
+        token = worker_token(settings.token_auth_file, settings.worker_username)
+    else:
+        pods = informer.Informer(theirs, clients.PODS, clock, namespace=cs.plugin_namespace,
+                                 label_selector=cs.plugin_selector)
+        locator = plugins.PodPlugins(pods, cs.plugin_port)
+        token = plugins.FileToken(SERVICE_ACCOUNT_TOKEN)
+    reader = plugins.HttpDownloads(locator, token, ca_file=cs.plugin_ca_file)
     view = worker.NodeView(api, clock, reader)
     hooks = Hooks(node_view=view)
 
     async def start_view() -> None:
         view.start()
+        if pods is not None:
+            hooks_tasks.append(asyncio.create_task(pods.run(), name="informer plugin pods"))
 
         async def plug_in() -> None:
             await view.index.wait_synced()
@@ -93,12 +112,19 @@ def build_hooks(settings: config.Settings, registry: build.Registry,
     if settings.controllers != "embedded":
         log.info("controllers: %s (not run in this process)", settings.controllers)
         return hooks
-    if cs.leader_elect:
-        log.warning("--leader-elect needs a cluster client; this server leads alone")
-    secret_source: secrets.Secrets = (
-        secrets.DirSecrets(cs.secrets_dir, clock) if cs.secrets_dir else secrets.NoSecrets())
-    running = worker.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
-                            claim_source=claims.AnyClaim(), leadership=leader.AlwaysLeader())
+    if theirs is not None:
+        found = cluster.sources(theirs, cs, clock)
+        running = worker.Worker(api, cs, clock, index=view.index, secret_source=found.secrets,
+                                claim_source=found.claims, leadership=found.leadership,
+                                informers=found.informers)
+        cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
+    else:
+        if cs.leader_elect:
+            log.warning("--leader-elect needs a cluster; a standalone server always leads")
+        secret_source: secrets.Secrets = (
+            secrets.DirSecrets(cs.secrets_dir, clock) if cs.secrets_dir else secrets.NoSecrets())
+        running = worker.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
+                                claim_source=claims.AnyClaim(), leadership=leader.AlwaysLeader())
     hooks.worker = running
 
     async def start_worker() -> None:

@@ -77,9 +77,9 @@ async def test_an_unreadable_secret_is_not_a_missing_one(
     cp, api = cluster
     cp.seed(resources.SECRETS, _secret("hf", "hf_x"))
     source = kubesecrets.KubeSecrets(api, clocks.SystemClock())
-    with cp.fail(r"GET /api/v1/namespaces/team-a/secrets/hf", 500, count=1):
-        with pytest.raises(secrets.SecretUnreadable):
-            await source.token("team-a", "hf")
+    with cp.fail(r"GET /api/v1/namespaces/team-a/secrets/hf", 500, count=1), \
+            pytest.raises(secrets.SecretUnreadable):
+        await source.token("team-a", "hf")
 
 
 async def test_claims_come_from_the_informer(

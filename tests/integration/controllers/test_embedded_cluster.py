@@ -1,0 +1,90 @@
+"""The embedded controllers with a cluster: the API server's own hooks (``apiserver.embedded``)
+over a real registry, their Secrets, claims, Lease and plugin Pods from the fixture control
+plane, resolving against the fixture hub."""
+
+from __future__ import annotations
+
+import base64
+import pathlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+import kube
+from apiserver import config, embedded
+from apiserver.registry import build
+from apiserver.storage import sqlite
+from controllers import settings as controller_settings
+from hub import config as hub_config
+from tests.support import fakehub, waiting
+from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+
+WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
+TOKEN = "hf_cluster_token_3"
+
+
+@pytest.fixture
+async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fakehub.FakeHub,
+                                                                 build.Registry]]:
+    store = sqlite.Store(tmp_path / "store.db")
+    await store.start()
+    with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp, \
+            fakehub.run_fakehub() as hub:
+        try:
+            yield cp, hub, build.build(store)
+        finally:
+            await store.close()
+
+
+def _artifact(name: str, source: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"source": source}}
+
+
+async def test_embedded_controllers_use_the_clusters_sources(
+        world: tuple[ControlPlane, fakehub.FakeHub, build.Registry],
+        tmp_path: pathlib.Path) -> None:
+    cp, hub, registry = world
+    cp.add_token("worker-token", UserInfo(WORKER, uid="w"))
+    cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),
+                                  ("secrets", "persistentvolumeclaims", "configmaps", "pods")),
+                             Rule(("get", "create", "update"), ("coordination.k8s.io",),
+                                  ("leases",))])
+    kubeconfig = cp.write_kubeconfig(tmp_path / "worker.kubeconfig", token="worker-token")
+    cp.seed(resources.SECRETS, {"metadata": {"name": "hf", "namespace": "team-a"},
+                                "data": {"token": base64.b64encode(TOKEN.encode()).decode()}})
+    hub.add_repo("org/private", {"config.json": b"{}", "w.bin": 100}, private_token=TOKEN)
+    settings = config.Settings(
+        data_dir=tmp_path, tls_cert_file=tmp_path / "c", tls_private_key_file=tmp_path / "k",
+        token_auth_file=tmp_path / "t", worker_username=WORKER,
+        controller_settings=controller_settings.Settings(
+            hub=hub_config.HubConfig(huggingface_endpoint=hub.endpoint), leader_elect=True,
+            namespace="gpustack-system"))
+    client = kube.Client.from_kubeconfig(kubeconfig)
+    hooks = embedded.build_hooks(settings, registry, cluster_client=client)
+    for start in hooks.start:
+        await start()
+    try:
+        await registry.modelartifacts.create(_artifact("hub", {"huggingFace": {
+            "repository": "org/private", "secretRef": {"name": "hf"}}}), namespace="team-a")
+        await registry.modelartifacts.create(_artifact("claim", {"persistentVolumeClaim": {
+            "claimName": "models"}}), namespace="team-a")
+
+        async def reason(name: str) -> str:
+            status = (await registry.modelartifacts.get("team-a", name)).get("status") or {}
+            found = [c for c in status.get("conditions", []) if c["type"] == "Resolved"]
+            return f"{found[0]['status']}/{found[0]['reason']}" if found else ""
+
+        await waiting.until_async(lambda: reason("hub"), "True/Resolved")
+        await waiting.until_async(lambda: reason("claim"), "False/ClaimNotFound")
+        cp.seed(resources.PVCS, {"metadata": {"name": "models", "namespace": "team-a"},
+                                 "spec": {"accessModes": ["ReadOnlyMany"]}})
+        await waiting.until_async(lambda: reason("claim"), "True/Resolved")
+        lease = cp.get(resources.LEASES, "model-manager-controllers", "gpustack-system")
+        assert lease is not None and lease["spec"]["holderIdentity"]
+    finally:
+        for stop in reversed(hooks.stop):
+            await stop()
+        await client.aclose()
+    released = cp.get(resources.LEASES, "model-manager-controllers", "gpustack-system")
+    assert released is not None and released["spec"]["holderIdentity"] == ""
