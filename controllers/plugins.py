@@ -8,6 +8,7 @@ plugin Pod on that node in a cluster (``PodPlugins``).
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import pathlib
@@ -15,9 +16,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-import httpx
-
-from controllers import informer
+from controllers import informer, pluginhttp
 
 log = logging.getLogger(__name__)
 
@@ -109,41 +108,46 @@ def ssl_context(ca_file: str | None) -> ssl.SSLContext:
 
 
 class HttpDownloads:
-    """``progress.LiveReader`` over HTTPS."""
+    """``progress.LiveReader`` over HTTPS (``pluginhttp``: kept-alive connections per plugin,
+    at most ``MAX_POOLS`` plugins remembered)."""
 
-    def __init__(self, locator: Locator, token: TokenSource, *, ca_file: str | None = None,
-                 timeout: float = 2.0) -> None:
+    MAX_POOLS = 1024
+
+    def __init__(self, locator: Locator, token: TokenSource, *,
+                 ca_file: str | None = None) -> None:
         self._locator = locator
         self._token = token
-        self._client = httpx.AsyncClient(
-            verify=ssl_context(ca_file), http2=True, trust_env=False, follow_redirects=False,
-            timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+        self._tls = ssl_context(ca_file)
+        self._pools: collections.OrderedDict[str, pluginhttp.Pool] = collections.OrderedDict()
 
     def knows(self, node: str) -> bool:
         return self._locator.url(node) is not None
+
+    def _pool(self, base: str) -> pluginhttp.Pool:
+        found = self._pools.get(base)
+        if found is not None:
+            self._pools.move_to_end(base)
+            return found
+        found = self._pools[base] = pluginhttp.Pool(base, self._tls)
+        while len(self._pools) > self.MAX_POOLS:
+            self._pools.popitem(last=False)[1].close()
+        return found
 
     async def downloads(self, node: str) -> dict[str, int]:
         base = self._locator.url(node)
         if base is None:
             raise LookupError(f"no plugin known for node {node}")
+        headers = [("accept", "application/json")]
         token = self._token()
-        headers = {"accept": "application/json"}
         if token:
-            headers["authorization"] = f"Bearer {token}"
-        async with self._client.stream("GET", f"{base}/model/downloads",
-                                       headers=headers) as response:
-            if response.status_code != 200:
-                raise RuntimeError(f"HTTP {response.status_code}")
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_BODY:
-                    raise RuntimeError("answer too large")
-        return parse_downloads(bytes(body))
+            headers.append(("authorization", f"Bearer {token}"))
+        body = await self._pool(base).get("/model/downloads", headers, MAX_BODY)
+        return parse_downloads(body)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
 
 
 def parse_downloads(body: bytes) -> dict[str, int]:
