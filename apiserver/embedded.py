@@ -116,7 +116,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         found = cluster.sources(theirs, cs, clock)
         running = worker.Worker(api, cs, clock, index=view.index, secret_source=found.secrets,
                                 claim_source=found.claims, leadership=found.leadership,
-                                informers=found.informers)
+                                informers=found.informers, recorder=found.recorder)
         cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
     else:
         if cs.leader_elect:

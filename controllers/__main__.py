@@ -69,7 +69,8 @@ async def run(args: argparse.Namespace, config: settings.Settings) -> None:
         found = cluster.sources(kubeapi.KubeApi(theirs), config, clock)
         running = worker.Worker(api, config, clock, index=view.index,
                                 secret_source=found.secrets, claim_source=found.claims,
-                                leadership=found.leadership, informers=found.informers)
+                                leadership=found.leadership, informers=found.informers,
+                                recorder=found.recorder)
         cluster.watch_settings(found, running, config, state)
     else:
         assert config.secrets_dir is not None

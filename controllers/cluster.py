@@ -17,6 +17,7 @@ from controllers import (
     clustersettings,
     informer,
     kubeapi,
+    kubeevents,
     kubesecrets,
     leader,
     runtime,
@@ -36,6 +37,7 @@ class Sources:
     leadership: runtime.Leadership
     informers: list[informer.Informer]
     configmaps: informer.Informer
+    recorder: kubeevents.KubeRecorder
 
 
 def identity() -> str:
@@ -58,7 +60,8 @@ def sources(api: kubeapi.KubeApi, config: settings.Settings, clock: clocks.Clock
                                                               config.retry_period))
     return Sources(secrets=kubesecrets.KubeSecrets(api, clock),
                    claims=claims.ClaimInformer(claims_informer), leadership=leadership,
-                   informers=[claims_informer, configmaps], configmaps=configmaps)
+                   informers=[claims_informer, configmaps], configmaps=configmaps,
+                   recorder=kubeevents.KubeRecorder(api.kube, clock))
 
 
 def watch_settings(found: Sources, running: worker.Worker, config: settings.Settings,

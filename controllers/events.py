@@ -19,6 +19,10 @@ Kind = Literal["Normal", "Warning"]
 class Recorder(Protocol):
     def record(self, obj: Obj, kind: Kind, reason: str, message: str) -> None: ...
 
+    async def flush(self) -> None:
+        """Wait for what is being recorded (on stop)."""
+        ...
+
 
 class LogRecorder:
     def record(self, obj: Obj, kind: Kind, reason: str, message: str) -> None:
@@ -26,3 +30,6 @@ class LogRecorder:
         level = logging.WARNING if kind == "Warning" else logging.INFO
         log.log(level, "%s %s/%s %s: %s", obj.get("kind", "object"),
                 metadata.get("namespace", ""), metadata.get("name", ""), reason, message)
+
+    async def flush(self) -> None:
+        return None

@@ -35,6 +35,14 @@ def duration(text: str) -> float:
     return total
 
 
+def interval(text: str) -> float:
+    """A revalidation interval: a duration of at least a minute (the staircase's step)."""
+    seconds = duration(text)
+    if seconds < 60:
+        raise argparse.ArgumentTypeError(f"{text!r} is shorter than the 1m minimum")
+    return seconds
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     hub: hub_config.HubConfig = dataclasses.field(default_factory=hub_config.HubConfig)
@@ -74,9 +82,10 @@ def add_flags(p: argparse.ArgumentParser, *, serving: bool = True) -> None:
                    help="how long the leader retries renewing before it stops (default: 10s)")
     g.add_argument("--leader-elect-retry-period", type=duration, default=2.0, metavar="DURATION",
                    help="how often replicas try to take or renew the Lease (default: 2s)")
-    g.add_argument("--revalidate-interval", type=duration, default=DEFAULT_INTERVAL,
+    g.add_argument("--revalidate-interval", type=interval, default=DEFAULT_INTERVAL,
                    metavar="DURATION",
-                   help="how often a resolved artifact's access is checked again (default: 24h; "
+                   help="how often a resolved artifact's access is checked again, at least 1m "
+                   "(default: 24h; "
                    "a cluster's settings ConfigMap key model-artifact-revalidate-interval wins)")
     g.add_argument("--huggingface-endpoint", default="https://huggingface.co",
                    help="the Hugging Face endpoint (default: https://huggingface.co)")

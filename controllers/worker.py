@@ -71,11 +71,12 @@ class Worker:
         recorder: events.Recorder | None = None,
     ) -> None:
         self.hubs = hubs.Hubs(config.hub)
+        self.recorder = recorder or events.LogRecorder()
         self.cache = hubs.ListingCache()
         self.artifacts = informer.Informer(api, clients.MODEL_ARTIFACTS, clock, resync=RESYNC)
         self.resolver = resolver.Resolver(
             api, self.artifacts, passes.Passes(self.hubs, self.cache), self.hubs, secret_source,
-            claim_source, clock, interval=config.revalidate_interval, recorder=recorder,
+            claim_source, clock, interval=config.revalidate_interval, recorder=self.recorder,
             workers=config.resolver_workers)
         self.aggregator = aggregate.Aggregator(api, self.artifacts, index, clock)
         self.manager = runtime.Manager([self.artifacts, *informers],
@@ -101,4 +102,5 @@ class Worker:
             task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.recorder.flush()
         await self.hubs.aclose()

@@ -49,7 +49,8 @@ async def test_embedded_controllers_use_the_clusters_sources(
     cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),
                                   ("secrets", "persistentvolumeclaims", "configmaps", "pods")),
                              Rule(("get", "create", "update"), ("coordination.k8s.io",),
-                                  ("leases",))])
+                                  ("leases",)),
+                             Rule(("create",), ("",), ("events",))])
     kubeconfig = cp.write_kubeconfig(tmp_path / "worker.kubeconfig", token="worker-token")
     cp.seed(resources.SECRETS, {"metadata": {"name": "hf", "namespace": "team-a"},
                                 "data": {"token": base64.b64encode(TOKEN.encode()).decode()}})
@@ -82,6 +83,17 @@ async def test_embedded_controllers_use_the_clusters_sources(
         await waiting.until_async(lambda: reason("claim"), "True/Resolved")
         lease = cp.get(resources.LEASES, "model-manager-controllers", "gpustack-system")
         assert lease is not None and lease["spec"]["holderIdentity"]
+
+        def events() -> list[dict[str, Any]]:
+            return cp.store.list(resources.EVENTS, "team-a", lambda e: True)[0]
+
+        async def recorded() -> set[tuple[str, str, str]]:
+            return {(e["involvedObject"]["name"], e["type"], e["reason"]) for e in events()}
+
+        await waiting.until_async(recorded, {("hub", "Normal", "Resolved"),
+                                             ("claim", "Warning", "ClaimNotFound"),
+                                             ("claim", "Normal", "Resolved")})
+        assert TOKEN not in str(events())
     finally:
         for stop in reversed(hooks.stop):
             await stop()

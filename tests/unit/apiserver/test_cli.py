@@ -130,3 +130,38 @@ def test_refused_storage_combinations(
         cli.parse(["--standalone", "--data-dir", str(tmp_path), *argv])
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+def test_controller_flags(tmp_path: pathlib.Path) -> None:
+    settings = cli.parse([
+        "--standalone", "--data-dir", str(tmp_path), "--controllers", "external",
+        "--node", "node-a=https://10.0.0.5:32444/", "--node", "node-b",
+        "--secrets-dir", str(tmp_path / "secrets"), "--revalidate-interval", "6h",
+        "--huggingface-endpoint", "https://hf.example", "--plugin-ca-file", "/ca.crt",
+    ])  # fmt: skip
+    assert settings.controllers == "external"
+    assert settings.nodes == (("node-a", "https://10.0.0.5:32444"), ("node-b", ""))
+    cs = settings.controller_settings
+    assert cs.plugin_urls == (("node-a", "https://10.0.0.5:32444"),)
+    assert cs.secrets_dir == (tmp_path / "secrets").resolve()
+    assert cs.revalidate_interval == 6 * 3600
+    assert cs.hub.huggingface_endpoint == "https://hf.example"
+    assert cs.plugin_ca_file == "/ca.crt"
+    assert cli.parse(["--standalone", "--data-dir", str(tmp_path)]).controllers == "embedded"
+
+
+@pytest.mark.parametrize("flags", [
+    ["--node", "Not_A_Name"],
+    ["--node", "n1=http://plain:80"],
+    ["--controllers", "sometimes"],
+    ["--revalidate-interval", "10s"],
+])
+def test_bad_controller_flags_are_refused(tmp_path: pathlib.Path, flags: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.parse(["--standalone", "--data-dir", str(tmp_path), *flags])
+
+
+def test_standalone_only_controller_flags(tmp_path: pathlib.Path) -> None:
+    files = ["--data-dir", str(tmp_path), "--tls-cert-file", "c", "--tls-private-key-file", "k",
+             "--token-auth-file", "t"]
+    for flags in (["--node", "n1"], ["--secrets-dir", str(tmp_path)]):
+        with pytest.raises(SystemExit):
+            cli.parse([*files, *flags])
