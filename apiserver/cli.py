@@ -162,6 +162,8 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
         if args.node:
             p.error("--node is a standalone-mode flag (a cluster finds the plugins' Pods)")
     nodes = tuple(_node(p, text) for text in args.node)
+    if args.leader_elect_renew_deadline >= args.leader_elect_lease_duration:
+        p.error("--leader-elect-renew-deadline must be shorter than the lease duration")
     if args.secrets_dir is not None and not args.standalone:
         p.error("--secrets-dir is a standalone-mode flag (a cluster reads Secrets)")
     return config.Settings(
@@ -187,6 +189,9 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
             plugin_selector=args.plugin_pod_selector,
             settings_configmap=args.settings_configmap,
             leader_elect=args.leader_elect,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
         ),
         shutdown_timeout=args.shutdown_timeout,
         log_level=args.log_level,

@@ -18,7 +18,7 @@ import pathlib
 from collections.abc import Awaitable, Callable
 
 import kube
-from apiserver import config, inprocess
+from apiserver import config, inprocess, leases
 from apiserver.auth import static
 from apiserver.auth import user as users
 from apiserver.registry import build
@@ -58,6 +58,19 @@ def worker_token(token_file: pathlib.Path, username: str) -> plugins.TokenSource
         return token if isinstance(token, str) else None
 
     return read
+
+
+def standalone_leadership(settings: config.Settings, registry: build.Registry,
+                          clock: clocks.Clock) -> leader.AlwaysLeader | leader.LeaseElector:
+    """Without a cluster: processes sharing an etcd store (replicas, ``--workers``) elect one
+    leader on a Lease kept in that store; a server on its own SQLite file always leads."""
+    cs = settings.controller_settings
+    if settings.storage.backend != "etcd":
+        return leader.AlwaysLeader()
+    return leader.LeaseElector(
+        leases.StoreLeases(registry.storage), clock, namespace=cs.namespace, name=cs.lease_name,
+        identity=cs.identity or cluster.identity(),
+        timing=leader.Timing(cs.lease_duration, cs.renew_deadline, cs.retry_period))
 
 
 SERVICE_ACCOUNT_TOKEN = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
@@ -119,12 +132,11 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
                                 informers=found.informers, recorder=found.recorder)
         cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
     else:
-        if cs.leader_elect:
-            log.warning("--leader-elect needs a cluster; a standalone server always leads")
         secret_source: secrets.Secrets = (
             secrets.DirSecrets(cs.secrets_dir, clock) if cs.secrets_dir else secrets.NoSecrets())
         running = worker.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
-                                claim_source=claims.AnyClaim(), leadership=leader.AlwaysLeader())
+                                claim_source=claims.AnyClaim(),
+                                leadership=standalone_leadership(settings, registry, clock))
     hooks.worker = running
 
     async def start_worker() -> None:

@@ -1,11 +1,8 @@
 """``--controllers=external``: the controllers as their own processes (``python -m controllers``),
 writing status over HTTP through the worker-only ``/status`` path; and leader election between
-two such replicas over one API server (one store), their Lease on the fixture control plane.
-
-Why replicas of the external controllers rather than two API servers: two servers share a
-store only through etcd, and reach a cluster for their Lease only with the cluster mode of the
-server; the replicas here run the same ``runtime.Manager`` and ``leader.LeaseElector`` the
-embedded controllers run, over one store, so "nothing resolved twice" is observable at the hub.
+two such replicas over one API server (one store), their Lease on the fixture control plane
+(the cluster's Lease path; ``test_replicas_leader`` covers two API servers on one etcd, whose
+Lease is kept in the store).
 """
 
 from __future__ import annotations

@@ -1,0 +1,73 @@
+"""Leases kept in the server's own storage, for electing one controllers leader among API server
+processes that share it (several replicas on one etcd, or ``--workers``) when no cluster is
+configured.
+
+``controllers.leader.LeaseApi`` over ``storage.interface.Store``: a ``coordination.k8s.io/v1``
+Lease object stored as JSON at ``/leases/<namespace>/<name>``, its storage revision serving as
+its resourceVersion, so create and update are compare-and-swap exactly as on kube-apiserver.
+The keys are the server's own (no API serves them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from apiserver.storage import interface
+from controllers import errors
+
+Obj = dict[str, Any]
+PREFIX = "/leases/"
+
+
+def _key(namespace: str, name: str) -> str:
+    return f"{PREFIX}{namespace}/{name}"
+
+
+def _decode(record: interface.Record) -> Obj:
+    lease: Obj = orjson.loads(record.value)
+    lease.setdefault("metadata", {})["resourceVersion"] = str(record.revision)
+    return lease
+
+
+def _encode(lease: Obj) -> tuple[str, bytes, int]:
+    metadata = dict(lease.get("metadata") or {})
+    version = str(metadata.pop("resourceVersion", "") or "0")
+    body = orjson.dumps({**lease, "metadata": metadata})
+    key = _key(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    return key, body, int(version) if version.isdigit() else 0
+
+
+class StoreLeases:
+    def __init__(self, storage: interface.Store) -> None:
+        self._storage = storage
+
+    async def get(self, namespace: str, name: str) -> Obj:
+        try:
+            record = await self._storage.get(_key(namespace, name))
+        except interface.StorageError as exc:
+            raise errors.ApiError(f"storage: {type(exc).__name__}", code=503) from None
+        if record is None:
+            raise errors.NotFound(f"lease {namespace}/{name} not found")
+        return _decode(record)
+
+    async def create(self, lease: Obj) -> Obj:
+        key, body, _ = _encode(lease)
+        try:
+            return _decode(await self._storage.create(key, body))
+        except interface.KeyExists:
+            raise errors.Conflict("the lease already exists") from None
+        except interface.StorageError as exc:
+            raise errors.ApiError(f"storage: {type(exc).__name__}", code=503) from None
+
+    async def update(self, lease: Obj) -> Obj:
+        key, body, version = _encode(lease)
+        try:
+            return _decode(await self._storage.update(key, body, expected_revision=version))
+        except interface.RevisionConflict:
+            raise errors.Conflict("the lease changed") from None
+        except interface.KeyNotFound:
+            raise errors.NotFound("the lease is gone") from None
+        except interface.StorageError as exc:
+            raise errors.ApiError(f"storage: {type(exc).__name__}", code=503) from None
