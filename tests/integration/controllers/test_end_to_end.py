@@ -117,6 +117,7 @@ def test_create_resolve_download_mount(hub: fakehub.FakeHub, mount_guard: pathli
         try:
             plugin.start()
             _loop(server, hub, plugin, mount_guard)
+            assert TOKEN not in server.log() and TOKEN not in plugin.log()
         except BaseException:
             print("--- server log\n" + server.log()[-15000:])
             print("--- plugin log\n" + plugin.log())

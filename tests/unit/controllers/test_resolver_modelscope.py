@@ -141,3 +141,23 @@ async def test_a_rejected_token_is_a_warning_once(harness: Harness) -> None:
     assert "ms_mistyped_token" not in warnings[0][2]
     assert harness.hub.requests("/openapi/v1/users/me") == 1
     assert await harness.condition("m") == ("True", "Resolved")
+
+
+async def test_revalidation_is_one_head_of_the_repo_path(harness: Harness) -> None:
+    harness.hub.add_repo(REPO, FILES, private_token=TOKEN)
+    harness.secret("ms", TOKEN)
+    await harness.create("m", ms(secret="ms"))
+    await harness.reconcile("m")
+    harness.hub.reset_counters()
+    harness.clock.advance(86400)
+    await harness.reconcile("m")
+    assert harness.hub.total_requests() == 1
+    assert harness.hub.requests(f"/api/v1/models/{REPO}/repo") == 1
+    assert await harness.condition("m", "Degraded") == ("False", "Healthy")
+    harness.hub.repo(REPO).private_token = "another"  # the grant is gone
+    harness.clock.advance(86400)
+    await harness.reconcile("m")
+    assert await harness.condition("m", "Degraded") == ("True", "AccessDenied")
+    harness.clock.advance(60)
+    await harness.reconcile("m")
+    assert await harness.condition("m") == ("False", "AccessDenied")
