@@ -12,7 +12,11 @@ DEFAULT_PORT = 8443
 DEFAULT_BIND = "127.0.0.1"
 CONTROLLER_MODES = ("embedded", "external", "none")
 MAX_BODY_BYTES = 3 * 1024 * 1024
-"""Request bodies larger than this get 413 (the same limit kube-apiserver applies)."""
+"""Request bodies larger than this get 413 (the same limit kube-apiserver applies); so do YAML
+bodies whose aliases expand past it and patches whose result would."""
+MAX_BODY_DEPTH = 64
+"""Objects and lists nested deeper than this in a body get 400: far deeper than any object of
+this API, well inside what the encoders (orjson: 255) and the validators handle."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """Schema validation of spec and status (and the progress view's fields), plus cross-field rules.
 
 Driven entirely by ``openapi.schema``: types, nullability, required fields, enums, numeric and
-length limits, item counts, patterns and list keys. Metadata is checked by the registry, which owns
-name and label rules; ``apiVersion`` and ``kind`` are the endpoint's.
+length limits, item counts, patterns and list keys. Metadata has its own rules
+(``openapi.objectmeta``, which runs ``check`` on the ObjectMeta schema first); ``apiVersion`` and
+``kind`` are the registry's.
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ def validate(kind: str, obj: dict[str, Any]) -> list[fields.FieldError]:
     return errors
 
 
+def check(schema: schemas.Schema, value: Any, path: str, *,
+          unique: bool = True) -> list[fields.FieldError]:
+    """Every way ``value`` (at ``path``) breaks ``schema``: the same walk ``validate`` runs, for
+    the parts it leaves to others (ObjectMeta, DeleteOptions). ``unique=False`` leaves out the
+    keyed-list uniqueness rules (kube-apiserver does not refuse repeated finalizers or owners)."""
+    errors: list[fields.FieldError] = []
+    _check(schema, value, path, errors, unique)
+    return errors
+
+
 @cache
 def _compiled(pattern: str) -> re.Pattern[str]:
     # JSON Schema patterns are unanchored ECMA regexes; Python's "$" would accept a trailing LF.
@@ -64,7 +75,8 @@ def _type_ok(expected: str, value: Any) -> bool:
     return True
 
 
-def _check(sub: schemas.Schema, value: Any, path: str, errors: list[fields.FieldError]) -> None:
+def _check(sub: schemas.Schema, value: Any, path: str, errors: list[fields.FieldError],
+           unique: bool = True) -> None:
     body = schemas.resolve(sub)
     if value is None:
         if not (sub.get("nullable") or body.get("nullable")):
@@ -82,9 +94,9 @@ def _check(sub: schemas.Schema, value: Any, path: str, errors: list[fields.Field
     elif isinstance(value, int | float) and not isinstance(value, bool):
         _check_number(body, value, path, errors)
     elif isinstance(value, dict):
-        _check_object(body, value, path, errors)
+        _check_object(body, value, path, errors, unique)
     elif isinstance(value, list):
-        _check_array(body, value, path, errors)
+        _check_array(body, value, path, errors, unique)
 
 
 def _check_string(body: schemas.Schema, value: str, path: str,
@@ -114,34 +126,36 @@ def _check_number(body: schemas.Schema, value: float, path: str,
 
 
 def _check_object(body: schemas.Schema, value: dict[str, Any], path: str,
-                  errors: list[fields.FieldError]) -> None:
+                  errors: list[fields.FieldError], unique: bool) -> None:
     properties: dict[str, schemas.Schema] = body.get("properties", {})
     for name in body.get("required", []):
         if name not in value or value[name] is None:
-            errors.append(fields.required(f"{path}.{name}"))
+            errors.append(fields.required(f"{path}.{name}" if path else name))
     for name, child in properties.items():
         if name in value and not (value[name] is None and name in body.get("required", [])):
-            _check(child, value[name], f"{path}.{name}", errors)
+            _check(child, value[name], f"{path}.{name}" if path else name, errors, unique)
     extra = body.get("additionalProperties")
     if isinstance(extra, dict):
         for name, item in value.items():
-            _check(extra, item, f"{path}.{name}", errors)
+            _check(extra, item, f"{path}[{name}]", errors, unique)
 
 
 def _check_array(body: schemas.Schema, value: list[Any], path: str,
-                 errors: list[fields.FieldError]) -> None:
+                 errors: list[fields.FieldError], unique: bool) -> None:
     if "maxItems" in body and len(value) > body["maxItems"]:
         errors.append(fields.too_many(path, len(value), body["maxItems"]))
         return
     items = body.get("items")
     if isinstance(items, dict):
         for index, item in enumerate(value):
-            _check(items, item, f"{path}[{index}]", errors)
-    list_type = body.get("x-kubernetes-list-type")
+            _check(items, item, f"{path}[{index}]", errors, unique)
+    list_type = body.get("x-kubernetes-list-type") if unique else None
     if list_type == "set":
         seen: set[Any] = set()
         for index, item in enumerate(value):
-            if isinstance(item, str | int) and item in seen:
+            if not isinstance(item, str | int):
+                continue  # a wrong type was reported above; only scalars can repeat here
+            if item in seen:
                 errors.append(fields.duplicate(f"{path}[{index}]", item))
             seen.add(item)
     elif list_type == "map":
@@ -151,7 +165,9 @@ def _check_array(body: schemas.Schema, value: list[Any], path: str,
             if not isinstance(item, dict):
                 continue
             key = tuple(item.get(k) for k in keys)
-            if key in seen_keys and all(isinstance(k, str | int) for k in key):
+            if not all(isinstance(k, str | int) for k in key):
+                continue  # a missing or mistyped key was reported above
+            if key in seen_keys:
                 errors.append(fields.duplicate(f"{path}[{index}].{keys[0]}", key[0]))
             seen_keys.add(key)
 

@@ -1,24 +1,34 @@
-"""Reading a request: query options, write options, DeleteOptions and the JSON (or YAML) body."""
+"""Reading a request: query options, write options, DeleteOptions and the bounded body.
+
+Every query value is checked before use (integers within int64, booleans as kube spells them) and
+refused with a 400 naming the parameter; no message echoes more than a cut of the value.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import re
 from typing import Any
 
-import orjson
-import yaml
 from starlette import datastructures, requests
 
-from apiserver import errors
+from apiserver import config, errors
+from apiserver.endpoints import body as bodies
 from apiserver.registry import options, selectors
-from openapi import fields, pruning
+from openapi import fields, meta, pruning, validation
 
-MAX_BODY = 3 * 1024 * 1024
 FIELD_VALIDATION = ("Ignore", "Strict", "Warn")
 _TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _FALSE = ("0", "f", "F", "FALSE", "false", "False")
 _DELETE_API_VERSIONS = ("", "v1", "meta.k8s.io/v1")
+_INT64 = re.compile(r"-?[0-9]{1,19}")
+MAX_WARNINGS = 64
+"""Warning headers one response carries at most (the rest are counted in the last one)."""
+WARNING_RUNES = 4 * 1024
+"""Past this many characters of warnings, each further warning is cut to ``WARNING_ITEM``."""
+WARNING_ITEM = 256
+MAX_LISTED = 100
+"""Unknown or duplicate fields a Strict refusal names; the rest are counted."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,17 +45,19 @@ def parse_bool(params: datastructures.QueryParams, name: str) -> bool | None:
         return True
     if value in _FALSE:
         return False
-    raise errors.BadRequest(f'invalid value for "{name}": "{value}" is not a boolean')
+    raise errors.BadRequest(
+        f'invalid value for "{name}": {fields.render(value)} is not a boolean')
 
 
 def _int(params: datastructures.QueryParams, name: str) -> int | None:
+    """An integer query parameter; 400 unless it is a 64-bit integer (as kube parses them)."""
     if name not in params or params[name] == "":
         return None
-    try:
-        return int(params[name])
-    except ValueError:
+    value = params[name]
+    if not _INT64.fullmatch(value) or not -(2**63) <= int(value) < 2**63:
         raise errors.BadRequest(
-            f'invalid value for "{name}": "{params[name]}" is not an integer') from None
+            f'invalid value for "{name}": {fields.render(value)} is not a 64-bit integer')
+    return int(value)
 
 
 def is_watch(params: datastructures.QueryParams) -> bool:
@@ -87,35 +99,43 @@ def _dry_run(values: list[str], kind: str) -> bool:
 def write_options(params: datastructures.QueryParams, kind: str) -> WriteOptions:
     """``kind`` names the options in messages: CreateOptions, UpdateOptions or PatchOptions."""
     dry_run = _dry_run(params.getlist("dryRun"), kind)
-    validation = params.get("fieldValidation", "") or "Warn"
-    if validation not in FIELD_VALIDATION:
-        raise options.invalid(kind, [fields.not_supported("fieldValidation", validation,
+    mode = params.get("fieldValidation", "") or "Warn"
+    if mode not in FIELD_VALIDATION:
+        raise options.invalid(kind, [fields.not_supported("fieldValidation", mode,
                                                           FIELD_VALIDATION)])
-    return WriteOptions(dry_run=dry_run, field_validation=validation)
+    return WriteOptions(dry_run=dry_run, field_validation=mode)
 
 
-def delete_options(params: datastructures.QueryParams, body: bytes) -> options.DeleteOptions:
-    """DeleteOptions from the query, then from the body (``v1`` or ``meta.k8s.io/v1``)."""
+_DELETE_SCHEMA = meta.ref(meta.DELETE_OPTIONS)
+
+
+async def delete_options(params: datastructures.QueryParams, body: bytes,
+                         limits: bodies.Limits = bodies.DEFAULT) -> options.DeleteOptions:
+    """DeleteOptions from the query, then from the body (``v1`` or ``meta.k8s.io/v1``), whose
+    fields are checked against the DeleteOptions schema first (422 naming the field)."""
     dry_run = params.getlist("dryRun")
     policy = params.get("propagationPolicy", "")
     orphan = parse_bool(params, "orphanDependents")
+    _int(params, "gracePeriodSeconds")  # checked; no resource here deletes gracefully
     uid = resource_version = ""
     if body.strip():
-        document = decode(body, "application/json")
+        document = (await bodies.decode(body, "application/json", limits)).document
+        problems = validation.check(_DELETE_SCHEMA, document, "", unique=False)
+        if problems:
+            raise options.invalid("DeleteOptions", problems)
         api_version = document.get("apiVersion") or ""
         if api_version not in _DELETE_API_VERSIONS:
-            raise errors.BadRequest(
-                f"DeleteOptions must have apiVersion v1 or meta.k8s.io/v1, not {api_version!r}")
+            raise errors.BadRequest("DeleteOptions must have apiVersion v1 or meta.k8s.io/v1, not"
+                                    f" {fields.render(api_version)}")
         if document.get("kind") not in (None, "", "DeleteOptions"):
-            raise errors.BadRequest(f"expected DeleteOptions, got {document.get('kind')!r}")
+            raise errors.BadRequest(
+                f"expected DeleteOptions, got {fields.render(document.get('kind'))}")
         preconditions = document.get("preconditions") or {}
-        if not isinstance(preconditions, dict):
-            raise errors.BadRequest("DeleteOptions.preconditions must be an object")
         uid = preconditions.get("uid") or ""
         resource_version = preconditions.get("resourceVersion") or ""
         policy = document.get("propagationPolicy") or policy
         if document.get("orphanDependents") is not None:
-            orphan = bool(document["orphanDependents"])
+            orphan = document["orphanDependents"]
         if document.get("dryRun"):
             dry_run = list(document["dryRun"])
     return options.DeleteOptions(
@@ -124,93 +144,57 @@ def delete_options(params: datastructures.QueryParams, body: bytes) -> options.D
     )
 
 
-async def read_body(request: requests.Request) -> bytes:
-    """The request body, refusing (413) anything over 3 MiB before reading it all."""
+async def read_body(request: requests.Request, limit: int = config.MAX_BODY_BYTES) -> bytes:
+    """The request body, refusing (413) anything over ``limit`` before reading it all."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_BODY:
-        raise _too_large()
+    if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY:
-            raise _too_large()
+        if size > limit:
+            raise _too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _too_large() -> errors.RequestEntityTooLarge:
-    return errors.RequestEntityTooLarge(f"Request entity too large: limit is {MAX_BODY}")
-
-
-def media_type(content_type: str) -> str:
-    """The bare media type (parameters such as ``;charset=utf-8`` stripped)."""
-    return content_type.split(";", 1)[0].strip().lower()
-
-
-def decode(body: bytes, content_type: str) -> dict[str, Any]:
-    """A JSON (or YAML) object; 415 for other media types, 400 for a malformed body."""
-    kind = media_type(content_type) or "application/json"
-    try:
-        if kind in ("application/json", "*/*"):
-            document = orjson.loads(body)
-        elif kind in ("application/yaml", "application/x-yaml", "text/yaml"):
-            document = yaml.safe_load(body)
-        else:
-            raise errors.UnsupportedMediaType(
-                f"the body of the request was in an unknown format - accepted media types"
-                f" include: application/json, application/yaml (got {kind})")
-    except (orjson.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise errors.BadRequest(f"the request body is not valid: {exc}") from exc
-    if not isinstance(document, dict):
-        raise errors.BadRequest("the request body must be a JSON object")
-    return document
-
-
-def duplicate_fields(body: bytes) -> list[str]:
-    """Dotted paths of keys a JSON body repeats (the last value wins when decoding)."""
-    found: list[str] = []
-
-    def walk(value: Any, path: str) -> None:
-        if isinstance(value, _Pairs):
-            seen: set[str] = set()
-            for key, item in value.pairs:
-                here = f"{path}.{key}" if path else key
-                if key in seen and here not in found:
-                    found.append(here)
-                seen.add(key)
-                walk(item, here)
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                walk(item, f"{path}[{index}]")
-
-    try:
-        walk(json.loads(body, object_pairs_hook=_Pairs), "")
-    except ValueError:
-        return []
-    return found
-
-
-class _Pairs:
-    """A JSON object kept as its key/value pairs, duplicates included."""
-
-    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
-        self.pairs = pairs
+def _too_large(limit: int) -> errors.RequestEntityTooLarge:
+    return errors.RequestEntityTooLarge(f"Request entity too large: limit is {limit}")
 
 
 def unknown_fields(kind: str, obj: dict[str, Any], mode: str,
                    duplicates: list[str] | None = None) -> list[str]:
     """Apply fieldValidation: Strict raises 400, Warn returns warnings, Ignore returns none.
 
-    ``duplicates`` are fields the body repeated (see ``duplicate_fields``). The object is
+    ``duplicates`` are fields the body repeated (see ``body.duplicate_fields``). The object is
     pruned in every mode, in the same walk that finds the unknown fields, so unknown fields are
     never stored and the registry need not prune it again (``from_body``).
     """
     if mode == "Ignore":
         pruning.prune(kind, obj)
         return []
-    problems = [f'duplicate field "{path}"' for path in duplicates or []]
-    problems.extend(f'unknown field "{path}"' for path in pruning.prune_unknown(kind, obj))
+    problems = [f'duplicate field "{fields.cut_path(path)}"' for path in duplicates or []]
+    problems.extend(f'unknown field "{fields.cut_path(path)}"'
+                    for path in pruning.prune_unknown(kind, obj))
     if problems and mode == "Strict":
-        raise errors.BadRequest("strict decoding error: " + ", ".join(problems))
+        listed = problems[:MAX_LISTED]
+        if len(problems) > MAX_LISTED:
+            listed.append(f"and {len(problems) - MAX_LISTED} more")
+        raise errors.BadRequest("strict decoding error: " + ", ".join(listed))
     return problems
+
+
+def bounded_warnings(messages: list[str]) -> list[str]:
+    """Warnings as kube-apiserver bounds them: whole while the total stays under
+    ``WARNING_RUNES``, each cut to ``WARNING_ITEM`` after that, and at most ``MAX_WARNINGS``."""
+    kept: list[str] = []
+    total = 0
+    for message in messages[:MAX_WARNINGS - 1] if len(messages) > MAX_WARNINGS else messages:
+        if total + len(message) > WARNING_RUNES:
+            message = message[:WARNING_ITEM]
+        total += len(message)
+        kept.append(message)
+    if len(messages) > MAX_WARNINGS:
+        kept.append(f"and {len(messages) - len(kept)} more warnings, not listed")
+    return kept

@@ -19,6 +19,7 @@ from starlette import responses as starlette_responses
 from apiserver import errors
 from apiserver.auth import guards
 from apiserver.auth import user as users
+from apiserver.endpoints import body as bodies
 from apiserver.endpoints import negotiation, patch, request, responses, table, watch
 from apiserver.registry import build, codec, options, store
 from openapi import resources
@@ -51,10 +52,12 @@ Endpoint = Callable[[requests.Request], Awaitable[Response]]
 class Handlers:
     """The handlers of one stored resource; its verbs decide which methods it answers."""
 
-    def __init__(self, resource: store.ResourceStore) -> None:
+    def __init__(self, resource: store.ResourceStore,
+                 limits: bodies.Limits = bodies.DEFAULT) -> None:
         self.store = resource
         self.info = resource.info
         self.verbs = frozenset(resource.info.verbs)
+        self.limits = limits
 
     # rendering ------------------------------------------------------------------------------
 
@@ -71,30 +74,16 @@ class Handlers:
         else:
             body = obj
         response = responses.json_response(body, status)
-        responses.warn(response, warnings or [])
+        responses.warn(response, request.bounded_warnings(warnings or []))
         return response
 
-    def _check_type(self, obj: Obj) -> None:
-        api_version = obj.get("apiVersion")
-        if api_version and api_version != self.info.group_version:
-            raise errors.BadRequest(
-                f"the API version in the data ({api_version}) does not match the expected API"
-                f" version ({self.info.group_version})")
-        kind = obj.get("kind")
-        if kind and kind != self.info.kind:
-            raise errors.BadRequest(
-                f"the kind in the data ({kind}) does not match the expected kind"
-                f" ({self.info.kind})")
-
     async def _body_object(self, req: requests.Request, mode: str) -> tuple[Obj, list[str]]:
-        body = await request.read_body(req)
+        body = await request.read_body(req, self.limits.max_bytes)
         content_type = req.headers.get("content-type", "")
-        obj = request.decode(body, content_type)
-        self._check_type(obj)
-        duplicates: list[str] = []
-        if mode != "Ignore" and request.media_type(content_type) in ("", "application/json"):
-            duplicates = request.duplicate_fields(body)
-        return obj, request.unknown_fields(self.info.kind, obj, mode, duplicates)
+        decoded = await bodies.decode(body, content_type, self.limits,
+                                      duplicates=mode != "Ignore")
+        obj = decoded.document
+        return obj, request.unknown_fields(self.info.kind, obj, mode, decoded.duplicates)
 
     # collection -----------------------------------------------------------------------------
 
@@ -209,9 +198,10 @@ class Handlers:
                      status: bool) -> Response:
         wo = request.write_options(req.query_params, "PatchOptions")
         content_type = req.headers.get("content-type", "")
-        if request.media_type(content_type) not in patch.ACCEPTED:
+        if bodies.media_type(content_type) not in patch.ACCEPTED:
             raise patch.unsupported()
-        apply = patch.patcher(content_type, await request.read_body(req))
+        apply = await patch.patcher(
+            content_type, await request.read_body(req, self.limits.max_bytes), self.limits)
         warnings: list[str] = []
 
         def change(current: Obj) -> Obj:
@@ -224,7 +214,8 @@ class Handlers:
         return self._one(req, updated, 200, warnings)
 
     async def _delete(self, req: requests.Request, namespace: str, name: str) -> Response:
-        opts = request.delete_options(req.query_params, await request.read_body(req))
+        opts = await request.delete_options(
+            req.query_params, await request.read_body(req, self.limits.max_bytes), self.limits)
         result = await self.store.delete(namespace, name, opts)
         if result.removed:
             details: errors.StatusDetails = {
@@ -259,12 +250,14 @@ SUBRESOURCES: dict[str, Callable[[build.Registry, Handlers], Endpoint]] = {
 }
 
 
-def routes(registry: build.Registry) -> list[routing.BaseRoute]:
-    """Every route of every resource in the registry (built from the one resource table)."""
+def routes(registry: build.Registry,
+           limits: bodies.Limits = bodies.DEFAULT) -> list[routing.BaseRoute]:
+    """Every route of every resource in the registry (built from the one resource table);
+    ``limits`` bound every request body."""
     found: list[routing.BaseRoute] = []
     for resource in registry.stores.values():
         info = resource.info
-        handlers = Handlers(resource)
+        handlers = Handlers(resource, limits)
         if info.namespaced:
             collection = f"{PREFIX}/namespaces/{{namespace}}/{info.plural}"
             # the list across namespaces (POST there answers 405)

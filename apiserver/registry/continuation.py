@@ -23,8 +23,10 @@ def decode(token: str, *, prefix: str) -> tuple[int, str]:
         revision = body["rv"]
         last_key = body["start"]
     except (binascii.Error, ValueError, TypeError, KeyError, orjson.JSONDecodeError) as exc:
-        raise errors.BadRequest(f"continue key is not valid: {exc}") from exc
-    if not isinstance(revision, int) or revision < 1 or not isinstance(last_key, str):
+        raise errors.BadRequest(f"continue key is not valid: {str(exc)[:200]}") from exc
+    # bool is an int in Python; a revision is a positive int64, as etcd's
+    if (not isinstance(revision, int) or isinstance(revision, bool) or not 1 <= revision < 2**63
+            or not isinstance(last_key, str)):
         raise errors.BadRequest("continue key is not valid: malformed token")
     if not last_key.startswith(prefix):
         raise errors.BadRequest("continue key is not valid: the token belongs to another list")

@@ -126,12 +126,12 @@ def check_delete(options: DeleteOptions) -> None:
         raise invalid("DeleteOptions", problems)
 
 
+MAX_REVISION = 2**63 - 1
+
+
 def parse_revision(value: str) -> int:
-    """A resourceVersion as an integer; BadRequest (400) when it is not one of ours."""
-    try:
-        revision = int(value)
-    except ValueError:
-        revision = -1
-    if revision < 0 or not value.isdigit():
-        raise errors.BadRequest(f'invalid resource version "{value}"')
-    return revision
+    """A resourceVersion as an integer; BadRequest (400) when it is not one of ours: ASCII digits
+    only (``str.isdigit`` would take other scripts' digits) and within int64, like etcd's."""
+    if not (value.isascii() and value.isdigit()) or len(value) > 19 or int(value) > MAX_REVISION:
+        raise errors.BadRequest(f"invalid resource version {fields.render(value)}")
+    return int(value)

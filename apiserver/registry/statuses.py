@@ -14,7 +14,9 @@ from openapi import fields, resources
 
 
 def causes(problems: Sequence[fields.FieldError]) -> list[errors.Cause]:
-    return [{"type": p.type, "message": p.message, "field": p.field} for p in problems]
+    """At most ``fields.MAX_CAUSES`` causes (see ``fields.bounded``)."""
+    return [{"type": p.type, "message": p.message, "field": p.field}
+            for p in fields.bounded(problems)]
 
 
 def _details(info: resources.ResourceInfo, name: str) -> errors.StatusDetails:

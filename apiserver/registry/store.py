@@ -26,7 +26,7 @@ from apiserver.registry import (
     strategy,
 )
 from apiserver.storage import interface
-from openapi import fields, names
+from openapi import fields, names, objectmeta
 
 Obj = dict[str, Any]
 
@@ -170,8 +170,8 @@ class ResourceStore:
         """
         if not from_body:
             obj = copy.deepcopy(obj)
-        obj["apiVersion"] = self.info.group_version
-        obj["kind"] = self.info.kind
+        self._check_metadata(obj)
+        self._check_type(obj)
         metadata = obj.get("metadata")
         if not isinstance(metadata, dict):
             metadata = obj["metadata"] = {}
@@ -188,7 +188,9 @@ class ResourceStore:
         for attempt in range(_GENERATE_ATTEMPTS):
             if not name:
                 metadata["name"] = meta.generate_name(generate)
-            problems = meta.validate_name(metadata["name"])
+                problems = objectmeta.name_problems("metadata.name", metadata["name"])
+            else:
+                problems = []
             problems.extend(self.strategy.check_create(obj))
             if problems:
                 raise statuses.invalid(self.info, metadata["name"], problems)
@@ -224,8 +226,33 @@ class ResourceStore:
 
     # updates --------------------------------------------------------------------------------
 
+    def _check_metadata(self, obj: Obj) -> None:
+        """ObjectMeta as sent, before anything reads it (422 naming each field)."""
+        metadata = obj.get("metadata")
+        problems = self.strategy.check_metadata(metadata)
+        if problems:
+            given = metadata.get("name") if isinstance(metadata, dict) else None
+            raise statuses.invalid(self.info, given if isinstance(given, str) else "", problems)
+
+    def _check_type(self, obj: Obj) -> None:
+        """``apiVersion`` and ``kind``, when given, must be this resource's (400 otherwise)."""
+        api_version = obj.get("apiVersion")
+        if api_version not in (None, "", self.info.group_version):
+            raise errors.BadRequest(
+                f"the API version in the data ({fields.shown(api_version)}) does not match the"
+                f" expected API version ({self.info.group_version})")
+        kind = obj.get("kind")
+        if kind not in (None, "", self.info.kind):
+            raise errors.BadRequest(
+                f"the kind in the data ({fields.shown(kind)}) does not match the expected kind"
+                f" ({self.info.kind})")
+        obj["apiVersion"] = self.info.group_version
+        obj["kind"] = self.info.kind
+
     def _check_identity(self, obj: Obj, namespace: str, name: str) -> None:
-        """The body/URL mismatch rules for update and patch (400s with the upstream messages)."""
+        """The body/URL mismatch rules for update and patch (400s with the upstream messages);
+        the metadata's types were checked already."""
+        self._check_type(obj)
         metadata = obj.get("metadata")
         if not isinstance(metadata, dict):
             metadata = obj["metadata"] = {}
@@ -240,11 +267,9 @@ class ResourceStore:
         given_name = metadata.get("name") or ""
         if given_name and given_name != name:
             raise errors.BadRequest(
-                f"the name of the object ({given_name}) does not match the name on the URL"
-                f" ({name})")
+                f"the name of the object ({fields.shown(given_name)}) does not match the name"
+                f" on the URL ({fields.shown(name)})")
         metadata["name"] = name
-        obj["apiVersion"] = self.info.group_version
-        obj["kind"] = self.info.kind
 
     async def update(self, obj: Obj, *, namespace: str = "", name: str = "",
                      dry_run: bool = False, from_body: bool = False) -> Obj:
@@ -263,6 +288,7 @@ class ResourceStore:
                    status: bool, from_body: bool) -> Obj:
         if not from_body:
             obj = copy.deepcopy(obj)
+        self._check_metadata(obj)
         given_meta = obj.get("metadata")
         metadata: Obj = given_meta if isinstance(given_meta, dict) else {}
         name = name or metadata.get("name") or ""
@@ -294,6 +320,7 @@ class ResourceStore:
             new = change(codec.decode(record))
             if not isinstance(new, dict):
                 raise errors.BadRequest("the patched document is not a JSON object")
+            self._check_metadata(new)
             self._check_identity(new, namespace, name)
             given = new["metadata"].get("resourceVersion") or ""
             if given and given != str(record.revision):

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apiserver.registry import meta
-from openapi import admission, defaults, fields, pruning, resources, validation
+from openapi import admission, defaults, fields, objectmeta, pruning, resources, validation
 
 # Metadata only the server writes; an update keeps the stored value.
 _SERVER_METADATA = ("creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
@@ -36,10 +35,13 @@ class Strategy:
         metadata["generation"] = 1
         self.normalize(obj, pruned=pruned)
 
+    def check_metadata(self, metadata: Any) -> list[fields.FieldError]:
+        """ObjectMeta as sent (types, names, labels, annotations, finalizers, owners, managed
+        fields); the store runs it first on every write, before anything reads the metadata."""
+        return objectmeta.validate(metadata)
+
     def check_create(self, obj: dict[str, Any]) -> list[fields.FieldError]:
-        problems = meta.validate(obj["metadata"])
-        problems.extend(self.admit_create(obj))
-        return problems
+        return self.admit_create(obj)
 
     def admit_create(self, obj: dict[str, Any]) -> list[fields.FieldError]:
         """Schema checks of a new object; a resource with admission rules adds them."""
@@ -113,7 +115,7 @@ class Strategy:
         self, new: dict[str, Any], old: dict[str, Any]
     ) -> list[fields.FieldError]:
         new_meta, old_meta = new["metadata"], old["metadata"]
-        problems = meta.validate(new_meta)
+        problems: list[fields.FieldError] = []
         if new_meta.get("uid") != old_meta.get("uid"):
             problems.append(fields.invalid("metadata.uid", new_meta.get("uid"),
                                            "field is immutable"))
@@ -124,7 +126,7 @@ class Strategy:
                 problems.append(fields.forbidden(
                     "metadata.finalizers",
                     f"no new finalizers can be added if the object is being deleted, found new"
-                    f" finalizers {added}",
+                    f" finalizers {fields.render(added)}",
                 ))
         return problems
 

@@ -54,3 +54,34 @@ def test_invalid_message_for_one_and_many() -> None:
         "[spec.source: Required value, spec: Forbidden: no]")
     assert fields.causes(two)[1] == {"type": "FieldValueForbidden", "message": "Forbidden: no",
                                      "field": "spec"}
+
+
+def test_rendered_values_are_cut_at_a_bounded_cost() -> None:
+    long = fields.render("x" * 100_000)
+    assert long.startswith('"' + "x" * fields.MAX_RENDERED + '"...')
+    assert "100000 characters" in long and len(long) < fields.MAX_RENDERED + 40
+    # a structure that would expand to ~10^12 characters renders in a few hundred
+    laughs: list[object] = ["x" * 10]
+    for _ in range(12):
+        laughs = [laughs] * 10
+    shown = fields.render(laughs)
+    assert shown.endswith("... (cut)") and len(shown) <= fields.MAX_RENDERED + 10
+    assert fields.render({f"k{i}": i for i in range(100_000)}).endswith("... (cut)")
+    assert "digits" in fields.render(10**5000)  # str() would refuse it
+    assert fields.render({"b": [1, {"c": None}], "a": 1.5}) == '{"a":1.5,"b":[1,{"c":null}]}'
+    error = fields.invalid("metadata.finalizers[0]", "f" * 100_000, "is not a qualified name")
+    assert len(error.message) < 400
+    assert len(fields.too_long("k" * 10_000, "v", 8).field) <= fields.MAX_PATH + 3
+
+
+def test_too_long_never_shows_the_value() -> None:
+    assert "secret" not in fields.too_long("x", "secret" * 10, 8).message
+
+
+def test_causes_are_bounded() -> None:
+    many = [fields.invalid(f"metadata.labels[k{i}]", i, "bad") for i in range(1000)]
+    causes = fields.causes(many)
+    assert len(causes) == fields.MAX_CAUSES
+    assert causes[-1]["message"] == f"and {1000 - fields.MAX_CAUSES + 1} more errors, not listed"
+    message = fields.invalid_message("ModelArtifact", "worker.gpustack.ai", "x", many)
+    assert message.count("Invalid value") == fields.MAX_CAUSES - 1

@@ -27,18 +27,18 @@ def test_rfc7386_examples(target: dict[str, Any], change: dict[str, Any],
     assert patch.merge(target, change) == result
 
 
-def test_patcher_by_media_type() -> None:
-    merged = patch.patcher("application/merge-patch+json; charset=utf-8", b'{"x":{"y":1}}')
+async def test_patcher_by_media_type() -> None:
+    merged = await patch.patcher("application/merge-patch+json; charset=utf-8", b'{"x":{"y":1}}')
     assert merged({"x": {"z": 2}}) == {"x": {"y": 1, "z": 2}}
-    json_patch = patch.patcher(patch.JSON_PATCH, b'[{"op":"replace","path":"/x","value":3}]')
+    json_patch = await patch.patcher(patch.JSON_PATCH, b'[{"op":"replace","path":"/x","value":3}]')
     assert json_patch({"x": 1}) == {"x": 3}
     with pytest.raises(errors.Invalid):
         json_patch({})
     with pytest.raises(errors.BadRequest):
-        patch.patcher(patch.MERGE_PATCH, b"[1]")
-    mislabelled = patch.patcher(patch.MERGE_PATCH, b'[{"op":"remove","path":"/x"}]')
+        await patch.patcher(patch.MERGE_PATCH, b"[1]")
+    mislabelled = await patch.patcher(patch.MERGE_PATCH, b'[{"op":"remove","path":"/x"}]')
     assert mislabelled({"x": 1, "y": 2}) == {"y": 2}
     with pytest.raises(errors.BadRequest):
-        patch.patcher(patch.JSON_PATCH, b"not json")
+        await patch.patcher(patch.JSON_PATCH, b"not json")
     with pytest.raises(errors.UnsupportedMediaType):
-        patch.patcher("application/strategic-merge-patch+json", b"{}")
+        await patch.patcher("application/strategic-merge-patch+json", b"{}")

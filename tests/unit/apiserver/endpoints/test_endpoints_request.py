@@ -6,7 +6,7 @@ import pytest
 from starlette import datastructures
 
 from apiserver import errors
-from apiserver.endpoints import request
+from apiserver.endpoints import body, request
 
 
 def _q(text: str) -> datastructures.QueryParams:
@@ -40,23 +40,23 @@ def test_write_options() -> None:
         request.write_options(_q("dryRun=Yes"), "PatchOptions")
 
 
-def test_delete_options_from_query_and_body() -> None:
-    opts = request.delete_options(_q("propagationPolicy=Orphan&dryRun=All"), b"")
+async def test_delete_options_from_query_and_body() -> None:
+    opts = await request.delete_options(_q("propagationPolicy=Orphan&dryRun=All"), b"")
     assert opts.propagation_policy == "Orphan" and opts.dry_run
     body = (b'{"kind":"DeleteOptions","apiVersion":"v1","preconditions":'
             b'{"uid":"u","resourceVersion":"4"},"orphanDependents":false}')
-    opts = request.delete_options(_q(""), body)
+    opts = await request.delete_options(_q(""), body)
     assert (opts.uid, opts.resource_version, opts.orphan_dependents) == ("u", "4", False)
     with pytest.raises(errors.BadRequest):
-        request.delete_options(_q(""), b'{"apiVersion":"apps/v1"}')
+        await request.delete_options(_q(""), b'{"apiVersion":"apps/v1"}')
 
 
-def test_decode_and_unknown_fields() -> None:
-    assert request.decode(b"a: 1\n", "application/yaml") == {"a": 1}
+async def test_decode_and_unknown_fields() -> None:
+    assert (await body.decode(b"a: 1\n", "application/yaml")).document == {"a": 1}
     with pytest.raises(errors.UnsupportedMediaType):
-        request.decode(b"{}", "application/xml")
+        await body.decode(b"{}", "application/xml")
     with pytest.raises(errors.BadRequest):
-        request.decode(b"[]", "application/json")
+        await body.decode(b"[]", "application/json")
     obj = {"kind": "ModelArtifact", "metadata": {"name": "x", "bogus": 1},
            "spec": {"source": {"huggingFace": {"repository": "a/b", "nope": 2}}}}
     warnings = request.unknown_fields("ModelArtifact", obj, "Warn")
@@ -66,9 +66,9 @@ def test_decode_and_unknown_fields() -> None:
 
 
 def test_duplicate_fields_warn_or_fail() -> None:
-    body = b'{"spec":{"a":1,"a":2,"l":[{"x":1,"x":1}]},"kind":"K","kind":"K"}'
-    assert request.duplicate_fields(body) == ["spec.a", "spec.l[0].x", "kind"]
-    assert request.duplicate_fields(b"not json") == []
+    repeated = b'{"spec":{"a":1,"a":2,"l":[{"x":1,"x":1}]},"kind":"K","kind":"K"}'
+    assert body.duplicate_fields(repeated) == ["spec.a", "spec.l[0].x", "kind"]
+    assert body.duplicate_fields(b"not json") == []
     obj = {"kind": "ModelArtifact", "metadata": {"name": "x"}}
     assert request.unknown_fields("ModelArtifact", obj, "Warn", ["kind"]) == [
         'duplicate field "kind"']
