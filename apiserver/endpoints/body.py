@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import orjson
 import yaml
 
 from apiserver import config, errors
+from openapi import fields
 
 JSON_TYPES = ("application/json", "*/*")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+T = TypeVar("T")
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -57,8 +61,14 @@ def media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
+async def offload(work: Callable[[], T]) -> T:
+    """Run ``work`` in a worker thread (the default way ``decode`` leaves the event loop)."""
+    return await asyncio.to_thread(work)
+
+
 async def decode(body: bytes, content_type: str, limits: Limits = DEFAULT, *,
-                 duplicates: bool = False) -> Decoded:
+                 duplicates: bool = False,
+                 run: Callable[[Callable[[], Decoded]], Awaitable[Decoded]] = offload) -> Decoded:
     """A JSON (or YAML) object within ``limits``: 415 for other media types, 400 for a malformed
     or too deeply nested body, 413 for one larger than ``max_bytes`` once expanded."""
     kind = media_type(content_type) or "application/json"
@@ -68,7 +78,7 @@ async def decode(body: bytes, content_type: str, limits: Limits = DEFAULT, *,
             f" include: application/json, application/yaml (got {kind[:100]})")
     if kind in JSON_TYPES and len(body) <= limits.inline_bytes:
         return decode_now(body, kind, limits, duplicates=duplicates)
-    return await asyncio.to_thread(decode_now, body, kind, limits, duplicates=duplicates)
+    return await run(functools.partial(decode_now, body, kind, limits, duplicates=duplicates))
 
 
 def decode_now(body: bytes, kind: str, limits: Limits, *, duplicates: bool = False) -> Decoded:
@@ -89,6 +99,8 @@ def json_document(body: bytes, limits: Limits) -> Any:
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):  # orjson stops at 1024 levels
+            raise too_deep(limits.max_depth) from exc
         raise errors.BadRequest(f"the request body is not valid JSON: {str(exc)[:200]}") from exc
     check_depth(document, limits.max_depth, body)
     return document
@@ -108,13 +120,31 @@ def check_depth(value: Any, max_depth: int, source: bytes | None = None) -> None
         else:
             continue
         if depth > max_depth:
-            raise too_deep(max_depth)
+            raise too_deep(max_depth, _deep_path(value, max_depth))
         stack.extend((child, depth + 1) for child in children
                      if isinstance(child, dict | list))
 
 
-def too_deep(max_depth: int) -> errors.BadRequest:
-    return errors.BadRequest(f"the request body is nested more than {max_depth} levels deep")
+def _deep_path(value: Any, max_depth: int) -> str:
+    """The path of the first value nested past ``max_depth`` (only once refusing)."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if depth > max_depth:
+            return path
+        if isinstance(item, dict):
+            stack.extend((child, f"{path}.{key}" if path else str(key), depth + 1)
+                         for key, child in item.items() if isinstance(child, dict | list))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{index}]", depth + 1)
+                         for index, child in enumerate(item) if isinstance(child, dict | list))
+    return ""
+
+
+def too_deep(max_depth: int, path: str = "") -> errors.BadRequest:
+    where = f" (at {fields.cut_path(path)})" if path else ""
+    return errors.BadRequest(
+        f"the request body is nested more than {max_depth} levels deep{where}")
 
 
 def too_large(limit: int, what: str = "the decoded object") -> errors.RequestEntityTooLarge:

@@ -65,6 +65,7 @@ def is_watch(params: datastructures.QueryParams) -> bool:
 
 
 def list_options(params: datastructures.QueryParams) -> options.ListOptions:
+    _int(params, "timeoutSeconds")  # a list answers at once, but a malformed one is refused
     return options.ListOptions(
         label_selector=selectors.parse_labels(params.get("labelSelector", "")),
         field_selector=selectors.parse_fields(params.get("fieldSelector", "")),
@@ -78,6 +79,7 @@ def list_options(params: datastructures.QueryParams) -> options.ListOptions:
 
 def watch_options(params: datastructures.QueryParams) -> options.WatchOptions:
     timeout = _int(params, "timeoutSeconds")
+    _int(params, "limit")  # a watch ignores it, but a malformed one is refused as for a list
     return options.WatchOptions(
         label_selector=selectors.parse_labels(params.get("labelSelector", "")),
         field_selector=selectors.parse_fields(params.get("fieldSelector", "")),

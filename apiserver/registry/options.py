@@ -133,5 +133,6 @@ def parse_revision(value: str) -> int:
     """A resourceVersion as an integer; BadRequest (400) when it is not one of ours: ASCII digits
     only (``str.isdigit`` would take other scripts' digits) and within int64, like etcd's."""
     if not (value.isascii() and value.isdigit()) or len(value) > 19 or int(value) > MAX_REVISION:
-        raise errors.BadRequest(f"invalid resource version {fields.render(value)}")
+        raise errors.BadRequest(f"invalid resource version {fields.render(value)}: resourceVersion"
+                                " must be a revision of this server, a decimal integer")
     return int(value)

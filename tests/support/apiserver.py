@@ -59,6 +59,14 @@ class RunningServer:
         except FileNotFoundError:
             return ""
 
+    def peak_rss(self) -> int:
+        """The server process's peak resident set (``VmHWM``), in bytes."""
+        status = pathlib.Path(f"/proc/{self.process.pid}/status").read_text()
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError(f"no VmHWM in /proc/{self.process.pid}/status")
+
     def client(self, *, token: str | None = None, http2: bool = False) -> httpx.Client:
         """A client trusting the server's CA and sending the admin token by default."""
         return httpx.Client(
