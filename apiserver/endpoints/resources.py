@@ -10,6 +10,7 @@ exact group-version path) is served elsewhere.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -83,7 +84,11 @@ class Handlers:
         decoded = await bodies.decode(body, content_type, self.limits,
                                       duplicates=mode != "Ignore")
         obj = decoded.document
-        return obj, request.unknown_fields(self.info.kind, obj, mode, decoded.duplicates)
+        prune = functools.partial(request.unknown_fields, self.info.kind, obj, mode,
+                                  decoded.duplicates)
+        # pruning is linear in the body: a large one is pruned off the event loop
+        warnings = prune() if len(body) <= self.limits.inline_bytes else await bodies.offload(prune)
+        return obj, warnings
 
     # collection -----------------------------------------------------------------------------
 

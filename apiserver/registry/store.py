@@ -7,12 +7,14 @@ bytes). Storage exceptions become ``apiserver.errors`` statuses here and nowhere
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import copy
 import dataclasses
+import functools
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from apiserver import errors
 from apiserver.registry import (
@@ -29,7 +31,11 @@ from apiserver.storage import interface
 from openapi import fields, names, objectmeta
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 
+INLINE_ENTRIES = 512
+"""Metadata with more labels, annotations, finalizers, owners and managed fields than this is
+checked in a worker thread."""
 _GENERATE_ATTEMPTS = 8
 _UPDATE_ATTEMPTS = 8
 GC_FINALIZERS = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}
@@ -58,11 +64,26 @@ def _unversioned(obj: Obj) -> Obj:
                                 if k != "resourceVersion"}}
 
 
+def _entries(metadata: Any) -> int:
+    """How many map and list entries ``metadata`` holds (cheap: no walk)."""
+    if not isinstance(metadata, dict):
+        return 0
+    return sum(len(value) for value in metadata.values() if isinstance(value, dict | list))
+
+
+async def _in_thread(work: Callable[[], T]) -> T:
+    return await asyncio.to_thread(work)
+
+
 class ResourceStore:
-    def __init__(self, storage: interface.Store, rules: strategy.Strategy) -> None:
+    def __init__(self, storage: interface.Store, rules: strategy.Strategy,
+                 offload: Callable[[Callable[[], list[fields.FieldError]]],
+                                   Awaitable[list[fields.FieldError]]] = _in_thread) -> None:
+        """``offload`` runs the checks of large metadata away from the event loop."""
         self.storage = storage
         self.strategy = rules
         self.info = rules.info
+        self._offload = offload
 
     # keys and errors ------------------------------------------------------------------------
 
@@ -170,7 +191,7 @@ class ResourceStore:
         """
         if not from_body:
             obj = copy.deepcopy(obj)
-        self._check_metadata(obj)
+        await self._check_metadata(obj)
         self._check_type(obj)
         metadata = obj.get("metadata")
         if not isinstance(metadata, dict):
@@ -226,10 +247,15 @@ class ResourceStore:
 
     # updates --------------------------------------------------------------------------------
 
-    def _check_metadata(self, obj: Obj) -> None:
-        """ObjectMeta as sent, before anything reads it (422 naming each field)."""
+    async def _check_metadata(self, obj: Obj) -> None:
+        """ObjectMeta as sent, before anything reads it (422 naming each field); metadata with
+        many entries (up to 3 MiB of labels, say) is checked off the event loop."""
         metadata = obj.get("metadata")
-        problems = self.strategy.check_metadata(metadata)
+        if _entries(metadata) > INLINE_ENTRIES:
+            problems = await self._offload(functools.partial(self.strategy.check_metadata,
+                                                             metadata))
+        else:
+            problems = self.strategy.check_metadata(metadata)
         if problems:
             given = metadata.get("name") if isinstance(metadata, dict) else None
             raise statuses.invalid(self.info, given if isinstance(given, str) else "", problems)
@@ -288,7 +314,7 @@ class ResourceStore:
                    status: bool, from_body: bool) -> Obj:
         if not from_body:
             obj = copy.deepcopy(obj)
-        self._check_metadata(obj)
+        await self._check_metadata(obj)
         given_meta = obj.get("metadata")
         metadata: Obj = given_meta if isinstance(given_meta, dict) else {}
         name = name or metadata.get("name") or ""
@@ -320,7 +346,7 @@ class ResourceStore:
             new = change(codec.decode(record))
             if not isinstance(new, dict):
                 raise errors.BadRequest("the patched document is not a JSON object")
-            self._check_metadata(new)
+            await self._check_metadata(new)
             self._check_identity(new, namespace, name)
             given = new["metadata"].get("resourceVersion") or ""
             if given and given != str(record.revision):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from apiserver import errors
-from apiserver.registry import build, meta, options
+from apiserver.registry import build, meta, options, store, strategy
+from apiserver.storage import sqlite
+from openapi import fields, resources
 from tests.unit.apiserver.registry.conftest import artifact
 
 
@@ -242,3 +246,24 @@ async def test_delete_options_are_checked(registry: build.Registry) -> None:
     with pytest.raises(errors.Invalid, match=r"DeleteOptions\.meta\.k8s\.io"):
         await registry.modelartifacts.delete(
             "a", "qwen", options.DeleteOptions(propagation_policy="Sideways"))
+
+
+async def test_large_metadata_is_checked_off_the_event_loop(storage: sqlite.Store) -> None:
+    offloaded: list[int] = []
+
+    async def offload(work: Callable[[], list[fields.FieldError]]) -> list[fields.FieldError]:
+        offloaded.append(1)
+        return await asyncio.to_thread(work)
+
+    resource = store.ResourceStore(storage, strategy.for_resource(resources.MODEL_ARTIFACT),
+                                   offload)
+    await resource.create(artifact("few", labels={"a": "b"}), namespace="a")
+    assert offloaded == []
+    many = {f"k{i}": "v" for i in range(store.INLINE_ENTRIES + 1)}
+    await resource.create(artifact("many", labels=many), namespace="a")
+    assert offloaded == [1]
+    with pytest.raises(errors.Invalid) as caught:
+        await resource.create(artifact("bad", labels={**many, "k": "bad value"}), namespace="a")
+    assert caught.value.details is not None
+    assert caught.value.details["causes"][0]["field"] == "metadata.labels[k]"
+    assert offloaded == [1, 1]
