@@ -1,8 +1,9 @@
 """Assemble the starlette application: routes, middleware, the one error handler, lifespan.
 
-Middleware, outermost first: on shutdown, open streams (watches) are ended cleanly; unexpected
-exceptions become a 500 ``Status`` (logged, never echoed); request bodies over the limit get 413
-(the one place the limit lives); bearer-token authentication. Inside, every ``StatusError`` raised
+Middleware, outermost first: on shutdown, open streams (watches) are ended cleanly; no response
+starts before the request body was read to its end (up to a bound); unexpected exceptions become a
+500 ``Status`` (logged, never echoed); request bodies over the limit get 413 (the one place the
+limit lives); bearer-token authentication. Inside, every ``StatusError`` raised
 by a route is rendered by one handler, and unknown paths or methods get a 404/405 ``Status``
 instead of starlette's plain text.
 """
@@ -78,6 +79,7 @@ def build(
         routes=routes,
         middleware=[
             Middleware(Draining, shutdown=shutdown),
+            Middleware(ReadsBodyFirst),
             Middleware(CatchAll),
             Middleware(BodyLimit, limit=max_body_bytes),
             Middleware(middleware.Authentication, authenticator=authenticator),
@@ -156,15 +158,12 @@ def too_large(limit: int) -> errors.RequestEntityTooLarge:
 class BodyLimit:
     """413 for bodies over ``limit``: at once from ``Content-Length``, else while streaming.
 
-    The rest of an oversized body is read and dropped (up to ``drain``) before answering: hypercorn
-    tears down a whole HTTP/2 connection when DATA frames arrive for a stream it already answered,
-    and an HTTP/1.1 connection cannot be reused with a body left unread.
+    The rest of an oversized body is read and dropped by ``ReadsBodyFirst`` before the answer.
     """
 
-    def __init__(self, app: ASGIApp, limit: int, drain: int = DRAIN_BYTES) -> None:
+    def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
-        self.drain = drain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -172,7 +171,6 @@ class BodyLimit:
             return
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await _discard(receive, self.drain)
                 await _send_status(send, too_large(self.limit))
                 return
         received = 0
@@ -183,12 +181,55 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    if message.get("more_body", False):
-                        await _discard(receive, self.drain)
                     raise too_large(self.limit)
             return message
 
         await self.app(scope, limited, send)
+
+
+class ReadsBodyFirst:
+    """No response starts before the request body has been read to its end.
+
+    A handler that refuses a request without reading its body (a 404 or 405 from the router, a 401,
+    a 413) would otherwise answer while the client is still sending: over HTTP/1.1 the connection
+    cannot be reused, and hypercorn (0.18, its issue #329) tears down the whole HTTP/2 connection,
+    every other stream on it included, when DATA arrives for a stream it already answered. So the
+    rest of the body is read and dropped first, up to ``drain`` bytes; past that the answer goes
+    out anyway (``apiserver.hypercorn_guards`` keeps such a connection alive).
+    """
+
+    def __init__(self, app: ASGIApp, drain: int = DRAIN_BYTES) -> None:
+        self.app = app
+        self.drain = drain
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        ended = False
+        readers = 0
+
+        async def reading() -> Message:
+            nonlocal ended, readers
+            readers += 1
+            try:
+                message = await receive()
+            finally:
+                readers -= 1
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                ended = True
+            return message
+
+        async def answering(message: Message) -> None:
+            nonlocal ended
+            # a streaming response listens for the disconnect meanwhile, and so reads (and
+            # drops) the body itself: a second reader would wait for a message it took
+            if message["type"] == "http.response.start" and not ended and readers == 0:
+                await _discard(reading, self.drain)
+                ended = True
+            await send(message)
+
+        await self.app(scope, reading, answering)
 
 
 async def _discard(receive: Receive, budget: int) -> None:

@@ -15,7 +15,7 @@ from hypercorn import asyncio as hypercorn_asyncio
 from hypercorn import config as hypercorn_config
 from starlette.types import ASGIApp
 
-from apiserver import config
+from apiserver import config, hypercorn_guards
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ async def serve(
     listen_fd: int | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; ``on_stop`` runs first (the app ends its open streams)."""
+    hypercorn_guards.install()  # see apiserver/hypercorn_guards.py
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # read by asyncio when each TLS connection is set up; this process serves and dials nothing

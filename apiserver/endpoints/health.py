@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import platform
+import re
 import sys
 from typing import TypedDict
 
@@ -20,6 +21,10 @@ from apiserver.storage import interface
 PACKAGE = "model-manager"
 BACKEND_CHECK_LIMIT = 10.0
 """An upper bound on the backend probe, whatever its own deadline."""
+DEFAULT_MINOR = 33
+"""The minor reported to a client whose User-Agent names none: the newest kubectl tested."""
+_CLIENT = re.compile(r"[^/\s]+/v1\.(?P<minor>[0-9]{1,3})\.")
+_BUILD_UNSAFE = re.compile(r"[^0-9A-Za-z.-]+")
 
 
 class VersionInfo(TypedDict):
@@ -34,19 +39,38 @@ class VersionInfo(TypedDict):
     platform: str
 
 
-def version_info() -> VersionInfo:
-    """The shape of kube's ``version.Info``; the Go-specific fields name the Python runtime."""
+def project_version() -> str:
     try:
-        version = importlib.metadata.version(PACKAGE)
+        return importlib.metadata.version(PACKAGE)
     except importlib.metadata.PackageNotFoundError:
-        version = "0.0.0"
-    major, _, rest = version.partition(".")
-    minor = rest.partition(".")[0]
+        return "0.0.0"
+
+
+def kubernetes_minor(user_agent: str) -> int:
+    """The Kubernetes minor a client was built for, from its User-Agent (client-go writes
+    ``kubectl/v1.27.16 (linux/amd64) kubernetes/cbb86e0``), else ``DEFAULT_MINOR``."""
+    match = _CLIENT.match(user_agent)
+    return int(match["minor"]) if match else DEFAULT_MINOR
+
+
+def version_info(user_agent: str = "") -> VersionInfo:
+    """The shape of kube's ``version.Info``, as a Kubernetes distribution writes it.
+
+    kubectl warns when ``gitVersion``, parsed as semver, is more than one minor away from its
+    own, and fails when it does not parse. So ``gitVersion`` is ``v1.<minor>.0`` followed by the
+    project version as semver build metadata (``v1.33.0+model-manager-0.1.0``, the way k3s writes
+    ``v1.30.2+k3s1``), with the minor of the client asking (read from its User-Agent; the newest
+    tested kubectl's otherwise): this server speaks the same API to every kubectl from 1.27 on.
+    The Go-specific fields name the Python runtime. Behind kube-apiserver clients never see this
+    (``/version`` is kube-apiserver's own).
+    """
+    minor = kubernetes_minor(user_agent)
+    build = _BUILD_UNSAFE.sub("-", project_version()).strip("-.") or "0"
     machine = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
     return {
-        "major": major,
-        "minor": minor,
-        "gitVersion": f"v{version}",
+        "major": "1",
+        "minor": str(minor),
+        "gitVersion": f"v1.{minor}.0+{PACKAGE}-{build}",
         "gitCommit": "",
         "gitTreeState": "",
         "buildDate": "",
@@ -79,7 +103,8 @@ async def _backend_ok(storage: interface.Store) -> bool:
 
 
 async def version(request: Request) -> Response:
-    return Response(orjson.dumps(version_info()), media_type="application/json")
+    return Response(orjson.dumps(version_info(request.headers.get("user-agent", ""))),
+                    media_type="application/json")
 
 
 def _check(request: Request, checks: dict[str, bool], name: str) -> Response:

@@ -60,3 +60,16 @@ def test_smoke(kubectl: kubectl_support.Kubectl) -> None:
     err = kubectl.fails("create", "-f", "-", stdin=yaml.safe_dump(manifest))
     assert 'unknown field "spec.surprise"' in err
     kubectl.run("delete", "mart", "smoke", "-n", ns, "--wait=true", "--timeout=30s")
+
+
+def test_version_without_a_skew_warning(kubectl: kubectl_support.Kubectl) -> None:
+    result = kubectl.run("version", "--output=json")
+    assert "WARNING" not in result.stderr and "skew" not in result.stderr, result.stderr
+    reported = json.loads(result.stdout)
+    client, server = reported["clientVersion"], reported["serverVersion"]
+    assert server["major"] == client["major"] == "1"
+    assert server["minor"] == client["minor"].rstrip("+")
+    assert server["gitVersion"].startswith(f"v1.{server['minor']}.0+model-manager-")
+    plain = kubectl.run("version")  # 1.27 also warns that this output format is deprecated
+    assert "version difference" not in plain.stderr and "skew" not in plain.stderr
+    assert "model-manager-" in plain.stdout

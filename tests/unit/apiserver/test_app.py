@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Message
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apiserver import app, errors
 from apiserver.auth import static
@@ -176,3 +176,72 @@ async def test_shutdown_leaves_plain_requests_alone(
     response = await client.get("/version")
     assert response.status_code == 200
     assert response.json()["gitVersion"]
+
+
+def _chunks(sizes: list[int]) -> tuple[list[Message], list[str]]:
+    """Request messages of ``sizes`` and a log both the app and the server side append to."""
+    messages: list[Message] = [
+        {"type": "http.request", "body": b"x" * size, "more_body": index < len(sizes) - 1}
+        for index, size in enumerate(sizes)]
+    return messages, []
+
+
+async def _run(inner: ASGIApp, messages: list[Message], log: list[str], *,
+               drain: int = app.DRAIN_BYTES) -> None:
+    queue = list(messages)
+
+    async def receive() -> Message:
+        if not queue:
+            await asyncio.Event().wait()  # nothing more until the client goes away
+        message = queue.pop(0)
+        log.append(f"read {len(message.get('body', b''))}")
+        return message
+
+    async def send(message: Message) -> None:
+        log.append(message["type"])
+
+    scope = {"type": "http", "method": "POST", "path": "/x", "headers": [],
+             "query_string": b"", "root_path": "", "scheme": "https", "http_version": "2"}
+    await asyncio.wait_for(app.ReadsBodyFirst(inner, drain)(scope, receive, send), 5)
+
+
+async def _refuses_without_reading(scope: Scope, receive: Receive,
+                                   send: Send) -> None:
+    await send({"type": "http.response.start", "status": 404, "headers": []})
+    await send({"type": "http.response.body", "body": b"no"})
+
+
+async def test_an_answer_waits_until_the_body_is_read() -> None:
+    messages, log = _chunks([10, 20, 30])
+    await _run(_refuses_without_reading, messages, log)
+    assert log == ["read 10", "read 20", "read 30", "http.response.start", "http.response.body"]
+
+
+async def test_past_the_drain_budget_the_answer_goes_out() -> None:
+    messages, log = _chunks([100, 100, 100, 100])
+    await _run(_refuses_without_reading, messages, log, drain=150)
+    assert log == ["read 100", "read 100", "http.response.start", "http.response.body"]
+
+
+async def test_a_body_the_app_read_is_not_read_again() -> None:
+    async def reads(scope: Scope, receive: Receive, send: Send) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        await _refuses_without_reading(scope, receive, send)
+
+    messages, log = _chunks([10, 20])
+    await _run(reads, messages, log)
+    assert log == ["read 10", "read 20", "http.response.start", "http.response.body"]
+
+
+async def test_a_streaming_answer_with_a_disconnect_listener_is_not_held() -> None:
+    async def listens(scope: Scope, receive: Receive, send: Send) -> None:
+        listener = asyncio.ensure_future(receive())  # as StreamingResponse listens
+        await asyncio.sleep(0)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        listener.cancel()
+
+    log: list[str] = []
+    await _run(listens, [], log)
+    assert log == ["http.response.start", "http.response.body"]

@@ -49,3 +49,14 @@ async def test_version_shape() -> None:
     }  # fmt: skip
     assert body["gitVersion"].startswith(f"v{body['major']}.{body['minor']}.")
     assert body["platform"].startswith("linux/")
+
+
+async def test_version_names_the_project_and_the_clients_minor() -> None:
+    async with _client(ready=True) as client:
+        for agent, minor in (("kubectl/v1.27.16 (linux/amd64) kubernetes/cbb86e0", "27"),
+                             ("kubectl/v1.33.1 (linux/amd64) kubernetes/8adc0f0", "33"),
+                             ("controller/v1.30.0 (linux/amd64) kubernetes/abc", "30"),
+                             ("python-httpx/0.28", str(health.DEFAULT_MINOR)), ("", "33")):
+            body = (await client.get("/version", headers={"User-Agent": agent})).json()
+            assert (body["major"], body["minor"]) == ("1", minor)
+            assert body["gitVersion"] == f"v1.{minor}.0+model-manager-{health.project_version()}"
