@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import logging
+import os
 import pathlib
 import sqlite3
 import threading
@@ -123,6 +125,7 @@ class Store(interface.Store):
     def _open_writer(self) -> tuple[int, int]:
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
+            _owner_only(self._path)
             conn = logtable.connect(self._path, writer=True)
             self._write_conn = conn
             with logtable.transaction(conn, write=False):
@@ -326,3 +329,16 @@ def _write_failed(exc: sqlite3.Error) -> interface.StorageError:
     failure = interface.StorageError(f"sqlite write failed: {exc}")
     failure.__cause__ = exc
     return failure
+
+
+FILE_MODE = 0o600
+"""The store holds every object, Secrets' names included: only the server's user reads it."""
+
+
+def _owner_only(path: pathlib.Path) -> None:
+    """Create the database file 0600 before SQLite opens it (SQLite gives its -wal and -shm files
+    the database file's mode), and bring files left by an older run down to 0600."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(name, FILE_MODE)

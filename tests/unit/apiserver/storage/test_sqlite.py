@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import pathlib
 import sqlite3
+import stat
 from contextlib import AbstractContextManager
 
 import pytest
@@ -213,3 +215,38 @@ async def test_concurrent_writes_share_commits_and_a_refusal_undoes_only_itself(
         assert events == sorted(records, key=lambda r: r.revision)
     finally:
         await store.close()
+
+
+async def test_the_store_and_its_wal_are_owner_only(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "store.db"
+    previous = os.umask(0o022)
+    try:
+        store = sqlite.Store(path)
+        await store.start()
+        try:
+            await store.create("/k/a", b'{"metadata":{"name":"a"}}')
+            modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+        finally:
+            await store.close()
+    finally:
+        os.umask(previous)
+    assert modes == {"store.db": 0o600, "store.db-wal": 0o600, "store.db-shm": 0o600}
+
+
+async def test_files_an_older_run_left_readable_are_made_owner_only(
+        tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "store.db"
+    first = sqlite.Store(path)
+    await first.start()
+    await first.close()
+    for name in ("store.db", "store.db-wal"):
+        (tmp_path / name).touch()
+        (tmp_path / name).chmod(0o644)
+    again = sqlite.Store(path)
+    await again.start()
+    try:
+        assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()
+                if p.name in ("store.db", "store.db-wal")} == {"store.db": 0o600,
+                                                                "store.db-wal": 0o600}
+    finally:
+        await again.close()
