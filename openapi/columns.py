@@ -198,5 +198,6 @@ def columns(kind: str) -> list[ColumnDefinition]:
 
 
 def cells(kind: str, obj: dict[str, Any], now: datetime.datetime) -> list[Any]:
-    """One row for ``obj``; None where a value is unknown (kubectl prints ``<none>``)."""
+    """One row for ``obj``; None where a value is unknown (kubectl leaves the cell blank, as
+    for a custom resource's missing column)."""
     return [cell(obj, now) for _, cell in _TABLES.get(kind, _DEFAULT)]

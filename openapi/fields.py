@@ -6,7 +6,7 @@ import dataclasses
 import itertools
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 ErrorType = Literal[
     "FieldValueRequired",
@@ -17,12 +17,6 @@ ErrorType = Literal[
     "FieldValueTooMany",
     "FieldValueDuplicate",
 ]
-
-
-class Cause(TypedDict):
-    type: str
-    message: str
-    field: str
 
 
 MAX_RENDERED = 256
@@ -136,9 +130,6 @@ class FieldError:
     message: str
     value: Any = None
 
-    def cause(self) -> Cause:
-        return {"type": self.type, "message": self.message, "field": self.field}
-
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
 
@@ -195,6 +186,3 @@ def invalid_message(kind: str, group: str, name: str, errors: Sequence[FieldErro
     joined = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
     return f'{kind}.{group} {render(str(name))} is invalid: {joined}'
 
-
-def causes(errors: Iterable[FieldError]) -> list[Cause]:
-    return [error.cause() for error in bounded(list(errors))]

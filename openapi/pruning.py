@@ -12,20 +12,13 @@ from typing import Any
 from openapi import schema as schemas
 
 
-def unknown_fields(kind: str, obj: dict[str, Any]) -> list[str]:
-    """Dotted paths of every field the schema of ``kind`` does not know, in document order."""
-    found: list[str] = []
-    _walk(schemas.for_kind(kind), obj, "", found, remove=False)
-    return found
-
-
 def prune(kind: str, obj: dict[str, Any]) -> None:
     """Remove every unknown field in place, and nulls of fields that do not allow null."""
     _walk(schemas.for_kind(kind), obj, "", [], remove=True)
 
 
 def prune_unknown(kind: str, obj: dict[str, Any]) -> list[str]:
-    """``prune`` and ``unknown_fields`` in one walk: the paths it removed as unknown."""
+    """``prune``, returning the dotted paths it removed as unknown, in document order."""
     found: list[str] = []
     _walk(schemas.for_kind(kind), obj, "", found, remove=True)
     return found

@@ -53,12 +53,13 @@ Endpoint = Callable[[requests.Request], Awaitable[Response]]
 class Handlers:
     """The handlers of one stored resource; its verbs decide which methods it answers."""
 
-    def __init__(self, resource: store.ResourceStore,
-                 limits: bodies.Limits = bodies.DEFAULT) -> None:
+    def __init__(self, resource: store.ResourceStore, limits: bodies.Limits = bodies.DEFAULT,
+                 tuning: watch.Tuning = watch.DEFAULT) -> None:
         self.store = resource
         self.info = resource.info
         self.verbs = frozenset(resource.info.verbs)
         self.limits = limits
+        self.tuning = tuning
 
     # rendering ------------------------------------------------------------------------------
 
@@ -141,7 +142,8 @@ class Handlers:
         opts = request.watch_options(req.query_params)
         options.check_watch(opts)  # refuse bad combinations before the 200 goes out
         events = self.store.watch(namespace, opts)
-        return watch.response(events, watch.Encoder(self.info, target, include), opts)
+        return watch.response(events, watch.Encoder(self.info, target, include), opts,
+                              self.tuning)
 
     # one object -----------------------------------------------------------------------------
 
@@ -255,14 +257,14 @@ SUBRESOURCES: dict[str, Callable[[build.Registry, Handlers], Endpoint]] = {
 }
 
 
-def routes(registry: build.Registry,
-           limits: bodies.Limits = bodies.DEFAULT) -> list[routing.BaseRoute]:
+def routes(registry: build.Registry, limits: bodies.Limits = bodies.DEFAULT,
+           tuning: watch.Tuning = watch.DEFAULT) -> list[routing.BaseRoute]:
     """Every route of every resource in the registry (built from the one resource table);
-    ``limits`` bound every request body."""
+    ``limits`` bound every request body, ``tuning`` paces every watch."""
     found: list[routing.BaseRoute] = []
     for resource in registry.stores.values():
         info = resource.info
-        handlers = Handlers(resource, limits)
+        handlers = Handlers(resource, limits, tuning)
         if info.namespaced:
             collection = f"{PREFIX}/namespaces/{{namespace}}/{info.plural}"
             # the list across namespaces (POST there answers 405)

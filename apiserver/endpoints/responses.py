@@ -1,4 +1,4 @@
-"""JSON responses with orjson, including the rendering of a StatusError and Warning headers."""
+"""JSON responses with orjson, a delete's success Status, and Warning headers."""
 
 from __future__ import annotations
 
@@ -26,10 +26,6 @@ def json_bytes(obj: Any) -> bytes:
 def json_response(obj: Any, status: int = 200,
                   headers: Mapping[str, str] | None = None) -> responses.Response:
     return raw_response(orjson.dumps(obj), status, headers)
-
-
-def status_response(err: errors.StatusError) -> responses.Response:
-    return json_response(err.body(), err.code, err.headers)
 
 
 def success(details: errors.StatusDetails) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import random
 from collections.abc import AsyncIterator, Callable, Hashable
@@ -26,14 +27,20 @@ from apiserver.registry import codec, events, options
 from apiserver.storage import interface
 from openapi import resources
 
-# How often a watch asking for bookmarks gets one while nothing else happens.
-BOOKMARK_INTERVAL = 60.0
-# Like Go's minRequestTimeout (1800 s) times 1 + rand: streams without timeoutSeconds end in
-# 30 to 60 minutes, spreading reconnects.
-DEFAULT_TIMEOUT = 1800.0
-# Events queued for a client that does not read; past this the watch ends with a 410 (only
-# watches with bookmarks queue: see ``live_lines``).
-MAX_BACKLOG = 10_000
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tuning:
+    bookmark_interval: float = 60.0
+    """How often a watch asking for bookmarks gets one while nothing else happens."""
+    default_timeout: float = 1800.0
+    """Like Go's minRequestTimeout (1800 s) times 1 + rand: streams without timeoutSeconds end in
+    30 to 60 minutes, spreading reconnects."""
+    max_backlog: int = 10_000
+    """Events queued for a client that does not read; past this the watch ends with a 410 (only
+    watches with bookmarks queue: see ``live_lines``)."""
+
+
+DEFAULT = Tuning()
 # Encoded lines kept for sharing; live watchers ask for a line right after its commit, so the
 # last few hundred events are all that is ever looked up.
 SHARED_LINES = 512
@@ -139,12 +146,13 @@ class _Mark(enum.Enum):
 _Item = events.WatchEvent | _Mark
 
 
-async def _pump(source: AsyncIterator[events.WatchEvent], queue: asyncio.Queue[_Item]) -> None:
+async def _pump(source: AsyncIterator[events.WatchEvent], queue: asyncio.Queue[_Item],
+                max_backlog: int) -> None:
     """Move events into the watcher's queue; ends the watch (410) if the client falls far
     behind, so a stalled reader holds a bounded backlog."""
     try:
         async for event in source:
-            if queue.qsize() >= MAX_BACKLOG:
+            if queue.qsize() >= max_backlog:
                 gone = errors.Gone("the watch fell too far behind; list again and re-watch")
                 queue.put_nowait(events.WatchEvent("ERROR", status=gone.body()))
                 return
@@ -154,7 +162,8 @@ async def _pump(source: AsyncIterator[events.WatchEvent], queue: asyncio.Queue[_
 
 
 async def lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder, *,
-                timeout: float | None, bookmarks: bool, start: int = 0) -> AsyncIterator[bytes]:
+                timeout: float | None, bookmarks: bool, start: int = 0,
+                tuning: Tuning = DEFAULT) -> AsyncIterator[bytes]:
     """Encoded events until ``timeout`` elapses, an ERROR is sent, or the events end.
 
     One pump task per watch reads the storage iterator into a queue; timers put the deadline
@@ -162,12 +171,13 @@ async def lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder, *,
     """
     loop = asyncio.get_running_loop()
     if timeout is None:
-        timeout = DEFAULT_TIMEOUT * (1 + random.random())
+        timeout = tuning.default_timeout * (1 + random.random())
     queue: asyncio.Queue[_Item] = asyncio.Queue()
     deadline = loop.call_later(timeout, queue.put_nowait, _Mark.DEADLINE)
-    tick = loop.call_later(BOOKMARK_INTERVAL, queue.put_nowait, _Mark.TICK) if bookmarks else None
+    interval = tuning.bookmark_interval
+    tick = loop.call_later(interval, queue.put_nowait, _Mark.TICK) if bookmarks else None
     last = start
-    pump = asyncio.create_task(_pump(source, queue))
+    pump = asyncio.create_task(_pump(source, queue, tuning.max_backlog))
     try:
         while True:
             item = await queue.get()
@@ -181,7 +191,7 @@ async def lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder, *,
             elif item is _Mark.TICK:
                 if last:
                     yield encoder.bookmark(last)
-                tick = loop.call_later(BOOKMARK_INTERVAL, queue.put_nowait, _Mark.TICK)
+                tick = loop.call_later(interval, queue.put_nowait, _Mark.TICK)
             elif item is _Mark.END:
                 failure = pump.exception() if pump.done() and not pump.cancelled() else None
                 if failure is not None:
@@ -199,7 +209,7 @@ async def lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder, *,
 
 
 async def live_lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder, *,
-                     timeout: float | None) -> AsyncIterator[bytes]:
+                     timeout: float | None, tuning: Tuning = DEFAULT) -> AsyncIterator[bytes]:
     """``lines`` without bookmarks, reading the source in the response's own task.
 
     No pump task and no queue: one task step per event instead of two, which is most of what a
@@ -210,7 +220,7 @@ async def live_lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder,
     """
     loop = asyncio.get_running_loop()
     if timeout is None:
-        timeout = DEFAULT_TIMEOUT * (1 + random.random())
+        timeout = tuning.default_timeout * (1 + random.random())
     deadline = loop.time() + timeout
     try:
         while True:
@@ -230,12 +240,13 @@ async def live_lines(source: AsyncIterator[events.WatchEvent], encoder: Encoder,
 
 
 def response(source: AsyncIterator[events.WatchEvent], encoder: Encoder,
-             opts: options.WatchOptions) -> responses.StreamingResponse:
+             opts: options.WatchOptions, tuning: Tuning = DEFAULT) -> responses.StreamingResponse:
     start = int(opts.resource_version) if opts.resource_version.isdigit() else 0
     body: AsyncIterator[bytes]
     if opts.allow_bookmarks:
-        body = lines(source, encoder, timeout=opts.timeout_seconds, bookmarks=True, start=start)
+        body = lines(source, encoder, timeout=opts.timeout_seconds, bookmarks=True, start=start,
+                     tuning=tuning)
     else:
-        body = live_lines(source, encoder, timeout=opts.timeout_seconds)
+        body = live_lines(source, encoder, timeout=opts.timeout_seconds, tuning=tuning)
     return responses.StreamingResponse(body, media_type="application/json",
                                        headers={"Cache-Control": "no-cache"})

@@ -25,9 +25,6 @@ class Registry:
     progress_view: progress.Slot = dataclasses.field(default_factory=progress.Slot)
     """Where the progress view plugs in (it watches this registry, so it comes later)."""
 
-    def resource(self, plural: str) -> store.ResourceStore:
-        return self.stores[plural]
-
     @property
     def modelartifacts(self) -> store.ResourceStore:
         return self.stores[resources.MODEL_ARTIFACT.plural]

@@ -70,13 +70,6 @@ class FieldSelector:
                 return False
         return True
 
-    def exact_name(self) -> str | None:
-        """The name an ``metadata.name=`` requirement pins, if any."""
-        for field, op, value in self.requirements:
-            if field == "metadata.name" and op == "=":
-                return value
-        return None
-
 
 EVERYTHING = LabelSelector()
 ANY_FIELD = FieldSelector()

@@ -78,12 +78,15 @@ async def _in_thread(work: Callable[[], T]) -> T:
 class ResourceStore:
     def __init__(self, storage: interface.Store, rules: strategy.Strategy,
                  offload: Callable[[Callable[[], list[fields.FieldError]]],
-                                   Awaitable[list[fields.FieldError]]] = _in_thread) -> None:
-        """``offload`` runs the checks of large metadata away from the event loop."""
+                                   Awaitable[list[fields.FieldError]]] = _in_thread,
+                 generate_name: Callable[[str], str] = meta.generate_name) -> None:
+        """``offload`` runs the checks of large metadata away from the event loop;
+        ``generate_name`` makes a name from a ``generateName`` prefix."""
         self.storage = storage
         self.strategy = rules
         self.info = rules.info
         self._offload = offload
+        self._generate_name = generate_name
 
     # keys and errors ------------------------------------------------------------------------
 
@@ -208,7 +211,7 @@ class ResourceStore:
         self.strategy.prepare_for_create(obj, pruned=from_body)
         for attempt in range(_GENERATE_ATTEMPTS):
             if not name:
-                metadata["name"] = meta.generate_name(generate)
+                metadata["name"] = self._generate_name(generate)
                 problems = objectmeta.name_problems("metadata.name", metadata["name"])
             else:
                 problems = []
@@ -240,10 +243,11 @@ class ResourceStore:
         metadata["namespace"] = given or namespace
         if not metadata["namespace"]:
             raise errors.BadRequest("a namespace is required to create a namespaced object")
-        if not names.is_dns_label(metadata["namespace"]):
-            raise statuses.invalid(self.info, metadata.get("name") or "", [fields.invalid(
-                "metadata.namespace", metadata["namespace"],
-                "a namespace name must be a lowercase RFC 1123 label")])
+        problems = names.dns_label_problems(metadata["namespace"])
+        if problems:
+            raise statuses.invalid(self.info, metadata.get("name") or "", [
+                fields.invalid("metadata.namespace", metadata["namespace"], problem)
+                for problem in problems])
 
     # updates --------------------------------------------------------------------------------
 

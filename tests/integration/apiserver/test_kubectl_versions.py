@@ -73,3 +73,16 @@ def test_version_without_a_skew_warning(kubectl: kubectl_support.Kubectl) -> Non
     plain = kubectl.run("version")  # 1.27 also warns that this output format is deprecated
     assert "version difference" not in plain.stderr and "skew" not in plain.stderr
     assert "model-manager-" in plain.stdout
+
+
+def test_unknown_cells_print_blank(kubectl: kubectl_support.Kubectl) -> None:
+    ns = f"cells-{kubectl.binary.name.replace('.', '-')}"
+    manifest = {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
+                "metadata": {"name": "unresolved", "namespace": ns},
+                "spec": {"source": {"huggingFace": {"repository": "a/b"}}}}
+    kubectl.run("create", "-f", "-", stdin=yaml.safe_dump(manifest))
+    header, row = kubectl.run("get", "mart", "unresolved", "-n", ns).stdout.splitlines()
+    start = header.index("REVISION")
+    end = header.index("SIZE")
+    assert row[start:end].strip() == ""  # no resolved revision yet: a blank cell, not <none>
+    assert "<none>" not in row and row.split()[:2] == ["unresolved", "a/b"]

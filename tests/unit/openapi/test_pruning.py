@@ -8,6 +8,11 @@ from openapi import pruning
 DIGEST = "sha256:" + "a" * 64
 
 
+def unknown(kind: str, obj: dict[str, Any]) -> list[str]:
+    """The unknown fields ``prune_unknown`` reports, on a copy."""
+    return pruning.prune_unknown(kind, copy.deepcopy(obj))
+
+
 def artifact() -> dict[str, Any]:
     return {
         "apiVersion": "worker.gpustack.ai/v1",
@@ -35,7 +40,7 @@ def artifact() -> dict[str, Any]:
 
 def test_a_fully_known_object_has_no_unknown_fields() -> None:
     obj = artifact()
-    assert pruning.unknown_fields("ModelArtifact", obj) == []
+    assert unknown("ModelArtifact", obj) == []
     pruning.prune("ModelArtifact", obj)
     assert obj == artifact()
 
@@ -49,7 +54,7 @@ def test_unknown_fields_at_several_depths() -> None:
     obj["spec"]["source"]["huggingFace"]["bar"] = "x"
     obj["spec"]["source"]["huggingFace"]["secretRef"]["key"] = "token"
     obj["status"]["conditions"][0]["severity"] = "high"
-    assert pruning.unknown_fields("ModelArtifact", obj) == [
+    assert unknown("ModelArtifact", obj) == [
         "metadata.ownerReferences[0].weight",
         "metadata.color",
         "spec.source.huggingFace.secretRef.key",
@@ -66,7 +71,7 @@ def test_maps_and_free_form_fields_are_kept() -> None:
     obj = artifact()
     obj["metadata"]["labels"]["anything.example/x"] = "y"
     before = copy.deepcopy(obj)
-    assert pruning.unknown_fields("ModelArtifact", obj) == []
+    assert unknown("ModelArtifact", obj) == []
     pruning.prune("ModelArtifact", obj)
     assert obj == before
 
@@ -78,7 +83,7 @@ def test_node_model_store_list_items() -> None:
                               {"digest": DIGEST, "state": "Ready", "owner": "team-a"}],
                    "capacity": {"totalBytes": 1, "freeBytes": 0}},
     }
-    assert pruning.unknown_fields("NodeModelStore", obj) == [
+    assert unknown("NodeModelStore", obj) == [
         "spec.watermarks.middlePercent",
         "status.models[1].owner",
         "status.capacity.freeBytes",
@@ -90,13 +95,13 @@ def test_node_model_store_list_items() -> None:
 
 def test_values_of_the_wrong_type_are_left_to_validation() -> None:
     obj: dict[str, Any] = {"spec": {"source": "huggingFace", "allowPatterns": "x"}}
-    assert pruning.unknown_fields("ModelArtifact", obj) == []
+    assert unknown("ModelArtifact", obj) == []
 
 
 def test_progress_view_fields() -> None:
     obj: dict[str, Any] = {"kind": "ModelArtifactProgress", "ready": 1, "nodes": ["a"],
                            "failureReasons": [{"reason": "Canceled", "count": 1, "node": "n"}]}
-    assert pruning.unknown_fields("ModelArtifactProgress", obj) == [
+    assert unknown("ModelArtifactProgress", obj) == [
         "nodes", "failureReasons[0].node"]
 
 
@@ -106,7 +111,7 @@ def test_prune_drops_nulls_where_null_is_not_allowed() -> None:
         "status": {"models": [{"digest": DIGEST, "state": "Ready", "retryTime": None,
                                "sizeBytes": None}]},
     }
-    assert pruning.unknown_fields("NodeModelStore", obj) == []
+    assert unknown("NodeModelStore", obj) == []
     pruning.prune("NodeModelStore", obj)
     assert obj == {
         "spec": {"watermarks": {"lowPercent": 60}},

@@ -9,10 +9,9 @@ import pytest
 from starlette import applications, requests, responses
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from apiserver import errors
+from apiserver import app, errors
 from apiserver.auth import user as users
 from apiserver.endpoints import resources
-from apiserver.endpoints import responses as our_responses
 from apiserver.registry import build
 from controllers import worker
 
@@ -34,9 +33,7 @@ class FakeIdentity:
 
 
 async def _render(request: requests.Request, exc: Exception) -> responses.Response:
-    if not isinstance(exc, errors.StatusError):  # pragma: no cover - only StatusError is mapped
-        raise exc
-    return our_responses.status_response(exc)
+    return await app.render(request, exc)  # the server's own Status rendering
 
 
 @pytest.fixture

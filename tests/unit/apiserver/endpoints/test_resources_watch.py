@@ -103,9 +103,7 @@ async def _events_from(items: list[events.WatchEvent], pause: float = 10.0
     await asyncio.sleep(pause)
 
 
-async def test_bookmarks_while_idle_and_timeout(monkeypatch: pytest.MonkeyPatch,
-                                                registry: build.Registry) -> None:
-    monkeypatch.setattr(watch, "BOOKMARK_INTERVAL", 0.05)
+async def test_bookmarks_while_idle_and_timeout(registry: build.Registry) -> None:
     created = await registry.modelartifacts.create(
         {"metadata": {"name": "m1"},
          "spec": {"source": {"huggingFace": {"repository": "Qwen/Qwen2-0.5B"}}}},
@@ -113,15 +111,23 @@ async def test_bookmarks_while_idle_and_timeout(monkeypatch: pytest.MonkeyPatch,
     record = await registry.modelartifacts.get_record("a", "m1")
     encoder = watch.Encoder(resources.MODEL_ARTIFACT,
                             negotiation.Target(negotiation.View.METADATA))
-    lines = [line async for line in watch.lines(
-        _events_from([events.WatchEvent("ADDED", record, record.revision)]), encoder,
-        timeout=0.3, bookmarks=True)]
-    decoded = [orjson.loads(line) for line in lines]
+    stream = watch.lines(
+        _events_from([events.WatchEvent("ADDED", record, record.revision)], pause=60), encoder,
+        timeout=None, bookmarks=True, tuning=watch.Tuning(bookmark_interval=0.01))
+    async with asyncio.timeout(30):  # a failure guard: bookmarks come every 10 ms
+        decoded = [orjson.loads(await anext(stream)) for _ in range(3)]
+    await stream.aclose()
     assert decoded[0]["type"] == "ADDED"
     assert decoded[0]["object"]["kind"] == "PartialObjectMetadata"
     assert decoded[0]["object"]["metadata"]["uid"] == created["metadata"]["uid"]
-    bookmarks = [e for e in decoded[1:] if e["type"] == "BOOKMARK"]
-    assert len(bookmarks) >= 2 and len(bookmarks) == len(decoded) - 1
+    bookmarks = decoded[1:]
+    assert [e["type"] for e in bookmarks] == ["BOOKMARK", "BOOKMARK"]
+    # the timeout ends a stream whose source has nothing more to say
+    ending = watch.lines(
+        _events_from([events.WatchEvent("ADDED", record, record.revision)], pause=60), encoder,
+        timeout=0.05, bookmarks=True)
+    async with asyncio.timeout(30):
+        assert [orjson.loads(line)["type"] async for line in ending] == ["ADDED"]
     assert bookmarks[0]["object"] == {"kind": "PartialObjectMetadata",
                                       "apiVersion": "meta.k8s.io/v1",
                                       "metadata": {"resourceVersion": str(record.revision)}}
@@ -177,9 +183,7 @@ async def test_client_disconnect_ends_an_idle_watch(registry: build.Registry) ->
     assert messages[0]["status"] == 200
 
 
-async def test_a_client_that_stops_reading_gets_a_410(monkeypatch: pytest.MonkeyPatch,
-                                                      registry: build.Registry) -> None:
-    monkeypatch.setattr(watch, "MAX_BACKLOG", 3)
+async def test_a_client_that_stops_reading_gets_a_410(registry: build.Registry) -> None:
     await registry.modelartifacts.create(
         {"metadata": {"name": "m1"},
          "spec": {"source": {"huggingFace": {"repository": "Qwen/Qwen2-0.5B"}}}},
@@ -187,7 +191,8 @@ async def test_a_client_that_stops_reading_gets_a_410(monkeypatch: pytest.Monkey
     record = await registry.modelartifacts.get_record("a", "m1")
     burst = [events.WatchEvent("MODIFIED", record, record.revision)] * 10
     encoder = watch.Encoder(resources.MODEL_ARTIFACT, negotiation.OBJECT)
-    stream = watch.lines(_events_from(burst), encoder, timeout=5, bookmarks=False)
+    stream = watch.lines(_events_from(burst), encoder, timeout=5, bookmarks=False,
+                         tuning=watch.Tuning(max_backlog=3))
     received = [await anext(stream)]
     await asyncio.sleep(0.05)  # the client stalls while the burst arrives
     received += [line async for line in stream]

@@ -47,7 +47,6 @@ def test_syntax_errors_are_bad_requests(text: str) -> None:
 def test_field_selectors_know_name_and_namespace_only() -> None:
     parsed = selectors.parse_fields("metadata.name=a,metadata.namespace!=b")
     assert parsed.matches("c", "a") and not parsed.matches("b", "a")
-    assert parsed.exact_name() == "a"
     assert selectors.parse_fields("metadata.name==x").matches("", "x")
     with pytest.raises(errors.BadRequest) as unknown:
         selectors.parse_fields("spec.x=1")

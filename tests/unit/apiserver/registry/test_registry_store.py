@@ -63,7 +63,7 @@ async def test_create_namespace_mismatch_and_duplicates(registry: build.Registry
 
 
 async def test_generate_name_keeps_58_chars_and_retries_collisions(
-        registry: build.Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+        registry: build.Registry, storage: sqlite.Store) -> None:
     body = artifact()
     del body["metadata"]["name"]
     body["metadata"]["generateName"] = "p" * 70
@@ -73,10 +73,11 @@ async def test_generate_name_keeps_58_chars_and_retries_collisions(
     assert all(char in meta.NAME_ALPHABET for char in name[58:])
 
     names = iter(["job-aaaaa", "job-aaaaa", "job-bbbbb"])
-    monkeypatch.setattr(meta, "generate_name", lambda prefix: next(names))
+    colliding = store.ResourceStore(storage, strategy.for_resource(resources.MODEL_ARTIFACT),
+                                    generate_name=lambda prefix: next(names))
     body["metadata"]["generateName"] = "job-"
-    first = await registry.modelartifacts.create(body, namespace="a")
-    second = await registry.modelartifacts.create(body, namespace="a")
+    first = await colliding.create(body, namespace="a")
+    second = await colliding.create(body, namespace="a")
     assert (first["metadata"]["name"], second["metadata"]["name"]) == ("job-aaaaa", "job-bbbbb")
 
 
