@@ -1,5 +1,5 @@
-"""Every function the node plugin, ``durable``, the API server and the contract define has a
-caller in shipped code.
+"""Every function the node plugin, ``durable``, the controllers, the API server and the contract
+define has a caller in shipped code.
 
 A function nothing calls is untested behaviour waiting to be trusted (``set_limits`` and
 ``usage.forget`` were such). The scan is by name over every
