@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import logging
+import os
 import pathlib
 import sys
 from collections.abc import Awaitable, Callable
@@ -39,7 +40,10 @@ def prepare(settings: config.Settings) -> Prepared:
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     data_dir.chmod(0o700)
-    with (data_dir / ".prepare.lock").open("a") as lock:
+    # an empty lock file, yet 0600 like every file the server writes
+    lock_path = data_dir / ".prepare.lock"
+    with os.fdopen(os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as lock:
+        os.chmod(lock_path, 0o600)  # one left by an older version
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _prepare(settings)
 
