@@ -33,7 +33,10 @@ log = logging.getLogger(__name__)
 
 StartupHook = Callable[[], Awaitable[None]]
 DRAIN_BYTES = 64 * 1024 * 1024
-"""How much of an oversized body is read and dropped before the 413, to keep the connection."""
+"""How much of an unread request body is read and dropped before an answer, to keep the
+connection."""
+DRAIN_SECONDS = 30.0
+"""How long an answer waits for the rest of an unread body."""
 
 
 def build(
@@ -194,13 +197,16 @@ class ReadsBodyFirst:
     a 413) would otherwise answer while the client is still sending: over HTTP/1.1 the connection
     cannot be reused, and hypercorn (0.18, its issue #329) tears down the whole HTTP/2 connection,
     every other stream on it included, when DATA arrives for a stream it already answered. So the
-    rest of the body is read and dropped first, up to ``drain`` bytes; past that the answer goes
-    out anyway (``apiserver.hypercorn_guards`` keeps such a connection alive).
+    rest of the body is read and dropped first, up to ``drain`` bytes or ``patience`` seconds (a
+    client that stops sending holds nothing); past that the answer goes out anyway
+    (``apiserver.hypercorn_guards`` keeps such a connection alive).
     """
 
-    def __init__(self, app: ASGIApp, drain: int = DRAIN_BYTES) -> None:
+    def __init__(self, app: ASGIApp, drain: int = DRAIN_BYTES,
+                 patience: float = DRAIN_SECONDS) -> None:
         self.app = app
         self.drain = drain
+        self.patience = patience
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -225,7 +231,9 @@ class ReadsBodyFirst:
             # a streaming response listens for the disconnect meanwhile, and so reads (and
             # drops) the body itself: a second reader would wait for a message it took
             if message["type"] == "http.response.start" and not ended and readers == 0:
-                await _discard(reading, self.drain)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.patience):
+                        await _discard(reading, self.drain)
                 ended = True
             await send(message)
 

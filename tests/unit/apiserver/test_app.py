@@ -245,3 +245,26 @@ async def test_a_streaming_answer_with_a_disconnect_listener_is_not_held() -> No
     log: list[str] = []
     await _run(listens, [], log)
     assert log == ["http.response.start", "http.response.body"]
+
+
+async def test_a_client_that_stops_sending_does_not_hold_the_answer() -> None:
+    sent: list[str] = []
+    first = {"type": "http.request", "body": b"x", "more_body": True}
+    given = False
+
+    async def receive() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return first
+        await asyncio.Event().wait()  # the rest never comes
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message["type"])
+
+    scope = {"type": "http", "method": "POST", "path": "/x", "headers": [],
+             "query_string": b"", "root_path": "", "scheme": "https", "http_version": "2"}
+    guarded = app.ReadsBodyFirst(_refuses_without_reading, patience=0.01)
+    await asyncio.wait_for(guarded(scope, receive, send), 30)  # a failure guard only
+    assert sent == ["http.response.start", "http.response.body"]
