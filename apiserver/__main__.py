@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 from starlette.applications import Starlette
 
-from apiserver import app, cli, config, embedded, server, standalone, workers
-from apiserver.auth import static
+from apiserver import app, cli, config, embedded, server, standalone, wiring, workers
 from apiserver.endpoints import resources
 from apiserver.registry import build
+from apiserver.serving import tls
 from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
@@ -31,6 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # the HTTP clients log every request at INFO; the server logs what matters itself
+    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     hooks: list[app.StartupHook] = []
     listen_fd = workers.worker_fd()
     if settings.standalone:
@@ -39,15 +42,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             hooks.append(standalone.greeter(prepared))
     if settings.storage.workers > 1 and listen_fd is None:
         return workers.supervise(settings, list(sys.argv[1:] if argv is None else argv))
-    application = wire(settings, hooks)
+    serving = server.contexts(settings)
+    application = wire(settings, serving, hooks)
     # Everything loaded so far lives as long as the process: keep it out of every collection,
     # and collect less often. With a thousand open watches the default thresholds cost ~10%
     # of the CPU and full collections paused the loop for up to ~240 ms (watch-fanout bench).
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
-    asyncio.run(server.serve(application, settings, on_stop=application.state.shutdown.begin,
-                             listen_fd=listen_fd))
+    asyncio.run(server.serve(application, settings, serving,
+                             on_stop=application.state.shutdown.begin, listen_fd=listen_fd))
     return 0
 
 
@@ -70,20 +74,28 @@ def open_storage(settings: config.Settings) -> interface.Store:
     return watchcache.Cache(backend, prefixes)
 
 
-def wire(settings: config.Settings, hooks: Sequence[app.StartupHook] = ()) -> Starlette:
+def wire(settings: config.Settings, serving: tls.ServingContexts,
+         hooks: Sequence[app.StartupHook] = ()) -> Starlette:
+    auth = wiring.for_settings(settings, serving)
     storage = open_storage(settings)
-    registry = build.build(storage)
+    registry = build.build(storage, cluster_version=auth.cluster_version)
     names = dict.fromkeys([*settings.seed_nodemodelstores, *(n for n, _ in settings.nodes)])
     seeds = [standalone.seeder(registry, name) for name in names]
-    background = embedded.build_hooks(settings, registry)
-    return app.build(
+    background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,
+                                      identity=lambda: auth.guards.worker)
+    application = app.build(
         storage=storage,
-        authenticator=static.load(settings.token_auth_file),
-        resource_routes=resources.routes(registry),
-        worker_username=settings.worker_username,
-        startup=[*seeds, *background.start, *hooks],
-        stop=background.stop,
+        authentication=auth.authentication,
+        authorization=auth.authorization,
+        resource_routes=resources.routes(registry, auth.guards),
+        # the worker identity is learned (auth.startup) before the controllers start
+        startup=[*auth.startup, *seeds, *background.start, *hooks],
+        # stopped in reverse: the controllers first, then what they talk to kube-apiserver with
+        stop=[*auth.shutdown, *background.stop],
     )
+    # the controllers read the worker identity here (``known``/``reason``) before starting
+    application.state.status_guards = auth.guards
+    return application
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Middleware, outermost first: on shutdown, open streams (watches) are ended cleanly; no response
 starts before the request body was read to its end (up to a bound); unexpected exceptions become a
 500 ``Status`` (logged, never echoed); request bodies over the limit get 413 (the one place the
-limit lives); bearer-token authentication. Inside, every ``StatusError`` raised
+limit lives); authentication, impersonation and authorization (``apiserver.auth.middleware``).
+Inside, every ``StatusError`` raised
 by a route is rendered by one handler, and unknown paths or methods get a 404/405 ``Status``
 instead of starlette's plain text.
 """
@@ -25,7 +26,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apiserver import config, errors
-from apiserver.auth import middleware
+from apiserver.auth import authenticator, authorizer, middleware
 from apiserver.endpoints import discovery, health, openapi
 from apiserver.storage import interface
 
@@ -42,9 +43,9 @@ DRAIN_SECONDS = 30.0
 def build(
     *,
     storage: interface.Store,
-    authenticator: middleware.Authenticator,
+    authentication: authenticator.Chain,
+    authorization: authorizer.Authorizer,
     resource_routes: Sequence[BaseRoute],
-    worker_username: str = config.DEFAULT_WORKER_USER,
     startup: Sequence[StartupHook] = (),
     stop: Sequence[StartupHook] = (),
     max_body_bytes: int = config.MAX_BODY_BYTES,
@@ -85,7 +86,8 @@ def build(
             Middleware(ReadsBodyFirst),
             Middleware(CatchAll),
             Middleware(BodyLimit, limit=max_body_bytes),
-            Middleware(middleware.Authentication, authenticator=authenticator),
+            Middleware(middleware.Filter, authentication=authentication,
+                       authorization=authorization),
         ],
         exception_handlers={errors.StatusError: render, HTTPException: render_http,
                             interface.StorageError: render_storage},
@@ -93,7 +95,6 @@ def build(
     )
     app.state.ready = False
     app.state.shutdown = shutdown
-    app.state.worker_username = worker_username
     app.state.storage = storage
     return app
 

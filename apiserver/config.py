@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 
 from controllers import settings as controller_settings
 
 DEFAULT_WORKER_USER = "system:serviceaccount:gpustack-system:model-manager-worker"
+DEFAULT_NAMESPACE = "gpustack-system"
+DEFAULT_PLUGIN_SERVICE_ACCOUNT = "model-manager-node"
 DEFAULT_PORT = 8443
 DEFAULT_BIND = "127.0.0.1"
 CONTROLLER_MODES = ("embedded", "external", "none")
@@ -17,6 +20,53 @@ bodies whose aliases expand past it and patches whose result would."""
 MAX_BODY_DEPTH = 64
 """Objects and lists nested deeper than this in a body get 400: far deeper than any object of
 this API, well inside what the encoders (orjson: 255) and the validators handle."""
+DEFAULT_ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
+DEFAULT_WEBHOOK_CACHE_TTL = 10.0
+
+
+def default_namespace() -> str:
+    """The server's own namespace: ``$POD_NAMESPACE`` (the chart sets it), else the default."""
+    return os.environ.get("POD_NAMESPACE", "") or DEFAULT_NAMESPACE
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestHeaderFlags:
+    """``--requestheader-*``. With the CA file the front-proxy configuration comes from these
+    (kube's defaults for the names not given); without it from the ConfigMap, and each name given
+    here replaces the ConfigMap's. None: not given."""
+
+    client_ca_file: pathlib.Path | None = None
+    allowed_names: tuple[str, ...] | None = None
+    username_headers: tuple[str, ...] | None = None
+    uid_headers: tuple[str, ...] | None = None
+    group_headers: tuple[str, ...] | None = None
+    extra_headers_prefix: tuple[str, ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delegation:
+    """Cluster mode: who authenticates and authorizes requests (kube-apiserver, delegated)."""
+
+    kubeconfig: pathlib.Path | None = None
+    """The server's own client (the worker identity): Pods, /version, SelfSubjectReview.
+    None: in-cluster configuration."""
+    authentication_kubeconfig: pathlib.Path | None = None
+    """TokenReview and the extension-apiserver-authentication ConfigMap (default: kubeconfig)."""
+    authorization_kubeconfig: pathlib.Path | None = None
+    """SubjectAccessReview (default: kubeconfig)."""
+    client_ca_file: pathlib.Path | None = None
+    request_header: RequestHeaderFlags = dataclasses.field(default_factory=RequestHeaderFlags)
+    always_allow_paths: tuple[str, ...] = DEFAULT_ALWAYS_ALLOW_PATHS
+    api_audiences: tuple[str, ...] = ()
+    token_cache_ttl: float = DEFAULT_WEBHOOK_CACHE_TTL
+    authorized_cache_ttl: float = DEFAULT_WEBHOOK_CACHE_TTL
+    unauthorized_cache_ttl: float = DEFAULT_WEBHOOK_CACHE_TTL
+
+    def authentication_config(self) -> pathlib.Path | None:
+        return self.authentication_kubeconfig or self.kubeconfig
+
+    def authorization_config(self) -> pathlib.Path | None:
+        return self.authorization_kubeconfig or self.kubeconfig
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,11 +94,22 @@ class Settings:
     here too."""
     tls_cert_file: pathlib.Path
     tls_private_key_file: pathlib.Path
-    token_auth_file: pathlib.Path
+    token_auth_file: pathlib.Path | None = None
+    """Static tokens: always in standalone mode; optional, beside TokenReview, in a cluster."""
     bind: str = DEFAULT_BIND
     port: int = DEFAULT_PORT
     standalone: bool = False
     worker_username: str = DEFAULT_WORKER_USER
+    """Standalone mode's worker identity; in a cluster, where it is learned from kube-apiserver,
+    the name it must have when given (empty: whatever is learned)."""
+    namespace: str = DEFAULT_NAMESPACE
+    plugin_namespace: str = DEFAULT_NAMESPACE
+    plugin_service_account: str = DEFAULT_PLUGIN_SERVICE_ACCOUNT
+    plugin_node: str = "local"
+    """Standalone mode: the node the local node-plugin identity is bound to."""
+    policy_file: pathlib.Path | None = None
+    """Standalone mode: the operator's RBAC documents (default DATA_DIR/policy.yaml)."""
+    delegation: Delegation = dataclasses.field(default_factory=Delegation)
     tls_sans: tuple[str, ...] = ()
     seed_nodemodelstores: tuple[str, ...] = ()
     nodes: tuple[tuple[str, str], ...] = ()
@@ -65,6 +126,11 @@ class Settings:
     @property
     def storage_path(self) -> pathlib.Path:
         return self.data_dir / "store.db"
+
+    @property
+    def plugin_username(self) -> str:
+        return (f"system:serviceaccount:{self.plugin_namespace}:"
+                f"{self.plugin_service_account}")
 
     @property
     def advertised_host(self) -> str:

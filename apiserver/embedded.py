@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 import kube
 from apiserver import config, inprocess, leases
 from apiserver.auth import static
-from apiserver.auth import user as users
+from apiserver.auth import worker as workers
 from apiserver.registry import build
 from controllers import claims, cluster, informer, kubeapi, leader, plugins, secrets, worker
 from controllers import client as clients
@@ -78,12 +78,15 @@ SERVICE_ACCOUNT_TOKEN = pathlib.Path("/var/run/secrets/kubernetes.io/serviceacco
 
 def build_hooks(settings: config.Settings, registry: build.Registry, *,
                 cluster_client: kube.Client | None = None,
-                clock: clocks.Clock | None = None) -> Hooks:
+                clock: clocks.Clock | None = None,
+                identity: Callable[[], workers.WorkerIdentity] | None = None) -> Hooks:
+    """``identity``: the worker identity as the server knows it (learned at start in a
+    cluster); the controllers write as it, and do not start while it is unknown."""
     clock = clock or clocks.SystemClock()
     cs = settings.controller_settings
-    api = inprocess.RegistryClient(
-        registry, user=users.UserInfo(settings.worker_username),
-        worker_username=settings.worker_username)
+    fixed = workers.WorkerIdentity.configured(settings.worker_username)
+    current = identity or (lambda: fixed)
+    api = inprocess.RegistryClient(registry, worker=current)
     theirs = kubeapi.KubeApi(cluster_client) if cluster_client is not None else None
     pods: informer.Informer | None = None
     locator: plugins.Locator
@@ -140,6 +143,11 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     hooks.worker = running
 
     async def start_worker() -> None:
+        known = current()
+        if not known.known:
+            log.error("the controllers do not start: the worker identity is unknown (%s)",
+                      known.reason)
+            return
         running.start()
 
     async def stop_worker() -> None:

@@ -48,7 +48,7 @@ class StatusError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
-        if self.details:
+        if self.details is not None:
             body["details"] = dict(self.details)
         return body
 

@@ -2,17 +2,20 @@
 
 Every call goes through the same ``ResourceStore`` methods the HTTP routes use (strategies,
 validation, the status path keeping spec and metadata), and a status write passes the same
-worker-only guard, as the identity this client was built for. Registry errors become
-``controllers.errors`` here, once.
+worker-only guard, as the identity this client was built for: a fixed user and worker name, or
+(``worker``) the worker identity as the server currently knows it, so a status write while the
+identity is unknown is refused with the reason. Registry errors become ``controllers.errors``
+here, once.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from apiserver import errors
 from apiserver.auth import guards
 from apiserver.auth import user as users
+from apiserver.auth import worker as workers
 from apiserver.registry import build, codec, options, selectors, store
 from controllers import client as clients
 from controllers import errors as controller_errors
@@ -25,11 +28,13 @@ def _translate(exc: errors.StatusError) -> controller_errors.ApiError:
 
 
 class RegistryClient:
-    def __init__(self, registry: build.Registry, *, user: users.UserInfo,
-                 worker_username: str) -> None:
+    def __init__(self, registry: build.Registry, *, user: users.UserInfo | None = None,
+                 worker_username: str = "",
+                 worker: Callable[[], workers.WorkerIdentity] | None = None) -> None:
         self._registry = registry
         self._user = user
-        self._worker = worker_username
+        fixed = workers.WorkerIdentity.configured(worker_username)
+        self._worker = worker or (lambda: fixed)
         self._stores = {
             clients.MODEL_ARTIFACTS: registry.modelartifacts,
             clients.NODE_MODEL_STORES: registry.nodemodelstores,
@@ -81,7 +86,9 @@ class RegistryClient:
         namespace, name = clients.key_of(obj)
         try:
             resource_store = self._store(resource)
-            guards.require_worker(self._user, self._worker, what=f"a {resource.kind}'s status")
+            identity = self._worker()
+            who = self._user or identity.user or users.UserInfo("")
+            guards.require_worker(who, identity, what=f"a {resource.kind}'s status")
             return await resource_store.update_status(obj, namespace=namespace, name=name)
         except errors.StatusError as exc:
             raise _translate(exc) from exc

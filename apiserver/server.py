@@ -1,7 +1,9 @@
 """Serve an ASGI app with hypercorn over TLS (HTTP/2 via ALPN, and HTTP/1.1) until a signal.
 
 SIGTERM and SIGINT stop accepting connections, give open requests (watches) the configured time
-to finish, then run the app's lifespan shutdown (storage closes last).
+to finish, then run the app's lifespan shutdown (storage closes last). TLS is
+``apiserver.serving``: the serving certificate is reloaded when its files change, and each request
+carries its connection's verified client certificate chain.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ import logging
 import signal
 from collections.abc import Callable
 
-from hypercorn import asyncio as hypercorn_asyncio
 from hypercorn import config as hypercorn_config
 from starlette.types import ASGIApp
 
 from apiserver import config, hypercorn_guards
+from apiserver.serving import listener, tls
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +37,6 @@ def hypercorn_settings(settings: config.Settings,
     cfg = hypercorn_config.Config()
     host = f"[{settings.bind}]" if ":" in settings.bind else settings.bind
     cfg.bind = [f"fd://{listen_fd}"] if listen_fd is not None else [f"{host}:{settings.port}"]
-    cfg.certfile = str(settings.tls_cert_file)
-    cfg.keyfile = str(settings.tls_private_key_file)
     cfg.alpn_protocols = ["h2", "http/1.1"]
     cfg.graceful_timeout = settings.shutdown_timeout
     # clients such as informers keep one connection for hours; do not recycle it every 1,000
@@ -50,24 +50,30 @@ def hypercorn_settings(settings: config.Settings,
     return cfg
 
 
+def contexts(settings: config.Settings) -> tls.ServingContexts:
+    """The TLS contexts for ``--tls-cert-file`` / ``--tls-private-key-file`` (reloaded)."""
+    return tls.ServingContexts(settings.tls_cert_file, settings.tls_private_key_file)
+
+
 async def serve(
-    app: ASGIApp, settings: config.Settings, *, on_stop: Callable[[], None] | None = None,
+    app: ASGIApp,
+    settings: config.Settings,
+    serving: tls.ServingContexts,
+    *,
+    on_stop: Callable[[], None] | None = None,
     listen_fd: int | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; ``on_stop`` runs first (the app ends its open streams)."""
     hypercorn_guards.install()  # see apiserver/hypercorn_guards.py
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    # read by asyncio when each TLS connection is set up; this process serves and dials nothing
+    # read by asyncio when each TLS connection is set up (served ones and kube-apiserver calls)
     asyncio.constants.SSL_SHUTDOWN_TIMEOUT = SSL_SHUTDOWN_SECONDS  # type: ignore[attr-defined]
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stopper(stop, signum, on_stop))
     try:
-        await hypercorn_asyncio.serve(
-            app,  # type: ignore[arg-type]
-            hypercorn_settings(settings, listen_fd),
-            shutdown_trigger=stop.wait,
-        )
+        await listener.serve(app, hypercorn_settings(settings, listen_fd), serving,
+                             shutdown_trigger=stop.wait)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -1,8 +1,13 @@
 """Standalone mode: prepare a data directory so the server and ``kubectl`` work without a cluster.
 
 First start creates, later starts reuse: a local CA and serving certificate, a static token file
-with an admin token (group ``system:masters``) and a worker token, and two kubeconfigs
-(``kubeconfig`` for the admin, ``worker.kubeconfig`` for the worker identity).
+with three identities, the local policy file, and three kubeconfigs:
+
+- ``kubeconfig``: the admin (group ``system:masters``: everything, impersonation included);
+- ``worker.kubeconfig``: the worker identity (``--worker-user``), with the worker's role;
+- ``plugin.kubeconfig``: a node-plugin identity, the plugin's ServiceAccount name and groups with
+  the extras of a Pod-bound token (``pod-name``, ``pod-uid``, ``node-name`` = ``--plugin-node``),
+  so the NodeModelStore status guard judges a local plugin exactly as in a cluster.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ import logging
 import os
 import pathlib
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
 
 from apiserver import config, errors, kubeconfig
-from apiserver.auth import static, user
+from apiserver.auth import policy, static, user
 from apiserver.registry import build
 from certs import authority
 from openapi import resources
@@ -31,6 +37,7 @@ class Prepared:
     settings: config.Settings
     kubeconfig: pathlib.Path
     worker_kubeconfig: pathlib.Path
+    plugin_kubeconfig: pathlib.Path
 
 
 def prepare(settings: config.Settings) -> Prepared:
@@ -51,10 +58,14 @@ def prepare(settings: config.Settings) -> Prepared:
 def _prepare(settings: config.Settings) -> Prepared:
     data_dir = settings.data_dir
     files = authority.ensure(data_dir, settings.tls_sans)
-    entries = _ensure_tokens(settings.token_auth_file, settings.worker_username)
+    assert settings.token_auth_file is not None, "standalone settings always name a token file"
+    entries = _ensure_tokens(settings.token_auth_file, settings)
     tokens = {entry.name: entry.token for entry in entries}
+    if settings.policy_file is not None:
+        policy.ensure_file(settings.policy_file)
     admin = data_dir / "kubeconfig"
     worker = data_dir / "worker.kubeconfig"
+    plugin = data_dir / "plugin.kubeconfig"
     kubeconfig.write(
         admin, server=settings.url, ca_file=files.ca_cert, token=tokens[ADMIN], user=ADMIN
     )
@@ -65,7 +76,15 @@ def _prepare(settings: config.Settings) -> Prepared:
         token=tokens[settings.worker_username],
         user="worker",
     )
-    return Prepared(settings=settings, kubeconfig=admin, worker_kubeconfig=worker)
+    kubeconfig.write(
+        plugin,
+        server=settings.url,
+        ca_file=files.ca_cert,
+        token=tokens[settings.plugin_username],
+        user="node-plugin",
+    )
+    return Prepared(settings=settings, kubeconfig=admin, worker_kubeconfig=worker,
+                    plugin_kubeconfig=plugin)
 
 
 def greeting(prepared: Prepared) -> str:
@@ -73,18 +92,46 @@ def greeting(prepared: Prepared) -> str:
     return f"export KUBECONFIG={prepared.kubeconfig.resolve()}\nkubectl get modelartifacts -A\n"
 
 
-def _ensure_tokens(path: pathlib.Path, worker_username: str) -> list[static.Entry]:
-    """Keep existing tokens (kubeconfigs in use stay valid); add the admin or worker if missing."""
+def plugin_extra(node: str, pod_uid: str) -> tuple[tuple[str, str], ...]:
+    """The extras of a token bound to the plugin's Pod on ``node`` (as a cluster issues them)."""
+    return (
+        (user.POD_NAME, f"model-manager-node-{node}"),
+        (user.POD_UID, pod_uid),
+        (user.NODE_NAME, node),
+    )
+
+
+def _ensure_tokens(path: pathlib.Path, settings: config.Settings) -> list[static.Entry]:
+    """Keep existing tokens (kubeconfigs in use stay valid); add the admin, the worker or the
+    plugin if missing; rebind the plugin's extras when ``--plugin-node`` changed."""
     entries = static.parse(path.read_text(), source=str(path)) if path.exists() else []
     names = {entry.name for entry in entries}
-    added = False
+    changed = False
     if ADMIN not in names:
         entries.append(static.Entry(static.new_token(), ADMIN, ADMIN, (user.MASTERS,)))
-        added = True
-    if worker_username not in names:
-        entries.append(static.Entry(static.new_token(), worker_username, worker_username))
-        added = True
-    if added:
+        changed = True
+    if settings.worker_username not in names:
+        entries.append(static.Entry(static.new_token(), settings.worker_username,
+                                    settings.worker_username))
+        changed = True
+    plugin = settings.plugin_username
+    groups = user.service_account_groups(settings.plugin_namespace)
+    if plugin not in names:
+        entries.append(static.Entry(static.new_token(), plugin, str(uuid.uuid4()), groups,
+                                    plugin_extra(settings.plugin_node, str(uuid.uuid4()))))
+        changed = True
+    else:
+        for index, entry in enumerate(entries):
+            if entry.name != plugin:
+                continue
+            extra = entry.extra_map()
+            if extra.get(user.NODE_NAME) != (settings.plugin_node,):
+                # bound to another node now: a new Pod there, with a new UID
+                entries[index] = dataclasses.replace(
+                    entry, groups=groups,
+                    extra=plugin_extra(settings.plugin_node, str(uuid.uuid4())))
+                changed = True
+    if changed:
         static.write(path, entries)
     return entries
 

@@ -135,6 +135,8 @@ class Demo:
             args += ["--node", NODE]
         elif has_flag(help_text, "--seed-nodemodelstore"):
             args += ["--seed-nodemodelstore", NODE]
+        if has_flag(help_text, "--plugin-node"):
+            args += ["--plugin-node", NODE]  # plugin.kubeconfig's Pod runs on the demo's node
         if has_flag(help_text, "--controllers"):
             # the test harness turns them off unless asked (API-only tests); the demo asks
             args += ["--controllers=embedded"]

@@ -23,6 +23,7 @@ import lightkube
 from lightkube.core import resource as lk_resource
 from lightkube.types import PatchType
 
+from kube import auth as kube_auth
 from kube import config as kube_config
 from kube import errors
 
@@ -257,6 +258,20 @@ class Client:
             await self._lk.delete(res, name, namespace=namespace)
         except Exception as exc:
             raise _translated(exc) from None
+
+    async def bearer_token(self) -> str | None:
+        """The bearer token this client sends (re-read or re-run as its source says), or None
+        when it authenticates otherwise (a client certificate) or not at all: for a TokenReview
+        of the client's own identity. Raises ``CredentialError`` when the source fails."""
+        auth = self.cluster.auth
+        if isinstance(auth, kube_auth.TokenFileAuth):
+            header = auth._current()
+        elif isinstance(auth, kube_auth.ExecCredentialAuth):
+            header = auth._bearer if auth._valid() else await auth._token(None)
+        else:
+            user = self.cluster.single.user
+            return user.token if user is not None and user.token else None
+        return header.removeprefix("Bearer ") or None
 
     # --- non-resource paths ------------------------------------------------------------
 

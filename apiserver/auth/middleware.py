@@ -1,78 +1,100 @@
-"""Pure ASGI authentication: a bearer token becomes ``scope["user"]``, or the request gets 401.
+"""The ASGI filter in front of every route: authenticate, impersonate, authorize.
 
-The health paths stay open (probes carry no credentials); they see an anonymous user when no
-valid token is sent. The token itself is never logged or echoed.
+Per request, in kube-apiserver's order: the authenticator chain finds the user (401 ``Status``
+when a credential was bad, anonymous when there was none); impersonation headers, when present,
+are authorized for that user and replace it; the request's attributes are parsed once
+(``apiserver.auth.attributes``) and judged by the authorizer: allowed requests reach the routes
+with ``scope["user"]`` and ``scope[ATTRIBUTES]``; refused ones get kube's 403, and ones that
+could not be judged (an outage) fail closed with a 500. No credential is ever logged or echoed.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import logging
+from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apiserver import errors
-from apiserver.auth import user
+from apiserver.auth import attributes as attrs
+from apiserver.auth import authenticator, authorizer, impersonation
+from apiserver.auth import user as users
 
-OPEN_PATHS = ("/healthz", "/livez", "/readyz")
-ANONYMOUS = user.UserInfo(name=user.ANONYMOUS, groups=("system:unauthenticated",))
+log = logging.getLogger(__name__)
+
+ATTRIBUTES = "auth.attributes"
+"""Scope key of the request's ``Attributes`` (set for every request that passed)."""
+TLS_EXTENSION = "tls"
+PEER_CHAIN = "peer_chain_der"
+"""``scope["extensions"]["tls"][PEER_CHAIN]``: the TLS-verified client chain, leaf first (DER),
+put there by ``apiserver.serving``; never derived from anything the client sends in HTTP."""
 
 
-class Authenticator(Protocol):
-    def authenticate(self, token: str) -> user.UserInfo | None: ...
+def peer_chain(scope: Scope) -> tuple[bytes, ...]:
+    extensions: dict[str, Any] = scope.get("extensions") or {}
+    tls = extensions.get(TLS_EXTENSION)
+    if not isinstance(tls, dict):
+        return ()
+    chain = tls.get(PEER_CHAIN)
+    return tuple(chain) if isinstance(chain, tuple | list) else ()
 
 
-class Authentication:
+def user_of(scope: Scope) -> users.UserInfo:
+    found = scope.get("user")
+    return found if isinstance(found, users.UserInfo) else users.ANONYMOUS_USER
+
+
+class Filter:
     def __init__(
         self,
         app: ASGIApp,
-        authenticator: Authenticator,
-        open_paths: tuple[str, ...] = OPEN_PATHS,
+        *,
+        authentication: authenticator.Chain,
+        authorization: authorizer.Authorizer,
+        impersonation: bool = True,
     ) -> None:
         self.app = app
-        self.authenticator = authenticator
-        self.open_paths = open_paths
+        self.authentication = authentication
+        self.authorization = authorization
+        self.impersonation = impersonation
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             # lifespan passes through; no route serves websockets, so the router refuses them
             await self.app(scope, receive, send)
             return
-        token = bearer_token(scope)
-        identity = self.authenticator.authenticate(token) if token else None
-        if identity is None:
-            if not self._is_open(scope["path"]):
-                await _unauthorized(send)
-                return
-            identity = ANONYMOUS
-        scope["user"] = identity
+        credentials = authenticator.Credentials.from_asgi(scope["headers"], peer_chain(scope))
+        result = await self.authentication.authenticate(credentials)
+        if result.user is None:
+            log.debug("unauthenticated %s %s: %s", scope["method"], scope["path"],
+                      "; ".join(result.errors))
+            await send_status(send, errors.Unauthorized("Unauthorized"))
+            return
+        try:
+            user = result.user
+            if self.impersonation:
+                wanted = impersonation.requested(credentials)
+                if wanted is not None:
+                    user = await impersonation.impersonate(user, wanted, self.authorization)
+            query = scope.get("query_string", b"").decode("latin-1")
+            attributes = attrs.parse(user, scope["method"], scope["path"], query)
+            verdict = await self.authorization.authorize(attributes)
+            if not verdict.allowed:
+                if verdict.error:
+                    raise authorizer.unavailable(attributes, verdict.error)
+                raise authorizer.forbidden(attributes, verdict.reason)
+        except errors.StatusError as err:
+            await send_status(send, err)
+            return
+        scope["user"] = user
+        scope[ATTRIBUTES] = attributes
         await self.app(scope, receive, send)
 
-    def _is_open(self, path: str) -> bool:
-        return any(path == p or path.startswith(p + "/") for p in self.open_paths)
 
-
-def bearer_token(scope: Scope) -> str:
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            text: str = value.decode("latin-1")
-            scheme, _, token = text.partition(" ")
-            if scheme.lower() == "bearer":
-                return token.strip()
-            return ""
-    return ""
-
-
-async def _unauthorized(send: Send) -> None:
-    body = orjson.dumps(errors.Unauthorized("Unauthorized").body())
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
+async def send_status(send: Send, err: errors.StatusError) -> None:
+    body = orjson.dumps(err.body())
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
+    await send({"type": "http.response.start", "status": err.code, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -1,7 +1,11 @@
 """Static bearer tokens from a CSV file, like kube-apiserver's ``--token-auth-file``.
 
-Each line is ``token,user,uid,"group1,group2"`` (the groups column is optional). Tokens are kept
-only as SHA-256 digests in memory, so a dump of the table reveals nothing usable.
+Each line is ``token,user,uid,"group1,group2"`` (the groups column is optional), plus an optional
+fifth column of this project: the user's extra, as URL-query pairs
+(``authentication.kubernetes.io/pod-name=plugin-0&authentication.kubernetes.io/node-name=n1``,
+percent-encoded, a key repeated for several values). kube-apiserver ignores columns past the
+fourth, so the file stays readable by it. Tokens are kept only as SHA-256 digests in memory, so a
+dump of the table reveals nothing usable.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import hashlib
 import io
 import pathlib
 import secrets
+import urllib.parse
 from collections.abc import Iterable
 
 from apiserver.auth import user
@@ -28,6 +33,14 @@ class Entry:
     name: str
     uid: str = ""
     groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, str], ...] = ()
+    """(key, value) pairs, in file order."""
+
+    def extra_map(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, list[str]] = {}
+        for key, value in self.extra:
+            out.setdefault(key, []).append(value)
+        return {k: tuple(v) for k, v in out.items()}
 
 
 class TokenTable:
@@ -37,13 +50,14 @@ class TokenTable:
         self._users: dict[bytes, user.UserInfo] = {}
         for entry in entries:
             groups = tuple(dict.fromkeys([*entry.groups, user.AUTHENTICATED]))
-            info = user.UserInfo(name=entry.name, uid=entry.uid, groups=groups)
+            info = user.UserInfo(name=entry.name, uid=entry.uid, groups=groups,
+                                 extra=entry.extra_map())
             self._users[_digest(entry.token)] = info
 
     def __len__(self) -> int:
         return len(self._users)
 
-    def authenticate(self, token: str) -> user.UserInfo | None:
+    def find(self, token: str) -> user.UserInfo | None:
         return self._users.get(_digest(token))
 
 
@@ -58,7 +72,16 @@ def parse(text: str, *, source: str = "token file") -> list[Entry]:
         groups: tuple[str, ...] = ()
         if len(row) > 3:
             groups = tuple(g.strip() for g in row[3].split(",") if g.strip())
-        entries.append(Entry(token=row[0].strip(), name=row[1].strip(), uid=uid, groups=groups))
+        extra: tuple[tuple[str, str], ...] = ()
+        if len(row) > 4 and row[4].strip():
+            try:
+                extra = tuple(urllib.parse.parse_qsl(row[4].strip(), keep_blank_values=True,
+                                                     strict_parsing=True))
+            except ValueError:
+                raise TokenFileError(f"{source} line {number}: the extra column must be "
+                                     "key=value pairs joined by '&'") from None
+        entries.append(Entry(token=row[0].strip(), name=row[1].strip(), uid=uid, groups=groups,
+                             extra=extra))
     return entries
 
 
@@ -70,7 +93,10 @@ def render(entries: Iterable[Entry]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     for entry in entries:
-        writer.writerow([entry.token, entry.name, entry.uid, ",".join(entry.groups)])
+        row = [entry.token, entry.name, entry.uid, ",".join(entry.groups)]
+        if entry.extra:
+            row.append(urllib.parse.urlencode(entry.extra, safe="/"))
+        writer.writerow(row)
     return out.getvalue()
 
 

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 ANONYMOUS = "system:anonymous"
+UNAUTHENTICATED = "system:unauthenticated"
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+SERVICE_ACCOUNTS_GROUP = "system:serviceaccounts"
+
+# Extra keys bound service-account tokens carry (k8s.io/apiserver authentication/serviceaccount).
+POD_NAME = "authentication.kubernetes.io/pod-name"
+POD_UID = "authentication.kubernetes.io/pod-uid"
+NODE_NAME = "authentication.kubernetes.io/node-name"
+NODE_UID = "authentication.kubernetes.io/node-uid"
+CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
+
+Extra = Mapping[str, tuple[str, ...]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -14,8 +27,38 @@ class UserInfo:
     name: str
     uid: str = ""
     groups: tuple[str, ...] = ()
-    extra: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    extra: Extra = dataclasses.field(default_factory=dict)
 
     @property
     def anonymous(self) -> bool:
         return self.name == ANONYMOUS
+
+    def extra_values(self, key: str) -> tuple[str, ...]:
+        return tuple(self.extra.get(key, ()))
+
+    def with_group(self, group: str) -> UserInfo:
+        """The same user with ``group`` appended unless it is already there."""
+        if group in self.groups:
+            return self
+        return dataclasses.replace(self, groups=(*self.groups, group))
+
+
+ANONYMOUS_USER = UserInfo(name=ANONYMOUS, groups=(UNAUTHENTICATED,))
+
+
+def service_account(namespace: str, name: str) -> str:
+    return f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}"
+
+
+def split_service_account(username: str) -> tuple[str, str] | None:
+    """``(namespace, name)`` of ``system:serviceaccount:<ns>:<name>``, else None."""
+    if not username.startswith(SERVICE_ACCOUNT_PREFIX):
+        return None
+    namespace, sep, name = username[len(SERVICE_ACCOUNT_PREFIX):].partition(":")
+    if not sep or not namespace or not name or ":" in name:
+        return None
+    return namespace, name
+
+
+def service_account_groups(namespace: str) -> tuple[str, ...]:
+    return (SERVICE_ACCOUNTS_GROUP, f"{SERVICE_ACCOUNTS_GROUP}:{namespace}")

@@ -4,8 +4,10 @@ Generic over the registry, which is built from ``openapi.resources.SERVED``: eac
 its collection (list, watch, create), its items (get, update, patch, delete) and its
 subresources, each method allowed exactly when the resource's verbs name it; every other method
 answers 405. Subresources are served by the handler ``SUBRESOURCES`` names for them: ``status``
-(reads; writes by the worker only) and ``progress`` (computed). The discovery document itself (the
-exact group-version path) is served elsewhere.
+(reads; writes pass the status guards of ``apiserver.auth.guards``: the worker for a
+ModelArtifact, the node plugin of that node for a NodeModelStore) and ``progress`` (computed).
+RBAC already allowed each request (``apiserver.auth.middleware``). The discovery document
+itself (the exact group-version path) is served elsewhere.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from starlette import requests, routing
 from starlette import responses as starlette_responses
 
 from apiserver import errors
-from apiserver.auth import guards
+from apiserver.auth import guards, middleware
 from apiserver.auth import user as users
 from apiserver.endpoints import body as bodies
 from apiserver.endpoints import negotiation, patch, request, responses, table, watch
@@ -38,13 +40,7 @@ def _not_allowed() -> errors.MethodNotAllowed:
 
 
 def _user(req: requests.Request) -> users.UserInfo:
-    found = req.scope.get("user")
-    return found if isinstance(found, users.UserInfo) else users.UserInfo(users.ANONYMOUS)
-
-
-def _worker_only(req: requests.Request, info: resources.ResourceInfo) -> None:
-    worker = getattr(req.app.state, "worker_username", "") or ""
-    guards.require_worker(_user(req), worker, what=f"a {info.kind}'s status")
+    return middleware.user_of(req.scope)
 
 
 Endpoint = Callable[[requests.Request], Awaitable[Response]]
@@ -53,9 +49,11 @@ Endpoint = Callable[[requests.Request], Awaitable[Response]]
 class Handlers:
     """The handlers of one stored resource; its verbs decide which methods it answers."""
 
-    def __init__(self, resource: store.ResourceStore, limits: bodies.Limits = bodies.DEFAULT,
+    def __init__(self, resource: store.ResourceStore, status_guards: guards.StatusGuards,
+                 limits: bodies.Limits = bodies.DEFAULT,
                  tuning: watch.Tuning = watch.DEFAULT) -> None:
         self.store = resource
+        self.guards = status_guards
         self.info = resource.info
         self.verbs = frozenset(resource.info.verbs)
         self.limits = limits
@@ -165,7 +163,7 @@ class Handlers:
             raise _not_allowed()
 
     async def status(self, req: requests.Request) -> Response:
-        """``<plural>/{name}/status``: reads for anyone allowed, writes by the worker only."""
+        """``<plural>/{name}/status``: reads for anyone allowed, writes past the status guard."""
         sub = self.info.subresource("status")
         verbs = frozenset(sub.verbs if sub is not None else ())
         namespace = req.path_params.get("namespace", "")
@@ -176,7 +174,7 @@ class Handlers:
             return await self._get(req, namespace, name)
         if verb not in ("update", "patch"):
             raise _not_allowed()
-        _worker_only(req, self.info)
+        await self.guards.check(self.info, _user(req), name)
         if req.method == "PUT":
             return await self._put(req, namespace, name, status=True)
         return await self._patch(req, namespace, name, status=True)
@@ -257,14 +255,16 @@ SUBRESOURCES: dict[str, Callable[[build.Registry, Handlers], Endpoint]] = {
 }
 
 
-def routes(registry: build.Registry, limits: bodies.Limits = bodies.DEFAULT,
+def routes(registry: build.Registry, status_guards: guards.StatusGuards,
+           limits: bodies.Limits = bodies.DEFAULT,
            tuning: watch.Tuning = watch.DEFAULT) -> list[routing.BaseRoute]:
     """Every route of every resource in the registry (built from the one resource table);
-    ``limits`` bound every request body, ``tuning`` paces every watch."""
+    status writes pass ``status_guards``, ``limits`` bound every request body, ``tuning`` paces
+    every watch."""
     found: list[routing.BaseRoute] = []
     for resource in registry.stores.values():
         info = resource.info
-        handlers = Handlers(resource, limits, tuning)
+        handlers = Handlers(resource, status_guards, limits, tuning)
         if info.namespaced:
             collection = f"{PREFIX}/namespaces/{{namespace}}/{info.plural}"
             # the list across namespaces (POST there answers 405)

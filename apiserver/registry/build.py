@@ -39,9 +39,12 @@ class Registry:
 
 
 def build(storage: interface.Store,
-          served: Sequence[resources.ResourceInfo] = resources.SERVED) -> Registry:
+          served: Sequence[resources.ResourceInfo] = resources.SERVED, *,
+          cluster_version: strategy.ClusterVersion = strategy.floor_met) -> Registry:
+    """``cluster_version``: kube-apiserver's version in cluster mode (the image-source floor)."""
     return Registry(
         storage=storage,
-        stores={info.plural: store.ResourceStore(storage, strategy.for_resource(info))
-                for info in served},
+        stores={info.plural: store.ResourceStore(
+            storage, strategy.for_resource(info, cluster_version=cluster_version))
+            for info in served},
     )

@@ -8,6 +8,7 @@ status path keeps everything except ``status``. Checks return field errors the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from openapi import admission, defaults, fields, objectmeta, pruning, resources, validation
@@ -17,11 +18,24 @@ _SERVER_METADATA = ("creationTimestamp", "deletionTimestamp", "deletionGracePeri
                     "generation", "uid", "managedFields", "selfLink")
 
 
-class Strategy:
-    """The rules every resource shares; subclasses add admission."""
+ClusterVersion = Callable[[], "tuple[int, int] | None"]
+"""The (major, minor) of the cluster workloads run on, None when it cannot be read."""
 
-    def __init__(self, info: resources.ResourceInfo) -> None:
+
+def floor_met() -> tuple[int, int] | None:
+    """Standalone mode: no cluster whose Pods could lose an image volume (docs/api.md)."""
+    return admission.IMAGE_VOLUME_FLOOR
+
+
+class Strategy:
+    """The rules every resource shares; subclasses add admission.
+
+    ``cluster_version`` is what admission may ask of the cluster (the image-source floor)."""
+
+    def __init__(self, info: resources.ResourceInfo, *,
+                 cluster_version: ClusterVersion = floor_met) -> None:
         self.info = info
+        self.cluster_version = cluster_version
 
     # create ------------------------------------------------------------------------------
 
@@ -132,10 +146,11 @@ class Strategy:
 
 
 class ModelArtifactStrategy(Strategy):
-    """ModelArtifact: in-process admission (schema included); the spec is immutable."""
+    """ModelArtifact: in-process admission (schema included); the spec is immutable; image
+    sources are refused while the cluster is below the floor (asked at every create)."""
 
     def admit_create(self, obj: dict[str, Any]) -> list[fields.FieldError]:
-        return admission.admit_create(obj)
+        return admission.admit_create(obj, cluster_version=self.cluster_version())
 
     def admit_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[fields.FieldError]:
         return admission.admit_update(old, new)
@@ -148,6 +163,7 @@ BY_KIND: dict[str, type[Strategy]] = {
 }
 
 
-def for_resource(info: resources.ResourceInfo) -> Strategy:
+def for_resource(info: resources.ResourceInfo, *,
+                 cluster_version: ClusterVersion = floor_met) -> Strategy:
     """The strategy of a served resource."""
-    return BY_KIND.get(info.kind, Strategy)(info)
+    return BY_KIND.get(info.kind, Strategy)(info, cluster_version=cluster_version)

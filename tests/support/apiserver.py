@@ -29,6 +29,7 @@ import httpx
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0
+PLUGIN_USER = "system:serviceaccount:gpustack-system:model-manager-node"
 STOP_TIMEOUT = 15.0
 
 
@@ -43,6 +44,11 @@ class RunningServer:
     worker_kubeconfig: pathlib.Path
     process: subprocess.Popen[bytes]
     log_name: str = "server.log"
+
+    @property
+    def plugin_kubeconfig(self) -> pathlib.Path:
+        """The node-plugin identity (bound to ``--plugin-node``, default ``local``)."""
+        return self.data_dir / "plugin.kubeconfig"
 
     @property
     def port(self) -> int:
@@ -206,7 +212,8 @@ def _wait_ready(
         log = (data_dir / log_name).read_text(errors="replace")
         raise RuntimeError(f"server not ready in {START_TIMEOUT}s ({last_error}):\n{log[-4000:]}")
     tokens = read_tokens(data_dir / "tokens.csv")
-    worker_token = next(token for user, token in tokens.items() if user != "admin")
+    worker_token = next(token for user, token in tokens.items()
+                        if user not in ("admin", PLUGIN_USER))
     return RunningServer(
         url=url,
         data_dir=data_dir,

@@ -37,11 +37,17 @@ def test_untrusted_client_is_refused(apiserver: support.RunningServer) -> None:
     )
 
 
-def test_unauthenticated_request_is_401(apiserver: support.RunningServer) -> None:
+def test_a_bad_token_is_401_and_no_token_is_anonymous(apiserver: support.RunningServer) -> None:
     with httpx.Client(verify=support.ssl_context(apiserver.ca_file)) as client:
-        response = client.get(f"{apiserver.url}{COLLECTION}")
+        response = client.get(f"{apiserver.url}{COLLECTION}",
+                              headers={"Authorization": "Bearer not-a-token"})
+        anonymous = client.get(f"{apiserver.url}{COLLECTION}")
     assert response.status_code == 401
     assert response.json()["reason"] == "Unauthorized"
+    assert anonymous.status_code == 403  # as kube-apiserver: anonymous, then refused by RBAC
+    assert anonymous.json()["message"] == (
+        'modelartifacts.worker.gpustack.ai is forbidden: User "system:anonymous" cannot list '
+        'resource "modelartifacts" in API group "worker.gpustack.ai" in the namespace "tls"')
 
 
 @pytest.mark.parametrize("http2", [True, False])

@@ -18,7 +18,8 @@ from tests.support.kubeclient import artifact
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.RunningServer]:
     with support.running(
-        tmp_path_factory.mktemp("own"), extra_args=["--seed-nodemodelstore", "node-a"]
+        tmp_path_factory.mktemp("own"),
+        extra_args=["--seed-nodemodelstore", "node-a", "--plugin-node", "node-a"],
     ) as running:
         yield running
 
@@ -59,13 +60,17 @@ async def test_model_artifacts_create_watch_and_status(server: support.RunningSe
 
 
 async def test_node_model_stores_are_cluster_scoped(server: support.RunningServer) -> None:
-    async with kube.Client.from_kubeconfig(server.worker_kubeconfig) as worker:
+    async with (kube.Client.from_kubeconfig(server.worker_kubeconfig) as worker,
+                kube.Client.from_kubeconfig(server.plugin_kubeconfig) as plugin):
         stores = await worker.list(NodeModelStore)
         assert [s.metadata.name for s in stores.items if s.metadata] == ["node-a"]
-        written = await worker.patch(
+        # only the node plugin of node-a writes node-a's status
+        written = await plugin.patch(
             NodeModelStore.Status, "node-a", {"status": {"observedGeneration": 1}}
         )
         assert written["status"]["observedGeneration"] == 1
+        with pytest.raises(kube.Forbidden):
+            await worker.patch(NodeModelStore.Status, "node-a", {"status": {}})
         with pytest.raises(kube.KubeError) as refused:
             await worker.create(NodeModelStore({"metadata": {"name": "node-b"}}))
         assert refused.value.code == 405

@@ -83,6 +83,7 @@ class Handler(http_server.BaseHTTPRequestHandler):
             body=None, code=0,
         )  # fmt: skip
         self.plane.recorder.add(entry)
+        self._entry = entry
         dropped = False
         try:
             body = self._read_body()
@@ -115,6 +116,11 @@ class Handler(http_server.BaseHTTPRequestHandler):
                 with contextlib.suppress(OSError):
                     self.connection.shutdown(2)
 
+    def _answered(self, code: int) -> None:
+        """Record the code before the client can read the answer (tests read it right after)."""
+        self._code = code
+        self._entry.code = code
+
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
         if length > BODY_LIMIT:
@@ -136,7 +142,7 @@ class Handler(http_server.BaseHTTPRequestHandler):
 
     def _json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = orjson.dumps(body)
-        self._code = code
+        self._answered(code)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -148,7 +154,7 @@ class Handler(http_server.BaseHTTPRequestHandler):
 
     def _text(self, code: int, text: str) -> None:
         data = text.encode()
-        self._code = code
+        self._answered(code)
         self.send_response(code)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
@@ -267,7 +273,7 @@ class Handler(http_server.BaseHTTPRequestHandler):
     def _watch(self, call: objects.Call) -> None:
         # Taken before the client can see the answer: a bookmark asked for after that is sent.
         generation = self.plane.bookmarks.generation
-        self._code = 200
+        self._answered(200)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")

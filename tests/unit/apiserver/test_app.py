@@ -16,7 +16,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apiserver import app, errors
-from apiserver.auth import static
+from apiserver.auth import authenticator, authorizer, bearer, policy, rbac, static
 from apiserver.storage import sqlite
 
 TOKEN = "unit-token"
@@ -45,9 +45,11 @@ async def application(tmp_path: pathlib.Path) -> AsyncIterator[Starlette]:
     ]
     built = app.build(
         storage=sqlite.Store(tmp_path / "store.db"),
-        authenticator=static.TokenTable([static.Entry(TOKEN, "tester")]),
+        authentication=authenticator.Chain([bearer.Bearer([bearer.StaticTokens(
+            static.TokenTable([static.Entry(TOKEN, "tester", groups=("system:masters",))]))])]),
+        authorization=authorizer.Delegating(rbac.Evaluator(policy.builtin(worker="w",
+                                                                          plugin="p"))),
         resource_routes=routes,
-        worker_username="the-worker",
         max_body_bytes=LIMIT,
     )
     assert built.state.ready is False
@@ -65,7 +67,6 @@ async def client(application: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 
 async def test_ready_after_start(application: Starlette, client: httpx.AsyncClient) -> None:
     assert application.state.ready is True
-    assert application.state.worker_username == "the-worker"
     assert (await client.get("/readyz")).status_code == 200
 
 
@@ -121,9 +122,11 @@ async def test_streamed_body_over_limit_is_413(client: httpx.AsyncClient) -> Non
     assert response.status_code == 413
 
 
-async def test_needs_token(client: httpx.AsyncClient) -> None:
-    response = await client.get("/version", headers={"Authorization": ""})
-    assert response.status_code == 401
+async def test_a_bad_token_is_401_and_none_is_anonymous(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/version", headers={"Authorization": "Bearer x"})).status_code == 401
+    anonymous = await client.get("/apis/worker.gpustack.ai/v1", headers={"Authorization": ""})
+    assert anonymous.status_code == 403
+    assert "system:anonymous" in anonymous.json()["message"]
 
 
 async def test_discovery_and_openapi_are_mounted(client: httpx.AsyncClient) -> None:

@@ -18,7 +18,10 @@ def test_standalone_defaults_put_everything_in_the_data_dir(tmp_path: pathlib.Pa
     assert settings.tls_cert_file == tmp_path / "serving.crt"
     assert settings.tls_private_key_file == tmp_path / "serving.key"
     assert settings.token_auth_file == tmp_path / "tokens.csv"
+    assert settings.policy_file == tmp_path / "policy.yaml"
     assert settings.worker_username == config.DEFAULT_WORKER_USER
+    assert settings.plugin_username == "system:serviceaccount:gpustack-system:model-manager-node"
+    assert settings.plugin_node == "local"
     assert settings.url == "https://127.0.0.1:9443"
 
 
@@ -48,7 +51,81 @@ def test_non_standalone_requires_files(tmp_path: pathlib.Path) -> None:
     )  # fmt: skip
     assert not settings.standalone
     assert settings.tls_cert_file.name == "c.pem"
+    assert settings.token_auth_file is not None and settings.token_auth_file.name == "t.csv"
     assert settings.url.startswith("https://[::1]:")
+
+
+def test_cluster_defaults_are_kubes(tmp_path: pathlib.Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POD_NAMESPACE", "model-system")
+    settings = cli.parse(["--tls-cert-file", "c", "--tls-private-key-file", "k"])
+    assert settings.token_auth_file is None
+    assert (settings.namespace, settings.plugin_namespace) == ("model-system", "model-system")
+    assert settings.plugin_username == "system:serviceaccount:model-system:model-manager-node"
+    d = settings.delegation
+    assert d.kubeconfig is None and d.authentication_config() is None
+    assert d.always_allow_paths == ("/healthz", "/readyz", "/livez")
+    assert d.api_audiences == ()
+    assert (d.token_cache_ttl, d.authorized_cache_ttl, d.unauthorized_cache_ttl) == (10, 10, 10)
+    assert d.request_header.client_ca_file is None
+    assert d.request_header.allowed_names is None  # not given: the ConfigMap's
+    assert settings.worker_username == ""  # learned, not expected
+
+
+def test_requestheader_names_without_the_ca_replace_the_configmaps(
+        tmp_path: pathlib.Path) -> None:
+    settings = cli.parse(["--tls-cert-file", "c", "--tls-private-key-file", "k",
+                          "--requestheader-allowed-names", "front-proxy-client",
+                          "--worker-user", "system:serviceaccount:ns:worker"])
+    rh = settings.delegation.request_header
+    assert rh.client_ca_file is None and rh.allowed_names == ("front-proxy-client",)
+    assert rh.username_headers is None
+    assert settings.worker_username == "system:serviceaccount:ns:worker"
+
+
+def test_cluster_flags_in_kubes_spelling(tmp_path: pathlib.Path) -> None:
+    settings = cli.parse([
+        "--tls-cert-file", "c", "--tls-private-key-file", "k",
+        "--kubeconfig", "kc", "--authorization-kubeconfig", "authz",
+        "--client-ca-file", "client-ca.crt", "--requestheader-client-ca-file", "fp.crt",
+        "--requestheader-allowed-names", "front-proxy-client,aggregator",
+        "--requestheader-allowed-names", "third",
+        "--requestheader-username-headers", "X-User",
+        "--requestheader-group-headers", "X-Group",
+        "--requestheader-extra-headers-prefix", "X-Extra-",
+        "--requestheader-uid-headers", "X-Uid",
+        "--authorization-always-allow-paths", "/healthz,/livez*",
+        "--api-audiences", "https://kubernetes.default.svc,gpustack",
+        "--authentication-token-webhook-cache-ttl", "1m30s",
+        "--authorization-webhook-cache-authorized-ttl", "500ms",
+        "--authorization-webhook-cache-unauthorized-ttl", "2",
+        "--namespace", "ns", "--plugin-namespace", "plugins", "--plugin-service-account", "csi",
+    ])  # fmt: skip
+    d = settings.delegation
+    assert d.kubeconfig is not None and d.kubeconfig.name == "kc"
+    assert d.authentication_config() == d.kubeconfig
+    assert d.authorization_config() is not None and d.authorization_config().name == "authz"
+    assert d.client_ca_file is not None and d.client_ca_file.name == "client-ca.crt"
+    rh = d.request_header
+    assert rh.client_ca_file is not None and rh.client_ca_file.name == "fp.crt"
+    assert rh.allowed_names == ("front-proxy-client", "aggregator", "third")
+    assert (rh.username_headers, rh.group_headers, rh.extra_headers_prefix, rh.uid_headers) == (
+        ("X-User",), ("X-Group",), ("X-Extra-",), ("X-Uid",))
+    assert d.always_allow_paths == ("/healthz", "/livez*")
+    assert d.api_audiences == ("https://kubernetes.default.svc", "gpustack")
+    assert (d.token_cache_ttl, d.authorized_cache_ttl, d.unauthorized_cache_ttl) == (90, 0.5, 2)
+    assert settings.plugin_username == "system:serviceaccount:plugins:csi"
+
+
+@pytest.mark.parametrize("text", ["10", "10s", "1h2m3s", "250ms", "0"])
+def test_durations(text: str) -> None:
+    assert cli.duration(text) >= 0
+
+
+@pytest.mark.parametrize("text", ["", "ten", "10x", "-1", "5s junk"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(Exception, match="duration"):
+        cli.duration(text)
 
 
 @pytest.mark.parametrize(
@@ -58,6 +135,9 @@ def test_non_standalone_requires_files(tmp_path: pathlib.Path) -> None:
         ["--standalone", "--port", "0"],
         ["--tls-cert-file", "c", "--tls-private-key-file", "k", "--token-auth-file", "t",
          "--seed-nodemodelstore", "n"],
+        ["--tls-cert-file", "c", "--tls-private-key-file", "k", "--plugin-node", "n"],
+        ["--standalone", "--kubeconfig", "kc"],
+        ["--standalone", "--requestheader-client-ca-file", "ca"],
     ],
 )  # fmt: skip
 def test_refused_combinations(argv: list[str]) -> None:

@@ -10,12 +10,23 @@ from starlette import applications, requests, responses
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apiserver import app, errors
+from apiserver.auth import guards
 from apiserver.auth import user as users
+from apiserver.auth import worker as workers
 from apiserver.endpoints import resources
 from apiserver.registry import build
 from controllers import worker
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
+PLUGIN = "system:serviceaccount:gpustack-system:model-manager-node"
+PLUGIN_ON = "plugin@"
+"""``X-Test-User: plugin@<node>``: the node plugin with a token bound to its Pod on <node>."""
+
+
+def status_guards() -> guards.StatusGuards:
+    return guards.StatusGuards(worker=workers.WorkerIdentity.configured(WORKER),
+                               plugin=guards.Plugin("gpustack-system", "model-manager-node"),
+                               pods=None)
 
 
 class FakeIdentity:
@@ -28,7 +39,13 @@ class FakeIdentity:
         if scope["type"] == "http":
             headers = dict(scope["headers"])
             name = headers.get(b"x-test-user", b"admin").decode()
-            scope["user"] = users.UserInfo(name, groups=(users.AUTHENTICATED,))
+            if name.startswith(PLUGIN_ON):
+                node = name[len(PLUGIN_ON):]
+                scope["user"] = users.UserInfo(PLUGIN, groups=(users.AUTHENTICATED,), extra={
+                    users.POD_NAME: (f"plugin-{node}",), users.POD_UID: ("uid",),
+                    users.NODE_NAME: (node,)})
+            else:
+                scope["user"] = users.UserInfo(name, groups=(users.AUTHENTICATED,))
         await self.app(scope, receive, send)
 
 
@@ -39,9 +56,8 @@ async def _render(request: requests.Request, exc: Exception) -> responses.Respon
 @pytest.fixture
 async def client(registry: build.Registry,
                  progress_view: worker.NodeView) -> AsyncIterator[httpx.AsyncClient]:
-    app = applications.Starlette(routes=resources.routes(registry),
+    app = applications.Starlette(routes=resources.routes(registry, status_guards()),
                                  exception_handlers={errors.StatusError: _render})
-    app.state.worker_username = WORKER
     transport = httpx.ASGITransport(app=FakeIdentity(app))
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         yield http

@@ -17,7 +17,7 @@ from apiserver.endpoints import discovery, resources
 from apiserver.registry import build, strategy
 from apiserver.storage import sqlite
 from openapi import resources as table
-from tests.unit.apiserver.endpoints.conftest import WORKER, FakeIdentity, _render
+from tests.unit.apiserver.endpoints.conftest import WORKER, FakeIdentity, _render, status_guards
 
 BASE = "/apis/worker.gpustack.ai/v1"
 _METHOD_VERB = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -26,9 +26,8 @@ _METHOD_VERB = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "dele
 def _app(registry: build.Registry,
          served: tuple[table.ResourceInfo, ...]) -> httpx.AsyncClient:
     app = applications.Starlette(
-        routes=[*discovery.routes(served), *resources.routes(registry)],
+        routes=[*discovery.routes(served), *resources.routes(registry, status_guards())],
         exception_handlers={errors.StatusError: _render})
-    app.state.worker_username = WORKER
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=FakeIdentity(app)),
                              base_url="http://test")
 

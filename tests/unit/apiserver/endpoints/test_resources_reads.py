@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from apiserver.registry import build
-from tests.unit.apiserver.endpoints.conftest import WORKER
+from tests.unit.apiserver.endpoints.conftest import PLUGIN_ON, WORKER
 
 BASE = "/apis/worker.gpustack.ai/v1"
 ARTIFACTS = BASE + "/namespaces/a/modelartifacts"
@@ -131,10 +131,13 @@ async def test_progress_and_node_model_store_status(client: httpx.AsyncClient,
     assert [i["metadata"]["name"] for i in stores.json()["items"]] == ["node-1"]
     current: dict[str, Any] = (await client.get(BASE + "/nodemodelstores/node-1/status")).json()
     current["status"] = {"observedGeneration": 1}
-    refused = await client.put(BASE + "/nodemodelstores/node-1/status", json=current)
-    assert refused.status_code == 403
+    for who in ("admin", WORKER, PLUGIN_ON + "node-2"):
+        refused = await client.put(BASE + "/nodemodelstores/node-1/status", json=current,
+                                   headers={"x-test-user": who})
+        assert refused.status_code == 403, who
+        assert "refused by rule" in refused.json()["message"]
     written = await client.put(BASE + "/nodemodelstores/node-1/status", json=current,
-                               headers={"x-test-user": WORKER})
+                               headers={"x-test-user": PLUGIN_ON + "node-1"})
     assert written.status_code == 200, written.text
     assert written.json()["status"] == {"observedGeneration": 1}
     deleted = await client.delete(BASE + "/nodemodelstores/node-1")

@@ -15,6 +15,7 @@ from apiserver.endpoints import negotiation, watch
 from apiserver.endpoints import resources as routes
 from apiserver.registry import build, events
 from openapi import resources
+from tests.unit.apiserver.endpoints.conftest import status_guards
 from tests.unit.apiserver.endpoints.test_resources_reads import ARTIFACTS, TABLE, _seed
 
 
@@ -159,7 +160,7 @@ async def test_compacted_resume_is_200_with_a_410_error(client: httpx.AsyncClien
 
 
 async def test_client_disconnect_ends_an_idle_watch(registry: build.Registry) -> None:
-    app = applications.Starlette(routes=routes.routes(registry))
+    app = applications.Starlette(routes=routes.routes(registry, status_guards()))
     messages: list[dict[str, Any]] = []
     requested = False
 

@@ -1,0 +1,129 @@
+"""The standalone authorization policy: the chart's roles for this API, plus the operator's file.
+
+Standalone mode has no kube-apiserver to ask, so it judges requests with local RBAC
+(``apiserver.auth.rbac``) over:
+
+- kube's own defaults that matter here: ``system:discovery`` (discovery, OpenAPI, ``/version``
+  for every authenticated user) and ``system:public-info-viewer`` (health and ``/version`` for
+  everyone, anonymous included);
+- the chart's ClusterRoles for this API group, bound to the identities standalone mode creates:
+  ``model-manager-worker`` (the worker: reads artifacts, writes their status, owns
+  NodeModelStores) and ``model-manager-node`` (the node plugin: reads artifacts and stores, writes
+  ``nodemodelstores/status``);
+- the documents of the policy file (``DATA_DIR/policy.yaml``): Roles, ClusterRoles and bindings
+  the operator adds, e.g. the ``model-artifact-reader`` Role for a tenant.
+
+The admin (``system:masters``) is allowed everything before any of this is consulted, as in a
+cluster. The chart mirrors these ClusterRoles; ``docs/auth.md`` prints them.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import yaml
+
+from apiserver.auth import rbac
+from apiserver.auth import user as users
+from openapi import resources
+
+GROUP = resources.GROUP
+WORKER_ROLE = "model-manager-worker"
+PLUGIN_ROLE = "model-manager-node"
+
+DISCOVERY = rbac.Role("system:discovery", (rbac.Rule(
+    verbs=("get",),
+    non_resource_urls=("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
+                       "/openapi/*", "/readyz", "/version", "/version/"),
+),))
+PUBLIC_INFO = rbac.Role("system:public-info-viewer", (rbac.Rule(
+    verbs=("get",),
+    non_resource_urls=("/healthz", "/livez", "/readyz", "/version", "/version/"),
+),))
+
+WORKER = rbac.Role(WORKER_ROLE, (
+    # resolve artifacts and aggregate node progress
+    rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelartifacts",)),
+    # report what was resolved; the server also admits only the worker here
+    rbac.Rule(("get", "update", "patch"), (GROUP,), ("modelartifacts/status",)),
+    # one NodeModelStore per node running the plugin: create, configure, recreate, read
+    rbac.Rule(("get", "list", "watch", "create", "update", "patch", "delete"), (GROUP,),
+              ("nodemodelstores",)),
+))
+PLUGIN = rbac.Role(PLUGIN_ROLE, (
+    # mount authorization: the artifacts of the Pods' namespaces
+    rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelartifacts",)),
+    # its own node's configuration
+    rbac.Rule(("get", "list", "watch"), (GROUP,), ("nodemodelstores",)),
+    # its own node's facts; the status guard narrows this to the plugin's own node
+    rbac.Rule(("get", "update", "patch"), (GROUP,), ("nodemodelstores/status",)),
+))
+
+
+def builtin(*, worker: str, plugin: str) -> rbac.Policy:
+    """kube's defaults plus the chart's roles bound to the worker and plugin user names."""
+    def group(name: str) -> rbac.Subject:
+        return rbac.Subject("Group", name)
+
+    def subject(name: str) -> rbac.Subject:
+        found = users.split_service_account(name)
+        if found is not None:
+            return rbac.Subject("ServiceAccount", found[1], found[0])
+        return rbac.Subject("User", name)
+
+    return rbac.Policy(
+        roles=(DISCOVERY, PUBLIC_INFO, WORKER, PLUGIN),
+        bindings=(
+            rbac.Binding("system:discovery", "ClusterRole", DISCOVERY.name,
+                         (group(users.AUTHENTICATED),)),
+            rbac.Binding("system:public-info-viewer", "ClusterRole", PUBLIC_INFO.name,
+                         (group(users.AUTHENTICATED), group(users.UNAUTHENTICATED))),
+            rbac.Binding(WORKER_ROLE, "ClusterRole", WORKER_ROLE, (subject(worker),)),
+            rbac.Binding(PLUGIN_ROLE, "ClusterRole", PLUGIN_ROLE, (subject(plugin),)),
+        ),
+    )
+
+
+FILE_HEADER = """\
+# Local authorization policy of the standalone model-manager server.
+#
+# Add Roles, ClusterRoles, RoleBindings and ClusterRoleBindings (rbac.authorization.k8s.io/v1,
+# the same YAML as in a cluster), one document each, then restart the server. The admin
+# (system:masters) may do everything; the worker and node-plugin roles and kube's discovery
+# roles are built in (docs/auth.md lists them). Example: let user alice read team-a's artifacts
+# and their progress (seed 001's model-artifact-reader Role):
+#
+# ---
+# apiVersion: rbac.authorization.k8s.io/v1
+# kind: Role
+# metadata: {name: model-artifact-reader, namespace: team-a}
+# rules:
+#   - apiGroups: [worker.gpustack.ai]
+#     resources: [modelartifacts, modelartifacts/progress]
+#     verbs: [get, list, watch]
+# ---
+# apiVersion: rbac.authorization.k8s.io/v1
+# kind: RoleBinding
+# metadata: {name: alice-model-artifact-reader, namespace: team-a}
+# roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: model-artifact-reader}
+# subjects:
+#   - {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
+"""
+
+
+def load(path: pathlib.Path) -> rbac.Policy:
+    """The operator's documents (an absent file is an empty policy)."""
+    if not path.exists():
+        return rbac.Policy()
+    try:
+        documents = list(yaml.safe_load_all(path.read_text()))
+    except yaml.YAMLError as exc:
+        raise rbac.PolicyError(f"{path}: not valid YAML ({exc})") from None
+    return rbac.parse(documents, source=str(path))
+
+
+def ensure_file(path: pathlib.Path) -> None:
+    """Write the commented starting file on first start; an existing file is left alone."""
+    if not path.exists():
+        path.write_text(FILE_HEADER)
+        path.chmod(0o600)

@@ -1,0 +1,106 @@
+"""The delegated chain of cluster mode, as kube's generic API server builds it
+(k8s.io/apiserver DelegatingAuthenticationOptions / DelegatingAuthorizationOptions):
+
+authentication: front proxy (requestheader) -> client certificate -> bearer token (the token
+file when given, then TokenReview, cached); anonymous when none had an opinion.
+authorization: system:masters -> always-allowed paths -> SubjectAccessReview (cached).
+Trust comes from the flag files when given, else from the watched ConfigMap; both feed the TLS
+handshake bundle. At start, before listening: the trust is read, the worker identity is learned
+(SelfSubjectReview, else TokenReview of the own token) and kube-apiserver's version is read.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import kube
+from apiserver import config, wiring
+from apiserver.auth import (
+    authenticator,
+    authorizer,
+    bearer,
+    clientcert,
+    guards,
+    requestheader,
+    sar,
+    static,
+    tokenreview,
+    trust,
+    trustfiles,
+    worker,
+)
+from apiserver.cluster import authconfig, pods, reviews, version
+from apiserver.serving import tls
+
+log = logging.getLogger(__name__)
+
+
+def _client(path: object) -> kube.Client:
+    return kube.Client.connect(path)  # type: ignore[arg-type]
+
+
+def delegated(settings: config.Settings, serving: tls.ServingContexts) -> wiring.Auth:
+    d = settings.delegation
+    own = _client(d.kubeconfig)
+    authn = own if d.authentication_config() == d.kubeconfig else _client(
+        d.authentication_config())
+    authz = own if d.authorization_config() == d.kubeconfig else _client(
+        d.authorization_config())
+    clients = {id(c): c for c in (own, authn, authz)}
+
+    holder = trust.Trust()
+    files = trustfiles.FileSources(holder, client_ca_file=d.client_ca_file,
+                                   request_header=d.request_header)
+    configmap = authconfig.AuthConfigMap(
+        authn, holder, client_ca=d.client_ca_file is None,
+        request_header=d.request_header.client_ca_file is None, flags=d.request_header)
+    holder.subscribe(lambda current: serving.set_client_cas(current.handshake_pem()))
+    serving.refreshers.append(files.refresh)
+
+    tokens: list[bearer.TokenAuthenticator] = []
+    if settings.token_auth_file is not None:
+        tokens.append(bearer.StaticTokens(static.load(settings.token_auth_file)))
+    tokens.append(tokenreview.TokenReview(
+        reviews.TokenReviews(authn), audiences=d.api_audiences,
+        success_ttl=d.token_cache_ttl, failure_ttl=d.token_cache_ttl))
+    chain = authenticator.Chain([
+        requestheader.FrontProxy(holder),
+        clientcert.ClientCertificate(holder),
+        bearer.Bearer(tokens),
+    ])
+    judge = authorizer.Delegating(
+        sar.SubjectAccessReview(reviews.AccessReviews(authz),
+                                allowed_ttl=d.authorized_cache_ttl,
+                                denied_ttl=d.unauthorized_cache_ttl),
+        always_allow_paths=d.always_allow_paths)
+    status_guards = guards.StatusGuards(
+        worker=worker.UNKNOWN_YET,
+        plugin=guards.Plugin(settings.plugin_namespace, settings.plugin_service_account),
+        pods=pods.Pods(own))
+    cluster_version = version.ClusterVersion(own)
+    identity = reviews.OwnIdentity(own, authn)
+
+    async def trust_sources() -> None:
+        files.load()
+        if configmap.needed:
+            await configmap.start()
+
+    async def learn_worker() -> None:
+        learned = await worker.learn(identity, identity)
+        status_guards.worker = worker.expect(learned, settings.worker_username)
+
+    async def stop() -> None:
+        await configmap.stop()
+        await cluster_version.stop()
+        for client in clients.values():
+            await client.aclose()
+
+    return wiring.Auth(
+        authentication=chain,
+        authorization=judge,
+        guards=status_guards,
+        cluster_version=cluster_version.current,
+        startup=[trust_sources, learn_worker, cluster_version.start],
+        shutdown=[stop],
+        cluster_client=own,
+    )

@@ -1,0 +1,66 @@
+"""What authenticates, authorizes and guards requests, for each mode: the parts ``__main__``
+hands to the app.
+
+Standalone: static tokens (admin, worker, node plugin) and the local RBAC policy. Cluster: the
+delegated chain of ``apiserver.cluster.wiring`` (front proxy, client certificates, TokenReview,
+SubjectAccessReview), built only when a cluster is configured, since it dials kube-apiserver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+
+import kube
+from apiserver import config
+from apiserver.auth import (
+    authenticator,
+    authorizer,
+    bearer,
+    guards,
+    policy,
+    rbac,
+    static,
+    worker,
+)
+from apiserver.registry import strategy
+from apiserver.serving import tls
+
+Hook = Callable[[], Awaitable[None]]
+
+
+@dataclasses.dataclass
+class Auth:
+    authentication: authenticator.Chain
+    authorization: authorizer.Authorizer
+    guards: guards.StatusGuards
+    """``guards.worker`` is the worker identity (``known``, ``reason``) the controllers check."""
+    cluster_version: strategy.ClusterVersion = strategy.floor_met
+    startup: list[Hook] = dataclasses.field(default_factory=list)
+    shutdown: list[Hook] = dataclasses.field(default_factory=list)
+    cluster_client: kube.Client | None = None
+    """Cluster mode: the server's own client (the worker identity), for the controllers too."""
+
+
+def standalone(settings: config.Settings) -> Auth:
+    assert settings.token_auth_file is not None and settings.policy_file is not None
+    tokens = static.load(settings.token_auth_file)
+    local = policy.builtin(worker=settings.worker_username, plugin=settings.plugin_username)
+    local = local + policy.load(settings.policy_file)
+    return Auth(
+        authentication=authenticator.Chain([bearer.Bearer([bearer.StaticTokens(tokens)])]),
+        authorization=authorizer.Delegating(rbac.Evaluator(local)),
+        guards=guards.StatusGuards(
+            worker=worker.WorkerIdentity.configured(settings.worker_username),
+            plugin=guards.Plugin(settings.plugin_namespace, settings.plugin_service_account),
+            pods=None,  # no cluster: the plugin's token carries its node-name extra
+        ),
+    )
+
+
+def for_settings(settings: config.Settings, serving: tls.ServingContexts) -> Auth:
+    if settings.standalone:
+        return standalone(settings)
+    from apiserver.cluster import delegation  # only cluster mode needs kube
+
+    return delegation.delegated(settings, serving)
