@@ -73,6 +73,11 @@ def standalone_leadership(settings: config.Settings, registry: build.Registry,
         timing=leader.Timing(cs.lease_duration, cs.renew_deadline, cs.retry_period))
 
 
+def no_token() -> str | None:
+    """No static token file (a server without one): plugins are read without a credential."""
+    return None
+
+
 SERVICE_ACCOUNT_TOKEN = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
@@ -93,7 +98,8 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     token: plugins.TokenSource
     if theirs is None:
         locator = plugins.StaticPlugins(dict(cs.plugin_urls))
-        token = worker_token(settings.token_auth_file, settings.worker_username)
+        token = (worker_token(settings.token_auth_file, settings.worker_username)
+                 if settings.token_auth_file is not None else no_token)
     else:
         pods = informer.Informer(theirs, clients.PODS, clock, namespace=cs.plugin_namespace,
                                  label_selector=cs.plugin_selector)

@@ -85,8 +85,10 @@ def _progress(ctl: kubectl.Kubectl) -> dict[str, Any]:
 
 
 def _report(server: support.RunningServer, entry: dict[str, Any]) -> None:
-    """Write node-1's NodeModelStore status as the plugin will (issue 10), as the worker."""
-    with server.client(token=server.worker_token) as client:
+    """Write node-1's NodeModelStore status as the plugin will (issue 10), with the plugin
+    identity (bound to node-1, the first --node; only it may write that status)."""
+    plugin_token = support.read_tokens(server.data_dir / "tokens.csv")[support.PLUGIN_USER]
+    with server.client(token=plugin_token) as client:
         current = client.get(f"{GROUP}/nodemodelstores/node-1").json()
         current["status"] = {"models": [entry]}
         written = client.put(f"{GROUP}/nodemodelstores/node-1/status", json=current)
