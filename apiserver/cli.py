@@ -131,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="NODE",
         help="standalone mode: the node the local node-plugin identity (DATA_DIR/plugin."
         "kubeconfig) is bound to, through its authentication.kubernetes.io/node-name extra; it "
-        "may write only that NodeModelStore's status (default: local)",
+        "may write only that NodeModelStore's status (default: the first --node, else local)",
     )
     p.add_argument(
         "--authorization-policy-file",

@@ -245,3 +245,12 @@ def test_standalone_only_controller_flags(tmp_path: pathlib.Path) -> None:
     for flags in (["--node", "n1"], ["--secrets-dir", str(tmp_path)]):
         with pytest.raises(SystemExit):
             cli.parse([*files, *flags])
+
+
+def test_the_plugin_identity_follows_the_first_node(tmp_path: pathlib.Path) -> None:
+    settings = cli.parse(["--standalone", "--data-dir", str(tmp_path),
+                          "--node", "gpu-1=https://127.0.0.1:32444", "--node", "gpu-2"])
+    assert settings.plugin_node == "gpu-1"
+    chosen = cli.parse(["--standalone", "--data-dir", str(tmp_path), "--node", "gpu-1",
+                        "--plugin-node", "gpu-2"])
+    assert chosen.plugin_node == "gpu-2"
