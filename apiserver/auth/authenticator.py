@@ -58,10 +58,6 @@ class Outcome:
     error: str = ""
     """Why a presented credential was refused (for the log; never a secret)."""
 
-    @property
-    def no_opinion(self) -> bool:
-        return self.user is None and not self.error
-
 
 NO_OPINION = Outcome()
 

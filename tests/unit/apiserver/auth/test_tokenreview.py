@@ -61,8 +61,8 @@ async def test_a_valid_token_is_its_user_and_cached_ten_seconds() -> None:
 async def test_a_plain_refusal_is_cached_an_error_is_not() -> None:
     reviewer = Reviewer({"unknown": reviews.TokenReviewStatus(False)})
     tokens = _authenticator(reviewer)
-    assert (await tokens.authenticate_token("unknown")).no_opinion
-    assert (await tokens.authenticate_token("unknown")).no_opinion
+    assert (await tokens.authenticate_token("unknown")) == authenticator.NO_OPINION
+    assert (await tokens.authenticate_token("unknown")) == authenticator.NO_OPINION
     assert len(reviewer.calls) == 1
     for _ in range(2):
         outcome = await tokens.authenticate_token("expired")
@@ -88,7 +88,7 @@ async def test_audiences_are_sent_and_must_intersect() -> None:
     })
     tokens = _authenticator(reviewer, audiences=("gpustack-model-peer",))
     assert (await tokens.authenticate_token("peer")).user == ALICE
-    assert (await tokens.authenticate_token("api")).no_opinion
+    assert (await tokens.authenticate_token("api")) == authenticator.NO_OPINION
     assert (await tokens.authenticate_token("implicit")).user == ALICE
     assert {audiences for _, audiences in reviewer.calls} == {("gpustack-model-peer",)}
     plain = Reviewer({"t": reviews.TokenReviewStatus(True, ALICE)})
@@ -166,5 +166,5 @@ async def test_no_authorization_or_other_scheme_is_no_opinion() -> None:
     for headers in ({}, {"authorization": ["Basic Zm9vOmJhcg=="]}, {"authorization": ["Bearer"]},
                     {"authorization": ["Bearer "]}):
         outcome = await bearer_auth.authenticate(authenticator.Credentials(headers))
-        assert outcome.no_opinion
+        assert outcome == authenticator.NO_OPINION
     assert reviewer.calls == []

@@ -72,7 +72,7 @@ async def test_front_proxy_believes_headers_only_over_its_certificate() -> None:
     headers = [("X-Remote-User", "alice"), ("X-Remote-Group", "tenants")]
     found = await auth.authenticate(_credentials(chain(proxy.client, proxy.ca), headers))
     assert found.user == users.UserInfo("alice", groups=("tenants",))
-    assert (await auth.authenticate(_credentials((), headers))).no_opinion
+    assert (await auth.authenticate(_credentials((), headers))) == authenticator.NO_OPINION
     intruder = await auth.authenticate(_credentials(chain(proxy.issue("intruder"), proxy.ca),
                                                     headers))
     assert intruder.user is None and "not an allowed name" in intruder.error
@@ -81,7 +81,7 @@ async def test_front_proxy_believes_headers_only_over_its_certificate() -> None:
                                                          stranger), headers))
     assert refused.user is None and refused.error
     nameless = await auth.authenticate(_credentials(chain(proxy.client, proxy.ca), []))
-    assert nameless.no_opinion  # the next authenticator runs
+    assert nameless == authenticator.NO_OPINION  # the next authenticator runs
 
 
 async def test_any_cn_when_no_names_are_allowed() -> None:
@@ -167,4 +167,4 @@ async def test_client_certificate_user_is_cn_and_os() -> None:
     front = FrontProxy()
     refused = await auth.authenticate(_credentials(chain(front.client, front.ca), []))
     assert refused.user is None and refused.error
-    assert (await auth.authenticate(_credentials((), []))).no_opinion
+    assert (await auth.authenticate(_credentials((), []))) == authenticator.NO_OPINION
