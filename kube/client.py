@@ -21,6 +21,7 @@ from typing import Any, Generic, TypedDict, TypeVar, cast
 import httpx2
 import lightkube
 from lightkube.core import resource as lk_resource
+from lightkube.core.selector import build_selector
 from lightkube.types import PatchType
 
 from kube import auth as kube_auth
@@ -207,15 +208,32 @@ class Client:
         fields: Mapping[str, Any] | str | None = None,
         resource_version: str | None = None,
         server_timeout: int | None = None,
+        bookmarks: bool = False,
     ) -> AsyncIterator[tuple[str, Res]]:
         """Events after ``resource_version`` (pass the list's; without one, every object is
         replayed as ADDED, again each time the stream is resumed). lightkube resumes a stream
         the server ended (after ``server_timeout`` seconds, kube's ``timeoutSeconds``) from the
-        last version seen; an ``Expired`` (410) means list again."""
-        stream = self._lk.watch(
-            res, namespace=namespace, labels=labels, fields=fields,
-            resource_version=resource_version, server_timeout=server_timeout,
-        )  # fmt: skip
+        last version seen; an ``Expired`` (410) means list again. ``bookmarks`` asks for
+        ``BOOKMARK`` events (``allowWatchBookmarks``), which move that version on while nothing
+        changes, so a resumed stream rarely finds its version compacted."""
+        if bookmarks:
+            # lightkube's watch() has no parameter for it; the same request with one more.
+            request = self.api._client.prepare_request(
+                "list", res=res, namespace=namespace, watch=True,
+                params={
+                    "timeoutSeconds": server_timeout,
+                    "resourceVersion": resource_version,
+                    "labelSelector": _selector(labels),
+                    "fieldSelector": _selector(fields, for_fields=True),
+                    "allowWatchBookmarks": "true",
+                },
+            )  # fmt: skip
+            stream = self.api._client.watch(request)
+        else:
+            stream = self._lk.watch(
+                res, namespace=namespace, labels=labels, fields=fields,
+                resource_version=resource_version, server_timeout=server_timeout,
+            )  # fmt: skip
         try:
             async for kind, obj in stream:
                 yield kind, obj
@@ -327,6 +345,14 @@ class Client:
         if not isinstance(answer, dict):
             raise errors.ServerError(200, "BadResponse", "configz did not answer an object")
         return answer
+
+
+def _selector(pairs: Mapping[str, Any] | str | None, *, for_fields: bool = False) -> str | None:
+    if not pairs:
+        return None
+    if isinstance(pairs, str):
+        return pairs
+    return str(build_selector(dict(pairs), for_fields=for_fields))
 
 
 def _segment(name: str) -> str:

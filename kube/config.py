@@ -32,8 +32,9 @@ class ClusterConfig:
     client certificate, basic auth or nothing).
     """
 
-    single: SingleConfig
-    auth: httpx2.Auth | None
+    single: SingleConfig = dataclasses.field(repr=False)
+    """lightkube's view; kept out of ``repr``, which would show a static token."""
+    auth: httpx2.Auth | None = dataclasses.field(repr=False)
     source: str
 
     @property

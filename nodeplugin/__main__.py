@@ -6,12 +6,13 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
 
 from hub import config as hub_config
-from nodeplugin import plugin
+from nodeplugin import plugin, scrub
 from nodeplugin.materialize import download
 
 
@@ -59,14 +60,15 @@ def parser() -> argparse.ArgumentParser:
                    "beside it (verified) instead of downloading")
     p.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
     add_hub_flags(p)
+    add_store_flags(p)
     add_https_flags(p)
     return p
 
 
 def add_hub_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
-        "hub downloads (used without --import-dir; they stand in for the node's NodeModelStore "
-        "spec until the plugin reads it)"
+        "hub downloads (used without --import-dir; start-up defaults that stand in for the "
+        "node's NodeModelStore spec until the plugin has applied it)"
     )
     g.add_argument("--huggingface-endpoint",
                    default=_env("HF_ENDPOINT", "https://huggingface.co"),
@@ -97,6 +99,39 @@ def add_hub_flags(p: argparse.ArgumentParser) -> None:
                    "$HIGH_WATERMARK_PERCENT or 80)")
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """An argparse type: a positive Go-style duration (``168h``, ``90m``, ``1h30m``) in
+    seconds."""
+    value, position, total = text.strip(), 0, 0.0
+    while position < len(value):
+        match = _DURATION.match(value, position)
+        if match is None:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 168h or 90m")
+        total += float(match[1]) * _UNITS[match[2]]
+        position = match.end()
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive duration")
+    return total
+
+
+def add_store_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("node store (the NodeModelStore, collection, integrity scrub)")
+    g.add_argument("--namespace", default=_env("POD_NAMESPACE", "gpustack-system"),
+                   help="the operator namespace, where the spec's CA ConfigMap lives (default: "
+                   "$POD_NAMESPACE or gpustack-system)")
+    g.add_argument("--scrub-interval", type=duration, default="168h", metavar="DURATION",
+                   help="one full integrity pass over the published trees per DURATION "
+                   "(default: 168h, a week)")
+    g.add_argument("--scrub-bytes-per-second", type=bounded(0, None),
+                   default=str(scrub.DEFAULT_BYTES_PER_SECOND),
+                   help="the scrub never reads faster than this; 0 is no limit beyond the "
+                   f"interval's pace (default: {scrub.DEFAULT_BYTES_PER_SECOND})")
+
+
 def add_https_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("HTTPS port (/metrics, /readyz, /livez, /model/downloads)")
     g.add_argument("--secure-port", type=bounded(0, 65535), default=_env("SECURE_PORT", "32444"),
@@ -108,8 +143,12 @@ def add_https_flags(p: argparse.ArgumentParser) -> None:
                    "self-signed pair is kept under ROOT/state/tls/")
     g.add_argument("--tls-private-key-file", default=None, help="the certificate's key (PEM)")
     g.add_argument("--downloads-token-file", default=None,
-                   help="file holding the bearer token GET /model/downloads requires (the "
-                   "worker's); without it that endpoint answers 403")
+                   help="standalone: the file holding the bearer token GET /model/downloads "
+                   "requires (the worker's, shared); re-read on every request")
+    g.add_argument("--worker-user", default=_env("WORKER_USER", ""),
+                   help="in a cluster (without --downloads-token-file): the user GET "
+                   "/model/downloads admits, after a TokenReview of the caller's token "
+                   "(default: $WORKER_USER; empty refuses everyone)")
 
 
 def config_from(args: argparse.Namespace) -> plugin.Config:
@@ -137,6 +176,10 @@ def config_from(args: argparse.Namespace) -> plugin.Config:
         tls_cert_file=args.tls_cert_file,
         tls_private_key_file=args.tls_private_key_file,
         downloads_token_file=args.downloads_token_file,
+        namespace=args.namespace,
+        worker_user=args.worker_user,
+        scrub_interval=args.scrub_interval,
+        scrub_bytes_per_second=args.scrub_bytes_per_second,
     )
 
 

@@ -1,24 +1,25 @@
-"""List and watch ``modelartifacts`` across namespaces over HTTP (the informer's client seam).
+"""List and watch ``modelartifacts`` across namespaces (the informer's client seam).
 
-``ArtifactClient`` is the Protocol the informer depends on; ``HttpArtifactClient`` implements it
-with httpx against the Kubernetes REST semantics (paged list with ``continue``, JSON-lines watch
-with ``resourceVersion`` and bookmarks, 410 Gone for a too-old version).
+``ArtifactClient`` is the Protocol the informer depends on; ``KubeArtifactClient`` implements it
+over the one Kubernetes client (``kube.Client``, lightkube underneath): a paged list (``limit`` and
+``continue`` on the client's connection and credential) and a watch from a ``resourceVersion``
+with bookmarks. The connection, the TLS trust and the credential (a kubeconfig, or the Pod's
+projected token re-read as it rotates) are ``kube``'s; nothing here reads a kubeconfig.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, TypedDict
 
-import httpx
+import lightkube
+from lightkube.core import resource as lk_resource
 
-from nodeplugin import kubeconfig
+import kube
+from kube import resources
+from openapi import resources as contract
 
-PATH = "/apis/worker.gpustack.ai/v1/modelartifacts"
-WATCH_TIMEOUT_SECONDS = 290
-"""The server ends each watch after this; the informer resumes from its last version."""
+PATH = f"/apis/{contract.GROUP}/{contract.VERSION}/{contract.MODEL_ARTIFACT.plural}"
 
 
 class ListPage(TypedDict):
@@ -49,76 +50,68 @@ class ArtifactClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-class HttpArtifactClient:
+class KubeArtifactClient:
+    """``ArtifactClient`` over ``kube.Client``. ``path`` and ``resource`` name what is listed
+    and watched (ModelArtifacts in every namespace; tests point it at another kind)."""
+
     def __init__(
         self,
-        connection: kubeconfig.Connection,
+        client: kube.Client,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
+        path: str = PATH,
+        resource: type[lk_resource.Resource] = resources.ModelArtifact,
+        owns_client: bool = True,
     ) -> None:
-        self._connection = connection
-        self._transport = transport
-        self._http: httpx.AsyncClient | None = None
-
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is None:
-            self._http = self._connection.http_client(
-                timeout=httpx.Timeout(30.0, read=WATCH_TIMEOUT_SECONDS + 30.0),
-                transport=self._transport,
-            )
-        return self._http
+        self._client = client
+        self._path = path
+        self._resource = resource
+        self._owns = owns_client
 
     async def list_page(self, *, limit: int, continue_token: str) -> ListPage:
-        params: dict[str, str | int] = {"limit": limit}
+        params = {"limit": str(limit)}
         if continue_token:
             params["continue"] = continue_token
         try:
-            response = await self._client().get(PATH, params=params)
-        except httpx.HTTPError as exc:
-            raise ApiError(f"listing modelartifacts: {type(exc).__name__}: {exc}") from exc
-        _check(response)
-        body = response.json()
+            answer = await self._client.request("GET", self._path, params=params)
+            body = answer.json()
+        except kube.Expired as exc:
+            raise Gone(exc.message) from None
+        except kube.KubeError as exc:
+            raise ApiError(f"listing {self._path}: {exc}") from None
+        except ValueError:
+            raise ApiError(f"listing {self._path}: the answer is not JSON") from None
+        if not isinstance(body, dict):
+            raise ApiError(f"listing {self._path}: the answer is not a list")
         meta = body.get("metadata") or {}
         return ListPage(
-            items=list(body.get("items") or []),
+            items=[item for item in body.get("items") or [] if isinstance(item, dict)],
             resourceVersion=str(meta.get("resourceVersion") or ""),
             continueToken=str(meta.get("continue") or ""),
         )
 
     async def watch(self, resource_version: str) -> AsyncIterator[WatchEvent]:
-        params: dict[str, str | int] = {
-            "watch": "true",
-            "allowWatchBookmarks": "true",
-            "resourceVersion": resource_version,
-            "timeoutSeconds": WATCH_TIMEOUT_SECONDS,
-        }
+        stream = self._client.watch(
+            self._resource, namespace=lightkube.ALL_NS, resource_version=resource_version,
+            bookmarks=True,
+        )  # fmt: skip
         try:
-            async with self._client().stream("GET", PATH, params=params) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    _check(response)
-                async for line in response.aiter_lines():
-                    if not line.strip():
-                        continue
-                    try:
-                        event = json.loads(line)
-                    except ValueError as exc:
-                        raise ApiError("watch sent a line that is not JSON") from exc
-                    yield WatchEvent(type=str(event.get("type")), object=event.get("object") or {})
-        except httpx.HTTPError as exc:
-            raise ApiError(f"watching modelartifacts: {type(exc).__name__}: {exc}") from exc
+            async for kind, obj in stream:
+                yield WatchEvent(type=kind, object=_plain(obj))
+        except kube.Expired as exc:
+            raise Gone(exc.message) from None
+        except kube.KubeError as exc:
+            raise ApiError(f"watching {self._path}: {exc}") from None
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        if self._owns:
+            await self._client.aclose()
 
 
-def _check(response: httpx.Response) -> None:
-    if response.status_code == 410:
-        raise Gone("resource version too old")
-    if response.status_code >= 400:
-        message = ""
-        with contextlib.suppress(ValueError):
-            message = str(response.json().get("message", ""))
-        raise ApiError(f"API answered {response.status_code} {message}".strip())
+def _plain(obj: Any) -> dict[str, Any]:
+    """A lightkube object as the wire's plain dict (generic resources already are dicts)."""
+    if isinstance(obj, dict):
+        return dict(obj)
+    to_dict = getattr(obj, "to_dict", None)
+    return dict(to_dict()) if callable(to_dict) else {}

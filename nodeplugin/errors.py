@@ -32,6 +32,10 @@ class Aborted(PluginError):
     """The digest is being materialized; the message carries the progress. kubelet retries."""
 
 
+class NotFound(PluginError):
+    """The volume the request names is not published here."""
+
+
 class ResourceExhausted(PluginError):
     """The node's cache cannot hold the digest."""
 

@@ -45,8 +45,9 @@ def sources_for(
     materializer: interface.Materializer,
     stock: inventory.Inventory,
     mounts: Callable[[], Mapping[str, int]],
+    gc_removed_bytes: Callable[[], int] = lambda: 0,
 ) -> Sources:
-    """Sources over a plugin's materializer, cache inventory and Node service."""
+    """Sources over a plugin's materializer, cache inventory, Node service and collection."""
 
     def stored() -> int:
         return stock.stored_bytes((p.digest, p.received_bytes) for p in materializer.running())
@@ -56,6 +57,7 @@ def sources_for(
         mounts=mounts,
         stored_bytes=stored,
         capacity_bytes=lambda: capacity.statvfs_usage(cache.root).total_bytes,
+        gc_removed_bytes=gc_removed_bytes,
     )
 
 

@@ -1,10 +1,12 @@
-"""Assemble and run the node plugin: cache start-up, informer, CSI server, shutdown.
+"""Assemble and run the node plugin: cache start-up, informer, node store, CSI server, shutdown.
 
-Start-up order matters: references are rebuilt from the live mount table and stray partial
-directories removed *before* the socket serves, so a restart never forgets a mounted Pod; the
-socket serves Identity and NodeGetInfo at once, while mounts answer Unavailable until the informer's
-first list completes. The HTTPS port (metrics, health, running downloads) starts last and is
-ready once the informer has synced.
+Start-up order matters: references are rebuilt from the live mount table, stray partial
+directories removed and every published tree's files checked against its manifest *before* the
+socket serves, so a restart never forgets a mounted Pod nor serves a damaged tree; the socket
+serves Identity and NodeGetInfo at once, while mounts answer Unavailable until the informer's
+first list completes. The node store (its spec, status, collection and scrub) starts with the
+socket. The HTTPS port (metrics, health, running downloads) starts last and is ready once the
+informer has synced. Every call to the API goes through one ``kube.Client``.
 """
 
 from __future__ import annotations
@@ -18,12 +20,27 @@ from collections.abc import Callable
 import grpc
 from prometheus_client import registry as prometheus_registry
 
+import kube
 from hub import config as hub_config
 from hub import errors as hub_errors
-from nodeplugin import apiclient, artifacts, kubeconfig, metrics, serve
-from nodeplugin.cache import fsutil, inventory, layout, locks, mounter, refs, usage, volumes
+from nodeplugin import apiclient, artifacts, metrics, reviews, scrub, serve
+from nodeplugin import clock as clocks
+from nodeplugin.cache import (
+    fsutil,
+    inventory,
+    layout,
+    locks,
+    mounter,
+    quarantine,
+    refs,
+    trees,
+    usage,
+    volumes,
+)
 from nodeplugin.csi import identity, node, server
-from nodeplugin.materialize import download, interface, local
+from nodeplugin.materialize import backoff, capacity, download, interface, local
+from nodeplugin.nodestore import assembly, collect, gate, source, watermarks
+from nodeplugin.nodestore import spec as specs
 
 log = logging.getLogger(__name__)
 VERSION = "0.1.0"
@@ -37,10 +54,16 @@ class Config:
     kubelet_dir: str
     kubeconfig: str | None = None
     import_dir: str | None = None
-    # Until the plugin reads its NodeModelStore, these stand in for its ``spec.hub``,
-    # ``spec.download`` and ``spec.watermarks.highPercent``.
+    # Until the plugin has applied its NodeModelStore's spec, these stand in for its
+    # ``spec.hub``, ``spec.download`` and ``spec.watermarks.highPercent``.
     hub: hub_config.HubConfig = dataclasses.field(default_factory=hub_config.HubConfig)
     download: download.Settings = dataclasses.field(default_factory=download.Settings)
+    namespace: str = "gpustack-system"
+    """The operator namespace: where the spec's CA ConfigMap lives."""
+    worker_user: str = ""
+    """The one user ``GET /model/downloads`` admits after a TokenReview (in a cluster)."""
+    scrub_interval: float = scrub.DEFAULT_INTERVAL
+    scrub_bytes_per_second: int = scrub.DEFAULT_BYTES_PER_SECOND
     secure_port: int = 0
     """The HTTPS port; 0 serves none (the command line defaults to 32444)."""
     bind_address: str = "0.0.0.0"
@@ -66,12 +89,24 @@ class Plugin:
     node_service: node.Node
     metrics: metrics.Metrics
     stock: Stock
+    store: assembly.NodeStore
+    gate: gate.Gate
+    failures: backoff.Backoff
+    quarantined: quarantine.Quarantine
+    ledger: capacity.Capacity
+    reviewer: reviews.Reviewer | None = None
+    kube_clients: list[kube.Client] = dataclasses.field(default_factory=list)
+    """The API clients this plugin built (closed with it)."""
     https_task: asyncio.Task[None] | None = None
     https_stop: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
     @property
     def registry(self) -> prometheus_registry.CollectorRegistry:
         return self.metrics.registry
+
+    @property
+    def collector(self) -> collect.Collector:
+        return self.store.collector
 
     async def stop(self, grace: float = 2.0) -> None:
         self.https_stop.set()
@@ -80,9 +115,12 @@ class Plugin:
             await asyncio.gather(self.https_task, return_exceptions=True)
         self.informer_task.cancel()
         await asyncio.gather(self.informer_task, return_exceptions=True)
+        await self.store.stop()
         await self.materializer.close()
         await self.stock.settle()
         await self.client.aclose()
+        for client in self.kube_clients:
+            await client.aclose()
 
 
 class Stock:
@@ -93,6 +131,13 @@ class Stock:
         self.inventory = inventory
         self._scan: asyncio.Task[None] | None = None
         self._refreshes: set[asyncio.Task[None]] = set()
+        self.refreshed: list[Callable[[str], None]] = []
+        """Called with each digest measured again (the status reporter listens)."""
+
+    @property
+    def scan(self) -> asyncio.Task[None] | None:
+        """The first measurement (None before ``start``)."""
+        return self._scan
 
     def start(self) -> None:
         """Measure what is on disk, in the background: the socket need not wait for it."""
@@ -118,6 +163,8 @@ class Stock:
             await asyncio.to_thread(self.inventory.refresh, digest)
         except OSError as exc:
             log.warning("cannot measure %s in the cache: %s", digest, exc)
+        for listener in self.refreshed:
+            listener(digest)
 
     async def settle(self) -> None:
         """Wait for the measurements under way (tests, shutdown)."""
@@ -147,14 +194,22 @@ async def rebuild_references(
     return refs.References({target: layout.digest_of_hex(h) for target, h in found.items()})
 
 
-def default_materializer(config: Config, cache: layout.Layout) -> interface.Materializer:
+def default_materializer(
+    config: Config,
+    cache: layout.Layout,
+    *,
+    space: capacity.Capacity | None = None,
+    failures: backoff.Backoff | None = None,
+) -> interface.Materializer:
     """The local importer with ``--import-dir``, else the hub downloader. A hub configuration
     the downloader refuses keeps the plugin serving published content; new digests then fail
-    ``InvalidRequest`` saying what is wrong."""
+    ``InvalidRequest`` saying what is wrong (until a valid spec brings a usable one)."""
     if config.import_dir:
-        return local.LocalImporter(cache, config.import_dir)
+        return local.LocalImporter(cache, config.import_dir, failures=failures)
     try:
-        return download.HubMaterializer.from_config(cache, config.hub, config.download)
+        return download.HubMaterializer.from_config(
+            cache, config.hub, config.download, space=space, failures=failures
+        )
     except hub_errors.HubError as err:
         log.error("the hub configuration is unusable: %s; published models are still mounted, "
                   "new ones fail until it is fixed", err.message)
@@ -195,58 +250,122 @@ async def start(
     client: apiclient.ArtifactClient | None = None,
     materializer: interface.Materializer | None = None,
     mount: mounter.Mounter | None = None,
+    kube_client: kube.Client | None = None,
+    cluster_client: kube.Client | None = None,
+    store_api: source.StoreApi | None = None,
+    reviewer: reviews.Reviewer | None = None,
+    failures: backoff.Backoff | None = None,
+    clock: clocks.Clock | None = None,
+    read_mountinfo: Callable[[], str] = refs.read_mountinfo,
 ) -> Plugin:
+    """Start everything. Without ``client`` the plugin builds one ``kube.Client`` from
+    ``config.kubeconfig`` (or the Pod's service account) and uses it for the artifacts, its
+    NodeModelStore and the TokenReviews; ``kube_client``/``cluster_client`` and ``store_api``
+    put other clients in (tests). Given only an artifact ``client``, it runs without a node
+    store: the flags stay in force and no status is written."""
     began = time.monotonic()
+    clock = clock or clocks.SystemClock()
     cache = layout.Layout(config.root)
     cache.create()
     removed = await asyncio.to_thread(clean_partials, cache)
+    await asyncio.to_thread(fsutil.remove_tree, cache.root / collect.TRASH)
     if removed:
         log.info("removed %d partial directories that belong to no attempt", len(removed))
-    references = await rebuild_references(cache)
-    usage_store = usage.UsageStore(cache.state_file(usage.FILE_NAME))
+    try:
+        references = await rebuild_references(cache, read_mountinfo)
+    except OSError as exc:
+        log.error("cannot read the mount table (%s); starting without references, and "
+                  "collection removes nothing until it can be read", exc)
+        references = refs.References()
+    usage_store = usage.UsageStore(cache.state_file(usage.FILE_NAME), clock=clock.now)
     usage_store.load()
     published = await asyncio.to_thread(cache.published)
     await usage_store.reconcile(references.digests(), published)
-    log.info("cache %s: %d published trees, %d live mounts", cache.root, len(published),
-             len(references))
+    held = quarantine.Quarantine(cache)
+    damaged = await asyncio.to_thread(scrub.verify_published, cache, held, clock.now())
+    log.info("cache %s: %d published trees (%d failed their check), %d live mounts", cache.root,
+             len(published), len(damaged), len(references))
+    built: list[kube.Client] = []
     if client is None:
-        connection = (
-            kubeconfig.load(config.kubeconfig) if config.kubeconfig else kubeconfig.in_cluster()
-        )
-        client = apiclient.HttpArtifactClient(connection)
+        if kube_client is None:
+            kube_client = kube.Client.connect(config.kubeconfig)
+            built.append(kube_client)
+        client = apiclient.KubeArtifactClient(kube_client, owns_client=False)
+        cluster_client = cluster_client or kube_client
+        if store_api is None:
+            store_api = source.KubeStoreApi(kube_client, cluster_client)
+    if reviewer is None and cluster_client is not None and not config.downloads_token_file:
+        reviewer = reviews.TokenReviewer(cluster_client, clock=clock)
     informer = artifacts.Informer(client)
+    digest_locks = locks.DigestLocks()
     volume_set = volumes.Volumes(
         cache,
         mount=mount or mounter.LinuxMounter(),
         references=references,
         usage_store=usage_store,
-        digest_locks=locks.DigestLocks(),
+        digest_locks=digest_locks,
         kubelet_dir=config.kubelet_dir,
     )
-    if materializer is None:
-        materializer = default_materializer(config, cache)
+    failures = failures or backoff.Backoff(cache)
+    ledger = capacity.Capacity(cache.root, high_percent=_flag_high(config, cache))
+    inner = materializer or default_materializer(config, cache, space=ledger, failures=failures)
+    front = gate.Gate(inner, cache)
     stock = Stock(inventory.Inventory(cache))
+    tree_facts = trees.Trees(cache)
+
+    def make_hub(hub: hub_config.HubConfig, spec: specs.NodeSpec) -> interface.Materializer:
+        settings = dataclasses.replace(config.download, concurrency=spec.concurrency,
+                                       bytes_per_second=spec.bytes_per_second)
+        return download.HubMaterializer.from_config(cache, hub, settings, space=ledger,
+                                                    failures=failures)
+
+    store = assembly.NodeStore(
+        assembly.Options(config.node_name, config.namespace, config.kubelet_dir,
+                         config.scrub_interval, config.scrub_bytes_per_second),
+        cache=cache, references=references, usage_store=usage_store,
+        digest_locks=digest_locks, materializer=front, failures=failures, quarantined=held,
+        ledger=ledger, stock=stock.inventory, tree_facts=tree_facts, clock=clock,
+        api=store_api, make_hub=make_hub, read_mountinfo=read_mountinfo,
+    )  # fmt: skip
+    front.on_started = lambda digest: store.changed()
     node_service = node.Node(
         node_name=config.node_name,
         informer=informer,
         volume_set=volume_set,
-        materializer=materializer,
+        materializer=front,
+        quarantined=held,
+        tree_facts=tree_facts,
     )
     measured = metrics.Metrics(metrics.sources_for(
-        cache, materializer, stock.inventory, lambda: node_service.mount_results))
-    materializer.add_done_callback(measured.completed)
-    materializer.add_done_callback(stock.completed)
+        cache, front, stock.inventory, lambda: node_service.mount_results,
+        gc_removed_bytes=lambda: store.collector.removed_bytes))
+    front.add_done_callback(measured.completed)
+    front.add_done_callback(stock.completed)
+    stock.refreshed.append(lambda digest: store.changed())
     grpc_server = await server.start(config.endpoint, identity.Identity(VERSION), node_service)
     task = asyncio.create_task(informer.run(), name="artifact informer")
     stock.start()
+    store.start(settled=stock.scan)
     elapsed = time.monotonic() - began
     log.info("serving CSI on %s as node %s (started in %.3fs)", config.endpoint, config.node_name,
              elapsed)
-    running = Plugin(config, cache, informer, volume_set, materializer, grpc_server, client, task,
-                     elapsed, node_service=node_service, metrics=measured, stock=stock)
+    running = Plugin(config, cache, informer, volume_set, front, grpc_server, client, task,
+                     elapsed, node_service=node_service, metrics=measured, stock=stock,
+                     store=store, gate=front, failures=failures, quarantined=held,
+                     ledger=ledger, reviewer=reviewer, kube_clients=built)
     if config.secure_port:
         running.https_task = await start_https(running, measured.registry)
     return running
+
+
+def _flag_high(config: Config, cache: layout.Layout) -> int:
+    """The start-up high watermark (the flag), capped by the capacity rule with kubelet's
+    defaults until a spec brings the node's own thresholds."""
+    high = config.download.high_percent
+    total = capacity.statvfs_usage(cache.root).total_bytes
+    shared = watermarks.shares_filesystem(cache.root, config.kubelet_dir)
+    return watermarks.effective(high, max(1, high - 1), None, total_bytes=total,
+                                shared=shared).high_percent
 
 
 def readiness(running: Plugin) -> str | None:
@@ -275,6 +394,8 @@ async def start_https(
         ready=lambda: readiness(running),
         running=running.materializer.running,
         token_file=config.downloads_token_file,
+        reviewer=running.reviewer,
+        worker_user=config.worker_user,
     )
     cfg = serve.hypercorn_config_for(config.bind_address, config.secure_port, cert, key)
     log.info("serving HTTPS on %s:%d (metrics, health, downloads)", config.bind_address,

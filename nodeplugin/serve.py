@@ -1,9 +1,9 @@
 """The plugin's HTTPS port: ``/metrics``, ``/readyz``, ``/livez`` and ``GET /model/downloads``.
 
 A small starlette app served by hypercorn over TLS. ``/model/downloads`` is for the worker's
-identity only; until the plugin delegates that check to a TokenReview (the cluster-mode issue) it
-compares a bearer token with a static one read from ``--downloads-token-file``, and without that
-file the endpoint refuses everyone.
+identity only: standalone, the caller's bearer token is compared with the shared one read from
+``--downloads-token-file``; in a cluster it is reviewed (``reviews.Reviewer``, a TokenReview) and
+admitted when it authenticates ``--worker-user``. With neither the endpoint refuses everyone.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from prometheus_client import exposition, registry
 from starlette import applications, requests, responses, routing
 
 from certs import authority
+from nodeplugin import reviews
 from nodeplugin.materialize import interface
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,11 @@ def make_app(
     ready: Callable[[], str | None],
     running: Callable[[], Sequence[interface.Progress]],
     token_file: str | None,
+    reviewer: reviews.Reviewer | None = None,
+    worker_user: str = "",
 ) -> applications.Starlette:
-    """``ready`` returns None when ready, else why not; ``running`` lists the attempts."""
+    """``ready`` returns None when ready, else why not; ``running`` lists the attempts. The
+    token file wins over the reviewer when both are given."""
 
     async def scrape(request: requests.Request) -> responses.Response:
         # Every figure is already in memory (no scrape touches the cache), so collection runs
@@ -108,16 +112,28 @@ def make_app(
         return responses.PlainTextResponse("ok\n")
 
     async def downloads(request: requests.Request) -> responses.Response:
-        if token_file is None:
+        if token_file is None and (reviewer is None or not worker_user):
             return _status(403, "Forbidden",
                            "downloads are served to the worker identity only, and this plugin "
-                           "has no --downloads-token-file")
+                           "has neither --downloads-token-file nor --worker-user")
         given = bearer(request)
         if given is None:
             return _status(401, "Unauthorized", "a bearer token is required")
-        expected = await asyncio.to_thread(read_token, token_file)
-        if expected is None or not hmac.compare_digest(given.encode(), expected.encode()):
-            return _status(403, "Forbidden", "this token may not read the running downloads")
+        if token_file is not None:
+            expected = await asyncio.to_thread(read_token, token_file)
+            if expected is None or not hmac.compare_digest(given.encode(), expected.encode()):
+                return _status(403, "Forbidden", "this token may not read the running downloads")
+        else:
+            assert reviewer is not None
+            try:
+                user = await reviewer.user_of(given)
+            except reviews.ReviewFailed as exc:
+                return _status(503, "ServiceUnavailable", f"cannot check the token now: {exc}")
+            if user is None:
+                return _status(401, "Unauthorized", "the token is not valid")
+            if user != worker_user:
+                return _status(403, "Forbidden", f'user "{user[:253]}" may not read the running '
+                               "downloads (the worker identity only)")
         return responses.JSONResponse(downloads_body(running()))
 
     return applications.Starlette(routes=[

@@ -75,6 +75,11 @@ class Inventory:
             else:
                 self._partials.pop(digest, None)
 
+    def digests(self) -> list[str]:
+        """The published trees measured so far (all of them once ``scan`` ran)."""
+        with self._lock:
+            return list(self._trees)
+
     def stored_bytes(self, running: Iterable[tuple[str, int]]) -> int:
         """Published trees plus partials, with ``(digest, received bytes)`` of each running
         attempt standing for its digest's partials."""

@@ -48,6 +48,18 @@ class UsageStore:
         self._clock = clock
         self._entries: dict[str, Usage] = {}
         self._write_lock = asyncio.Lock()
+        self._activity: dict[str, datetime.datetime] = {}
+        self._listeners: list[Callable[[set[str]], None]] = []
+
+    def add_listener(self, listener: Callable[[set[str]], None]) -> None:
+        """Call ``listener(digests)`` after each change that was stored (a first reference, a
+        last unreference, a new hour), on the event loop."""
+        self._listeners.append(listener)
+
+    def last_activity(self, digest: str) -> datetime.datetime | None:
+        """When this process last saw the digest mounted, unmounted or asked for (exact, not
+        truncated); None when it has not since it started."""
+        return self._activity.get(digest)
 
     def load(self) -> None:
         """Read the file; a missing or unreadable one starts empty (logged, then rebuilt)."""
@@ -77,7 +89,9 @@ class UsageStore:
     async def mark(self, digest: str, *, referenced: bool) -> None:
         """Record a use now; writes only on a change. Raises OSError when it cannot be stored."""
         # No fast path outside the lock: an earlier, still queued change may be the opposite one.
-        entry = Usage(hour_of(self._clock()), referenced)
+        moment = self._clock()
+        self._activity[digest] = moment
+        entry = Usage(hour_of(moment), referenced)
 
         def change(entries: dict[str, Usage]) -> None:
             entries[digest] = entry
@@ -90,7 +104,9 @@ class UsageStore:
         ``referenced`` keeps its value; partial downloads nobody asked for in 24 hours become
         removable by this time (``stale.removable_partials``).
         """
-        now = hour_of(self._clock())
+        moment = self._clock()
+        self._activity[digest] = moment
+        now = hour_of(moment)
 
         def change(entries: dict[str, Usage]) -> None:
             previous = entries.get(digest)
@@ -100,9 +116,12 @@ class UsageStore:
 
     async def reconcile(self, referenced: Iterable[str], known: Iterable[str]) -> None:
         """At start: flags from the live mounts; referenced digests count as used now."""
-        now = hour_of(self._clock())
+        moment = self._clock()
+        now = hour_of(moment)
         live = set(referenced)
         every = live | set(known)
+        for digest in live:
+            self._activity[digest] = moment
 
         def change(entries: dict[str, Usage]) -> None:
             for digest in every:
@@ -130,4 +149,20 @@ class UsageStore:
             }
             data = json.dumps(body, indent=1).encode() + b"\n"
             await asyncio.to_thread(disk.write_atomic, self._path, data)
+            changed = {d for d in entries.keys() | self._entries.keys()
+                       if entries.get(d) != self._entries.get(d)}
             self._entries = entries
+        for listener in self._listeners:
+            try:
+                listener(changed)
+            except Exception:
+                log.exception("a usage listener failed")
+
+    async def forget(self, digest: str) -> None:
+        """Drop the digest's record (collection removed everything of it)."""
+        self._activity.pop(digest, None)
+
+        def change(entries: dict[str, Usage]) -> None:
+            entries.pop(digest, None)
+
+        await self._commit(change)

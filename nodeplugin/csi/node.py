@@ -1,10 +1,12 @@
-"""The CSI Node service: NodeGetInfo, NodeGetCapabilities, NodePublishVolume, NodeUnpublishVolume.
+"""The CSI Node service: NodeGetInfo, NodeGetCapabilities, NodePublishVolume, NodeUnpublishVolume
+and NodeGetVolumeStats (``stats``).
 
 Publish checks the request's shape, then authorization (before any disk access), then binds a
 published tree or hands the digest to the Materializer and answers with its progress. Every other
-Node RPC answers UNIMPLEMENTED (the generated base class does that). Each publish outcome is
-counted in ``mount_results`` (``hit``, ``materialized``, ``denied``, ``pending``) for the metrics
-collector to read at scrape time.
+Node RPC answers UNIMPLEMENTED (the generated base class does that). A quarantined digest (its
+published tree failed an integrity check) is refused to new mounts with the reason. Each publish
+outcome is counted in ``mount_results`` (``hit``, ``materialized``, ``denied``, ``pending``) for
+the metrics collector to read at scrape time.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import logging
 import grpc
 
 from nodeplugin import artifacts, authorize, errors
-from nodeplugin.cache import targets, volumes
+from nodeplugin.cache import quarantine, targets, trees, volumes
 from nodeplugin.csi import errors as csi_errors
+from nodeplugin.csi import stats
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import interface
 from openapi import columns
@@ -38,11 +41,15 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         informer: artifacts.Informer,
         volume_set: volumes.Volumes,
         materializer: interface.Materializer,
+        quarantined: quarantine.Quarantine | None = None,
+        tree_facts: trees.Trees | None = None,
     ) -> None:
         self._node_name = node_name
         self._informer = informer
         self._volumes = volume_set
         self._materializer = materializer
+        self._quarantine = quarantined
+        self._trees = tree_facts or trees.Trees(volume_set.cache)
         self.mount_results: collections.Counter[str] = collections.Counter()
         """Publish outcomes by metric label; read by ``nodeplugin.metrics`` at scrape time."""
         # Digests this plugin answered "not yet" for: their first successful mount counts as
@@ -57,8 +64,18 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     async def NodeGetCapabilities(
         self, request: csi_pb2.NodeGetCapabilitiesRequest, context: grpc.aio.ServicerContext
     ) -> csi_pb2.NodeGetCapabilitiesResponse:
-        # No staging, no stats, no mount group: kubelet then only publishes and unpublishes.
-        return csi_pb2.NodeGetCapabilitiesResponse()
+        # Volume stats only (no staging, no mount group).
+        rpc = csi_pb2.NodeServiceCapability.RPC
+        return csi_pb2.NodeGetCapabilitiesResponse(capabilities=[
+            csi_pb2.NodeServiceCapability(rpc=rpc(type=rpc.GET_VOLUME_STATS)),
+        ])
+
+    async def NodeGetVolumeStats(
+        self, request: csi_pb2.NodeGetVolumeStatsRequest, context: grpc.aio.ServicerContext
+    ) -> csi_pb2.NodeGetVolumeStatsResponse:
+        async with csi_errors.translate(context, "NodeGetVolumeStats"):
+            return await stats.volume_stats(request, self._volumes, self._trees)
+        raise AssertionError("translate aborts the call")  # pragma: no cover
 
     async def NodePublishVolume(
         self, request: csi_pb2.NodePublishVolumeRequest, context: grpc.aio.ServicerContext
@@ -97,6 +114,13 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             mount_capability=request.volume_capability.HasField("mount"),
             volume_context=request.volume_context,
         )
+        if self._quarantine is not None:
+            held = self._quarantine.get(grant.digest)
+            if held is not None:
+                raise errors.Unavailable(
+                    f"materializing {grant.digest} failed (IntegrityMismatch): {held.message}; "
+                    "the node's copy is removed once no Pod mounts it, and the next mount "
+                    "downloads it again")
         if await self._volumes.publish(grant.target, grant.digest):
             return self._mounted(grant.digest)
         art = grant.artifact

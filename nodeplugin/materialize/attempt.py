@@ -172,7 +172,7 @@ class Attempt:
         ]
         held = await asyncio.to_thread(lambda: sum(f.prepare() for f in files))
         self.received = held
-        self._reservation = self._node.capacity.reserve(self.digest, self.total - held)
+        self._reservation = await self._node.capacity.admit(self.digest, self.total - held)
         log.info("materializing %s: %d files, %d bytes, %d held from before",
                  self.digest, len(files), self.total, held)
         try:

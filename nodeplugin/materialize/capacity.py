@@ -2,15 +2,16 @@
 
 A download reserves what it has yet to write. Admission counts the filesystem's current usage plus
 what every running download has yet to write, so two downloads that each fit but not together are
-never both admitted: the check and the booking happen in one step on the event loop. Collection
-to make room comes later; for now a reservation that does not fit fails.
+never both admitted: the check and the booking happen in one step on the event loop. A
+reservation that does not fit asks ``make_room`` (the plugin's collection) to remove unused
+content first, then tries once more; what still does not fit fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 
 class InsufficientCapacity(Exception):
@@ -59,11 +60,17 @@ class Capacity:
         *,
         high_percent: int = 80,
         usage: Callable[[str | os.PathLike[str]], Usage] = statvfs_usage,
+        make_room: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self._root = root
         self._usage = usage
         self.high_percent = high_percent
+        self.make_room = make_room
+        """Called with the bytes a reservation needs when it does not fit (collection)."""
         self._held: dict[int, Reservation] = {}
+
+    def usage(self) -> Usage:
+        return self._usage(self._root)
 
     def outstanding(self) -> int:
         """What running downloads have booked and not written yet."""
@@ -84,6 +91,16 @@ class Capacity:
         reservation = Reservation(self, key, size)
         self._held[id(reservation)] = reservation
         return reservation
+
+    async def admit(self, key: str, size: int) -> Reservation:
+        """``reserve``, making room first when it does not fit (one more try after that)."""
+        try:
+            return self.reserve(key, size)
+        except InsufficientCapacity:
+            if self.make_room is None:
+                raise
+        await self.make_room(size)
+        return self.reserve(key, size)
 
     def _release(self, reservation: Reservation) -> None:
         self._held.pop(id(reservation), None)

@@ -58,10 +58,15 @@ class HubMaterializer:
         settings: Settings = Settings(),
         *,
         client: httpx.AsyncClient | None = None,
+        space: capacity.Capacity | None = None,
+        failures: backoff.Backoff | None = None,
     ) -> None:
+        """``space`` and ``failures`` are the plugin's own ledger and failure records when it
+        shares them with collection and the status report; by default they are private."""
         self._cache = cache
         self._sources = dict(sources)
         self._client = client
+        self._retired: list[httpx.AsyncClient] = []
         self.settings = settings
         cache.create()
         self.node = attempt.Node(
@@ -69,29 +74,57 @@ class HubMaterializer:
             requests=limits.RequestLimiter(settings.concurrency),
             rate=limits.RateLimiter(settings.bytes_per_second),
             budget=limits.Budget(settings.memory_bytes),
-            capacity=capacity.Capacity(cache.root, high_percent=settings.high_percent),
+            capacity=space or capacity.Capacity(cache.root, high_percent=settings.high_percent),
             tuning=settings.tuning,
             policy=settings.policy,
             workers=settings.concurrency,
         )
-        self.backoff = backoff.Backoff(cache)
+        self.backoff = failures or backoff.Backoff(cache)
         self._attempts: dict[str, attempt.Attempt] = {}
         self.downloaded_bytes = 0
         self._done = interface.DoneCallbacks()
 
     @classmethod
     def from_config(
-        cls, cache: layout.Layout, config: hub_config.HubConfig, settings: Settings = Settings()
+        cls,
+        cache: layout.Layout,
+        config: hub_config.HubConfig,
+        settings: Settings = Settings(),
+        *,
+        space: capacity.Capacity | None = None,
+        failures: backoff.Backoff | None = None,
     ) -> HubMaterializer:
         """A materializer with its own hub client built from the node's hub settings."""
-        hub_config.check(config)
-        _read_in_large_pieces()
-        client = hub_config.make_client(config)
-        sources: dict[interface.SourceKind, source.Source] = {
-            "huggingFace": huggingface.HuggingFace(client, config.huggingface_endpoint),
-            "modelScope": modelscope.ModelScope(client, config.modelscope_endpoint),
-        }
-        return cls(cache, sources, settings, client=client)
+        client, sources = _hub_sources(config)
+        return cls(cache, sources, settings, client=client, space=space, failures=failures)
+
+    async def reconfigure(
+        self, config: hub_config.HubConfig, *, concurrency: int, bytes_per_second: int
+    ) -> None:
+        """Apply the node's spec: the limits at once (running downloads included); a new hub
+        client for attempts that start from now on, while running ones finish on theirs (it is
+        closed when no attempt runs any more). Raises ``HubError`` for an unusable config,
+        changing nothing."""
+        client, sources = _hub_sources(config)
+        if self._client is not None:
+            self._retired.append(self._client)
+        self._client, self._sources = client, sources
+        await self.node.requests.set_limit(concurrency)
+        self.node.rate.set_rate(bytes_per_second)
+        # New attempts run as many range workers as requests may be open; running ones keep
+        # theirs and share the resized limiter.
+        self.node = dataclasses.replace(self.node, workers=concurrency)
+        self.settings = dataclasses.replace(
+            self.settings, concurrency=concurrency, bytes_per_second=bytes_per_second
+        )
+        await self._close_retired()
+
+    async def _close_retired(self) -> None:
+        if self._attempts or not self._retired:
+            return
+        retired, self._retired = self._retired, []
+        for old in retired:
+            await old.aclose()
 
     async def ensure(self, request: interface.Request) -> interface.Progress:
         digest = request.digest
@@ -127,6 +160,8 @@ class HubMaterializer:
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             # Even when the caller is cancelled meanwhile: every socket goes with the client.
+            for old in self._retired:
+                await old.aclose()
             if self._client is not None:
                 await self._client.aclose()
 
@@ -174,6 +209,8 @@ class HubMaterializer:
                 await watchdog
             self._attempts.pop(digest, None)
             self._done.notify(interface.Completion(digest, result, time.monotonic() - began))
+            if self._retired and not self._attempts:
+                await self._close_retired()
 
     async def _watch(self, job: attempt.Attempt) -> None:
         idle = self.settings.idle_cancel_seconds
@@ -183,6 +220,18 @@ class HubMaterializer:
                 job.idle_canceled = True
                 job.task.cancel()
                 return
+
+
+def _hub_sources(
+    config: hub_config.HubConfig,
+) -> tuple[httpx.AsyncClient, dict[interface.SourceKind, source.Source]]:
+    hub_config.check(config)
+    _read_in_large_pieces()
+    client = hub_config.make_client(config)
+    return client, {
+        "huggingFace": huggingface.HuggingFace(client, config.huggingface_endpoint),
+        "modelScope": modelscope.ModelScope(client, config.modelscope_endpoint),
+    }
 
 
 def _read_in_large_pieces() -> None:

@@ -55,10 +55,11 @@ class LocalImporter:
         import_dir: str | os.PathLike[str],
         *,
         clock: Callable[[], datetime.datetime] = backoff.utcnow,
+        failures: backoff.Backoff | None = None,
     ) -> None:
         self._cache = cache
         self._dir = pathlib.Path(import_dir)
-        self.backoff = backoff.Backoff(cache, clock=clock)
+        self.backoff = failures or backoff.Backoff(cache, clock=clock)
         self._attempts: dict[str, _Attempt] = {}
         self._done = interface.DoneCallbacks()
         self.downloaded_bytes = 0

@@ -1,0 +1,341 @@
+"""Collection: removing unused content so the cache stays within its watermarks.
+
+It runs when usage passes the high watermark, when a reservation does not fit (``make_room``),
+and every five minutes. Under pressure (usage above the high watermark, or a reservation that
+needs room) it removes, oldest ``lastUsedTime`` first, until usage is down to the low watermark
+(or, for a reservation, low enough for it to fit):
+
+- published trees no Pod references, unreferenced for at least ten minutes;
+- partial downloads with no running attempt that no mount asked for in 24 hours.
+
+Every run also drops failure records 24 hours after their last failure once nothing else of
+their digest is left (no tree, no partial, no attempt), and removes quarantined trees as soon as
+no Pod references them. A digest in ``spec.pinned`` is never a candidate, and a referenced tree
+or a partial being written never is either. References come from the node's own mount table
+(read again before each run, together with the plugin's table), never from the API.
+
+Nothing is removed while the mount table cannot be read, before a spec was applied, or while
+the spec fails its check; ``skipped`` then says why, for the Ready message.
+
+A tree is removed under its digest's exclusive lock (mounts hold it shared from the check that
+the tree is published until the bind), by one ``rename`` out of ``objects/`` into ``trash/``
+after the references were checked again; the files are deleted afterwards, outside the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+import os
+import pathlib
+import secrets
+from collections.abc import Callable, Iterable
+
+from nodeplugin import clock as clocks
+from nodeplugin.cache import fsutil, inventory, layout, locks, quarantine, refs, stale, trees, usage
+from nodeplugin.materialize import backoff, capacity
+from nodeplugin.nodestore import apply
+
+log = logging.getLogger(__name__)
+
+PERIOD_SECONDS = 300.0
+UNREFERENCED_FOR = datetime.timedelta(minutes=10)
+FAILURES_KEPT_FOR = datetime.timedelta(hours=24)
+TRASH = "trash"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Candidate:
+    digest: str
+    last_used: datetime.datetime
+    path: str
+    tree: bool
+    """A published tree (else a partial download)."""
+
+
+@dataclasses.dataclass
+class Outcome:
+    removed: list[str] = dataclasses.field(default_factory=list)
+    removed_bytes: int = 0
+    skipped: str | None = None
+    records_dropped: int = 0
+
+
+class Collector:
+    def __init__(
+        self,
+        cache: layout.Layout,
+        *,
+        references: refs.References,
+        usage_store: usage.UsageStore,
+        digest_locks: locks.DigestLocks,
+        failures: backoff.Backoff,
+        quarantined: quarantine.Quarantine,
+        running: Callable[[], Iterable[str]],
+        ledger: capacity.Capacity,
+        stock: inventory.Inventory,
+        tree_facts: trees.Trees,
+        node: apply.NodeState,
+        clock: clocks.Clock,
+        read_mountinfo: Callable[[], str] = refs.read_mountinfo,
+        removed: Callable[[list[str]], None] = lambda digests: None,
+        measure: Callable[[str], int] | None = None,
+    ) -> None:
+        self._cache = cache
+        self._references = references
+        self._usage = usage_store
+        self._locks = digest_locks
+        self._failures = failures
+        self._quarantine = quarantined
+        self._running = running
+        self._ledger = ledger
+        self._stock = stock
+        self._trees = tree_facts
+        self._node = node
+        self._clock = clock
+        self._read_mountinfo = read_mountinfo
+        self._removed = removed
+        self._measure = measure or (lambda path: inventory.allocated_bytes(_path(path)))
+        self._started = clock.now()
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self.trash = cache.root / TRASH
+        self.removed_bytes = 0
+        """Bytes collection removed since start (``gc_removed_bytes_total``)."""
+        self.skipped: str | None = None
+        """Why the last collection removed nothing on purpose; None when it ran."""
+        self.nothing_to_remove = False
+        """The last run left usage above the high watermark with nothing left to remove."""
+        self.runs = 0
+        self._over = False
+
+    # --- triggers -------------------------------------------------------------------
+
+    def poke(self) -> None:
+        """Run soon (usage passed the high watermark, a quarantined tree lost its last Pod)."""
+        self._wake.set()
+
+    def observe(self, used: int, total: int) -> None:
+        """Told the usage every status report reads: passing the high watermark runs
+        collection at once (not at the next five-minute run)."""
+        effective = self._node.effective
+        over = effective is not None and used > total * effective.high_percent // 100
+        if over and not self._over:
+            self.poke()
+        self._over = over
+
+    async def make_room(self, needed: int) -> None:
+        """The capacity ledger's hook: a reservation of ``needed`` bytes does not fit."""
+        await self.collect(needed=needed)
+
+    async def run(self) -> None:
+        """Every five minutes, and whenever poked."""
+        while True:
+            await clocks.wait(self._wake, self._clock, PERIOD_SECONDS)
+            self._wake.clear()
+            try:
+                await self.collect()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("collection failed; trying again at the next run")
+
+    # --- one run --------------------------------------------------------------------
+
+    async def collect(self, *, needed: int = 0) -> Outcome:
+        async with self._lock:
+            outcome = await self._collect(needed)
+        self.runs += 1
+        if outcome.removed or outcome.records_dropped:
+            self._removed(outcome.removed)
+        return outcome
+
+    def _skip_reason(self) -> str | None:
+        if self._node.invalid is not None:
+            return "collection skipped: the node's spec fails its check"
+        if self._node.applied is None:
+            return "collection skipped: no configuration has been applied yet"
+        return None
+
+    async def _collect(self, needed: int) -> Outcome:
+        outcome = Outcome()
+        why = self._skip_reason()
+        mounted: set[str] = set()
+        if why is None:
+            try:
+                text = await asyncio.to_thread(self._read_mountinfo)
+                found = refs.scan(refs.parse_mountinfo(text), str(self._cache.objects))
+                mounted = {layout.digest_of_hex(h) for h in found.values()}
+            except (OSError, layout.LayoutError) as exc:
+                why = ("collection skipped: the node's mount table could not be read "
+                       f"({exc.strerror if isinstance(exc, OSError) else exc})")
+        if why is not None:
+            if why != self.skipped:
+                log.warning("%s; nothing removed", why)
+            self.skipped = outcome.skipped = why
+            return outcome
+        self.skipped = None
+        referenced = self._references.digests() | mounted
+        effective, spec = self._node.effective, self._node.applied
+        assert effective is not None and spec is not None
+        pinned = spec.pinned
+        await self._remove_quarantined(referenced, outcome)
+        await self._drop_old_failures(outcome)
+        space = self._ledger.usage()
+        high = space.total_bytes * effective.high_percent // 100
+        low = space.total_bytes * effective.low_percent // 100
+        target = low
+        if needed:
+            target = min(low, high - self._ledger.outstanding() - needed)
+        elif space.used_bytes <= high:
+            self.nothing_to_remove = False
+            return outcome
+        used = space.used_bytes
+        for candidate in self.candidates(referenced, pinned):
+            if used <= target:
+                break
+            if await self._remove(candidate, outcome):
+                used = self._ledger.usage().used_bytes
+        self.nothing_to_remove = used > high
+        if outcome.removed:
+            log.info("collection removed %d items (%d bytes); usage now %d of %d bytes",
+                     len(outcome.removed), outcome.removed_bytes, used, space.total_bytes)
+        return outcome
+
+    def candidates(self, referenced: set[str], pinned: frozenset[str]) -> list[Candidate]:
+        """What may go, oldest ``lastUsedTime`` first (trees and partials together)."""
+        now = self._clock.now()
+        records = self._usage.all()
+        running = set(self._running())
+        found: list[Candidate] = []
+        for digest in self._stock.digests():
+            if digest in referenced or digest in pinned or digest in self._quarantine:
+                continue
+            record = records.get(digest)
+            if now - self._last_activity(digest, record) < UNREFERENCED_FOR:
+                continue
+            path = str(self._cache.published_path(digest))
+            last = record.last_used if record else _published_time(path, self._started)
+            found.append(Candidate(digest, last, path, tree=True))
+        for partial in stale.removable_partials(self._cache, self._usage, running=running,
+                                                now=now):
+            if partial.digest in pinned:
+                continue
+            record = records.get(partial.digest)
+            found.append(Candidate(partial.digest, _last_used(record, self._started),
+                                   str(partial.path), tree=False))
+        found.sort(key=lambda c: (c.last_used, c.digest, c.path))
+        return found
+
+    def _last_activity(self, digest: str, record: usage.Usage | None) -> datetime.datetime:
+        """When the digest was last mounted, unmounted or asked for: exact when this process
+        saw it, else the end of its recorded hour (never earlier than it really was)."""
+        seen = self._usage.last_activity(digest)
+        if seen is not None:
+            return seen
+        if record is not None:
+            return record.last_used + datetime.timedelta(hours=1)
+        return self._started
+
+    async def _remove(self, candidate: Candidate, outcome: Outcome) -> bool:
+        digest = candidate.digest
+        if candidate.tree:
+            async with self._locks.exclusive(digest):
+                if self._references.count(digest) or digest in self._running():
+                    return False
+                moved = await asyncio.to_thread(self._move_to_trash, candidate.path)
+        else:
+            # No await between the check and the rename: no attempt can start in between.
+            if digest in set(self._running()):
+                return False
+            moved = self._move_to_trash(candidate.path)
+        if moved is None:
+            return False
+        size = await asyncio.to_thread(self._measure, moved)
+        await asyncio.to_thread(fsutil.remove_tree, _path(moved))
+        self.removed_bytes += size
+        outcome.removed_bytes += size
+        outcome.removed.append(digest)
+        log.info("collected %s %s (%d bytes, last used %s)", "tree" if candidate.tree
+                 else "partial download", digest, size, candidate.last_used.isoformat())
+        await self._settle(digest)
+        return True
+
+    async def _remove_quarantined(self, referenced: set[str], outcome: Outcome) -> None:
+        for entry in self._quarantine.all():
+            digest = entry.digest
+            if digest in referenced:
+                continue
+            async with self._locks.exclusive(digest):
+                if self._references.count(digest):
+                    continue
+                moved = await asyncio.to_thread(
+                    self._move_to_trash, str(self._cache.published_path(digest)))
+            if moved is not None:
+                size = await asyncio.to_thread(self._measure, moved)
+                await asyncio.to_thread(fsutil.remove_tree, _path(moved))
+                self.removed_bytes += size
+                outcome.removed_bytes += size
+                outcome.removed.append(digest)
+                log.warning("removed quarantined tree %s (%d bytes); the next mount downloads "
+                            "it again", digest, size)
+            await asyncio.to_thread(self._quarantine.remove, digest)
+            await self._settle(digest)
+
+    async def _drop_old_failures(self, outcome: Outcome) -> None:
+        now = self._clock.now()
+        running = set(self._running())
+        partial = {p.digest for p in await asyncio.to_thread(self._cache.partials)}
+        for failure in self._failures.all():
+            digest = failure.digest
+            if now - failure.last_failure < FAILURES_KEPT_FOR:
+                continue
+            if digest in running or digest in partial:
+                continue
+            if await asyncio.to_thread(self._cache.is_published, digest):
+                continue
+            await asyncio.to_thread(self._failures.clear, digest)
+            outcome.records_dropped += 1
+            log.info("dropped the failure record of %s (last failure %s)", digest,
+                     failure.last_failure.isoformat())
+
+    async def _settle(self, digest: str) -> None:
+        """After removing something of ``digest``: forget what described it once nothing of
+        it is left on the node."""
+        await asyncio.to_thread(self._stock.refresh, digest)
+        self._trees.forget(digest)
+        published = await asyncio.to_thread(self._cache.is_published, digest)
+        partials = [p for p in await asyncio.to_thread(self._cache.partials) if p.digest == digest]
+        if not published and not partials and not self._references.count(digest):
+            try:
+                await self._usage.forget(digest)
+            except OSError as exc:
+                log.warning("cannot drop the usage record of %s: %s", digest, exc)
+
+    def _move_to_trash(self, path: str) -> str | None:
+        """Rename ``path`` into ``trash/`` (one step: it stops being published or resumable
+        at once); None when it is already gone."""
+        os.makedirs(self.trash, mode=0o700, exist_ok=True)
+        destination = os.path.join(self.trash, f"{os.path.basename(path)}.{secrets.token_hex(4)}")
+        try:
+            os.rename(path, destination)
+        except FileNotFoundError:
+            return None
+        return destination
+
+def _last_used(record: usage.Usage | None, fallback: datetime.datetime) -> datetime.datetime:
+    return record.last_used if record is not None else fallback
+
+
+def _path(text: str) -> pathlib.Path:
+    return pathlib.Path(text)
+
+
+def _published_time(path: str, fallback: datetime.datetime) -> datetime.datetime:
+    """When a tree without a usage record was published (its directory's mtime)."""
+    try:
+        return datetime.datetime.fromtimestamp(os.stat(path).st_mtime, datetime.UTC)
+    except OSError:
+        return fallback

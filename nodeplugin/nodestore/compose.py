@@ -1,0 +1,152 @@
+"""Composing the node's status from the running pieces: the facts, then the conditions.
+
+``Composer.compose`` reads everything from memory (the cache inventory, the references, the
+usage records, the failure and quarantine records, the running attempts) plus one ``statvfs``;
+the manifest size of a tree it has not seen yet is read once, in a thread. Conditions keep their
+``lastTransitionTime`` while their status stays the same (in memory: a restart starts afresh,
+since status is rebuilt from the node and never read back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+
+from nodeplugin import clock as clocks
+from nodeplugin.cache import inventory, quarantine, refs, trees, usage
+from nodeplugin.materialize import backoff, capacity, interface
+from nodeplugin.nodestore import apply
+from nodeplugin.nodestore import status as statuses
+from openapi import reasons
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verdicts:
+    """What collection last found, for the conditions."""
+
+    skipped: Callable[[], str | None]
+    nothing_to_remove: Callable[[], bool]
+    over_high: Callable[[int, int], None] = lambda used, total: None
+    """Told every report's usage (collection runs when it passes the high watermark)."""
+
+
+class Conditions:
+    """Renders conditions, keeping ``lastTransitionTime`` until a status changes."""
+
+    def __init__(self, clock: clocks.Clock) -> None:
+        self._clock = clock
+        self._since: dict[str, tuple[str, str]] = {}
+
+    def condition(self, kind: str, status: str, reason: str, message: str,
+                  generation: int | None) -> statuses.Condition:
+        previous = self._since.get(kind)
+        if previous is None or previous[0] != status:
+            previous = (status, statuses.format_time(self._clock.now()))
+            self._since[kind] = previous
+        found: statuses.Condition = {
+            "type": kind, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": previous[1],
+        }
+        if generation is not None:
+            found["observedGeneration"] = generation
+        return found
+
+
+class Composer:
+    def __init__(
+        self,
+        *,
+        node: apply.NodeState,
+        stock: inventory.Inventory,
+        tree_facts: trees.Trees,
+        materializer: interface.Materializer,
+        failures: backoff.Backoff,
+        quarantined: quarantine.Quarantine,
+        references: refs.References,
+        usage_store: usage.UsageStore,
+        ledger: capacity.Capacity,
+        verdicts: Verdicts,
+        clock: clocks.Clock,
+    ) -> None:
+        self._node = node
+        self._stock = stock
+        self._trees = tree_facts
+        self._materializer = materializer
+        self._failures = failures
+        self._quarantine = quarantined
+        self._references = references
+        self._usage = usage_store
+        self._ledger = ledger
+        self._verdicts = verdicts
+        self._conditions = Conditions(clock)
+        self._sizes: dict[str, int] = {}
+
+    async def facts(self) -> statuses.Facts:
+        published = self._stock.digests()
+        unknown = [d for d in published if d not in self._sizes]
+        if unknown:
+            found = await asyncio.to_thread(lambda: {d: self._trees.size_bytes(d)
+                                                     for d in unknown})
+            self._sizes.update({d: size for d, size in found.items() if size is not None})
+        running = self._materializer.running()
+        space = self._ledger.usage()
+        return statuses.Facts(
+            published=published,
+            sizes={d: self._sizes[d] for d in published if d in self._sizes},
+            running=running,
+            failures=self._failures.all(),
+            quarantined={e.digest: e.message for e in self._quarantine.all()},
+            referenced=frozenset(self._references.digests()),
+            usage=self._usage.all(),
+            total_bytes=space.total_bytes,
+            used_bytes=space.used_bytes,
+            stored_bytes=self._stock.stored_bytes((p.digest, p.received_bytes) for p in running),
+        )
+
+    async def compose(self) -> statuses.Status:
+        facts = await self.facts()
+        self._verdicts.over_high(facts.used_bytes, facts.total_bytes)
+        listed, left_out = statuses.models(facts)
+        node = self._node
+        generation = node.observed_generation
+        if node.invalid is not None:
+            ready = self._conditions.condition(
+                reasons.READY, "False", reasons.INVALID_CONFIGURATION,
+                _sentences(f"the spec fails the plugin's check: {node.invalid}; no download "
+                           "starts and nothing is collected, published models still mount",
+                           _left_out(left_out)),
+                generation)
+        else:
+            notes = list(node.effective.notes) if node.effective is not None else []
+            skipped = self._verdicts.skipped()
+            if skipped:
+                notes.append(skipped)
+            ready = self._conditions.condition(
+                reasons.READY, "True", reasons.SERVING,
+                _sentences("serving mounts" + (f" and applying generation {generation}"
+                                               if generation is not None else ""),
+                           *notes, _left_out(left_out)),
+                generation)
+        if self._verdicts.nothing_to_remove():
+            low = self._conditions.condition(
+                reasons.CAPACITY_LOW, "True", reasons.NOTHING_TO_REMOVE,
+                "usage is above the high watermark and everything on the cache is in use or "
+                "pinned", generation)
+        else:
+            low = self._conditions.condition(
+                reasons.CAPACITY_LOW, "False", reasons.WITHIN_WATERMARKS,
+                "collection can keep usage within the watermarks", generation)
+        return statuses.body(facts, observed_generation=generation, conditions=[ready, low],
+                             listed=listed)
+
+
+def _left_out(count: int) -> str:
+    if not count:
+        return ""
+    return (f"{count} more entries are not listed in status.models (it holds at most "
+            f"{statuses.MAX_MODELS}: referenced ones first, then the most recently used)")
+
+
+def _sentences(*parts: str) -> str:
+    return "; ".join(part for part in parts if part)

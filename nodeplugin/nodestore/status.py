@@ -1,0 +1,194 @@
+"""The NodeModelStore ``status`` body, rebuilt from the node every time (never from the last one).
+
+``Facts`` is what the node holds right now: the published trees (and which are quarantined), the
+running attempts, the failure records, the live references, the usage records and the cache
+filesystem's figures. ``body`` turns them into the wire form. Entries carry a digest, sizes,
+times and a reason's meaning, and never a namespace, an artifact, a repository or a Pod.
+
+At most 256 entries: the referenced ones are kept first, then the most recently used; the Ready
+message counts what was left out. Entries are listed in digest order, so a status that did not
+change is byte-for-byte the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any, NotRequired, TypedDict
+
+from nodeplugin.cache import usage as usages
+from nodeplugin.materialize import backoff, interface
+from openapi import reasons
+from openapi import schema as contract
+
+MAX_MODELS = contract.MAX_MODELS
+MAX_MESSAGE = 1024
+QUARANTINE_SUFFIX = ("; the copy is refused to new mounts and removed once no Pod mounts it, "
+                     "then downloaded again")
+
+
+class Model(TypedDict):
+    digest: str
+    state: str
+    sizeBytes: NotRequired[int]
+    downloadedBytes: NotRequired[int]
+    source: NotRequired[str]
+    referenced: bool
+    lastUsedTime: NotRequired[str]
+    reason: NotRequired[str]
+    message: NotRequired[str]
+    retryTime: NotRequired[str]
+
+
+class Capacity(TypedDict):
+    totalBytes: int
+    storedBytes: int
+    usedPercent: int
+
+
+class Condition(TypedDict):
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastTransitionTime: str
+    observedGeneration: NotRequired[int]
+
+
+class Status(TypedDict):
+    observedGeneration: NotRequired[int]
+    capacity: Capacity
+    models: list[Model]
+    conditions: list[Condition]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Facts:
+    published: Sequence[str]
+    sizes: Mapping[str, int]
+    """The manifest size of each published tree (absent when it could not be read)."""
+    running: Sequence[interface.Progress]
+    failures: Sequence[backoff.Failure]
+    quarantined: Mapping[str, str]
+    """Digest -> what the integrity check found."""
+    referenced: frozenset[str]
+    usage: Mapping[str, usages.Usage]
+    total_bytes: int
+    used_bytes: int
+    stored_bytes: int
+
+
+def used_percent(used: int, total: int) -> int:
+    """The filesystem's usage rounded down to a multiple of 5."""
+    if total <= 0:
+        return 0
+    return min(100, used * 100 // total // 5 * 5)
+
+
+def format_time(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def models(facts: Facts) -> tuple[list[Model], int]:
+    """The entries to list and how many were left out by the 256 cap."""
+    entries: dict[str, Model] = {}
+    for digest in facts.published:
+        entry = _base(digest, facts)
+        if digest in facts.quarantined:
+            entry["state"] = "Failed"
+            entry["reason"] = reasons.FailureReason.INTEGRITY_MISMATCH.value
+            entry["message"] = _cut(facts.quarantined[digest] + QUARANTINE_SUFFIX)
+        else:
+            entry["state"] = "Ready"
+        if digest in facts.sizes:
+            entry["sizeBytes"] = facts.sizes[digest]
+        entries[digest] = entry
+    for progress in facts.running:
+        if progress.digest in entries:
+            continue
+        entry = _base(progress.digest, facts)
+        entry["state"] = "Downloading"
+        entry["downloadedBytes"] = progress.received_bytes
+        entry["source"] = "Hub"
+        if progress.total_bytes is not None:
+            entry["sizeBytes"] = progress.total_bytes
+        entries[progress.digest] = entry
+    for failure in facts.failures:
+        if failure.digest in entries:
+            continue
+        entry = _base(failure.digest, facts)
+        entry["state"] = "Failed"
+        entry["reason"] = failure.reason.value
+        entry["message"] = _cut(failure.message)
+        if failure.retry_time is not None:
+            entry["retryTime"] = format_time(failure.retry_time)
+        entries[failure.digest] = entry
+    if len(entries) <= MAX_MODELS:
+        return [entries[d] for d in sorted(entries)], 0
+    oldest = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+    def rank(digest: str) -> tuple[bool, float, str]:
+        record = facts.usage.get(digest)
+        moment = record.last_used if record is not None else oldest
+        return (digest not in facts.referenced, -moment.timestamp(), digest)
+
+    kept = sorted(sorted(entries, key=rank)[:MAX_MODELS])
+    return [entries[d] for d in kept], len(entries) - MAX_MODELS
+
+
+def _base(digest: str, facts: Facts) -> Model:
+    entry: Model = {"digest": digest, "state": "", "referenced": digest in facts.referenced}
+    record = facts.usage.get(digest)
+    if record is not None:
+        entry["lastUsedTime"] = format_time(record.last_used)
+    return entry
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+
+
+def capacity(facts: Facts) -> Capacity:
+    return {
+        "totalBytes": facts.total_bytes,
+        "storedBytes": facts.stored_bytes,
+        "usedPercent": used_percent(facts.used_bytes, facts.total_bytes),
+    }
+
+
+def body(
+    facts: Facts,
+    *,
+    observed_generation: int | None,
+    conditions: list[Condition],
+    listed: list[Model],
+) -> Status:
+    status: Status = {"capacity": capacity(facts), "models": listed, "conditions": conditions}
+    if observed_generation is not None:
+        status["observedGeneration"] = observed_generation
+    return status
+
+
+def without_progress(status: Mapping[str, Any]) -> dict[str, Any]:
+    """``status`` without its progress fields (``downloadedBytes``, and ``storedBytes`` while a
+    download runs): what is written at once when it changes."""
+    plain = {key: value for key, value in status.items() if key != "models"}
+    listed = status.get("models") or []
+    downloading = any(m.get("state") == "Downloading" for m in listed)
+    plain["models"] = [
+        {k: v for k, v in m.items() if k != "downloadedBytes"} for m in listed
+    ]
+    if downloading:
+        plain["capacity"] = {k: v for k, v in (status.get("capacity") or {}).items()
+                             if k != "storedBytes"}
+    return plain
+
+
+def progress_of(status: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """``digest -> (downloadedBytes, sizeBytes)`` of the downloads listed in ``status``."""
+    return {
+        str(m["digest"]): (int(m.get("downloadedBytes") or 0), int(m.get("sizeBytes") or 0))
+        for m in status.get("models") or []
+        if m.get("state") == "Downloading"
+    }

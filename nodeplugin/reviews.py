@@ -1,0 +1,67 @@
+"""Who is calling the plugin's HTTPS port: a TokenReview of the caller's bearer token.
+
+In a cluster ``GET /model/downloads`` is for the worker's identity only. The plugin does not
+judge tokens itself: it asks kube-apiserver (``TokenReview`` through ``kube.Client``) and admits
+the answer's user name when it is ``--worker-user``. Answers are kept for ten seconds, keyed by
+the token's SHA-256 (the token itself is never kept, logged or put in a message), so a worker
+polling every node does not cost a review per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Protocol
+
+from lightkube.models.authentication_v1 import TokenReviewSpec
+from lightkube.resources.authentication_v1 import TokenReview
+
+import kube
+from nodeplugin import clock as clocks
+
+log = logging.getLogger(__name__)
+
+TTL_SECONDS = 10.0
+MAX_CACHED = 1024
+
+
+class ReviewFailed(Exception):
+    """The review could not be made (the API is unreachable or refused it)."""
+
+
+class Reviewer(Protocol):
+    async def user_of(self, token: str) -> str | None:
+        """The user the token authenticates, None when it does not; ``ReviewFailed``."""
+        ...
+
+
+class TokenReviewer:
+    def __init__(self, client: kube.Client, *, clock: clocks.Clock,
+                 ttl: float = TTL_SECONDS) -> None:
+        self._client = client
+        self._clock = clock
+        self._ttl = ttl
+        self._cache: dict[str, tuple[float, str | None]] = {}
+        self.reviews = 0
+
+    async def user_of(self, token: str) -> str | None:
+        key = hashlib.sha256(token.encode()).hexdigest()
+        now = self._clock.monotonic()
+        cached = self._cache.get(key)
+        if cached is not None and now - cached[0] < self._ttl:
+            return cached[1]
+        try:
+            answer = await self._client.create(TokenReview(spec=TokenReviewSpec(token=token)))
+        except kube.KubeError as exc:
+            raise ReviewFailed(f"the TokenReview failed: {exc.reason}") from None
+        self.reviews += 1
+        result = answer.status
+        user: str | None = None
+        if result is not None and result.authenticated and result.user is not None:
+            user = result.user.username
+        if len(self._cache) >= MAX_CACHED:
+            self._cache = {k: v for k, v in self._cache.items() if now - v[0] < self._ttl}
+            if len(self._cache) >= MAX_CACHED:
+                self._cache.clear()
+        self._cache[key] = (now, user)
+        return user
