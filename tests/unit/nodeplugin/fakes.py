@@ -1,4 +1,5 @@
-"""Fakes for the node plugin's unit tests: an API client, a mounter, artifact objects."""
+"""Fakes for the node plugin's unit tests: an API client, a mounter, artifact objects, the node
+store's API."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import kube
 from nodeplugin import apiclient
 from nodeplugin.cache import targets
 
@@ -103,3 +105,95 @@ class FakeMounter:
         if not stack:
             del self.mounted[target.path]
         return True
+
+
+Events = asyncio.Queue[tuple[str, dict[str, Any]]]
+
+
+class FakeStoreApi:
+    """``nodestore.source.StoreApi`` in memory: one NodeModelStore, ConfigMaps, recorded status
+    writes. ``put``/``delete``/``put_config_map`` change them as the worker would, feeding the
+    open watches."""
+
+    def __init__(self) -> None:
+        self.store: dict[str, Any] | None = None
+        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.writes: list[dict[str, Any]] = []
+        self.version = 1
+        self.fail_writes: BaseException | None = None
+        self.fail_lists = 0
+        """How many of the next lists of the object fail (connection refused)."""
+        self._store_watchers: list[Events] = []
+        self._cm_watchers: dict[tuple[str, str], list[Events]] = {}
+
+    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
+        return obj
+
+    def put(self, obj: dict[str, Any]) -> None:
+        kind = "ADDED" if self.store is None else "MODIFIED"
+        self.store = self._bump(obj)
+        for queue in self._store_watchers:
+            queue.put_nowait((kind, self.store))
+
+    def delete(self) -> None:
+        gone, self.store = self.store, None
+        if gone is not None:
+            for queue in self._store_watchers:
+                queue.put_nowait(("DELETED", gone))
+
+    def put_config_map(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        kind = "MODIFIED" if (namespace, name) in self.config_maps else "ADDED"
+        cm = self._bump({"metadata": {"name": name, "namespace": namespace}, "data": data})
+        self.config_maps[(namespace, name)] = cm
+        for queue in self._cm_watchers.get((namespace, name), []):
+            queue.put_nowait((kind, cm))
+
+    async def list_store(self, name: str) -> tuple[dict[str, Any] | None, str]:
+        if self.fail_lists:
+            self.fail_lists -= 1
+            raise kube.ConnectionFailed(0, "ConnectionFailed", "connection refused")
+        found = self.store if self.store and self.store["metadata"]["name"] == name else None
+        return found, str(self.version)
+
+    async def watch_store(self, name: str, resource_version: str
+                          ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        queue: Events = asyncio.Queue()
+        self._store_watchers.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._store_watchers.remove(queue)
+
+    async def write_status(self, name: str, status: dict[str, Any]) -> None:
+        if self.fail_writes is not None:
+            raise self.fail_writes
+        if self.store is None:
+            raise kube.NotFound(404, "NotFound", f"nodemodelstores {name!r} not found")
+        self.writes.append(status)
+        self.store = dict(self.store, status=status)
+
+    async def list_config_map(self, namespace: str, name: str
+                              ) -> tuple[dict[str, Any] | None, str]:
+        return self.config_maps.get((namespace, name)), str(self.version)
+
+    async def watch_config_map(self, namespace: str, name: str, resource_version: str
+                               ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        queue: Events = asyncio.Queue()
+        self._cm_watchers.setdefault((namespace, name), []).append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._cm_watchers[(namespace, name)].remove(queue)
+
+
+def node_store(name: str = "node-1", *, generation: int = 1, spec: dict[str, Any] | None = None,
+               uid: str = "nms-uid-1") -> dict[str, Any]:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "NodeModelStore",
+        "metadata": {"name": name, "uid": uid, "generation": generation},
+        "spec": spec if spec is not None else {},
+    }

@@ -73,10 +73,12 @@ async def test_410_is_gone_and_other_errors_carry_no_token(
     client = _client(plane, tmp_path)
     page = await client.list_page(limit=1, continue_token="")
     # kube answers 410 for a continue token whose snapshot was compacted away.
-    with plane.fail(r"^GET /api/v1/configmaps$", 410, "The provided continue parameter is too "
-                    "old to display a consistent list result.", count=1):
-        with pytest.raises(apiclient.Gone):
-            await client.list_page(limit=1, continue_token=page["continueToken"])
+    too_old = ("The provided continue parameter is too old to display a consistent list "
+               "result.")
+    with plane.fail(r"^GET /api/v1/configmaps$", 410, too_old, count=1), pytest.raises(
+        apiclient.Gone
+    ):
+        await client.list_page(limit=1, continue_token=page["continueToken"])
     await client.aclose()
     stranger = _client(plane, tmp_path, token="not-a-known-token")
     with pytest.raises(apiclient.ApiError) as info:

@@ -51,7 +51,7 @@ def test_errors_name_the_problem(tmp_path: pathlib.Path) -> None:
                     "clusters: []\nusers: []\n")
     with pytest.raises(kube.ConfigError, match="'nope' not found"):
         config.from_kubeconfig(path)
-    with pytest.raises(kube.ConfigError, match="missing.*not found"):
+    with pytest.raises(kube.ConfigError, match=r"missing.*not found"):
         config.from_kubeconfig(tmp_path / "missing")
 
 
