@@ -152,6 +152,12 @@ class Collector:
             self._removed(outcome.removed)
         return outcome
 
+    def _skip(self, outcome: Outcome, why: str) -> Outcome:
+        if why != self.skipped:
+            log.warning("%s; nothing removed", why)
+        self.skipped = outcome.skipped = why
+        return outcome
+
     def _skip_reason(self) -> str | None:
         if self._node.invalid is not None:
             return "collection skipped: the node's spec fails its check"
@@ -161,27 +167,24 @@ class Collector:
 
     async def _collect(self, needed: int) -> Outcome:
         outcome = Outcome()
-        why = self._skip_reason()
-        mounted: set[str] = set()
-        if why is None:
-            try:
-                text = await asyncio.to_thread(self._read_mountinfo)
-                found = refs.scan(refs.parse_mountinfo(text), str(self._cache.objects))
-                mounted = {layout.digest_of_hex(h) for h in found.values()}
-            except (OSError, layout.LayoutError) as exc:
-                why = ("collection skipped: the node's mount table could not be read "
-                       f"({exc.strerror if isinstance(exc, OSError) else exc})")
-        if why is not None:
-            if why != self.skipped:
-                log.warning("%s; nothing removed", why)
-            self.skipped = outcome.skipped = why
-            return outcome
-        self.skipped = None
+        try:
+            text = await asyncio.to_thread(self._read_mountinfo)
+            found = refs.scan(refs.parse_mountinfo(text), str(self._cache.objects))
+            mounted = {layout.digest_of_hex(h) for h in found.values()}
+        except (OSError, layout.LayoutError) as exc:
+            detail = exc.strerror if isinstance(exc, OSError) else str(exc)
+            return self._skip(outcome, "collection skipped: the node's mount table could not "
+                              f"be read ({detail})")
         referenced = self._references.digests() | mounted
+        # A damaged tree goes as soon as no Pod mounts it, whatever the spec says.
+        await self._remove_quarantined(referenced, outcome)
+        why = self._skip_reason()
+        if why is not None:
+            return self._skip(outcome, why)
+        self.skipped = None
         effective, spec = self._node.effective, self._node.applied
         assert effective is not None and spec is not None
         pinned = spec.pinned
-        await self._remove_quarantined(referenced, outcome)
         await self._drop_old_failures(outcome)
         space = self._ledger.usage()
         high = space.total_bytes * effective.high_percent // 100
@@ -224,8 +227,9 @@ class Collector:
             if partial.digest in pinned:
                 continue
             record = records.get(partial.digest)
-            found.append(Candidate(partial.digest, _last_used(record, self._started),
-                                   str(partial.path), tree=False))
+            path = str(partial.path)
+            last = record.last_used if record else _published_time(path, self._started)
+            found.append(Candidate(partial.digest, last, path, tree=False))
         found.sort(key=lambda c: (c.last_used, c.digest, c.path))
         return found
 
@@ -325,16 +329,13 @@ class Collector:
             return None
         return destination
 
-def _last_used(record: usage.Usage | None, fallback: datetime.datetime) -> datetime.datetime:
-    return record.last_used if record is not None else fallback
-
-
 def _path(text: str) -> pathlib.Path:
     return pathlib.Path(text)
 
 
 def _published_time(path: str, fallback: datetime.datetime) -> datetime.datetime:
-    """When a tree without a usage record was published (its directory's mtime)."""
+    """For what has no usage record: when its directory last changed (a tree's publication,
+    a partial's last write)."""
     try:
         return datetime.datetime.fromtimestamp(os.stat(path).st_mtime, datetime.UTC)
     except OSError:
