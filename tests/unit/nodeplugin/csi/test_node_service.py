@@ -169,3 +169,40 @@ def test_outcome_messages() -> None:
     denied = interface.Progress(digest, interface.State.FAILED,
                                 reason=interface.Reason.ACCESS_DENIED, message="401")
     assert type(node.outcome_error(denied)).__name__ == "Unavailable"
+
+
+async def test_volume_stats_are_advertised_and_answer_the_mounted_tree(harness: Harness) -> None:
+    caps = await harness.node.NodeGetCapabilities(csi_pb2.NodeGetCapabilitiesRequest())
+    rpc = csi_pb2.NodeServiceCapability.RPC
+    assert [c.rpc.type for c in caps.capabilities] == [rpc.GET_VOLUME_STATS]
+    request = await _published(harness)
+    stats = await harness.node.NodeGetVolumeStats(csi_pb2.NodeGetVolumeStatsRequest(
+        volume_id=request.volume_id, volume_path=request.target_path))
+    by_unit = {u.unit: u for u in stats.usage}
+    tree = harness.running.cache.published_path(harness.digest)
+    files = [p for p in tree.rglob("*") if p.is_file()]
+    blocks = sum(os.lstat(p).st_blocks * 512 for p in files)
+    usage = by_unit[csi_pb2.VolumeUsage.BYTES]
+    assert (usage.used, usage.total, usage.available) == (blocks, blocks, 0)
+    assert blocks >= len(FILES["model.bin"])
+    inodes = by_unit[csi_pb2.VolumeUsage.INODES]
+    assert inodes.used == inodes.total == len(list(tree.rglob("*"))) + 1
+    # Not published there (never, or any more): NotFound; a malformed request: InvalidArgument.
+    other = harness.request("p2")
+    code, message = await _code(harness.node.NodeGetVolumeStats(
+        csi_pb2.NodeGetVolumeStatsRequest(volume_id="csi-p2", volume_path=other.target_path)))
+    assert code == grpc.StatusCode.NOT_FOUND and "no volume is published" in message
+    outside = "/etc/passwd"
+    code, _ = await _code(harness.node.NodeGetVolumeStats(
+        csi_pb2.NodeGetVolumeStatsRequest(volume_id="csi-x", volume_path=outside)))
+    assert code == grpc.StatusCode.NOT_FOUND
+    for missing in ("volume_id", "volume_path"):
+        asked = csi_pb2.NodeGetVolumeStatsRequest(volume_id="v", volume_path=request.target_path)
+        asked.ClearField(missing)
+        code, message = await _code(harness.node.NodeGetVolumeStats(asked))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and missing in message
+    await harness.node.NodeUnpublishVolume(csi_pb2.NodeUnpublishVolumeRequest(
+        volume_id=request.volume_id, target_path=request.target_path))
+    code, _ = await _code(harness.node.NodeGetVolumeStats(csi_pb2.NodeGetVolumeStatsRequest(
+        volume_id=request.volume_id, volume_path=request.target_path)))
+    assert code == grpc.StatusCode.NOT_FOUND

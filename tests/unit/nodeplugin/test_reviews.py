@@ -1,0 +1,97 @@
+"""``GET /model/downloads`` in a cluster: the caller's token is reviewed by kube-apiserver (the
+fixture control plane's TokenReview) and only the worker identity reads the downloads."""
+
+from __future__ import annotations
+
+import pathlib
+
+import httpx
+import pytest
+from prometheus_client import registry
+
+import kube
+from nodeplugin import metrics, reviews, serve
+from nodeplugin.materialize import interface
+from tests.support.controlplane import ControlPlane, Rule, service_account
+from tests.unit.nodeplugin import clocks
+
+DIGEST = "sha256:" + "0f" * 32
+WORKER = "system:serviceaccount:gpustack-system:model-manager"
+PLUGIN_TOKEN = "plugin-sa-token"
+WORKER_TOKEN = "worker-sa-token"
+TENANT_TOKEN = "tenant-sa-token"
+
+
+def _registry() -> registry.CollectorRegistry:
+    sources = metrics.Sources(downloaded_bytes=lambda: 0, mounts=lambda: {},
+                              stored_bytes=lambda: 0, capacity_bytes=lambda: 0)
+    return metrics.Metrics(sources).registry
+
+
+@pytest.fixture
+def plane(control_plane: ControlPlane) -> ControlPlane:
+    control_plane.add_token(PLUGIN_TOKEN, service_account(
+        "gpustack-system", "model-manager-plugin", uid="plugin-uid"))
+    control_plane.add_token(WORKER_TOKEN, service_account(
+        "gpustack-system", "model-manager", uid="worker-uid"))
+    control_plane.add_token(TENANT_TOKEN, service_account("team-a", "default", uid="t-uid"))
+    control_plane.policy.grant("system:serviceaccount:gpustack-system:model-manager-plugin",
+                               Rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)))
+    return control_plane
+
+
+async def test_only_the_worker_identity_reads_the_downloads(
+    plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    clock = clocks.ManualClock()
+    config = plane.write_kubeconfig(tmp_path / "plugin.kubeconfig", token=PLUGIN_TOKEN)
+    async with kube.Client.from_kubeconfig(config) as client:
+        reviewer = reviews.TokenReviewer(client, clock=clock)
+        running = [interface.Progress(DIGEST, interface.State.DOWNLOADING, 5, 10)]
+        app = serve.make_app(metrics=_registry(), ready=lambda: None, running=lambda: running,
+                             token_file=None, reviewer=reviewer, worker_user=WORKER)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="https://plugin") as http:
+
+            async def get(token: str | None) -> httpx.Response:
+                headers = {"Authorization": f"Bearer {token}"} if token else {}
+                return await http.get("/model/downloads", headers=headers)
+
+            ok = await get(WORKER_TOKEN)
+            assert ok.status_code == 200
+            assert ok.json()["downloads"][0] == {"digest": DIGEST, "downloadedBytes": 5,
+                                                 "sizeBytes": 10, "source": "Hub"}
+            tenant = await get(TENANT_TOKEN)
+            assert tenant.status_code == 403 and "team-a:default" in tenant.json()["message"]
+            stranger = await get("made-up-token")
+            assert stranger.status_code == 401
+            assert (await get(None)).status_code == 401
+            for answer in (ok, tenant, stranger):
+                assert WORKER_TOKEN not in answer.text and TENANT_TOKEN not in answer.text
+            reviewed = plane.recorder.count("/tokenreviews", "POST")
+            assert reviewed == 3
+            assert (await get(WORKER_TOKEN)).status_code == 200  # answered from the cache
+            assert plane.recorder.count("/tokenreviews", "POST") == reviewed
+            clock.advance(reviews.TTL_SECONDS)
+            assert (await get(WORKER_TOKEN)).status_code == 200  # reviewed again
+            assert plane.recorder.count("/tokenreviews", "POST") == reviewed + 1
+            clock.advance(reviews.TTL_SECONDS)
+            with plane.fail(r"tokenreviews", 503, "etcd is down"):
+                down = await get(WORKER_TOKEN)
+            assert down.status_code == 503 and "cannot check the token now" in down.text
+
+
+async def test_without_a_worker_user_nobody_reads_the_downloads(
+    plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    config = plane.write_kubeconfig(tmp_path / "plugin.kubeconfig", token=PLUGIN_TOKEN)
+    async with kube.Client.from_kubeconfig(config) as client:
+        app = serve.make_app(metrics=_registry(), ready=lambda: None, running=lambda: [],
+                             token_file=None,
+                             reviewer=reviews.TokenReviewer(client, clock=clocks.ManualClock()))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="https://plugin") as http:
+            answer = await http.get("/model/downloads",
+                                    headers={"Authorization": f"Bearer {WORKER_TOKEN}"})
+    assert answer.status_code == 403 and "--worker-user" in answer.json()["message"]
+    assert plane.recorder.count("/tokenreviews", "POST") == 0
