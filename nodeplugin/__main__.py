@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+import kube
 from hub import config as hub_config
 from nodeplugin import plugin, scrub
 from nodeplugin.materialize import download
@@ -183,8 +184,14 @@ def config_from(args: argparse.Namespace) -> plugin.Config:
     )
 
 
-async def serve(config: plugin.Config) -> None:
-    running = await plugin.start(config)
+async def serve(config: plugin.Config) -> int:
+    try:
+        running = await plugin.start(config)
+    except kube.ConfigError as err:
+        logging.getLogger(__name__).error(
+            "cannot reach the API: %s (pass --kubeconfig, or run in a Pod with its service "
+            "account)", err)
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -192,6 +199,7 @@ async def serve(config: plugin.Config) -> None:
     await stop.wait()
     logging.getLogger(__name__).info("stopping")
     await running.stop()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,8 +215,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    asyncio.run(serve(config_from(args)))
-    return 0
+    # One line per API request (every watch resumption, every status write) is noise at INFO.
+    logging.getLogger("httpx2").setLevel(max(logging.WARNING, logging.root.level))
+    return asyncio.run(serve(config_from(args)))
 
 
 if __name__ == "__main__":
