@@ -75,6 +75,11 @@ class Inventory:
             else:
                 self._partials.pop(digest, None)
 
+    def bytes_of(self, digest: str, *, tree: bool) -> int | None:
+        """What the digest's tree (or its partials) measured; None when not measured."""
+        with self._lock:
+            return (self._trees if tree else self._partials).get(digest)
+
     def digests(self) -> list[str]:
         """The published trees measured so far (all of them once ``scan`` ran)."""
         with self._lock:

@@ -158,11 +158,15 @@ class UsageStore:
             except Exception:
                 log.exception("a usage listener failed")
 
-    async def forget(self, digest: str) -> None:
-        """Drop the digest's record (collection removed everything of it)."""
-        self._activity.pop(digest, None)
+    async def forget(self, digests: Iterable[str]) -> None:
+        """Drop the records of these digests (collection removed everything of them), in one
+        write."""
+        dropped = set(digests)
+        for digest in dropped:
+            self._activity.pop(digest, None)
 
         def change(entries: dict[str, Usage]) -> None:
-            entries.pop(digest, None)
+            for digest in dropped:
+                entries.pop(digest, None)
 
         await self._commit(change)

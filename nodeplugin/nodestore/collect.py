@@ -196,11 +196,19 @@ class Collector:
             self.nothing_to_remove = False
             return outcome
         used = space.used_bytes
-        for candidate in self.candidates(referenced, pinned):
-            if used <= target:
-                break
-            if await self._remove(candidate, outcome):
-                used = self._ledger.usage().used_bytes
+        queue = self.candidates(referenced, pinned)
+        position = 0
+        while position < len(queue) and used > target:
+            # Choose as much as should bring usage to the target, by what each measured, then
+            # remove it together and read the usage again (measurements can be short).
+            batch, projected = [], used
+            while position < len(queue) and projected > target:
+                candidate = queue[position]
+                position += 1
+                batch.append(candidate)
+                projected -= max(1, await self._estimate(candidate))
+            await self._remove(batch, outcome)
+            used = self._ledger.usage().used_bytes
         self.nothing_to_remove = used > high
         if outcome.removed:
             log.info("collection removed %d items (%d bytes); usage now %d of %d bytes",
@@ -243,29 +251,48 @@ class Collector:
             return record.last_used + datetime.timedelta(hours=1)
         return self._started
 
-    async def _remove(self, candidate: Candidate, outcome: Outcome) -> bool:
-        digest = candidate.digest
-        if candidate.tree:
-            async with self._locks.exclusive(digest):
-                if self._references.count(digest) or digest in self._running():
-                    return False
-                moved = await asyncio.to_thread(self._move_to_trash, candidate.path)
-        else:
-            # No await between the check and the rename: no attempt can start in between.
-            if digest in set(self._running()):
-                return False
-            moved = self._move_to_trash(candidate.path)
-        if moved is None:
-            return False
-        size = await asyncio.to_thread(self._measure, moved)
-        await asyncio.to_thread(fsutil.remove_tree, _path(moved))
-        self.removed_bytes += size
-        outcome.removed_bytes += size
-        outcome.removed.append(digest)
-        log.info("collected %s %s (%d bytes, last used %s)", "tree" if candidate.tree
-                 else "partial download", digest, size, candidate.last_used.isoformat())
-        await self._settle(digest)
-        return True
+    async def _estimate(self, candidate: Candidate) -> int:
+        known = self._stock.bytes_of(candidate.digest, tree=candidate.tree)
+        if known is not None:
+            return known
+        return await asyncio.to_thread(self._measure, candidate.path)
+
+    async def _remove(self, batch: list[Candidate], outcome: Outcome) -> None:
+        """Take each candidate out of ``objects/`` (or ``partial/``) by one rename, after
+        checking again that nothing uses it; then delete them all in one worker thread."""
+        moved: list[tuple[Candidate, str]] = []
+        for candidate in batch:
+            digest = candidate.digest
+            if candidate.tree:
+                async with self._locks.exclusive(digest):
+                    if self._references.count(digest):
+                        continue
+                    gone = self._move_to_trash(candidate.path)
+            else:
+                # No await between the check and the rename: no attempt can start in between.
+                if digest in set(self._running()):
+                    continue
+                gone = self._move_to_trash(candidate.path)
+            if gone is not None:
+                moved.append((candidate, gone))
+        if not moved:
+            return
+        sizes = await asyncio.to_thread(self._delete, [path for _, path in moved])
+        for (candidate, _), size in zip(moved, sizes, strict=True):
+            self.removed_bytes += size
+            outcome.removed_bytes += size
+            outcome.removed.append(candidate.digest)
+            log.debug("collected %s %s (%d bytes, last used %s)", "tree" if candidate.tree
+                      else "partial download", candidate.digest, size,
+                      candidate.last_used.isoformat())
+        await self._settle([candidate.digest for candidate, _ in moved])
+
+    def _delete(self, paths: list[str]) -> list[int]:
+        sizes = []
+        for path in paths:
+            sizes.append(self._measure(path))
+            fsutil.remove_tree(_path(path))
+        return sizes
 
     async def _remove_quarantined(self, referenced: set[str], outcome: Outcome) -> None:
         for entry in self._quarantine.all():
@@ -275,18 +302,16 @@ class Collector:
             async with self._locks.exclusive(digest):
                 if self._references.count(digest):
                     continue
-                moved = await asyncio.to_thread(
-                    self._move_to_trash, str(self._cache.published_path(digest)))
+                moved = self._move_to_trash(str(self._cache.published_path(digest)))
             if moved is not None:
-                size = await asyncio.to_thread(self._measure, moved)
-                await asyncio.to_thread(fsutil.remove_tree, _path(moved))
+                size = (await asyncio.to_thread(self._delete, [moved]))[0]
                 self.removed_bytes += size
                 outcome.removed_bytes += size
                 outcome.removed.append(digest)
                 log.warning("removed quarantined tree %s (%d bytes); the next mount downloads "
                             "it again", digest, size)
             await asyncio.to_thread(self._quarantine.remove, digest)
-            await self._settle(digest)
+            await self._settle([digest])
 
     async def _drop_old_failures(self, outcome: Outcome) -> None:
         now = self._clock.now()
@@ -305,18 +330,27 @@ class Collector:
             log.info("dropped the failure record of %s (last failure %s)", digest,
                      failure.last_failure.isoformat())
 
-    async def _settle(self, digest: str) -> None:
-        """After removing something of ``digest``: forget what described it once nothing of
-        it is left on the node."""
-        await asyncio.to_thread(self._stock.refresh, digest)
-        self._trees.forget(digest)
-        published = await asyncio.to_thread(self._cache.is_published, digest)
-        partials = [p for p in await asyncio.to_thread(self._cache.partials) if p.digest == digest]
-        if not published and not partials and not self._references.count(digest):
+    async def _settle(self, digests: list[str]) -> None:
+        """After removing something of these digests: measure them again, and forget what
+        described a digest once nothing of it is left on the node."""
+
+        def left() -> list[str]:
+            partial = {p.digest for p in self._cache.partials()}
+            gone = []
+            for digest in digests:
+                self._stock.refresh(digest)
+                if not self._cache.is_published(digest) and digest not in partial:
+                    gone.append(digest)
+            return gone
+
+        gone = [d for d in await asyncio.to_thread(left) if not self._references.count(d)]
+        for digest in digests:
+            self._trees.forget(digest)
+        if gone:
             try:
-                await self._usage.forget(digest)
+                await self._usage.forget(gone)
             except OSError as exc:
-                log.warning("cannot drop the usage record of %s: %s", digest, exc)
+                log.warning("cannot drop the usage records of removed content: %s", exc)
 
     def _move_to_trash(self, path: str) -> str | None:
         """Rename ``path`` into ``trash/`` (one step: it stops being published or resumable

@@ -12,8 +12,8 @@ from prometheus_client import registry
 import kube
 from nodeplugin import metrics, reviews, serve
 from nodeplugin.materialize import interface
+from tests.support import manualclock as clocks
 from tests.support.controlplane import ControlPlane, Rule, service_account
-from tests.unit.nodeplugin import clocks
 
 DIGEST = "sha256:" + "0f" * 32
 WORKER = "system:serviceaccount:gpustack-system:model-manager"

@@ -14,7 +14,7 @@ from typing import Any
 import kube
 from nodeplugin.nodestore import reporter
 from nodeplugin.nodestore import status as statuses
-from tests.unit.nodeplugin import clocks
+from tests.support import manualclock as clocks
 
 TICK = reporter.TICK_SECONDS
 
