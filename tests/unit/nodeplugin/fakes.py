@@ -173,7 +173,10 @@ class FakeStoreApi:
         if self.store is None:
             raise kube.NotFound(404, "NotFound", f"nodemodelstores {name!r} not found")
         self.writes.append(status)
-        self.store = dict(self.store, status=status)
+        # Like the server, a status write is a change of the object its watchers see.
+        self.store = self._bump(dict(self.store, status=status))
+        for queue in self._store_watchers:
+            queue.put_nowait(("MODIFIED", self.store))
 
     async def list_config_map(self, namespace: str, name: str
                               ) -> tuple[dict[str, Any] | None, str]:

@@ -1,0 +1,103 @@
+"""The integrity scrub's checks and its pace (the re-hash itself against real files; the bind
+mounts and the quarantine's effect on mounts are in the integration tests)."""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import threading
+
+from nodeplugin import scrub
+from nodeplugin.cache import layout, publish, quarantine
+from openapi import manifest
+from tests.support import manualclock as clocks
+
+FILES = {"a.bin": b"a" * 5000, "dir/b.txt": b"hello"}
+
+
+def _publish(cache: layout.Layout, files: dict[str, bytes]) -> str:
+    cache.create()
+    entries = []
+    for path, data in files.items():
+        algorithm = "gitsha1" if path.endswith(".txt") else "sha256"
+        if algorithm == "sha256":
+            hexdigest = hashlib.sha256(data).hexdigest()
+        else:
+            hexdigest = hashlib.sha1(manifest.git_blob_sha1_prefix(len(data)) + data).hexdigest()
+        entries.append(manifest.Entry(path, algorithm, hexdigest, len(data)))  # type: ignore[arg-type]
+    digest = manifest.digest(entries)
+    staging = cache.root / "staging"
+    for path, data in files.items():
+        (staging / path).parent.mkdir(parents=True, exist_ok=True)
+        (staging / path).write_bytes(data)
+    publish.publish_tree(cache, staging, digest, manifest_bytes=manifest.canonical_bytes(entries))
+    return digest
+
+
+def test_sizes_names_and_hashes_are_checked(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    digest = _publish(cache, FILES)
+    never_stop: scrub.Throttle = lambda size: True  # noqa: E731
+    assert scrub.check_sizes(cache, digest) is None
+    assert scrub.rehash(cache, digest, never_stop) is None
+    tree = cache.published_path(digest)
+    (tree / "dir" / "b.txt").write_bytes(b"HELLO")  # same size, other bytes
+    assert scrub.check_sizes(cache, digest) is None
+    assert "gitsha1 differs" in (scrub.rehash(cache, digest, never_stop) or "")
+    (tree / "a.bin").write_bytes(b"a" * 10)
+    assert "10 bytes, the manifest says 5000" in (scrub.check_sizes(cache, digest) or "")
+    (tree / "a.bin").write_bytes(b"a" * 5000)
+    (tree / "extra").write_bytes(b"")
+    assert "extra: not in the manifest" in (scrub.check_sizes(cache, digest) or "")
+    (tree / "extra").unlink()
+    (tree / "a.bin").unlink()
+    (tree / "a.bin").symlink_to("/etc/hostname")
+    assert "not a regular file" in (scrub.check_sizes(cache, digest) or "")
+
+
+def test_a_tree_without_a_kept_manifest_is_left_alone(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    staging = tmp_path / "s"
+    staging.mkdir()
+    (staging / "f").write_bytes(b"x")
+    digest = "sha256:" + "ab" * 32
+    publish.publish_tree(cache, staging, digest)
+    assert scrub.check_sizes(cache, digest) is None
+    assert scrub.rehash(cache, digest, lambda size: True) is None
+
+
+async def test_a_pass_is_spread_over_the_interval_and_capped(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    digest = _publish(cache, FILES)
+    total = sum(len(d) for d in FILES.values())
+    rates: list[float] = []
+    seen: list[int] = []
+
+    def throttle(rate: float, stop: threading.Event) -> scrub.Throttle:
+        rates.append(rate)
+        return lambda size: seen.append(size) is None
+
+    records = quarantine.Quarantine(cache)
+    found: list[str] = []
+    scrubber = scrub.Scrubber(cache, records, clock=clocks.ManualClock(),
+                              quarantined=found.append, interval=100.0,
+                              bytes_per_second=1000, throttle=throttle)
+    assert await scrubber.scrub_once() == []
+    assert rates == [total / 100.0] and sum(seen) == total  # the interval's pace: slower
+    scrubber.interval = 0.001
+    await scrubber.scrub_once()
+    assert rates[-1] == 1000  # the cap
+    (cache.published_path(digest) / "a.bin").write_bytes(b"b" * 5000)
+    assert await scrubber.scrub_once() == [digest] and found == [digest]
+    assert records.get(digest) is not None
+    assert quarantine.Quarantine(cache).get(digest) is not None  # kept across a restart
+    assert await scrubber.scrub_once() == []  # a quarantined tree is not read again
+
+
+def test_the_pacer_stops_when_told(tmp_path: pathlib.Path) -> None:
+    stop = threading.Event()
+    pacer = scrub.Pacer(1.0, stop)  # one byte a second: the next chunk would wait long
+    stop.set()
+    assert pacer(1 << 20) is False
+    assert scrub.Pacer(0, threading.Event())(1 << 30) is True  # 0: unlimited
