@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import os
 import pathlib
 import random
 import subprocess

@@ -20,9 +20,8 @@ from typing import Any
 from bench import result
 from nodeplugin.cache import inventory, layout, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity, interface
-from nodeplugin.nodestore import apply, compose, reporter
+from nodeplugin.nodestore import apply, compose, reporter, watermarks
 from nodeplugin.nodestore import spec as specs
-from nodeplugin.nodestore import watermarks
 from tests.support import manualclock
 
 DOWNLOADS = 50
