@@ -24,7 +24,7 @@ from nodeplugin.cache import inventory, layout, locks, quarantine, refs, trees, 
 from nodeplugin.materialize import backoff, capacity
 from nodeplugin.nodestore import apply, collect, watermarks
 from nodeplugin.nodestore import spec as specs
-from tests.support import manualclock
+from tests.support import clock as manualclock
 
 TREES = 10_000
 REFERENCED = 1_000

@@ -22,7 +22,7 @@ from nodeplugin.cache import inventory, layout, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity, interface
 from nodeplugin.nodestore import apply, compose, reporter, watermarks
 from nodeplugin.nodestore import spec as specs
-from tests.support import manualclock
+from tests.support import clock as manualclock
 
 DOWNLOADS = 50
 MINUTES = 10

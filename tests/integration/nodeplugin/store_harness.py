@@ -21,7 +21,7 @@ from nodeplugin.cache import layout, publish
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import interface
 from openapi import manifest
-from tests.support import manualclock as clocks
+from tests.support import clock as clocks
 from tests.unit.nodeplugin import fakes
 
 MIB = 1 << 20

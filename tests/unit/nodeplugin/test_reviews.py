@@ -12,7 +12,7 @@ from prometheus_client import registry
 import kube
 from nodeplugin import metrics, reviews, serve
 from nodeplugin.materialize import interface
-from tests.support import manualclock as clocks
+from tests.support import clock as clocks
 from tests.support.controlplane import ControlPlane, Rule, service_account
 
 DIGEST = "sha256:" + "0f" * 32

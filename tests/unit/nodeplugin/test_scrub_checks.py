@@ -10,7 +10,7 @@ import threading
 from nodeplugin import scrub
 from nodeplugin.cache import layout, publish, quarantine
 from openapi import manifest
-from tests.support import manualclock as clocks
+from tests.support import clock as clocks
 
 FILES = {"a.bin": b"a" * 5000, "dir/b.txt": b"hello"}
 
