@@ -7,6 +7,7 @@ HELM   := $(VENV)/bin/helm
 LOCAL  ?= .local
 PORT   ?= 8443
 BENCH  ?=
+NODE   ?= $(shell hostname | tr '[:upper:]' '[:lower:]')
 
 .DEFAULT_GOAL := help
 .PHONY: help install run test lint bench demo chart-readme csi-proto etcd-proto clean
@@ -44,8 +45,8 @@ etcd-proto: ## regenerate the etcd v3 gRPC stubs from apiserver/storage/etcd/rpc
 	sed -i 's/^import rpc_pb2 as rpc__pb2/from . import rpc_pb2 as rpc__pb2/' apiserver/storage/etcd/gen/rpc_pb2_grpc.py
 	touch apiserver/storage/etcd/gen/__init__.py
 
-run: $(STAMP) ## run the API server standalone on https://127.0.0.1:$(PORT) with SQLite under .local/
-	$(PY) -m apiserver --standalone --data-dir $(LOCAL) --port $(PORT)
+run: $(STAMP) ## run the API server standalone on https://127.0.0.1:$(PORT) with SQLite under .local/, keeping a NodeModelStore for this machine ($(NODE))
+	$(PY) -m apiserver --standalone --data-dir $(LOCAL) --port $(PORT) --node $(NODE)
 
 test: $(STAMP) $(HELM) ## run the whole test suite (unit and integration)
 	$(PY) -m pytest -q

@@ -79,8 +79,6 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
     auth = wiring.for_settings(settings, serving)
     storage = open_storage(settings)
     registry = build.build(storage, cluster_version=auth.cluster_version)
-    names = dict.fromkeys([*settings.seed_nodemodelstores, *(n for n, _ in settings.nodes)])
-    seeds = [standalone.seeder(registry, name) for name in names]
     background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,
                                       identity=lambda: auth.guards.worker)
     application = app.build(
@@ -89,7 +87,7 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         authorization=auth.authorization,
         resource_routes=resources.routes(registry, auth.guards),
         # the worker identity is learned (auth.startup) before the controllers start
-        startup=[*auth.startup, *seeds, *background.start, *hooks],
+        startup=[*auth.startup, *background.start, *hooks],
         # stopped in reverse: the controllers first, then what they talk to kube-apiserver with
         stop=[*auth.shutdown, *background.stop],
     )

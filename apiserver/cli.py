@@ -34,7 +34,7 @@ DIR/plugin.kubeconfig under --data-dir, then prints the two commands to try next
 """
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_STANDALONE_ONLY = ("tls_san", "seed_nodemodelstore", "plugin_node",
+_STANDALONE_ONLY = ("tls_san", "plugin_node",
                     "authorization_policy_file")
 _CLUSTER_ONLY = ("kubeconfig", "authentication_kubeconfig", "authorization_kubeconfig",
                  "client_ca_file", "requestheader_client_ca_file", "requestheader_allowed_names",
@@ -142,21 +142,13 @@ def parser() -> argparse.ArgumentParser:
         "with a commented example)",
     )
     p.add_argument(
-        "--seed-nodemodelstore",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="create a NodeModelStore NAME with default spec at start-up unless it exists "
-        "(repeatable; for trying the API without node plugins, since clients cannot create one)",
-    )
-    p.add_argument(
         "--node",
         action="append",
         default=[],
         metavar="NAME[=URL]",
         help="standalone mode: a node running the plugin, and the https URL of its HTTPS port "
-        "(for the progress subresource's live bytes); its NodeModelStore is created at start "
-        "like --seed-nodemodelstore (repeatable)",
+        "(for the progress subresource's live bytes); the worker keeps a NodeModelStore NAME "
+        "with its spec while the controllers run, since clients cannot create one (repeatable)",
     )
     p.add_argument(
         "--controllers",
@@ -313,7 +305,6 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
             plugin_node=args.plugin_node or (nodes[0][0] if nodes else "local"),
             policy_file=policy.resolve(),
             tls_sans=tuple(args.tls_san),
-            seed_nodemodelstores=tuple(args.seed_nodemodelstore),
             storage=storage_flags.settings(p, args),
             **common,
         )

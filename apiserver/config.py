@@ -111,7 +111,6 @@ class Settings:
     """Standalone mode: the operator's RBAC documents (default DATA_DIR/policy.yaml)."""
     delegation: Delegation = dataclasses.field(default_factory=Delegation)
     tls_sans: tuple[str, ...] = ()
-    seed_nodemodelstores: tuple[str, ...] = ()
     nodes: tuple[tuple[str, str], ...] = ()
     """Standalone ``--node NAME[=URL]``: (name, its plugin's https URL or "")."""
     controllers: str = "embedded"

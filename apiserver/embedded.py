@@ -4,9 +4,13 @@ and, with ``--controllers=embedded``, the controllers, over an in-process client
 Returns start and stop hooks for the app's lifespan (after storage starts, before it closes).
 Given a client to kube-apiserver (``cluster``), the sources are the cluster's: Secrets, claims,
 the settings ConfigMap and the Lease (``controllers.cluster``), the plugin Pods for live
-progress, and the worker's projected ServiceAccount token to authenticate to the plugins.
-Without one (standalone), ``--secrets-dir``, every claim present, ``--node NAME=URL`` and the
-worker's static token.
+progress, the worker's projected ServiceAccount token to authenticate to the plugins, and the
+CSINodes and kubelet configz the node stores follow. Without one (standalone), ``--secrets-dir``,
+every claim present, ``--node NAME=URL`` and the worker's static token.
+
+The node stores controller (one NodeModelStore per node running the plugin) runs in this
+process whenever controllers run at all, with ``--controllers=external`` too: only the worker
+inside the API server can create NodeModelStores and write their spec.
 """
 
 from __future__ import annotations
@@ -22,7 +26,18 @@ from apiserver import config, inprocess, leases
 from apiserver.auth import static
 from apiserver.auth import worker as workers
 from apiserver.registry import build
-from controllers import claims, cluster, informer, kubeapi, leader, plugins, secrets, worker
+from controllers import (
+    claims,
+    cluster,
+    informer,
+    kubeapi,
+    leader,
+    nodestores,
+    plugins,
+    secrets,
+    storesettings,
+    worker,
+)
 from controllers import client as clients
 from controllers import clock as clocks
 
@@ -37,6 +52,47 @@ class Hooks:
     stop: list[Hook] = dataclasses.field(default_factory=list)
     node_view: worker.NodeView | None = None
     worker: worker.Worker | None = None
+    node_stores: nodestores.NodeStores | None = None
+
+
+def node_stores(
+    settings: config.Settings,
+    api: inprocess.RegistryClient,
+    view: worker.NodeView,
+    theirs: kubeapi.KubeApi | None,
+    found: cluster.Sources | None,
+    cluster_client: kube.Client | None,
+    clock: clocks.Clock,
+) -> tuple[nodestores.NodeStores, list[informer.Informer]]:
+    """The node stores controller and the informers it needs besides the NodeModelStores' and
+    the cluster's ConfigMaps (which ``cluster.sources`` already has)."""
+    cs = settings.controller_settings
+    base = storesettings.base_of(cs.hub)
+    if theirs is None or found is None or cluster_client is None:
+        names = [name for name, _ in settings.nodes]
+        return nodestores.NodeStores(api, view.informer, nodestores.StaticNodes(names),
+                                     nodestores.FixedSettings(base), clock), []
+    csinodes = informer.Informer(theirs, clients.CSI_NODES, clock)
+    watched = storesettings.ConfigMapSettings(
+        found.configmaps, namespace=cs.namespace, name=cs.settings_configmap, base=base,
+        recorder=found.recorder)
+    stores = nodestores.NodeStores(
+        api, view.informer, nodestores.CsiNodes(csinodes, theirs), watched, clock,
+        configz=nodestores.KubeConfigz(cluster_client.node_configz))
+    return stores, [csinodes]
+
+
+def _runner(stores: nodestores.NodeStores, informers: list[informer.Informer],
+            tasks: list[asyncio.Task[None]]) -> Hook:
+    """Run the node stores on their own (no Lease: every replica converges on the same spec,
+    and a create that loses a race is a conflict, read again)."""
+
+    async def start() -> None:
+        for found in informers:
+            tasks.append(asyncio.create_task(found.run(), name=f"informer {found.resource.plural}"))
+        tasks.append(asyncio.create_task(stores.run(), name="node stores"))
+
+    return start
 
 
 def worker_token(token_file: pathlib.Path, username: str) -> plugins.TokenSource:
@@ -131,21 +187,32 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     hooks_tasks: list[asyncio.Task[None]] = []
     hooks.start.append(start_view)
     hooks.stop.append(stop_view)
-    if settings.controllers != "embedded":
-        log.info("controllers: %s (not run in this process)", settings.controllers)
+    if settings.controllers == "none":
+        log.info("controllers: none (not run in this process)")
         return hooks
-    if theirs is not None:
-        found = cluster.sources(theirs, cs, clock)
+    found = cluster.sources(theirs, cs, clock) if theirs is not None else None
+    stores, store_informers = node_stores(settings, api, view, theirs, found, cluster_client,
+                                          clock)
+    hooks.node_stores = stores
+    if settings.controllers != "embedded":
+        log.info("controllers: %s (node stores run here, the rest out of this process)",
+                 settings.controllers)
+        extra = [found.configmaps] if found is not None else []
+        hooks.start.append(_runner(stores, [*store_informers, *extra], hooks_tasks))
+        return hooks
+    if found is not None:
         running = worker.Worker(api, cs, clock, index=view.index, secret_source=found.secrets,
                                 claim_source=found.claims, leadership=found.leadership,
-                                informers=found.informers, recorder=found.recorder)
+                                informers=[*found.informers, *store_informers],
+                                recorder=found.recorder, node_stores=stores)
         cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
     else:
         secret_source: secrets.Secrets = (
             secrets.DirSecrets(cs.secrets_dir, clock) if cs.secrets_dir else secrets.NoSecrets())
         running = worker.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
                                 claim_source=claims.AnyClaim(),
-                                leadership=standalone_leadership(settings, registry, clock))
+                                leadership=standalone_leadership(settings, registry, clock),
+                                node_stores=stores)
     hooks.worker = running
 
     async def start_worker() -> None:

@@ -82,6 +82,20 @@ class RegistryClient:
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 
+    async def create(self, resource: clients.Resource, obj: Obj) -> Obj:
+        namespace, _ = clients.key_of(obj)
+        try:
+            return await self._store(resource).create(obj, namespace=namespace)
+        except errors.StatusError as exc:
+            raise _translate(exc) from exc
+
+    async def update(self, resource: clients.Resource, obj: Obj) -> Obj:
+        namespace, name = clients.key_of(obj)
+        try:
+            return await self._store(resource).update(obj, namespace=namespace, name=name)
+        except errors.StatusError as exc:
+            raise _translate(exc) from exc
+
     async def update_status(self, resource: clients.Resource, obj: Obj) -> Obj:
         namespace, name = clients.key_of(obj)
         try:

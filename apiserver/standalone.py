@@ -21,11 +21,9 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 
-from apiserver import config, errors, kubeconfig
+from apiserver import config, kubeconfig
 from apiserver.auth import policy, static, user
-from apiserver.registry import build
 from certs import authority
-from openapi import resources
 
 log = logging.getLogger(__name__)
 
@@ -144,26 +142,3 @@ def greeter(prepared: Prepared) -> Callable[[], Awaitable[None]]:
         sys.stdout.flush()
 
     return greet
-
-
-def seeder(registry: build.Registry, name: str) -> Callable[[], Awaitable[None]]:
-    """A start-up hook creating NodeModelStore ``name`` (spec defaulted) unless it exists.
-
-    Clients cannot create NodeModelStores over HTTP (node plugins will, through their status
-    path, in a later issue), so this is how a standalone server gets one to show and delete.
-    """
-
-    async def seed() -> None:
-        obj = {
-            "apiVersion": resources.GROUP_VERSION,
-            "kind": resources.NODE_MODEL_STORE.kind,
-            "metadata": {"name": name},
-            "spec": {},
-        }
-        try:
-            await registry.nodemodelstores.create(obj, namespace="")
-        except errors.AlreadyExists:
-            return
-        log.info("seeded NodeModelStore %s", name)
-
-    return seed

@@ -38,6 +38,8 @@ CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", T
 PODS = Resource("", "v1", "pods", "Pod", True)
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+NODES = Resource("", "v1", "nodes", "Node", False)
+CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,6 +74,21 @@ class Client(Protocol):
     async def update_status(self, resource: Resource, obj: Obj) -> Obj:
         """Replace ``status`` (only) of ``obj``, which carries the resourceVersion it was read
         at; ``errors.Conflict`` when the object changed since."""
+        ...
+
+
+class Writer(Protocol):
+    """Creating and updating objects whole: only the in-process client has it, since only the
+    worker, inside the API server, creates NodeModelStores and writes their spec (clients
+    cannot, over HTTP)."""
+
+    async def create(self, resource: Resource, obj: Obj) -> Obj:
+        """``errors.Conflict`` when the name is taken."""
+        ...
+
+    async def update(self, resource: Resource, obj: Obj) -> Obj:
+        """Replace the object (its status is kept); ``obj`` carries the resourceVersion it was
+        read at, ``errors.Conflict`` when it changed since."""
         ...
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from lightkube.resources import coordination_v1, core_v1
+from lightkube.resources import coordination_v1, core_v1, storage_v1
 
 import kube
 from controllers import client as clients
@@ -28,6 +28,8 @@ MODELS: dict[clients.Resource, Any] = {
     clients.PODS: core_v1.Pod,
     clients.CONFIG_MAPS: core_v1.ConfigMap,
     clients.LEASES: coordination_v1.Lease,
+    clients.NODES: core_v1.Node,
+    clients.CSI_NODES: storage_v1.CSINode,
 }
 
 

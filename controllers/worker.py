@@ -69,7 +69,10 @@ class Worker:
         leadership: runtime.Leadership,
         informers: Sequence[informer.Informer] = (),
         recorder: events.Recorder | None = None,
+        node_stores: runtime.Runnable | None = None,
     ) -> None:
+        """``node_stores`` (only in the API server's process) runs with the other
+        controllers, while this replica leads."""
         self.hubs = hubs.Hubs(config.hub)
         self.recorder = recorder or events.LogRecorder()
         self.cache = hubs.ListingCache()
@@ -79,8 +82,10 @@ class Worker:
             claim_source, clock, interval=config.revalidate_interval, recorder=self.recorder,
             workers=config.resolver_workers)
         self.aggregator = aggregate.Aggregator(api, self.artifacts, index, clock)
-        self.manager = runtime.Manager([self.artifacts, *informers],
-                                       [self.resolver, self.aggregator], leadership)
+        running: list[runtime.Runnable] = [self.resolver, self.aggregator]
+        if node_stores is not None:
+            running.append(node_stores)
+        self.manager = runtime.Manager([self.artifacts, *informers], running, leadership)
         self._secrets = secret_source
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -321,7 +321,8 @@ async def start(
 
     store = assembly.NodeStore(
         assembly.Options(config.node_name, config.namespace, config.kubelet_dir,
-                         config.scrub_interval, config.scrub_bytes_per_second),
+                         config.scrub_interval, config.scrub_bytes_per_second,
+                         ca_bundle=config.hub.ca_bundle),
         cache=cache, references=references, usage_store=usage_store,
         digest_locks=digest_locks, materializer=front, failures=failures, quarantined=held,
         ledger=ledger, stock=stock.inventory, tree_facts=tree_facts, clock=clock,

@@ -60,7 +60,10 @@ class Applier:
         make_hub: MakeHub | None = None,
         notify: Callable[[], None] = lambda: None,
         applied: Callable[[], Awaitable[None]] | None = None,
+        default_ca_bundle: str | None = None,
     ) -> None:
+        """``default_ca_bundle`` (the plugin's ``--ca-bundle``, a deploy-time setting) is
+        trusted while the spec names no CA ConfigMap."""
         self._cache = cache
         self._gate = gate
         self._ledger = ledger
@@ -71,6 +74,7 @@ class Applier:
         self._notify = notify
         self._applied = applied
         self._ca_written: str | None = None
+        self._default_ca = default_ca_bundle
 
     async def changed(self, obj: dict[str, Any] | None, ca: source.CA) -> None:
         state = self.state
@@ -110,11 +114,11 @@ class Applier:
         self._notify()
 
     def _ca_file(self, hub: specs.Hub, ca: source.CA) -> str | None:
-        """The file holding the named ConfigMap's ``ca.crt``; SpecError when it is missing or
-        not a PEM bundle."""
+        """The file holding the named ConfigMap's ``ca.crt`` (SpecError when it is missing or
+        not a PEM bundle), or without one the deploy-time bundle, if any."""
         name = hub.ca_bundle_configmap
         if not name:
-            return None
+            return self._default_ca
         where = f"ConfigMap {self._namespace}/{name}"
         if ca.name != name or not ca.found:
             raise specs.SpecError(f"spec.hub.caBundleConfigMap: {where} does not exist")

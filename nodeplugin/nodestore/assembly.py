@@ -30,6 +30,8 @@ class Options:
     kubelet_dir: str
     scrub_interval: float = scrub.DEFAULT_INTERVAL
     scrub_bytes_per_second: int = scrub.DEFAULT_BYTES_PER_SECOND
+    ca_bundle: str | None = None
+    """The deploy-time hub CA bundle (``--ca-bundle``), while the spec names no ConfigMap."""
 
 
 log = logging.getLogger(__name__)
@@ -81,7 +83,7 @@ class NodeStore:
         self.applier = apply.Applier(
             cache, gate=materializer, ledger=ledger, kubelet_dir=options.kubelet_dir,
             state=self.state, namespace=options.namespace, make_hub=make_hub,
-            notify=self.changed, applied=self._applied,
+            notify=self.changed, applied=self._applied, default_ca_bundle=options.ca_bundle,
         )  # fmt: skip
         if api is not None:
             self.reporter = reporter.Reporter(

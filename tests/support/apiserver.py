@@ -83,6 +83,21 @@ class RunningServer:
             timeout=30.0,
         )
 
+    def wait_for(self, path: str, timeout: float = START_TIMEOUT) -> dict[str, object]:
+        """GET ``path`` (as the admin) until it answers 200, e.g. the NodeModelStore the worker
+        creates for a ``--node`` soon after start."""
+        deadline = time.monotonic() + timeout
+        with self.client() as client:
+            while True:
+                response = client.get(path)
+                if response.status_code == 200:
+                    found: dict[str, object] = response.json()
+                    return found
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{path} still answers {response.status_code} after "
+                                         f"{timeout}s:\n{self.log()[-4000:]}")
+                time.sleep(0.05)
+
     def stop(self) -> None:
         """Graceful stop: SIGTERM, then wait (SIGKILL if it does not exit in time)."""
         if self.process.poll() is None:

@@ -30,7 +30,8 @@ def artifact(name: str, **labels: str) -> str:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.RunningServer]:
     running = support.start(
-        tmp_path_factory.mktemp("kubectl"), extra_args=["--seed-nodemodelstore", NODE]
+        tmp_path_factory.mktemp("kubectl"),
+        extra_args=["--node", NODE, "--controllers=external"],  # the server keeps its object
     )
     try:
         yield running
@@ -139,7 +140,9 @@ def test_delete_wait(kubectl: kubectl_support.Kubectl) -> None:
     assert "NotFound" in err or "not found" in err
 
 
-def test_get_nodemodelstores(kubectl: kubectl_support.Kubectl) -> None:
+def test_get_nodemodelstores(server: support.RunningServer,
+                             kubectl: kubectl_support.Kubectl) -> None:
+    server.wait_for(f"/apis/worker.gpustack.ai/v1/nodemodelstores/{NODE}")
     out = kubectl.run("get", "nms").stdout.splitlines()
     assert out[0].split()[0] == "NAME"
     assert [line.split()[0] for line in out[1:]] == [NODE]

@@ -56,5 +56,5 @@ def test_help_lists_the_flags() -> None:
     )  # fmt: skip
     assert result.returncode == 0
     for flag in ("--standalone", "--data-dir", "--port", "--bind", "--tls-san",
-                 "--worker-user", "--seed-nodemodelstore", "--token-auth-file"):  # fmt: skip
+                 "--worker-user", "--node", "--token-auth-file"):  # fmt: skip
         assert flag in result.stdout

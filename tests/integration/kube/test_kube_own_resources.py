@@ -19,8 +19,9 @@ from tests.support.kubeclient import artifact
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.RunningServer]:
     with support.running(
         tmp_path_factory.mktemp("own"),
-        extra_args=["--seed-nodemodelstore", "node-a", "--plugin-node", "node-a"],
+        extra_args=["--node", "node-a", "--controllers=external"],
     ) as running:
+        running.wait_for("/apis/worker.gpustack.ai/v1/nodemodelstores/node-a")
         yield running
 
 

@@ -32,7 +32,8 @@ FILES = {"config.json": b"{}", "weights.bin": b"\x05" * 100_000}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.RunningServer]:
     with support.running(tmp_path_factory.mktemp("store-api"),
-                         extra_args=["--seed-nodemodelstore", NODE]) as running:
+                         extra_args=["--node", NODE, "--controllers=external"]) as running:
+        running.wait_for(f"{GROUP}/nodemodelstores/{NODE}")
         yield running
 
 

@@ -30,12 +30,12 @@ def test_repeatable_flags(tmp_path: pathlib.Path) -> None:
         [
             "--standalone", "--data-dir", str(tmp_path),
             "--tls-san", "a.example", "--tls-san", "10.1.2.3",
-            "--seed-nodemodelstore", "node-a", "--seed-nodemodelstore", "node-b",
+            "--node", "node-a", "--node", "node-b=https://10.0.0.2:32444",
             "--worker-user", "worker-x",
         ]
     )  # fmt: skip
     assert settings.tls_sans == ("a.example", "10.1.2.3")
-    assert settings.seed_nodemodelstores == ("node-a", "node-b")
+    assert settings.nodes == (("node-a", ""), ("node-b", "https://10.0.0.2:32444"))
     assert settings.worker_username == "worker-x"
 
 
@@ -134,7 +134,7 @@ def test_bad_durations(text: str) -> None:
         ["--standalone", "--tls-cert-file", "c.pem"],
         ["--standalone", "--port", "0"],
         ["--tls-cert-file", "c", "--tls-private-key-file", "k", "--token-auth-file", "t",
-         "--seed-nodemodelstore", "n"],
+         "--node", "n"],
         ["--tls-cert-file", "c", "--tls-private-key-file", "k", "--plugin-node", "n"],
         ["--standalone", "--kubeconfig", "kc"],
         ["--standalone", "--requestheader-client-ca-file", "ca"],
