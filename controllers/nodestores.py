@@ -89,8 +89,7 @@ class CsiNodes:
         self._api = api
 
     def names(self) -> set[str]:
-        return {name for _, name in self._csinodes.keys()
-                if lists_driver(self._csinodes.get("", name) or {})}
+        return {clients.key_of(obj)[1] for obj in self._csinodes.items() if lists_driver(obj)}
 
     def add_handler(self, handler: Callable[[str], None]) -> None:
         def changed(old: Obj | None, new: Obj | None) -> None:
@@ -202,7 +201,7 @@ class NodeStores:
     # triggers -----------------------------------------------------------------------------
 
     def _keys(self) -> list[str]:
-        return sorted(self._nodes.names() | {name for _, name in self._stores.keys()})
+        return sorted(self._nodes.names() | {clients.key_of(o)[1] for o in self._stores.items()})
 
     def _store_changed(self, old: Obj | None, new: Obj | None) -> None:
         _, name = clients.key_of(new or old or {})

@@ -136,7 +136,10 @@ def merge(data: Mapping[str, str], base: StoreSettings,
             modelscope_endpoint=hub["modelscope_endpoint"],
             https_proxy=hub["https_proxy"] or None, no_proxy=hub["no_proxy"]))
     except hub_errors.HubError as exc:
-        problems.append(f"the {ARTIFACT}* hub settings: {exc.message}")
+        message = exc.message
+        for key, field in HUB_KEYS.items():
+            message = message.replace(field, key)
+        problems.append(f"the hub settings: {message}")
         hub = {field: getattr(last, field) for field in HUB_KEYS.values()}
     merged.update(hub)
     bundle = value(CA_BUNDLE)

@@ -16,19 +16,16 @@ REPO = support.REPO
 TENANT_RULES = {"tenant.reads-own", "tenant.writes-refused", "tenant.other-namespaces-refused"}
 
 
-def _seed_flag() -> list[str]:
-    """A NodeModelStore to look at: --node once the controllers have it, else the seed flag."""
-    help_text = subprocess.run([sys.executable, "-m", "apiserver", "--help"], cwd=REPO,
-                               capture_output=True, text=True, check=True).stdout  # fmt: skip
-    if "--seed-nodemodelstore" in help_text:
-        return ["--seed-nodemodelstore", "conformance-node"]
-    return ["--node", "conformance-node"]
+NODE = "conformance-node"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.RunningServer]:
+    """A NodeModelStore to look at: the server keeps one for ``--node`` (its node stores run
+    in-process with ``--controllers=external``, without the resolver)."""
     data = tmp_path_factory.mktemp("conformance-server")
-    with support.running(data, extra_args=_seed_flag()) as running:
+    with support.running(data, extra_args=["--node", NODE, "--controllers=external"]) as running:
+        running.wait_for(f"/apis/worker.gpustack.ai/v1/nodemodelstores/{NODE}")
         yield running
 
 
