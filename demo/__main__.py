@@ -133,8 +133,6 @@ class Demo:
             args += ["--huggingface-endpoint", hub_endpoint]
         if has_flag(help_text, "--node"):
             args += ["--node", NODE]
-        elif has_flag(help_text, "--seed-nodemodelstore"):
-            args += ["--seed-nodemodelstore", NODE]
         if has_flag(help_text, "--plugin-node"):
             args += ["--plugin-node", NODE]  # plugin.kubeconfig's Pod runs on the demo's node
         if has_flag(help_text, "--controllers"):

@@ -2,12 +2,11 @@
 fixture hub, the node plugin process and a real bind mount.
 
 kubectl creates a private artifact; the resolver resolves it with the token from --secrets-dir;
-kubelet's publish through the CSI socket downloads it; the progress subresource reads the
-plugin's live bytes over its HTTPS port as the worker; the mount's bytes equal the hub's.
-
-The node plugin does not report its NodeModelStore status yet (issue 10), so this test writes
-the two reports the plugin will write (Downloading when the attempt starts, Ready when it is
-published) through the worker's status path; everything else is the product's own.
+the server keeps node-1's NodeModelStore, whose spec the plugin applies; kubelet's publish
+through the CSI socket downloads it; the plugin reports the download and then the published tree
+in its NodeModelStore's status (as the identity the server admits there, the worker's in this
+build); the progress subresource reads the plugin's live bytes over its HTTPS port as the
+worker; the mount's bytes equal the hub's. Everything is the product's own.
 """
 
 from __future__ import annotations
@@ -84,17 +83,6 @@ def _progress(ctl: kubectl.Kubectl) -> dict[str, Any]:
     return body
 
 
-def _report(server: support.RunningServer, entry: dict[str, Any]) -> None:
-    """Write node-1's NodeModelStore status as the plugin will (issue 10), with the plugin
-    identity (bound to node-1, the first --node; only it may write that status)."""
-    plugin_token = support.read_tokens(server.data_dir / "tokens.csv")[support.PLUGIN_USER]
-    with server.client(token=plugin_token) as client:
-        current = client.get(f"{GROUP}/nodemodelstores/node-1").json()
-        current["status"] = {"models": [entry]}
-        written = client.put(f"{GROUP}/nodemodelstores/node-1/status", json=current)
-        assert written.status_code == 200, written.text
-
-
 def test_create_resolve_download_mount(hub: fakehub.FakeHub, mount_guard: pathlib.Path) -> None:
     secrets_dir = mount_guard / "secrets"
     (secrets_dir / NAMESPACE / "hf-token").mkdir(parents=True)
@@ -109,8 +97,9 @@ def test_create_resolve_download_mount(hub: fakehub.FakeHub, mount_guard: pathli
     ]) as server:
         token_file = mount_guard / "worker-token"
         token_file.write_text(server.worker_token)
+        server.wait_for(f"{GROUP}/nodemodelstores/node-1")
         plugin = csi_harness.PluginProcess(
-            mount_guard / "plugin", server.kubeconfig, import_dir=None, extra_args=[
+            mount_guard / "plugin", server.worker_kubeconfig, import_dir=None, extra_args=[
                 "--huggingface-endpoint", hub.endpoint, "--secure-port", str(plugin_port),
                 "--bind-address", "127.0.0.1", "--tls-cert-file", str(tls.cert),
                 "--tls-private-key-file", str(tls.key),
@@ -148,8 +137,6 @@ def _loop(server: support.RunningServer, hub: fakehub.FakeHub,
     assert TOKEN not in json.dumps(artifact)
 
     size = resolved["sizeBytes"]
-    _report(server, {"digest": digest, "state": "Downloading", "sizeBytes": size,
-                     "downloadedBytes": 0})
     kubelet = plugin.kubelet()
     request = kubelet.publish_request(
         namespace=NAMESPACE, pod_uid="pod-e2e-1", secrets={"token": TOKEN},
@@ -175,8 +162,6 @@ def _loop(server: support.RunningServer, hub: fakehub.FakeHub,
     with pytest.raises(OSError):
         (target / "new-file").write_bytes(b"read-only")
 
-    _report(server, {"digest": digest, "state": "Ready", "sizeBytes": size,
-                     "downloadedBytes": size})
     done = _wait("ready: 1", lambda: (lambda p: p if p["ready"] == 1 else None)(_progress(ctl)))
     assert done["downloading"] == 0 and done["live"] == 0
     _wait("READY column", lambda: ctl.run("get", "mart", "e2e", "-n", NAMESPACE, "-o",
