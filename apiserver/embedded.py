@@ -63,23 +63,22 @@ def node_stores(
     found: cluster.Sources | None,
     cluster_client: kube.Client | None,
     clock: clocks.Clock,
-) -> tuple[nodestores.NodeStores, list[informer.Informer]]:
-    """The node stores controller and the informers it needs besides the NodeModelStores' and
-    the cluster's ConfigMaps (which ``cluster.sources`` already has)."""
+) -> nodestores.NodeStores:
+    """The node stores controller (it runs its CSINode informer itself; the NodeModelStores'
+    is the NodeView's and the ConfigMaps' comes with ``cluster.sources``)."""
     cs = settings.controller_settings
     base = storesettings.base_of(cs.hub)
     if theirs is None or found is None or cluster_client is None:
         names = [name for name, _ in settings.nodes]
         return nodestores.NodeStores(api, view.informer, nodestores.StaticNodes(names),
-                                     nodestores.FixedSettings(base), clock), []
+                                     nodestores.FixedSettings(base), clock)
     csinodes = informer.Informer(theirs, clients.CSI_NODES, clock)
     watched = storesettings.ConfigMapSettings(
         found.configmaps, namespace=cs.namespace, name=cs.settings_configmap, base=base,
         recorder=found.recorder)
-    stores = nodestores.NodeStores(
+    return nodestores.NodeStores(
         api, view.informer, nodestores.CsiNodes(csinodes, theirs), watched, clock,
         configz=nodestores.KubeConfigz(cluster_client.node_configz))
-    return stores, [csinodes]
 
 
 def _runner(stores: nodestores.NodeStores, informers: list[informer.Informer],
@@ -191,19 +190,18 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         log.info("controllers: none (not run in this process)")
         return hooks
     found = cluster.sources(theirs, cs, clock) if theirs is not None else None
-    stores, store_informers = node_stores(settings, api, view, theirs, found, cluster_client,
-                                          clock)
+    stores = node_stores(settings, api, view, theirs, found, cluster_client, clock)
     hooks.node_stores = stores
     if settings.controllers != "embedded":
         log.info("controllers: %s (node stores run here, the rest out of this process)",
                  settings.controllers)
         extra = [found.configmaps] if found is not None else []
-        hooks.start.append(_runner(stores, [*store_informers, *extra], hooks_tasks))
+        hooks.start.append(_runner(stores, extra, hooks_tasks))
         return hooks
     if found is not None:
         running = worker.Worker(api, cs, clock, index=view.index, secret_source=found.secrets,
                                 claim_source=found.claims, leadership=found.leadership,
-                                informers=[*found.informers, *store_informers],
+                                informers=found.informers,
                                 recorder=found.recorder, node_stores=stores)
         cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
     else:

@@ -50,6 +50,12 @@ class Nodes(Protocol):
 
     def names(self) -> set[str]: ...
 
+    async def run(self) -> None:
+        """Keep ``names`` current (an informer), until cancelled."""
+        ...
+
+    async def wait_synced(self) -> None: ...
+
     def add_handler(self, handler: Callable[[str], None]) -> None:
         """Call ``handler(node)`` when whether it runs the plugin may have changed."""
         ...
@@ -68,6 +74,12 @@ class StaticNodes:
 
     def names(self) -> set[str]:
         return set(self._names)
+
+    async def run(self) -> None:
+        return None
+
+    async def wait_synced(self) -> None:
+        return None
 
     def add_handler(self, handler: Callable[[str], None]) -> None:
         return None
@@ -90,6 +102,14 @@ class CsiNodes:
 
     def names(self) -> set[str]:
         return {clients.key_of(obj)[1] for obj in self._csinodes.items() if lists_driver(obj)}
+
+    async def run(self) -> None:
+        # Run by the controller itself, not the manager: CSINodes that cannot be read (RBAC, an
+        # old cluster) hold up the node stores only, never the resolver.
+        await self._csinodes.run()
+
+    async def wait_synced(self) -> None:
+        await self._csinodes.synced.wait()
 
     def add_handler(self, handler: Callable[[str], None]) -> None:
         def changed(old: Obj | None, new: Obj | None) -> None:
@@ -193,7 +213,12 @@ class NodeStores:
     # runtime.Runnable ---------------------------------------------------------------------
 
     async def run(self) -> None:
-        await self.controller.run()
+        nodes = asyncio.create_task(self._nodes.run(), name="node stores: where the plugin runs")
+        try:
+            await self.controller.run()
+        finally:
+            nodes.cancel()
+            await asyncio.gather(nodes, return_exceptions=True)
 
     def stop(self) -> None:
         self.controller.stop()
@@ -216,6 +241,7 @@ class NodeStores:
 
     async def reconcile(self, name: str) -> runtime.Result:
         await self._stores.synced.wait()
+        await self._nodes.wait_synced()
         current = self._stores.get("", name)
         if current is None and name not in self._nodes.names():
             return runtime.DONE

@@ -206,7 +206,9 @@ class Handler(http_server.BaseHTTPRequestHandler):
         store = plane.store
         if method in ("GET", "HEAD") and info.verb == "watch":
             self._watch(call)
-        elif method in ("GET", "HEAD") and info.name:
+        elif method in ("GET", "HEAD") and info.verb == "get":
+            # A list with fieldSelector=metadata.name carries that name (for RBAC, as kube's
+            # RequestInfo does) and is still answered with a List.
             namespace = info.namespace if kind.namespaced else ""
             self._json(200, store.get(kind, namespace, info.name))
         elif method in ("GET", "HEAD"):

@@ -12,8 +12,9 @@ from prometheus_client import registry
 import kube
 from nodeplugin import metrics, reviews, serve
 from nodeplugin.materialize import interface
+from nodeplugin.nodestore import source
 from tests.support import clock as clocks
-from tests.support.controlplane import ControlPlane, Rule, service_account
+from tests.support.controlplane import ControlPlane, Rule, resources, service_account
 
 DIGEST = "sha256:" + "0f" * 32
 WORKER = "system:serviceaccount:gpustack-system:model-manager"
@@ -95,3 +96,41 @@ async def test_without_a_worker_user_nobody_reads_the_downloads(
                                     headers={"Authorization": f"Bearer {WORKER_TOKEN}"})
     assert answer.status_code == 403 and "--worker-user" in answer.json()["message"]
     assert plane.recorder.count("/tokenreviews", "POST") == 0
+
+
+async def test_in_a_pod_the_plugin_uses_its_projected_token_and_follows_its_rotation(
+    control_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    """The plugin's in-cluster identity (``kube.Client`` from the service-account directory):
+    its CA ConfigMap read and its TokenReviews go out with the projected token, and with the
+    new one once kubelet rotates it."""
+    token, user, _ = control_plane.plugin_pod("node-a")
+    control_plane.policy.grant(user.name, [
+        Rule(("get", "list", "watch"), ("",), ("configmaps",)),
+        Rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)),
+    ])  # fmt: skip
+    control_plane.seed(resources.CONFIGMAPS, {
+        "metadata": {"name": "hub-ca", "namespace": "gpustack-system"},
+        "data": {"ca.crt": "PEM"}})  # fmt: skip
+    control_plane.add_token(WORKER_TOKEN, service_account(
+        "gpustack-system", "model-manager", uid="worker-uid"))
+    directory = tmp_path / "serviceaccount"
+    env = control_plane.write_service_account(directory, token)
+    clock = clocks.ManualClock()
+    async with kube.Client.in_cluster(env=env, service_account_dir=directory) as client:
+        api = source.KubeStoreApi(client)
+        reviewer = reviews.TokenReviewer(client, clock=clock)
+        found, _ = await api.list_config_map("gpustack-system", "hub-ca")
+        assert found is not None and found["data"] == {"ca.crt": "PEM"}
+        assert await reviewer.user_of(WORKER_TOKEN) == WORKER
+        # kubelet rotates the token; the old one stops working.
+        control_plane.add_token("rotated-token", user)
+        control_plane.remove_token(token)
+        control_plane.write_service_account(directory, "rotated-token")
+        clock.advance(reviews.TTL_SECONDS)
+        found, _ = await api.list_config_map("gpustack-system", "hub-ca")
+        assert found is not None
+        assert await reviewer.user_of(WORKER_TOKEN) == WORKER
+    seen = control_plane.recorder.requests("/configmaps", "GET")
+    assert [r.user for r in seen] == [user.name, user.name]
+    assert all(r.code == 200 for r in seen)
