@@ -237,3 +237,38 @@ async def test_a_reservation_that_does_not_fit_collects_first(mount_guard: pathl
         else:
             raise AssertionError("a reservation larger than the cache was admitted")
     assert mounts_under(mount_guard / "kubelet") == []
+
+
+async def test_passing_the_high_watermark_collects_and_nothing_to_remove_says_so(
+    mount_guard: pathlib.Path,
+) -> None:
+    cache_dir = harness.mount_tmpfs(mount_guard / "cache", 32)
+    now = datetime.datetime.now(datetime.UTC)
+    digests = _trees(cache_dir, 4, 3 * MIB, now)  # ~12 MiB of 32: under 60%
+    artifacts = [("m0", digests[0])]
+    async with harness.started(mount_guard, cache_dir=cache_dir,
+                               kubelet_dir=mount_guard / "kubelet", artifacts=artifacts) as node:
+        assert await node.mount("pod0", digests[0], "m0") == (grpc.StatusCode.OK, "")
+        await _applied(node, {"watermarks": {"highPercent": 60, "lowPercent": 40}})
+        await _until(lambda: node.plugin.collector.runs >= 1)
+        runs = node.plugin.collector.runs
+        assert all(node.cache.is_published(d) for d in digests)
+        # Something else fills the filesystem past the high watermark: the next report sees
+        # it, and collection runs at once (not at its five-minute run).
+        (cache_dir / "someone-elses.bin").write_bytes(b"\0" * 10 * MIB)
+        await node.plugin.store.composer.compose()
+        await _until(lambda: node.plugin.collector.runs > runs)
+        assert [d for d in digests if node.cache.is_published(d)] == [digests[0]]
+        # Still above it, and only the mounted tree is left: CapacityLow says so.
+        (cache_dir / "more.bin").write_bytes(b"\0" * 6 * MIB)
+        await node.plugin.collector.collect()
+        status = await node.plugin.store.composer.compose()
+        low = next(c for c in status["conditions"] if c["type"] == "CapacityLow")
+        assert (low["status"], low["reason"]) == ("True", "NothingToRemove")
+        (cache_dir / "more.bin").unlink()
+        (cache_dir / "someone-elses.bin").unlink()
+        await node.plugin.collector.collect()
+        status = await node.plugin.store.composer.compose()
+        low = next(c for c in status["conditions"] if c["type"] == "CapacityLow")
+        assert (low["status"], low["reason"]) == ("False", "WithinWatermarks")
+        await node.unmount("pod0")
