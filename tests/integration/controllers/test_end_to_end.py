@@ -99,7 +99,7 @@ def test_create_resolve_download_mount(hub: fakehub.FakeHub, mount_guard: pathli
         token_file.write_text(server.worker_token)
         server.wait_for(f"{GROUP}/nodemodelstores/node-1")
         plugin = csi_harness.PluginProcess(
-            mount_guard / "plugin", server.worker_kubeconfig, import_dir=None, extra_args=[
+            mount_guard / "plugin", server.plugin_kubeconfig, import_dir=None, extra_args=[
                 "--huggingface-endpoint", hub.endpoint, "--secure-port", str(plugin_port),
                 "--bind-address", "127.0.0.1", "--tls-cert-file", str(tls.cert),
                 "--tls-private-key-file", str(tls.key),

@@ -5,6 +5,7 @@ the status from the disk and the live mounts, not from what was written before."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
 import time
@@ -14,6 +15,8 @@ from typing import Any
 import grpc
 import pytest
 
+import kube
+from kube.resources import NodeModelStore
 from nodeplugin.csi.gen import csi_pb2
 from nodeplugin.materialize import local
 from tests.integration.nodeplugin.csi_harness import GROUP, ArtifactApi, PluginProcess
@@ -57,6 +60,14 @@ def _wait_status(server: support.RunningServer, plugin: PluginProcess,
         time.sleep(0.05)
 
 
+async def _wipe(server: support.RunningServer) -> None:
+    """Write an empty status as the plugin's identity (the only one admitted there)."""
+    async with kube.Client.from_kubeconfig(server.plugin_kubeconfig) as client:
+        await client.patch(NodeModelStore.Status, NODE,
+                           {"status": {"models": [], "observedGeneration": 0}})
+    assert (_store(server).get("status") or {}).get("models") == []
+
+
 def _model(status: dict[str, Any], digest: str) -> dict[str, Any] | None:
     return next((m for m in status.get("models") or [] if m["digest"] == digest), None)
 
@@ -74,8 +85,8 @@ def test_status_is_the_nodes_and_a_restart_rewrites_it_from_disk(
         "repository": REPOSITORY}}), digest)
     broken = artifacts.resolve(artifacts.create(NAMESPACE, f"{ARTIFACT}-b", {"huggingFace": {
         "repository": REPOSITORY}}), missing)
-    # The server in main admits the worker's identity on nodemodelstores/status.
-    plugin = start_plugin(server.worker_kubeconfig, import_dir=import_dir)
+    # As the identity the server admits on nodemodelstores/status (``plugin_kubeconfig``).
+    plugin = start_plugin(server.plugin_kubeconfig, import_dir=import_dir)
     generation = _store(server)["metadata"]["generation"]
     status = _wait_status(server, plugin, lambda s: s.get("observedGeneration") == generation)
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
@@ -106,13 +117,7 @@ def test_status_is_the_nodes_and_a_restart_rewrites_it_from_disk(
         assert tenant not in text
 
     plugin.stop()
-    with server.client(token=server.worker_token) as client:
-        wiped = client.patch(
-            f"{GROUP}/nodemodelstores/{NODE}/status",
-            json={"status": {"models": [], "observedGeneration": 0}},
-            headers={"Content-Type": "application/merge-patch+json"},
-        )
-    assert wiped.status_code == 200, wiped.text
+    asyncio.run(_wipe(server))  # whatever was written before is gone
     plugin.start()
     status = _wait_status(server, plugin, lambda s: bool(
         (_model(s, digest) or {}).get("referenced")))
@@ -129,7 +134,7 @@ def test_the_plugin_waits_for_its_object(
     server: support.RunningServer,
     start_plugin: Callable[..., PluginProcess],
 ) -> None:
-    plugin = start_plugin(server.worker_kubeconfig, extra_args=["--node-name", "node-absent"])
+    plugin = start_plugin(server.plugin_kubeconfig, extra_args=["--node-name", "node-absent"])
     kubelet = plugin.kubelet()
     # It serves mounts meanwhile, and says it is waiting.
     info = kubelet.node.NodeGetInfo(csi_pb2.NodeGetInfoRequest(), timeout=10)
