@@ -67,6 +67,8 @@ class HubMaterializer:
         self._sources = dict(sources)
         self._client = client
         self._retired: list[httpx.AsyncClient] = []
+        self.hub_config: hub_config.HubConfig | None = None
+        """What the hub client was built from (``from_config``, ``reconfigure``)."""
         self.settings = settings
         cache.create()
         self.node = attempt.Node(
@@ -96,7 +98,9 @@ class HubMaterializer:
     ) -> HubMaterializer:
         """A materializer with its own hub client built from the node's hub settings."""
         client, sources = _hub_sources(config)
-        return cls(cache, sources, settings, client=client, space=space, failures=failures)
+        built = cls(cache, sources, settings, client=client, space=space, failures=failures)
+        built.hub_config = config
+        return built
 
     async def reconfigure(
         self, config: hub_config.HubConfig, *, concurrency: int, bytes_per_second: int
@@ -105,10 +109,11 @@ class HubMaterializer:
         client for attempts that start from now on, while running ones finish on theirs (it is
         closed when no attempt runs any more). Raises ``HubError`` for an unusable config,
         changing nothing."""
-        client, sources = _hub_sources(config)
-        if self._client is not None:
-            self._retired.append(self._client)
-        self._client, self._sources = client, sources
+        if config != self.hub_config:
+            client, sources = _hub_sources(config)
+            if self._client is not None:
+                self._retired.append(self._client)
+            self._client, self._sources, self.hub_config = client, sources, config
         await self.node.requests.set_limit(concurrency)
         self.node.rate.set_rate(bytes_per_second)
         # New attempts run as many range workers as requests may be open; running ones keep

@@ -167,3 +167,20 @@ async def test_an_unreachable_api_is_retried(tmp_path: pathlib.Path) -> None:
 @pytest.fixture(autouse=True)
 def _quiet_hub_logs(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("WARNING", logger="httpx")
+
+
+async def test_a_new_generation_with_the_same_hub_keeps_the_hub_client(
+    tmp_path: pathlib.Path,
+) -> None:
+    async with running(tmp_path) as node:
+        node.api.put(fakes.node_store(spec={"hub": {"noProxy": "10.0.0.0/8"}}))
+        await _until(lambda: node.applied == 1)
+        first = node.hub.hub_config
+        assert first is not None and first.no_proxy == "10.0.0.0/8"
+        node.api.put(fakes.node_store(generation=2, spec={
+            "hub": {"noProxy": "10.0.0.0/8"}, "download": {"concurrency": 2}}))
+        await _until(lambda: node.applied == 2)
+        assert node.hub.hub_config is first and node.hub.node.requests.limit == 2
+        node.api.put(fakes.node_store(generation=3, spec={"hub": {"noProxy": ""}}))
+        await _until(lambda: node.applied == 3)
+        assert node.hub.hub_config is not first
