@@ -62,7 +62,7 @@ class Reporter:
         self._last_time = 0.0
         self._progress_times: collections.deque[float] = collections.deque()
         self._per_download: dict[str, int] = {}
-        self._last_error = ""
+        self.last_error = ""
         self._counted: list[str] = []
         self.writes = 0
         self.progress_writes = 0
@@ -113,11 +113,11 @@ class Reporter:
             self._last = None
             return False
         except kube.KubeError as exc:
-            if str(exc) != self._last_error:
+            if str(exc) != self.last_error:
                 log.warning("writing the status failed (trying again): %s", exc)
-                self._last_error = str(exc)
+                self.last_error = str(exc)
             return False
-        self._last_error = ""
+        self.last_error = ""
         self._last, self._last_time = current, now
         self.writes += 1
         self.write_times.append(now)

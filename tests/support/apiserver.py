@@ -83,14 +83,6 @@ class RunningServer:
             timeout=30.0,
         )
 
-    @property
-    def plugin_kubeconfig(self) -> pathlib.Path:
-        """The identity a node plugin runs as: ``plugin.kubeconfig`` where standalone mode
-        writes one (the plugin's own, admitted on ``nodemodelstores/status`` by the status
-        guard), else the worker's, which that path admits until then."""
-        own = self.data_dir / "plugin.kubeconfig"
-        return own if own.exists() else self.worker_kubeconfig
-
     def wait_for(self, path: str, timeout: float = START_TIMEOUT) -> dict[str, object]:
         """GET ``path`` (as the admin) until it answers 200, e.g. the NodeModelStore the worker
         creates for a ``--node`` soon after start."""

@@ -58,8 +58,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[support.Running
     data_dir = tmp_path_factory.mktemp("standalone-authz")
     (data_dir / "policy.yaml").write_text(POLICY)
     with support.running(data_dir, extra_args=["--plugin-node", "node-a",
-                                               "--seed-nodemodelstore", "node-a",
-                                               "--seed-nodemodelstore", "node-b"]) as running:
+                                               "--node", "node-a", "--node", "node-b",
+                                               "--controllers=external"]) as running:
+        for node in ("node-a", "node-b"):  # the server keeps one for each --node
+            running.wait_for(f"/apis/worker.gpustack.ai/v1/nodemodelstores/{node}")
         with running.client() as http:
             for namespace in ("team-a", "team-b"):
                 created = http.post(
