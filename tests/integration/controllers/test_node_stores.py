@@ -145,7 +145,7 @@ async def test_settings_reach_every_spec_within_a_minute_and_failures_are_report
     world.settings({"model-store-high-watermark": "99", "model-store-low-watermark": "40",
                     "model-store-download-concurrency": "4",
                     "model-store-download-bandwidth": "lots"})
-    await waiting.until(lambda: _warnings(world), what="an Event")
+    await waiting.until(lambda: len(_warnings(world)) >= 2, what="an Event per setting")
     world.clock.advance(60)
     await waiting.until_async(lambda: _marks(world, "node-a"), (60, 40, 4, 200 << 20))
     reasons = {e["reason"] for e in _warnings(world)}

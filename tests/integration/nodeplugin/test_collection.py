@@ -139,10 +139,12 @@ async def test_old_failure_records_go_once_nothing_else_of_the_digest_is_left(
         kept = node.cache.new_partial("sha256:" + "c2" * 32)  # partly on disk: kept
         (kept.path / ".gpustack-attempt").write_text("{}")
         await _applied(node, {})
+        # (The five-minute runs may drop them too; what counts is what is left.)
         node.clock.advance(23 * 3600)
-        assert (await node.plugin.collector.collect()).records_dropped == 0
+        await node.plugin.collector.collect()
+        assert len(failures.all()) == 2
         node.clock.advance(2 * 3600)
-        assert (await node.plugin.collector.collect()).records_dropped == 1
+        await node.plugin.collector.collect()
         assert [f.digest for f in failures.all()] == ["sha256:" + "c2" * 32]
 
 
@@ -208,7 +210,9 @@ async def test_collection_skips_without_a_spec_with_a_failing_one_and_without_th
         assert all(node.cache.is_published(d) for d in digests)
         readable[0] = True
         outcome = await collector.collect()
-        assert outcome.skipped is None and outcome.removed
+        # (A report's look at the usage may have run collection a moment earlier.)
+        assert outcome.skipped is None
+        assert not all(node.cache.is_published(d) for d in digests)
         status = await node.plugin.store.composer.compose()
         assert "collection skipped" not in status["conditions"][0]["message"]
 
