@@ -28,7 +28,7 @@ async def test_the_plugin_of_a_pod_on_node_a_writes_a_and_is_refused_b(
     with ControlPlane(tmp_path / "cp") as cp:
         clustermode.prepare(cp)
         cluster.grant_chart_and_tenants(cp)
-        token, user, pod = cp.plugin_pod("node-a")
+        token, _, pod = cp.plugin_pod("node-a")
         assert pod["spec"]["nodeName"] == "node-a"
         data_dir = tmp_path / "server"
         cluster.seed_store(data_dir)
