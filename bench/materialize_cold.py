@@ -205,17 +205,19 @@ def settings() -> Any:
 
 
 class Downloader:
-    def __init__(self, root: pathlib.Path, hub: Hub, digest: str) -> None:
+    def __init__(self, root: pathlib.Path, hub: Hub, digest: str,
+                 prefix: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.materialize_cold", "drive", str(root), hub.endpoint,
-             hub.commit, digest],
+            [*prefix, sys.executable, "-m", "bench.materialize_cold", "drive", str(root),
+             hub.endpoint, hub.commit, digest],
             cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
         )
 
     def lines(self) -> Iterator[dict[str, Any]]:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            yield json.loads(line)
+            if line.startswith("{"):  # a profiler wrapping the process may print its own lines
+                yield json.loads(line)
 
     def finish(self) -> dict[str, Any]:
         last: dict[str, Any] = {}
@@ -358,8 +360,104 @@ def main() -> None:
         remove(work)
 
 
+def profile(pyspy: str | None) -> None:
+    """Where the CPU goes during one download: per-thread CPU of the downloader and of the hub
+    (``bench._cpu``), and with ``pyspy`` a py-spy raw profile of the downloader in that file."""
+    from bench import _cpu
+
+    files = repository(scale())
+    total = sum(f["size"] for f in files.values())
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-prof-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        with running_hub(files) as hub:
+            digest = digest_of(hub)
+            prefix: tuple[str, ...] = ()
+            if pyspy:
+                spy = pathlib.Path(sys.executable).with_name("py-spy")
+                prefix = (str(spy), "record", "-r", "250", "--threads", "--idle", "-f", "raw",
+                          "-o", pyspy, "--")
+            sampler = _cpu.Sampler()
+            sampler.watch(hub.proc.pid, "hub")
+            sampler.start()
+            down = Downloader(work / "cache", hub, digest, prefix)
+            started = time.monotonic()
+            watched = False
+            summary: dict[str, Any] = {}
+            for line in down.lines():
+                summary = line
+                if not watched:
+                    for child in _children(down.proc.pid) or [down.proc.pid]:
+                        sampler.watch(child, "downloader")
+                    watched = True
+            down.proc.wait()
+            wall = time.monotonic() - started
+            sampler.stop()
+        print(json.dumps({"bytes": total, "wall_seconds": round(wall, 2),
+                          "summary": summary, "cpu": sampler.report()}, indent=1))
+    finally:
+        remove(work)
+
+
+def hub_check() -> None:
+    """The fixture hub alone: every byte fetched by ``curl`` (8 at a time, 64 MiB ranges, the
+    LFS redirect followed) into /dev/null, with the hub's CPU; then the same with httpx (the
+    loopback limit's reader). Shows the hub can serve faster than any client here needs."""
+    from bench import _cpu
+
+    files = repository(scale())
+    total = sum(f["size"] for f in files.values())
+    with running_hub(files) as hub:
+        jobs = _range_jobs(hub, 64 * MiB)
+
+        def curl(job: tuple[str, int, int]) -> None:
+            path, start, end = job
+            url = f"{hub.endpoint}/{REPO}/resolve/{hub.commit}/{path}"
+            subprocess.run(["curl", "-sSfL", "-o", "/dev/null", "-r", f"{start}-{end}", url],
+                           check=True)
+
+        figures: dict[str, Any] = {"bytes": total}
+        for name, run in (("curl", lambda: _pool(curl, jobs)),
+                          ("httpx", lambda: loopback_seconds(hub))):
+            sampler = _cpu.Sampler()
+            sampler.watch(hub.proc.pid, "hub")
+            sampler.start()
+            started = time.monotonic()
+            run()
+            seconds = time.monotonic() - started
+            sampler.stop()
+            cpu = sum(sampler.report()["hub"]["total"])
+            figures[name] = {"seconds": round(seconds, 2), "MBps": round(total / seconds / 1e6),
+                             "hub_cpu_seconds": round(cpu, 2)}
+    print(json.dumps(figures, indent=1))
+
+
+def _range_jobs(hub: Hub, part: int) -> list[tuple[str, int, int]]:
+    jobs: list[tuple[str, int, int]] = []
+    for path, spec in hub.files.items():
+        for start in range(0, max(1, spec["size"]), part):
+            jobs.append((path, start, min(spec["size"], start + part) - 1))
+    return jobs
+
+
+def _pool(work: Any, jobs: list[Any], streams: int = 8) -> None:
+    with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+        list(pool.map(work, jobs))
+
+
+def _children(pid: int) -> list[int]:
+    """The Python child of a py-spy wrapper (or nothing without one)."""
+    with contextlib.suppress(OSError):
+        text = pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(x) for x in text.split()]
+    return []
+
+
 if __name__ == "__main__":
-    if len(sys.argv) >= 2 and sys.argv[1] == "hub":
+    if len(sys.argv) >= 2 and sys.argv[1] == "hubcheck":
+        hub_check()
+    elif len(sys.argv) >= 2 and sys.argv[1] == "profile":
+        profile(sys.argv[2] if len(sys.argv) > 2 else None)
+    elif len(sys.argv) >= 2 and sys.argv[1] == "hub":
         serve_hub(sys.argv[2])
     elif len(sys.argv) >= 2 and sys.argv[1] == "drive":
         drive(*sys.argv[2:6])

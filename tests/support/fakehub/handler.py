@@ -14,12 +14,14 @@ import time
 from http import server as http_server
 from typing import TYPE_CHECKING, Any
 
+from tests.support.fakehub import content
 from tests.support.fakehub import state as hubstate
 
 if TYPE_CHECKING:
     from tests.support.fakehub import server as hubserver
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+SEND_BYTES = 1 << 20
 
 
 class Abort(Exception):
@@ -139,12 +141,15 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
         position = start
         cuts = {c for c in (stall_at, reset_at, truncate_at) if c is not None}
         boundaries = sorted(cuts | {stop})
+        # Large pieces keep the hub's own CPU small (the benchmarks measure the client); a paced
+        # response sends small ones so its rate is smooth.
+        size = content.CHUNK if faults.rate else SEND_BYTES
         try:
             for boundary in boundaries:
-                for piece in remote.content.chunks(position, boundary):
+                for piece in remote.content.chunks(position, boundary, size):
                     if corrupt_at is not None and position <= corrupt_at < position + len(piece):
                         at = corrupt_at - position
-                        piece = piece[:at] + bytes([piece[at] ^ 0xFF]) + piece[at + 1 :]
+                        piece = bytes(piece[:at]) + bytes([piece[at] ^ 0xFF]) + piece[at + 1 :]
                     self.wfile.write(piece)
                     position += len(piece)
                     sent += len(piece)
