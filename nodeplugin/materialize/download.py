@@ -10,6 +10,7 @@ node-wide through ``attempt.Node``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
@@ -20,15 +21,26 @@ from collections.abc import Mapping
 import httpx
 from httpcore._async import http11 as httpcore_http11
 
+from hub import blocking, huggingface, modelscope, source
 from hub import config as hub_config
-from hub import huggingface, modelscope, source
 from nodeplugin.cache import layout
-from nodeplugin.materialize import attempt, backoff, capacity, interface, limits, ranges, transfer
+from nodeplugin.materialize import (
+    attempt,
+    backoff,
+    capacity,
+    interface,
+    limits,
+    ranges,
+    receive,
+    transfer,
+)
 from openapi import grammar
 
 log = logging.getLogger(__name__)
 
 READ_BYTES = 1 << 20
+MAX_CONCURRENCY = 64
+"""The largest ``download.concurrency`` (the flag's bound)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,11 +70,17 @@ class HubMaterializer:
         settings: Settings = Settings(),
         *,
         client: httpx.AsyncClient | None = None,
+        connections: blocking.Connections | None = None,
     ) -> None:
         self._cache = cache
         self._sources = dict(sources)
         self._client = client
+        self._connections = connections
         self.settings = settings
+        # Threads are made as requests need them, up to the largest concurrency the node allows.
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            MAX_CONCURRENCY, thread_name_prefix="hub-receive"
+        )
         cache.create()
         self.node = attempt.Node(
             cache=cache,
@@ -73,6 +91,8 @@ class HubMaterializer:
             tuning=settings.tuning,
             policy=settings.policy,
             workers=settings.concurrency,
+            executor=self._executor,
+            buffers=receive.BufferPool(),
         )
         self.backoff = backoff.Backoff(cache)
         self._attempts: dict[str, attempt.Attempt] = {}
@@ -87,11 +107,16 @@ class HubMaterializer:
         hub_config.check(config)
         _read_in_large_pieces()
         client = hub_config.make_client(config)
+        connections = blocking.Connections(config)
         sources: dict[interface.SourceKind, source.Source] = {
-            "huggingFace": huggingface.HuggingFace(client, config.huggingface_endpoint),
-            "modelScope": modelscope.ModelScope(client, config.modelscope_endpoint),
+            "huggingFace": huggingface.HuggingFace(
+                client, config.huggingface_endpoint, connections=connections
+            ),
+            "modelScope": modelscope.ModelScope(
+                client, config.modelscope_endpoint, connections=connections
+            ),
         }
-        return cls(cache, sources, settings, client=client)
+        return cls(cache, sources, settings, client=client, connections=connections)
 
     async def ensure(self, request: interface.Request) -> interface.Progress:
         digest = request.digest
@@ -121,12 +146,18 @@ class HubMaterializer:
     async def close(self) -> None:
         """Stop every attempt (its partial files stay) and close the hub connections."""
         tasks = [a.task for a in self._attempts.values() if a.task is not None]
+        if self._connections is not None:
+            # Requests waiting in threads fail at once instead of at their read timeout.
+            self._connections.abort()
         for task in tasks:
             task.cancel()
         try:
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             # Even when the caller is cancelled meanwhile: every socket goes with the client.
+            if self._connections is not None:
+                self._connections.close()
+            self._executor.shutdown(wait=False)
             if self._client is not None:
                 await self._client.aclose()
 

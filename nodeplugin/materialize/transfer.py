@@ -16,8 +16,7 @@ import os
 import pathlib
 from collections.abc import Callable
 
-from durable import disk
-from nodeplugin.materialize import checkpoint, hashing, limits, ranges
+from nodeplugin.materialize import checkpoint, hashing, limits, pagecache, ranges
 from openapi import manifest
 
 BATCH_BYTES = 2 << 20
@@ -81,8 +80,10 @@ class FileTransfer:
         budget: limits.Budget,
         tuning: Tuning,
         on_bytes: Callable[[int], None],
+        recycle: Callable[[list[ranges.Chunk]], None] = lambda batch: None,
     ) -> None:
         self.entry = entry
+        self._recycle = recycle
         self.path = root / entry.path
         self._writer = writer
         self._budget = budget
@@ -96,6 +97,8 @@ class FileTransfer:
         self._hasher: hashing.Hasher | None = None
         self._checkpointing: asyncio.Task[None] | None = None
         self._discarded = False
+        self._dropped = 0
+        """Bytes from here on may still be in the page cache (``pagecache.drop``)."""
 
     # --- before the download -------------------------------------------------------------------
     def prepare(self) -> int:
@@ -127,6 +130,7 @@ class FileTransfer:
             os.close(fd)
         self._hasher = hasher
         self.offset = offset
+        self._dropped = offset
         self.parts = ranges.plan(entry.size, offset, self._tuning.part_bytes)
         return offset
 
@@ -160,6 +164,7 @@ class FileTransfer:
                         await asyncio.to_thread(
                             _write_and_hash, fd, self.offset, batch, self._hasher
                         )
+                        self._recycle(batch)
                         self.offset += size
                         given_back = min(size, part.booked)
                         part.booked -= given_back
@@ -167,7 +172,7 @@ class FileTransfer:
                         self._on_bytes(size)
                         if (self.offset - last_checkpoint >= self._tuning.checkpoint_bytes
                                 and self._checkpoint_idle()):
-                            self._start_checkpoint()
+                            self._start_checkpoint(fd)
                             last_checkpoint = self.offset
                     elif part.done:
                         break
@@ -187,20 +192,22 @@ class FileTransfer:
         task.result()
         return True
 
-    def _start_checkpoint(self) -> None:
+    def _start_checkpoint(self, fd: int) -> None:
         """Record offset and hash state once the bytes up to here are synced, in the background.
 
         The fsync runs while the consumer keeps writing past this offset (syncing more is fine);
-        only then does the ledger claim the offset.
+        only then does the ledger claim the offset. ``fd`` stays open until the checkpoint is
+        settled (``consume`` closes it after ``_settle_checkpoint``).
         """
         assert self._hasher is not None
         state = self._hasher.save()
         if state is None:
             return
-        self._checkpointing = asyncio.create_task(self._checkpoint(self.offset, state))
+        self._checkpointing = asyncio.create_task(self._checkpoint(fd, self.offset, state))
 
-    async def _checkpoint(self, offset: int, state: bytes) -> None:
-        await asyncio.to_thread(disk.fsync_path, self.path)
+    async def _checkpoint(self, fd: int, offset: int, state: bytes) -> None:
+        await asyncio.to_thread(_sync_and_drop, fd, self._dropped, offset)
+        self._dropped = max(self._dropped, offset)
         if not self.complete and not self._discarded:
             self._writer.ledger.put(self.entry.path, checkpoint.FileCheckpoint(offset, state))
             await self._writer.flush()
@@ -220,7 +227,8 @@ class FileTransfer:
             await self.discard()
             what = "size" if self.offset != entry.size else entry.algorithm
             raise IntegrityError(f"{entry.path}: {what} does not match the manifest")
-        await asyncio.to_thread(os.fsync, fd)
+        await asyncio.to_thread(_sync_and_drop, fd, self._dropped, entry.size)
+        self._dropped = entry.size
         self._writer.ledger.put(entry.path, checkpoint.FileCheckpoint(entry.size, None, True))
         self.complete = True
 
@@ -234,7 +242,9 @@ class FileTransfer:
             await asyncio.to_thread(os.unlink, self.path)
 
 
-def _write_and_hash(fd: int, offset: int, batch: list[bytes], hasher: hashing.Hasher) -> None:
+def _write_and_hash(
+    fd: int, offset: int, batch: list[ranges.Chunk], hasher: hashing.Hasher
+) -> None:
     """Write the batch at ``offset`` and hash it, in one thread hop (blocking)."""
     written = os.pwritev(fd, batch, offset)
     total = sum(len(c) for c in batch)
@@ -242,5 +252,12 @@ def _write_and_hash(fd: int, offset: int, batch: list[bytes], hasher: hashing.Ha
         data = b"".join(batch)
         while written < total:
             written += os.pwrite(fd, data[written:], offset + written)
+    pagecache.start_writeback(fd, offset, total)
     for chunk in batch:
         hasher.update(chunk)
+
+
+def _sync_and_drop(fd: int, start: int, end: int) -> None:
+    """fsync the file, then drop the pages of ``[start, end)``, durable now (blocking)."""
+    os.fsync(fd)
+    pagecache.drop(fd, start, end - start)

@@ -115,7 +115,6 @@ class Content:
             hasher = hashlib.sha256() if kind == "sha256" else hashlib.sha1()
             if kind == "gitsha1":
                 hasher.update(b"blob %d\x00" % self.size)
-            position = 0
             for piece in self.chunks(0, self.size, BLOCK):
                 hasher.update(piece)
             value = hasher.hexdigest()
