@@ -194,7 +194,10 @@ class Attempt:
                 for part in f.parts:
                     self._node.budget.release(part.booked)
                     part.booked = 0
-            await writer.flush()
+            try:
+                await writer.settle()
+            finally:
+                await writer.flush()
         await asyncio.to_thread(_sweep, partial.path, {e.path for e in entries})
         canonical = manifest.canonical_bytes(entries)
         await asyncio.to_thread(
@@ -254,6 +257,7 @@ class Attempt:
                 part.booked = await node.budget.acquire(
                     part.length, functools.partial(f.is_frontier, part)
                 )
+                part.reserved = part.booked > 0
                 if blocking:
                     await receive.fetch(part, open_body, node.requests, node.rate, node.policy,
                                         what=path, executor=node.executor, pool=node.buffers,

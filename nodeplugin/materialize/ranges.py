@@ -12,6 +12,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -50,6 +51,13 @@ class Part:
         self.chunks: collections.deque[Chunk] = collections.deque()
         self.queued = 0
         """Bytes in ``chunks``."""
+        self.reserved = False
+        """Its whole length was booked before its request (look-ahead); else it is its file's
+        frontier, whose bytes are charged as they arrive and which a reader thread holds back
+        (``receive``) once ``FRONTIER_BACKLOG`` bytes wait for the consumer."""
+        self.taken = 0
+        """Bytes the consumer took so far; ``flow`` is notified on every take."""
+        self.flow = threading.Condition()
         self._wanted = 1
         self._ready = asyncio.Event()
 
@@ -72,6 +80,10 @@ class Part:
             batch.append(chunk)
             size += len(chunk)
         self.queued -= size
+        if size:
+            with self.flow:
+                self.taken += size
+                self.flow.notify_all()
         return batch
 
     def finish(self, error: BaseException | None = None) -> None:

@@ -28,6 +28,10 @@ from hub import errors as hub_errors
 from nodeplugin.materialize import limits, ranges
 
 BUFFER_BYTES = 1 << 20
+FRONTIER_BACKLOG = 1 << 20
+"""Bytes of a frontier part (booked nothing) that may wait for its consumer before its thread
+stops reading: the excess then stays with the sender, not in memory here, and it bounds what a
+crash loses beyond the look-ahead budget."""
 
 OpenBody = Callable[[int, int, float], blocking.RangeBody]
 """``open(start, end_inclusive, stall_seconds)`` -> the range's body (blocking)."""
@@ -73,6 +77,8 @@ class _Request:
         self._stall = stall
         self._loop = loop
         self._start = part.start + part.received
+        self._received = part.received
+        """The part's received bytes as this thread knows them (deliveries land later)."""
         self._lock = threading.Lock()
         self._body: blocking.RangeBody | None = None
         self._aborted = False
@@ -84,6 +90,18 @@ class _Request:
             body = self._body
         if body is not None:
             body.abort()
+        with self._part.flow:
+            self._part.flow.notify_all()
+
+    def _hold_back(self) -> None:
+        """A frontier part waits while ``FRONTIER_BACKLOG`` of its bytes are not yet taken by
+        its consumer (which is taking them: this is its file's frontier, so no deadlock)."""
+        part = self._part
+        if part.reserved:
+            return
+        with part.flow:
+            while self._received - part.taken >= FRONTIER_BACKLOG and not self._aborted:
+                part.flow.wait(1.0)
 
     def run(self) -> None:
         part = self._part
@@ -96,7 +114,9 @@ class _Request:
                 raise hub_errors.HubError("SourceUnavailable", "the request was aborted")
             left = part.end - self._start
             while left > 0:
+                self._hold_back()
                 filled = self._fill(body, min(left, self._pool.size))
+                self._received += filled
                 left -= filled
                 if self._rate.rate:
                     asyncio.run_coroutine_threadsafe(

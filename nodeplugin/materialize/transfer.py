@@ -57,6 +57,31 @@ class LedgerWriter:
         self.ledger = ledger
         self._lock = asyncio.Lock()
         self._written = -1
+        self._background: asyncio.Task[None] | None = None
+        self._again = False
+
+    def flush_soon(self) -> None:
+        """Write the ledger in the background (one flush at a time; changes made while one runs
+        are written by the next)."""
+        if self._background is not None and not self._background.done():
+            self._again = True
+            return
+        if self._background is not None:
+            self._background.result()  # a failed background flush fails the attempt here
+        self._background = asyncio.create_task(self._flush_while_changed())
+
+    async def _flush_while_changed(self) -> None:
+        while True:
+            self._again = False
+            await self.flush()
+            if not self._again:
+                return
+
+    async def settle(self) -> None:
+        """Wait for the background flush (raising its error), e.g. before publication."""
+        task, self._background = self._background, None
+        if task is not None:
+            await task
 
     async def flush(self) -> None:
         wanted = self.ledger.version
@@ -104,7 +129,7 @@ class FileTransfer:
     def prepare(self) -> int:
         """Find the resume point (blocking: stats and truncates); returns the bytes already held."""
         entry = self.entry
-        saved = self._writer.ledger.get(entry.path)
+        saved = self._writer.ledger.resume_point(entry.path)
         try:
             size_on_disk = os.stat(self.path).st_size
         except FileNotFoundError:
@@ -166,6 +191,10 @@ class FileTransfer:
                         )
                         self._recycle(batch)
                         self.offset += size
+                        state = self._hasher.save()
+                        if state is not None and self.offset < self.entry.size:
+                            self._writer.ledger.note_written(self.entry.path, self.offset, state)
+                            self._writer.flush_soon()
                         given_back = min(size, part.booked)
                         part.booked -= given_back
                         self._budget.release(given_back)
