@@ -21,6 +21,7 @@ import contextlib
 import http.client
 import socket
 import threading
+from typing import Protocol
 from urllib import parse
 
 import httpx
@@ -29,6 +30,10 @@ from hub import config as hub_config
 from hub import errors, fetch
 
 _ERROR_BODY_LIMIT = 64 * 1024
+
+
+class _Receiver(Protocol):
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
 _Key = tuple[str, str, int]
 
 
@@ -154,8 +159,8 @@ class Connections:
 class RangeBody:
     """The body of one ranged answer, read by one thread; ``abort`` may be called from another.
 
-    ``readinto`` does at most one receive, so after an error the bytes delivered so far are
-    exactly the bytes received: a retry can start at the next one.
+    ``readinto`` does at most one receive and returns what it got, so after an error the bytes
+    delivered so far are exactly the bytes received: a retry can start at the next one.
     """
 
     def __init__(self, connections: Connections, url: httpx.URL,
@@ -170,6 +175,7 @@ class RangeBody:
         """Set for a chunked body: its end leaves a trailer unread, so it is never reused."""
         self._what = what
         self._closed = False
+        self._raw: _Receiver | None = None
 
     def readinto(self, buffer: memoryview) -> int:
         """Receive up to ``len(buffer)`` bytes (0 once the body is complete).
@@ -186,8 +192,7 @@ class RangeBody:
                 got = len(data)
                 view[:got] = data
             else:
-                fp = self._response.fp
-                got = fp.readinto1(view) if fp is not None else 0
+                got = self._receive(view)
         except TimeoutError:
             raise
         except (OSError, http.client.HTTPException) as exc:
@@ -199,6 +204,23 @@ class RangeBody:
                 "SourceUnavailable", f"{self._what}: body ended {self.remaining} bytes early"
             )
         self.remaining -= got
+        return got
+
+    def _receive(self, view: memoryview) -> int:
+        """One receive into ``view``. What the header parser read ahead is handed out first,
+        from its buffer; then each call is one ``recv_into`` on the socket (the buffered
+        reader's own ``readinto1`` would wait for more even with bytes in hand, and lose them
+        on an error)."""
+        if self._raw is not None:
+            return self._raw.readinto(view) or 0
+        fp = self._response.fp
+        if fp is None:
+            return 0
+        ahead = fp.peek(1)  # what is buffered, or one receive into the buffer
+        got = min(len(ahead), len(view))
+        view[:got] = fp.read(got)  # from the buffer, no receive
+        if got == len(ahead):
+            self._raw = fp.raw  # the buffer is empty from here on
         return got
 
     def abort(self) -> None:

@@ -18,6 +18,7 @@ import pathlib
 import time
 from collections.abc import AsyncIterator, Callable
 
+from hub import blocking as hub_blocking
 from hub import errors as hub_errors
 from hub import listing, source
 from nodeplugin.cache import fsutil, layout, publish
@@ -248,7 +249,7 @@ class Attempt:
                                            token=self.token)
 
             def open_body(start: int, end: int, stall: float, path: str = path
-                          ) -> receive.blocking.RangeBody:
+                          ) -> hub_blocking.RangeBody:
                 assert isinstance(client, source.BlockingRanges)
                 return client.open_range(repo, commit, path, start=start, end=end,
                                          token=self.token, read_timeout=stall)

@@ -34,7 +34,7 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
         return None
     function.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
     function.restype = ctypes.c_int
-    return function  # type: ignore[no-any-return]
+    return function
 
 
 def start_writeback(fd: int, offset: int, length: int) -> None:

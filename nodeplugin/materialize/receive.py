@@ -22,8 +22,8 @@ import collections
 import concurrent.futures
 import threading
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from hub import blocking
 from hub import errors as hub_errors
 from nodeplugin.materialize import limits, ranges
 
@@ -33,7 +33,21 @@ FRONTIER_BACKLOG = 1 << 20
 stops reading: the excess then stays with the sender, not in memory here, and it bounds what a
 crash loses beyond the look-ahead budget."""
 
-OpenBody = Callable[[int, int, float], blocking.RangeBody]
+class Body(Protocol):
+    """A range's body as ``hub.blocking.RangeBody`` reads it."""
+
+    def readinto(self, buffer: memoryview) -> int:
+        """One receive (blocking); raises when the connection breaks or the body ends early."""
+        ...
+
+    def abort(self) -> None:
+        """Unblock ``readinto`` from another thread."""
+        ...
+
+    def close(self) -> None: ...
+
+
+OpenBody = Callable[[int, int, float], Body]
 """``open(start, end_inclusive, stall_seconds)`` -> the range's body (blocking)."""
 
 
@@ -80,7 +94,7 @@ class _Request:
         self._received = part.received
         """The part's received bytes as this thread knows them (deliveries land later)."""
         self._lock = threading.Lock()
-        self._body: blocking.RangeBody | None = None
+        self._body: Body | None = None
         self._aborted = False
 
     def abort(self) -> None:
@@ -127,7 +141,7 @@ class _Request:
         finally:
             body.close()
 
-    def _fill(self, body: blocking.RangeBody, wanted: int) -> int:
+    def _fill(self, body: Body, wanted: int) -> int:
         """Receive ``wanted`` bytes into one buffer and hand it over; what arrived before an
         error is handed over too, so a retry starts right after it."""
         buffer = self._pool.take()
