@@ -73,8 +73,10 @@ def authorize(
         )
     if not mount_capability:
         raise errors.PermissionDenied("the volume capability must be a mount, not a block device")
-    rules = _rules(kubelet_dir)
-    norm_target = rules.check(target) if walk else rules.canonical(target)
+    if walk:
+        norm_target = check_target(target, kubelet_dir)
+    else:
+        norm_target = _rules(kubelet_dir).canonical(target)
     namespace = volume_context.get(POD_NAMESPACE, "")
     if not namespace:
         raise errors.InvalidArgument(
