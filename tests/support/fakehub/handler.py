@@ -144,12 +144,22 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
         # Large pieces keep the hub's own CPU small (the benchmarks measure the client); a paced
         # response sends small ones so its rate is smooth.
         size = content.CHUNK if faults.rate else SEND_BYTES
+        open_download = True
         try:
             for boundary in boundaries:
                 for piece in remote.content.chunks(position, boundary, size):
                     if corrupt_at is not None and position <= corrupt_at < position + len(piece):
                         at = corrupt_at - position
                         piece = bytes(piece[:at]) + bytes([piece[at] ^ 0xFF]) + piece[at + 1 :]
+                    if position + len(piece) == stop:
+                        # The counters are settled before the last piece goes out: a client
+                        # that has every byte must find the download closed and counted.
+                        with shared.lock:
+                            shared.bytes_served[key] += len(piece)
+                            shared.open_downloads -= 1
+                        open_download = False
+                        self.wfile.write(piece)
+                        break
                     self.wfile.write(piece)
                     position += len(piece)
                     sent += len(piece)
@@ -166,8 +176,9 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
                 if boundary == stall_at and shared.stop.wait(faults.stall_seconds):
                     raise Abort
         finally:
-            with shared.lock:
-                shared.open_downloads -= 1
+            if open_download:
+                with shared.lock:
+                    shared.open_downloads -= 1
 
     def _reset(self) -> None:
         """Abort the connection with a TCP RST (SO_LINGER 0) rather than a clean close.
