@@ -57,7 +57,7 @@ class BufferPool:
     Any thread may take or give back; at most ``keep`` idle buffers are retained.
     """
 
-    def __init__(self, size: int = BUFFER_BYTES, keep: int = 64) -> None:
+    def __init__(self, size: int = BUFFER_BYTES, keep: int = 32) -> None:
         self.size = size
         self._keep = keep
         self._idle: collections.deque[bytearray] = collections.deque()

@@ -22,6 +22,8 @@ from openapi import manifest
 BATCH_BYTES = 2 << 20
 """The most one write+hash hop takes; also the step at which a checkpoint can start."""
 MIN_BATCH_BYTES = 1 << 20
+WRITTEN_POINTS_SECONDS = 0.01
+"""The least time between two background ledger writes (``LedgerWriter.flush_soon``)."""
 MAX_CHUNKS = 512
 """Below the kernel's IOV_MAX (1024) for one pwritev."""
 
@@ -76,6 +78,10 @@ class LedgerWriter:
             await self.flush()
             if not self._again:
                 return
+            # Written points of many batches go in one write (each costs a file creation and a
+            # rename, and the encoding on the loop); what a crash of the plugin loses grows by
+            # at most this long's worth of writing.
+            await asyncio.sleep(WRITTEN_POINTS_SECONDS)
 
     async def settle(self) -> None:
         """Wait for the background flush (raising its error), e.g. before publication."""
