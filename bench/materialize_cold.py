@@ -147,9 +147,6 @@ def drive(root: str, endpoint: str, commit: str, digest: str) -> None:
     from nodeplugin.materialize import download, interface
 
     async def run() -> None:
-        if os.environ.get("BENCH_EXECUTOR"):
-            asyncio.get_running_loop().set_default_executor(
-                concurrent.futures.ThreadPoolExecutor(int(os.environ["BENCH_EXECUTOR"])))
         config = hub_config.HubConfig(huggingface_endpoint=endpoint)
         m = download.HubMaterializer.from_config(layout.Layout(root), config, settings())
         request = interface.Request(digest, interface.Source("huggingFace", REPO, commit))
