@@ -17,6 +17,7 @@ then False and the downloader keeps the async path.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import http.client
 import socket
@@ -241,6 +242,40 @@ class RangeBody:
         self._connections.give_back(self._url, self._connection, complete)
 
 
+class Landings:
+    """Where a file's URL last answered after its redirects (an LFS file's signed CDN URL), so
+    the next ranges of that file skip the redirect: one request per range instead of two, and
+    no round trip to the hub each time. Kept per URL *and* token, so another credential is
+    always checked by the hub again; with whether the token may go there (the chain never
+    left the endpoint's origin). Memory only, bounded, thread-safe; the URLs are never logged.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._items: collections.OrderedDict[tuple[str, str | None], tuple[str, bool]] = (
+            collections.OrderedDict()
+        )
+
+    def get(self, url: str, token: str | None) -> tuple[str, bool] | None:
+        with self._lock:
+            found = self._items.get((url, token))
+            if found is not None:
+                self._items.move_to_end((url, token))
+            return found
+
+    def put(self, url: str, token: str | None, landed: str, token_allowed: bool) -> None:
+        with self._lock:
+            self._items[(url, token)] = (landed, token_allowed)
+            self._items.move_to_end((url, token))
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def forget(self, url: str, token: str | None) -> None:
+        with self._lock:
+            self._items.pop((url, token), None)
+
+
 def open_range(
     connections: Connections,
     url: str,
@@ -252,10 +287,48 @@ def open_range(
     start: int,
     end: int,
     read_timeout: float | None = None,
+    landings: Landings | None = None,
 ) -> RangeBody:
     """GET bytes ``start``..``end`` (inclusive) of a file, redirects followed under the token
     policy; returns the body to read (blocking: call in a worker thread). ``read_timeout`` is
-    the longest wait for any byte (the downloader's stall timeout)."""
+    the longest wait for any byte (the downloader's stall timeout).
+
+    With ``landings``, a URL that redirected is asked at its last landing place next time
+    (with the token only if the token could go there); a refusal there (a 4xx: the signature
+    expired) forgets it and asks the hub again, once.
+    """
+    if landings is not None:
+        landed = landings.get(url, token)
+        if landed is not None:
+            place, token_allowed = landed
+            try:
+                body, _ = _open(connections, place, endpoint=endpoint,
+                                token=token if token_allowed else None, what=what, mapper=mapper,
+                                start=start, end=end, read_timeout=read_timeout)
+                return body
+            except errors.HubError as exc:
+                if exc.status is None or exc.status >= 500 or exc.status == 429:
+                    raise
+                landings.forget(url, token)
+    body, hops = _open(connections, url, endpoint=endpoint, token=token, what=what,
+                       mapper=mapper, start=start, end=end, read_timeout=read_timeout)
+    if landings is not None and str(hops.current) != url:
+        landings.put(url, token, str(hops.current), hops.may_send_token)
+    return body
+
+
+def _open(
+    connections: Connections,
+    url: str,
+    *,
+    endpoint: str,
+    token: str | None,
+    what: str,
+    mapper: fetch.ErrorMapper,
+    start: int,
+    end: int,
+    read_timeout: float | None,
+) -> tuple[RangeBody, fetch.Hops]:
     headers = {"accept-encoding": "identity"}
     wanted = fetch.range_header(start, end)
     if wanted is not None:
@@ -297,7 +370,7 @@ def open_range(
         if response.chunked:
             body.chunked_length = expected
         body.remaining = expected
-        return body
+        return body, hops
 
 
 def _as_httpx(response: http.client.HTTPResponse, method: str, url: httpx.URL) -> httpx.Response:

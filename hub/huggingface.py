@@ -114,6 +114,7 @@ class HuggingFace:
         self._client = client
         self._endpoint = endpoint.rstrip("/")
         self._connections = connections if connections is not None and connections.usable else None
+        self._landings = blocking.Landings()
 
     @property
     def can_open_ranges(self) -> bool:
@@ -244,7 +245,7 @@ class HuggingFace:
         return blocking.open_range(
             self._connections, self.file_url(repo, commit, path), endpoint=self._endpoint,
             token=token, what=f"huggingface.co model {repo} file {path}", mapper=map_error,
-            start=start, end=end, read_timeout=read_timeout,
+            start=start, end=end, read_timeout=read_timeout, landings=self._landings,
         )
 
     async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:

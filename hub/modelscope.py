@@ -85,6 +85,7 @@ class ModelScope:
         self._endpoint = endpoint.rstrip("/")
         self._truncation_limit = truncation_limit
         self._connections = connections if connections is not None and connections.usable else None
+        self._landings = blocking.Landings()
 
     @property
     def can_open_ranges(self) -> bool:
@@ -285,7 +286,7 @@ class ModelScope:
         return blocking.open_range(
             self._connections, self.file_url(repo, commit, path), endpoint=self._endpoint,
             token=token, what=f"modelscope model {repo} file {path}", mapper=map_error,
-            start=start, end=end, read_timeout=read_timeout,
+            start=start, end=end, read_timeout=read_timeout, landings=self._landings,
         )
 
     async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:

@@ -22,8 +22,10 @@ from openapi import manifest
 BATCH_BYTES = 2 << 20
 """The most one write+hash hop takes; also the step at which a checkpoint can start."""
 MIN_BATCH_BYTES = 1 << 20
-WRITTEN_POINTS_SECONDS = 0.01
-"""The least time between two background ledger writes (``LedgerWriter.flush_soon``)."""
+WRITTEN_POINTS_SECONDS = 0.0
+"""The least time between two background ledger writes (``LedgerWriter.flush_soon``). 0: back
+to back, one at a time (each write covers every change made while the previous one ran); at
+10 ms a restart re-fetched measurably more at 400-700 MB/s."""
 MAX_CHUNKS = 512
 """Below the kernel's IOV_MAX (1024) for one pwritev."""
 

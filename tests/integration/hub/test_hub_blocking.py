@@ -193,3 +193,44 @@ def test_a_tls_proxy_is_left_to_the_async_client() -> None:
         None, "https://huggingface.co",  # type: ignore[arg-type]
         connections=blocking.Connections(tls_proxy),
     ).can_open_ranges
+
+
+def test_later_ranges_go_straight_to_where_the_file_landed() -> None:
+    with fakehub.run_fakehub(tls=True, cdn_host="localhost") as running:
+        running.add_repo(REPO, FILES, private_token=TOKEN)
+        connections = blocking.Connections(_config(running))
+        hf = huggingface.HuggingFace(None, running.endpoint,  # type: ignore[arg-type]
+                                     connections=connections)
+        commit = running.repo(REPO).commit
+        resolve = f"/{REPO}/resolve/{commit}/{BIG}"
+        content = running.content(REPO, BIG)
+        try:
+            for start in (0, MiB, 2 * MiB):
+                body = hf.open_range(REPO, commit, BIG, start=start, end=start + 99, token=TOKEN)
+                assert _read_all(body) == content.read(start, start + 100)
+            assert running.requests(resolve) == 1  # the redirect once, then the CDN directly
+            # Another credential is checked by the hub again, and refused there.
+            with pytest.raises(errors.HubError) as refused:
+                hf.open_range(REPO, commit, BIG, start=0, end=9, token=TOKEN + "x")
+            assert refused.value.reason == "AccessDenied"
+            assert running.requests(resolve) == 2
+            # A signed URL that stopped working (403) is forgotten: the hub is asked again.
+            faults = running.faults(REPO, BIG)
+            faults.fail_times, faults.fail_status = 1, 403
+            body = hf.open_range(REPO, commit, BIG, start=5, end=9, token=TOKEN)
+            assert _read_all(body) == content.read(5, 10)
+            assert running.requests(resolve) == 3
+        finally:
+            connections.close()
+        # The token never went to the CDN, cached or not.
+        assert set(running.authorizations(running.cdn_netloc)) == {None}
+        assert running.client_sockets() == []
+
+
+def test_landings_are_bounded() -> None:
+    landings = blocking.Landings(size=2)
+    for i in range(3):
+        landings.put(f"u{i}", "t", f"l{i}", False)
+    assert landings.get("u0", "t") is None
+    assert landings.get("u2", "t") == ("l2", False)
+    assert landings.get("u2", None) is None
