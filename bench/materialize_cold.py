@@ -22,6 +22,7 @@ import json
 import os
 import pathlib
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,7 +162,8 @@ def drive(root: str, endpoint: str, commit: str, digest: str) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         print(json.dumps({"state": p.state.value, "reason": p.reason.value if p.reason else None,
                           "seconds": elapsed, "peak_rss_bytes": peak_rss_bytes(),
-                          "cpu_seconds": usage.ru_utime + usage.ru_stime}), flush=True)
+                          "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                          "budget_peak_bytes": m.node.budget.peak}), flush=True)
 
     asyncio.run(run())
 
@@ -205,17 +207,19 @@ def settings() -> Any:
 
 
 class Downloader:
-    def __init__(self, root: pathlib.Path, hub: Hub, digest: str) -> None:
+    def __init__(self, root: pathlib.Path, hub: Hub, digest: str,
+                 prefix: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.materialize_cold", "drive", str(root), hub.endpoint,
-             hub.commit, digest],
+            [*prefix, sys.executable, "-m", "bench.materialize_cold", "drive", str(root),
+             hub.endpoint, hub.commit, digest],
             cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
         )
 
     def lines(self) -> Iterator[dict[str, Any]]:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            yield json.loads(line)
+            if line.startswith("{"):  # a profiler wrapping the process may print its own lines
+                yield json.loads(line)
 
     def finish(self) -> dict[str, Any]:
         last: dict[str, Any] = {}
@@ -254,6 +258,28 @@ def snapshot_download_seconds(hub: Hub, directory: pathlib.Path) -> float:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+    return time.monotonic() - started
+
+
+def aria2_seconds(hub: Hub, directory: pathlib.Path) -> float:
+    """(c) What a performance-minded user would script: ``aria2c -x 8 -s 8`` for every file from
+    the same hub (the LFS redirects followed), ``sha256sum`` of each (one per core at a time),
+    then ``sync`` of the files (``sync FILE...`` fsyncs them, nothing else)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    listing = directory / "urls.txt"
+    listing.write_text("".join(
+        f"{hub.endpoint}/{REPO}/resolve/{hub.commit}/{path}\n  out={path}\n"
+        for path in hub.files
+    ))
+    paths = [str(directory / "out" / path) for path in hub.files]
+    cores = str(os.cpu_count() or 1)
+    started = time.monotonic()
+    subprocess.run(["aria2c", "-x", "8", "-s", "8", "-q", "--auto-file-renaming=false",
+                    "--allow-overwrite=true", "-d", str(directory / "out"), "-i", str(listing)],
+                   check=True)
+    subprocess.run(["xargs", "-0", "-P", cores, "-n", "1", "sha256sum"],
+                   input="\0".join(paths).encode(), check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["sync", *paths], check=True)
     return time.monotonic() - started
 
 
@@ -338,28 +364,180 @@ def main() -> None:
             remove(work / "cache")
             snapshot = snapshot_download_seconds(hub, work)
             remove(work / "hf")
+            aria2 = aria2_seconds(hub, work / "aria2") if shutil.which("aria2c") else None
+            remove(work / "aria2")
             loopback = loopback_seconds(hub)
+            loopback_curl = curl_seconds(hub)
         hashing = hashing_seconds(total)
         writing = write_seconds(files, work / "write")
+        remove(work / "write")
+        writing_best = best_write_seconds(files, work / "write")
         limit = max(loopback, hashing, writing)
+        best_limit = max(loopback_curl, hashing, writing_best)
         params = {
             "total_bytes": total, "files": len(files), "scale": scale(),
             "our_seconds": round(ours["seconds"], 3),
             "snapshot_download_seconds": round(snapshot, 3),
+            "aria2c_sha256sum_sync_seconds": round(aria2, 3) if aria2 else None,
             "limit_loopback_seconds": round(loopback, 3), "limit_hash_seconds": round(hashing, 3),
             "limit_write_fsync_seconds": round(writing, 3),
+            "best_limit_loopback_curl_seconds": round(loopback_curl, 3),
+            "best_limit_write_seconds": round(writing_best, 3),
             "our_MBps": round(total / ours["seconds"] / 1e6, 1),
         }
         result.report("materialize-cold", ours["seconds"], "s", snapshot,
                       higher_is_better=False, params=params)
+        if aria2 is not None:
+            result.report("materialize-cold-vs-aria2", ours["seconds"], "s", aria2,
+                          higher_is_better=False, params=params)
+        else:
+            print("materialize-cold-vs-aria2: aria2c is not installed (apt-get install aria2)")
         result.report("materialize-cold-vs-limit", ours["seconds"], "s", limit,
+                      higher_is_better=False, params=params)
+        result.report("materialize-cold-vs-best-limit", ours["seconds"], "s", best_limit,
                       higher_is_better=False, params=params)
     finally:
         remove(work)
 
 
+def profile(pyspy: str | None) -> None:
+    """Where the CPU goes during one download: per-thread CPU of the downloader and of the hub
+    (``bench._cpu``), and with ``pyspy`` a py-spy raw profile of the downloader in that file."""
+    from bench import _cpu
+
+    files = repository(scale())
+    total = sum(f["size"] for f in files.values())
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-prof-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        with running_hub(files) as hub:
+            digest = digest_of(hub)
+            prefix: tuple[str, ...] = ()
+            if pyspy:
+                spy = pathlib.Path(sys.executable).with_name("py-spy")
+                prefix = (str(spy), "record", "-r", "250", "--threads", "--idle", "-f", "raw",
+                          "-o", pyspy, "--")
+            sampler = _cpu.Sampler()
+            sampler.watch(hub.proc.pid, "hub")
+            sampler.start()
+            down = Downloader(work / "cache", hub, digest, prefix)
+            started = time.monotonic()
+            watched = False
+            summary: dict[str, Any] = {}
+            for line in down.lines():
+                summary = line
+                if not watched:
+                    for child in _children(down.proc.pid) or [down.proc.pid]:
+                        sampler.watch(child, "downloader")
+                    watched = True
+            down.proc.wait()
+            wall = time.monotonic() - started
+            sampler.stop()
+        print(json.dumps({"bytes": total, "wall_seconds": round(wall, 2),
+                          "summary": summary, "cpu": sampler.report()}, indent=1))
+    finally:
+        remove(work)
+
+
+def hub_check() -> None:
+    """The fixture hub alone: every byte fetched by ``curl`` (8 at a time, 64 MiB ranges, the
+    LFS redirect followed) into /dev/null, with the hub's CPU; then the same with httpx (the
+    loopback limit's reader). Shows the hub can serve faster than any client here needs."""
+    from bench import _cpu
+
+    files = repository(scale())
+    total = sum(f["size"] for f in files.values())
+    with running_hub(files) as hub:
+        figures: dict[str, Any] = {"bytes": total}
+        for name, run in (("curl", lambda: curl_seconds(hub)),
+                          ("httpx", lambda: loopback_seconds(hub))):
+            sampler = _cpu.Sampler()
+            sampler.watch(hub.proc.pid, "hub")
+            sampler.start()
+            started = time.monotonic()
+            run()
+            seconds = time.monotonic() - started
+            sampler.stop()
+            cpu = sum(sampler.report()["hub"]["total"])
+            figures[name] = {"seconds": round(seconds, 2), "MBps": round(total / seconds / 1e6),
+                             "hub_cpu_seconds": round(cpu, 2)}
+    print(json.dumps(figures, indent=1))
+
+
+def curl_seconds(hub: Hub, streams: int = 8) -> float:
+    """Every byte read over loopback by ``curl`` (``streams`` at a time, 64 MiB ranges, the
+    LFS redirects followed) into /dev/null: the loopback limit without a Python client."""
+
+    def curl(job: tuple[str, int, int]) -> None:
+        path, start, end = job
+        url = f"{hub.endpoint}/{REPO}/resolve/{hub.commit}/{path}"
+        subprocess.run(["curl", "-sSfL", "-o", "/dev/null", "-r", f"{start}-{end}", url],
+                       check=True)
+
+    started = time.monotonic()
+    _pool(curl, _range_jobs(hub, 64 * MiB), streams)
+    return time.monotonic() - started
+
+
+def best_write_seconds(files: dict[str, dict[str, Any]], directory: pathlib.Path) -> float:
+    """Writing+fsyncing the files the fastest way found on this machine: all files at once,
+    2 MiB writes, writeback started after each, fsync every 8 MiB and the synced pages dropped
+    (``nodeplugin.materialize.pagecache``)."""
+    from nodeplugin.materialize import pagecache
+
+    block = os.urandom(2 * MiB)
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def write(job: tuple[int, int]) -> None:
+        index, size = job
+        fd = os.open(directory / f"f{index}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            offset = synced = 0
+            while offset < size:
+                wrote = os.pwrite(fd, block[: min(size - offset, len(block))], offset)
+                pagecache.start_writeback(fd, offset, wrote)
+                offset += wrote
+                if offset - synced >= 8 * MiB:
+                    os.fsync(fd)
+                    pagecache.drop(fd, synced, offset - synced)
+                    synced = offset
+            os.fsync(fd)
+            pagecache.drop(fd, synced, offset - synced)
+        finally:
+            os.close(fd)
+
+    jobs = [(i, spec["size"]) for i, spec in enumerate(files.values())]
+    started = time.monotonic()
+    _pool(write, jobs, len(jobs))
+    return time.monotonic() - started
+
+
+def _range_jobs(hub: Hub, part: int) -> list[tuple[str, int, int]]:
+    jobs: list[tuple[str, int, int]] = []
+    for path, spec in hub.files.items():
+        for start in range(0, max(1, spec["size"]), part):
+            jobs.append((path, start, min(spec["size"], start + part) - 1))
+    return jobs
+
+
+def _pool(work: Any, jobs: list[Any], streams: int = 8) -> None:
+    with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+        list(pool.map(work, jobs))
+
+
+def _children(pid: int) -> list[int]:
+    """The Python child of a py-spy wrapper (or nothing without one)."""
+    with contextlib.suppress(OSError):
+        text = pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(x) for x in text.split()]
+    return []
+
+
 if __name__ == "__main__":
-    if len(sys.argv) >= 2 and sys.argv[1] == "hub":
+    if len(sys.argv) >= 2 and sys.argv[1] == "hubcheck":
+        hub_check()
+    elif len(sys.argv) >= 2 and sys.argv[1] == "profile":
+        profile(sys.argv[2] if len(sys.argv) > 2 else None)
+    elif len(sys.argv) >= 2 and sys.argv[1] == "hub":
         serve_hub(sys.argv[2])
     elif len(sys.argv) >= 2 and sys.argv[1] == "drive":
         drive(*sys.argv[2:6])

@@ -62,47 +62,16 @@ async def open_response(
     With ``follow=False`` a redirect is yielded as is (revalidation's HEAD). The token goes as
     ``Bearer``, or with ``basic_user`` as HTTP Basic ``basic_user:token`` (git over HTTP).
     """
-    home = origin(httpx.URL(endpoint))
-    current = httpx.URL(url)
-    may_send_token = token is not None
-    if token is None:
-        credential = ""
-    elif basic_user is not None:
-        credential = "Basic " + base64.b64encode(f"{basic_user}:{token}".encode()).decode()
-    else:
-        credential = f"Bearer {token}"
-    for _hop in range(MAX_REDIRECTS + 1):
-        if origin(current) != home:
-            may_send_token = False
-        sent = dict(headers or {})
-        if may_send_token:
-            sent["authorization"] = credential
-        request = client.build_request(method, current, headers=sent)
+    hops = Hops(url, endpoint=endpoint, token=token, what=what, method=method, follow=follow,
+                basic_user=basic_user)
+    while True:
+        request = client.build_request(hops.method, hops.current, headers=hops.headers(headers))
         try:
             response = await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise errors.from_transport(exc, what) from exc
         try:
-            if follow and response.status_code in _REDIRECTS:
-                location = response.headers.get("location")
-                if not location:
-                    raise errors.HubError(
-                        "SourceUnavailable",
-                        f"{what}: redirect without a Location",
-                        status=response.status_code,
-                    )
-                try:
-                    current = current.join(location)
-                except httpx.InvalidURL as exc:
-                    raise errors.HubError(
-                        "SourceUnavailable", f"{what}: redirect to an invalid URL"
-                    ) from exc
-                if current.scheme not in ("http", "https"):
-                    raise errors.HubError(
-                        "SourceUnavailable", f"{what}: redirect to a non-HTTP URL"
-                    )
-                if response.status_code == 303:
-                    method = "GET"
+            if hops.follows(response.status_code, response.headers.get("location")):
                 continue
             if response.status_code >= 400:
                 raise mapper(response, await _error_body(response), what)
@@ -110,7 +79,69 @@ async def open_response(
             return
         finally:
             await response.aclose()
-    raise errors.HubError("SourceUnavailable", f"{what}: more than {MAX_REDIRECTS} redirects")
+
+
+class Hops:
+    """The redirect chain of one request under the token policy; both clients (the async one
+    here and the blocking one in ``hub.blocking``) follow redirects through it.
+
+    ``headers`` gives the headers for the current hop (``Authorization`` only while the chain
+    has never left the endpoint's origin); ``follows`` takes an answer's status and
+    ``Location`` and says whether to send again (to ``current``, with ``method``).
+    """
+
+    def __init__(
+        self, url: str, *, endpoint: str, token: str | None, what: str, method: str = "GET",
+        follow: bool = True, basic_user: str | None = None,
+    ) -> None:
+        self._home = origin(httpx.URL(endpoint))
+        self._what = what
+        self._follow = follow
+        self._hops = 0
+        if token is None:
+            self._credential = ""
+        elif basic_user is not None:
+            pair = f"{basic_user}:{token}".encode()
+            self._credential = "Basic " + base64.b64encode(pair).decode()
+        else:
+            self._credential = f"Bearer {token}"
+        self.current = httpx.URL(url)
+        self.method = method
+        self.may_send_token = token is not None
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        if origin(self.current) != self._home:
+            self.may_send_token = False
+        sent = dict(extra or {})
+        if self.may_send_token:
+            sent["authorization"] = self._credential
+        return sent
+
+    def follows(self, status: int, location: str | None) -> bool:
+        """True when ``status`` is a redirect to follow (``current`` now names its target)."""
+        what = self._what
+        if not self._follow or status not in _REDIRECTS:
+            return False
+        if not location:
+            raise errors.HubError(
+                "SourceUnavailable", f"{what}: redirect without a Location", status=status
+            )
+        self._hops += 1
+        if self._hops > MAX_REDIRECTS:
+            raise errors.HubError(
+                "SourceUnavailable", f"{what}: more than {MAX_REDIRECTS} redirects"
+            )
+        try:
+            self.current = self.current.join(location)
+        except httpx.InvalidURL as exc:
+            raise errors.HubError(
+                "SourceUnavailable", f"{what}: redirect to an invalid URL"
+            ) from exc
+        if self.current.scheme not in ("http", "https"):
+            raise errors.HubError("SourceUnavailable", f"{what}: redirect to a non-HTTP URL")
+        if status == 303:
+            self.method = "GET"
+        return True
 
 
 async def _error_body(response: httpx.Response) -> bytes:

@@ -14,7 +14,7 @@ from urllib import parse
 
 import httpx
 
-from hub import errors, fetch, files, source
+from hub import blocking, errors, fetch, files, source
 from openapi import grammar
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -107,9 +107,19 @@ def parse_entry(raw: object, what: str) -> files.RemoteFile | None:
 class HuggingFace:
     """One hub endpoint over a shared client; the token is per call, for that repository only."""
 
-    def __init__(self, client: httpx.AsyncClient, endpoint: str) -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, endpoint: str, *,
+        connections: blocking.Connections | None = None,
+    ) -> None:
         self._client = client
         self._endpoint = endpoint.rstrip("/")
+        self._connections = connections if connections is not None and connections.usable else None
+        self._landings = blocking.Landings()
+
+    @property
+    def can_open_ranges(self) -> bool:
+        """Whether ``open_range`` (the blocking fast path) is available."""
+        return self._connections is not None
 
     @property
     def endpoint(self) -> str:
@@ -222,6 +232,21 @@ class HuggingFace:
         async with contextlib.aclosing(chunks) as body:
             async for chunk in body:
                 yield chunk
+
+    def open_range(
+        self, repo: str, commit: str, path: str, *, start: int, end: int, token: str | None,
+        read_timeout: float | None = None,
+    ) -> blocking.RangeBody:
+        """``stream``'s bytes read by a worker thread (blocking; ``can_open_ranges`` first)."""
+        source.check_repo(repo)
+        source.check_commit(commit)
+        if self._connections is None:
+            raise errors.HubError("InvalidRequest", "no blocking client configured")
+        return blocking.open_range(
+            self._connections, self.file_url(repo, commit, path), endpoint=self._endpoint,
+            token=token, what=f"huggingface.co model {repo} file {path}", mapper=map_error,
+            start=start, end=end, read_timeout=read_timeout, landings=self._landings,
+        )
 
     async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:
         """Revalidation: one HEAD of a file at the commit, redirects not followed."""

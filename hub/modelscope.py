@@ -14,7 +14,7 @@ from urllib import parse
 
 import httpx
 
-from hub import errors, fetch, files, gitrefs, source
+from hub import blocking, errors, fetch, files, gitrefs, source
 from openapi import grammar
 
 TRUNCATION_LIMIT = 3000
@@ -78,11 +78,19 @@ class ModelScope:
     """One ModelScope endpoint over a shared client; the token is per call."""
 
     def __init__(
-        self, client: httpx.AsyncClient, endpoint: str, *, truncation_limit: int = TRUNCATION_LIMIT
+        self, client: httpx.AsyncClient, endpoint: str, *, truncation_limit: int = TRUNCATION_LIMIT,
+        connections: blocking.Connections | None = None,
     ) -> None:
         self._client = client
         self._endpoint = endpoint.rstrip("/")
         self._truncation_limit = truncation_limit
+        self._connections = connections if connections is not None and connections.usable else None
+        self._landings = blocking.Landings()
+
+    @property
+    def can_open_ranges(self) -> bool:
+        """Whether ``open_range`` (the blocking fast path) is available."""
+        return self._connections is not None
 
     @property
     def endpoint(self) -> str:
@@ -265,6 +273,21 @@ class ModelScope:
         async with contextlib.aclosing(chunks) as body:
             async for chunk in body:
                 yield chunk
+
+    def open_range(
+        self, repo: str, commit: str, path: str, *, start: int, end: int, token: str | None,
+        read_timeout: float | None = None,
+    ) -> blocking.RangeBody:
+        """``stream``'s bytes read by a worker thread (blocking; ``can_open_ranges`` first)."""
+        source.check_repo(repo)
+        source.check_commit(commit)
+        if self._connections is None:
+            raise errors.HubError("InvalidRequest", "no blocking client configured")
+        return blocking.open_range(
+            self._connections, self.file_url(repo, commit, path), endpoint=self._endpoint,
+            token=token, what=f"modelscope model {repo} file {path}", mapper=map_error,
+            start=start, end=end, read_timeout=read_timeout, landings=self._landings,
+        )
 
     async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:
         """Revalidation: one HEAD of a file at the commit, redirects not followed."""

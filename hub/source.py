@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from hub import errors, files
+from hub import blocking, errors, files
 from openapi import grammar
 
 
@@ -31,6 +31,22 @@ class Source(Protocol):
         token: str | None,
     ) -> AsyncGenerator[bytes, None]:
         """Bytes ``start``..``end`` (inclusive; None = to the end) of one file, as they arrive."""
+        ...
+
+
+@runtime_checkable
+class BlockingRanges(Protocol):
+    """A source that can also read ranges in a worker thread (``hub.blocking``), the
+    downloader's fast path; ``can_open_ranges`` is False when it was built without that."""
+
+    @property
+    def can_open_ranges(self) -> bool: ...
+
+    def open_range(
+        self, repo: str, commit: str, path: str, *, start: int, end: int, token: str | None,
+        read_timeout: float | None = None,
+    ) -> blocking.RangeBody:
+        """Bytes ``start``..``end`` (inclusive) of one file, to ``readinto`` (blocking)."""
         ...
 
 

@@ -10,6 +10,7 @@ itself: content already on the node is refused to a namespace with no resolved a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 
 from nodeplugin import artifacts, errors
@@ -40,7 +41,13 @@ def check_target(target: str, kubelet_dir: str) -> str:
     The result is the path the mount table will show (references rebuilt from it after a restart
     match the targets kubelet sends), under the kubelet directory's real path.
     """
-    return targets.Targets(kubelet_dir).check(target)
+    return _rules(kubelet_dir).check(target)
+
+
+@functools.lru_cache(maxsize=8)
+def _rules(kubelet_dir: str) -> targets.Targets:
+    """One ``Targets`` per kubelet directory, so its resolved path is reused between mounts."""
+    return targets.Targets(kubelet_dir)
 
 
 def authorize(
@@ -50,8 +57,14 @@ def authorize(
     target: str,
     mount_capability: bool,
     volume_context: Mapping[str, str],
+    walk: bool = True,
 ) -> Grant:
-    """Return the grant or raise PermissionDenied / InvalidArgument / Unavailable."""
+    """Return the grant or raise PermissionDenied / InvalidArgument / Unavailable.
+
+    With ``walk=False`` the target is only checked lexically (``targets.Targets.canonical``):
+    the caller then walks it before anything else touches it (``cache.volumes`` does, on its
+    way to the mount; the CSI service does before materializing), saving one walk per mount.
+    """
     # Rule 1: an inline ephemeral volume with a mount capability and a target we may use.
     if volume_context.get(EPHEMERAL) != "true":
         raise errors.PermissionDenied(
@@ -60,7 +73,10 @@ def authorize(
         )
     if not mount_capability:
         raise errors.PermissionDenied("the volume capability must be a mount, not a block device")
-    norm_target = check_target(target, kubelet_dir)
+    if walk:
+        norm_target = check_target(target, kubelet_dir)
+    else:
+        norm_target = _rules(kubelet_dir).canonical(target)
     namespace = volume_context.get(POD_NAMESPACE, "")
     if not namespace:
         raise errors.InvalidArgument(

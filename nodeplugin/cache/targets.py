@@ -20,13 +20,17 @@ import dataclasses
 import errno
 import os
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from nodeplugin import errors
 
 _WALK = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 SHOWN = 200
 """Characters of a path a message shows (kubelet's paths are far shorter; a hostile one is cut)."""
+REAL_BASE_SECONDS = 1.0
+"""How long the kubelet directory's resolved path is reused (resolving it walks every component
+of it; a publish needs it three times)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,8 +64,22 @@ class Target:
 class Targets:
     """The rules for targets under one kubelet directory."""
 
-    def __init__(self, kubelet_dir: str) -> None:
+    def __init__(
+        self, kubelet_dir: str, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.base = os.path.normpath(kubelet_dir)
+        self._clock = clock
+        self._real_base = ""
+        self._resolved_at = -REAL_BASE_SECONDS
+
+    def real_base(self) -> str:
+        """The kubelet directory's real path, resolved again once ``REAL_BASE_SECONDS`` passed
+        (an operator may repoint a symlinked kubelet directory; nothing below it is resolved)."""
+        now = self._clock()
+        if now - self._resolved_at >= REAL_BASE_SECONDS:
+            self._real_base = os.path.realpath(self.base)
+            self._resolved_at = now
+        return self._real_base
 
     def canonical(self, target: str) -> str:
         """The canonical path of ``target``; PermissionDenied unless it lies strictly below the
@@ -73,7 +91,7 @@ class Targets:
             raise errors.PermissionDenied(
                 f"target path {shown(target)} is not under the kubelet directory {self.base}"
             )
-        return os.path.join(os.path.realpath(self.base), os.path.relpath(norm, self.base))
+        return os.path.join(self.real_base(), os.path.relpath(norm, self.base))
 
     @contextlib.contextmanager
     def open(self, canonical: str) -> Iterator[Target | None]:
@@ -83,7 +101,7 @@ class Targets:
         Raises PermissionDenied when a component is a symlink and FailedPrecondition when one is
         not a directory.
         """
-        real_base = os.path.realpath(self.base)
+        real_base = self.real_base()
         relative = os.path.relpath(canonical, real_base)
         parts = relative.split(os.sep)
         if relative == "." or parts[0] == "..":
@@ -179,4 +197,5 @@ def _refusal(canonical: str, walked: str, parent: int, name: str) -> errors.Plug
 
 
 def _strictly_under(path: str, base: str) -> bool:
-    return path != base and os.path.commonpath([path, base]) == base
+    """``path`` lies below ``base`` (both absolute and normalized)."""
+    return path.startswith(base.rstrip("/") + "/") and path != base

@@ -86,11 +86,21 @@ class UsageStore:
     def all(self) -> dict[str, Usage]:
         return dict(self._entries)
 
+    def is_current(self, digest: str, *, referenced: bool) -> bool:
+        """True when ``mark`` would change nothing now (the entry holds this hour and flag and
+        no change is queued)."""
+        entry = Usage(hour_of(self._clock()), referenced)
+        return not self._write_lock.locked() and self._entries.get(digest) == entry
+
     async def mark(self, digest: str, *, referenced: bool) -> None:
         """Record a use now; writes only on a change. Raises OSError when it cannot be stored."""
-        # No fast path outside the lock: an earlier, still queued change may be the opposite one.
         moment = self._clock()
         self._activity[digest] = moment
+        if self.is_current(digest, referenced=referenced):
+            # Nothing queued (every change holds the lock while it waits) and nothing to change:
+            # the fifty mounts of a warm digest skip the lock. With a change queued, which may
+            # be the opposite one, the mark waits its turn below.
+            return
         entry = Usage(hour_of(moment), referenced)
 
         def change(entries: dict[str, Usage]) -> None:

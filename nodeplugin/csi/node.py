@@ -113,6 +113,7 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             target=request.target_path,
             mount_capability=request.volume_capability.HasField("mount"),
             volume_context=request.volume_context,
+            walk=False,  # volumes.publish walks the target on its way to the mount
         )
         if self._quarantine is not None:
             held = self._quarantine.get(grant.digest)
@@ -123,6 +124,8 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                     "downloads it again")
         if await self._volumes.publish(grant.target, grant.digest):
             return self._mounted(grant.digest)
+        # Not published: refuse a symlinked target before anything is materialized for it.
+        self._volumes.targets.check(grant.target)
         art = grant.artifact
         # Remember that a mount still wants this digest: partial downloads are kept while asked.
         await self._volumes.usage.touch(grant.digest)

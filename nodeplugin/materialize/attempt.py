@@ -8,6 +8,7 @@ Its token lives only in this object, for this artifact's repository, and is neve
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import errno
 import functools
@@ -17,10 +18,19 @@ import pathlib
 import time
 from collections.abc import AsyncIterator, Callable
 
+from hub import blocking as hub_blocking
 from hub import errors as hub_errors
 from hub import listing, source
 from nodeplugin.cache import fsutil, layout, publish
-from nodeplugin.materialize import capacity, checkpoint, interface, limits, ranges, transfer
+from nodeplugin.materialize import (
+    capacity,
+    checkpoint,
+    interface,
+    limits,
+    ranges,
+    receive,
+    transfer,
+)
 from openapi import columns, manifest
 
 log = logging.getLogger(__name__)
@@ -71,6 +81,9 @@ class Node:
     tuning: transfer.Tuning
     policy: ranges.Policy
     workers: int
+    executor: concurrent.futures.Executor
+    """The threads that read ranges from sources that can read them blocking."""
+    buffers: receive.BufferPool
 
 
 _HUB_REASONS: dict[str, interface.Reason] = {
@@ -167,7 +180,7 @@ class Attempt:
         await writer.flush()
         files = [
             transfer.FileTransfer(e, partial.path, writer, self._node.budget, self._node.tuning,
-                                  self._count)
+                                  self._count, self._node.buffers.give_back)
             for e in entries
         ]
         held = await asyncio.to_thread(lambda: sum(f.prepare() for f in files))
@@ -182,7 +195,10 @@ class Attempt:
                 for part in f.parts:
                     self._node.budget.release(part.booked)
                     part.booked = 0
-            await writer.flush()
+            try:
+                await writer.settle()
+            finally:
+                await writer.flush()
         await asyncio.to_thread(_sweep, partial.path, {e.path for e in entries})
         canonical = manifest.canonical_bytes(entries)
         await asyncio.to_thread(
@@ -222,6 +238,8 @@ class Attempt:
     async def _worker(self, schedule: ranges.Schedule[transfer.FileTransfer]) -> None:
         node = self._node
         repo, commit = self.source.repository, self.source.revision
+        client = self._client
+        blocking = isinstance(client, source.BlockingRanges) and client.can_open_ranges
         while (item := schedule.next()) is not None:
             stream, f, part = item
             path = f.entry.path
@@ -230,12 +248,24 @@ class Attempt:
                 return self._client.stream(repo, commit, path, start=start, end=end,
                                            token=self.token)
 
+            def open_body(start: int, end: int, stall: float, path: str = path
+                          ) -> hub_blocking.RangeBody:
+                assert isinstance(client, source.BlockingRanges)
+                return client.open_range(repo, commit, path, start=start, end=end,
+                                         token=self.token, read_timeout=stall)
+
             try:
                 part.booked = await node.budget.acquire(
                     part.length, functools.partial(f.is_frontier, part)
                 )
-                await ranges.fetch(part, open_stream, node.requests, node.rate, node.policy,
-                                   what=path, budget=node.budget)
+                part.reserved = part.booked > 0
+                if blocking:
+                    await receive.fetch(part, open_body, node.requests, node.rate, node.policy,
+                                        what=path, executor=node.executor, pool=node.buffers,
+                                        budget=node.budget)
+                else:
+                    await ranges.fetch(part, open_stream, node.requests, node.rate,
+                                       node.policy, what=path, budget=node.budget)
             except BaseException as exc:
                 part.finish(exc)
                 raise

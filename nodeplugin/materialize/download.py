@@ -10,6 +10,7 @@ node-wide through ``attempt.Node``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
@@ -20,15 +21,26 @@ from collections.abc import Mapping
 import httpx
 from httpcore._async import http11 as httpcore_http11
 
+from hub import blocking, huggingface, modelscope, source
 from hub import config as hub_config
-from hub import huggingface, modelscope, source
 from nodeplugin.cache import layout
-from nodeplugin.materialize import attempt, backoff, capacity, interface, limits, ranges, transfer
+from nodeplugin.materialize import (
+    attempt,
+    backoff,
+    capacity,
+    interface,
+    limits,
+    ranges,
+    receive,
+    transfer,
+)
 from openapi import grammar
 
 log = logging.getLogger(__name__)
 
 READ_BYTES = 1 << 20
+MAX_CONCURRENCY = 64
+"""The largest ``download.concurrency`` (the flag's bound)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,6 +70,7 @@ class HubMaterializer:
         settings: Settings = Settings(),
         *,
         client: httpx.AsyncClient | None = None,
+        connections: blocking.Connections | None = None,
         space: capacity.Capacity | None = None,
         failures: backoff.Backoff | None = None,
     ) -> None:
@@ -66,10 +79,15 @@ class HubMaterializer:
         self._cache = cache
         self._sources = dict(sources)
         self._client = client
-        self._retired: list[httpx.AsyncClient] = []
+        self._connections = connections
+        self._retired: list[tuple[httpx.AsyncClient, blocking.Connections | None]] = []
         self.hub_config: hub_config.HubConfig | None = None
-        """What the hub client was built from (``from_config``, ``reconfigure``)."""
+        """What the hub clients were built from (``from_config``, ``reconfigure``)."""
         self.settings = settings
+        # Threads are made as requests need them, up to the largest concurrency the node allows.
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            MAX_CONCURRENCY, thread_name_prefix="hub-receive"
+        )
         cache.create()
         self.node = attempt.Node(
             cache=cache,
@@ -80,6 +98,8 @@ class HubMaterializer:
             tuning=settings.tuning,
             policy=settings.policy,
             workers=settings.concurrency,
+            executor=self._executor,
+            buffers=receive.BufferPool(),
         )
         self.backoff = failures or backoff.Backoff(cache)
         self._attempts: dict[str, attempt.Attempt] = {}
@@ -97,8 +117,9 @@ class HubMaterializer:
         failures: backoff.Backoff | None = None,
     ) -> HubMaterializer:
         """A materializer with its own hub client built from the node's hub settings."""
-        client, sources = _hub_sources(config)
-        built = cls(cache, sources, settings, client=client, space=space, failures=failures)
+        client, connections, sources = _hub_sources(config)
+        built = cls(cache, sources, settings, client=client, connections=connections,
+                    space=space, failures=failures)
         built.hub_config = config
         return built
 
@@ -110,10 +131,11 @@ class HubMaterializer:
         closed when no attempt runs any more). Raises ``HubError`` for an unusable config,
         changing nothing."""
         if config != self.hub_config:
-            client, sources = _hub_sources(config)
+            client, connections, sources = _hub_sources(config)
             if self._client is not None:
-                self._retired.append(self._client)
-            self._client, self._sources, self.hub_config = client, sources, config
+                self._retired.append((self._client, self._connections))
+            self._client, self._connections = client, connections
+            self._sources, self.hub_config = sources, config
         await self.node.requests.set_limit(concurrency)
         self.node.rate.set_rate(bytes_per_second)
         # New attempts run as many range workers as requests may be open; running ones keep
@@ -128,8 +150,10 @@ class HubMaterializer:
         if self._attempts or not self._retired:
             return
         retired, self._retired = self._retired, []
-        for old in retired:
-            await old.aclose()
+        for old_client, old_connections in retired:
+            if old_connections is not None:
+                old_connections.close()
+            await old_client.aclose()
 
     async def ensure(self, request: interface.Request) -> interface.Progress:
         digest = request.digest
@@ -159,14 +183,22 @@ class HubMaterializer:
     async def close(self) -> None:
         """Stop every attempt (its partial files stay) and close the hub connections."""
         tasks = [a.task for a in self._attempts.values() if a.task is not None]
+        if self._connections is not None:
+            # Requests waiting in threads fail at once instead of at their read timeout.
+            self._connections.abort()
         for task in tasks:
             task.cancel()
         try:
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             # Even when the caller is cancelled meanwhile: every socket goes with the client.
-            for old in self._retired:
-                await old.aclose()
+            for old_client, old_connections in self._retired:
+                if old_connections is not None:
+                    old_connections.close()
+                await old_client.aclose()
+            if self._connections is not None:
+                self._connections.close()
+            self._executor.shutdown(wait=False)
             if self._client is not None:
                 await self._client.aclose()
 
@@ -229,13 +261,19 @@ class HubMaterializer:
 
 def _hub_sources(
     config: hub_config.HubConfig,
-) -> tuple[httpx.AsyncClient, dict[interface.SourceKind, source.Source]]:
+) -> tuple[httpx.AsyncClient, blocking.Connections, dict[interface.SourceKind, source.Source]]:
+    """The async client, the worker threads' connections and the sources over both."""
     hub_config.check(config)
     _read_in_large_pieces()
     client = hub_config.make_client(config)
-    return client, {
-        "huggingFace": huggingface.HuggingFace(client, config.huggingface_endpoint),
-        "modelScope": modelscope.ModelScope(client, config.modelscope_endpoint),
+    connections = blocking.Connections(config)
+    return client, connections, {
+        "huggingFace": huggingface.HuggingFace(
+            client, config.huggingface_endpoint, connections=connections
+        ),
+        "modelScope": modelscope.ModelScope(
+            client, config.modelscope_endpoint, connections=connections
+        ),
     }
 
 

@@ -107,11 +107,16 @@ class Hasher:
             hasher.update(manifest.git_blob_sha1_prefix(size))
         return hasher
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed bytes; a writable buffer (a receive buffer) is hashed in place, not copied."""
         if self._fallback is not None:
             self._fallback.update(data)
             return
-        if self._fn.update(self._ctx, data, len(data)) != 1:
+        size = data.nbytes if isinstance(data, memoryview) else len(data)
+        pointer: bytes | ctypes.Array[ctypes.c_char] = (
+            data if isinstance(data, bytes) else (ctypes.c_char * size).from_buffer(data)
+        )
+        if self._fn.update(self._ctx, pointer, size) != 1:
             raise RuntimeError(f"{self.algorithm} update failed")
 
     def save(self) -> bytes | None:

@@ -12,7 +12,8 @@ import asyncio
 import collections
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
 
 from hub import errors as hub_errors
@@ -23,6 +24,8 @@ T = TypeVar("T")
 
 OpenStream = Callable[[int, int], AsyncIterator[bytes]]
 """``open(start, end_inclusive)`` -> the bytes of that range of the file, in order."""
+Chunk = bytes | bytearray | memoryview
+"""Received bytes: ``bytes`` from the async path, pooled buffers from ``receive``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,9 +48,16 @@ class Part:
         """Budget bytes this part holds; given back as the consumer takes its chunks."""
         self.done = False
         self.error: BaseException | None = None
-        self.chunks: collections.deque[bytes] = collections.deque()
+        self.chunks: collections.deque[Chunk] = collections.deque()
         self.queued = 0
         """Bytes in ``chunks``."""
+        self.reserved = False
+        """Its whole length was booked before its request (look-ahead); else it is its file's
+        frontier, whose bytes are charged as they arrive and which a reader thread holds back
+        (``receive``) once ``FRONTIER_BACKLOG`` bytes wait for the consumer."""
+        self.taken = 0
+        """Bytes the consumer took so far; ``flow`` is notified on every take."""
+        self.flow = threading.Condition()
         self._wanted = 1
         self._ready = asyncio.Event()
 
@@ -55,21 +65,25 @@ class Part:
     def length(self) -> int:
         return self.end - self.start
 
-    def push(self, chunk: bytes) -> None:
+    def push(self, chunk: Chunk) -> None:
         self.chunks.append(chunk)
         self.queued += len(chunk)
         if self.queued >= self._wanted:
             self._ready.set()
 
-    def take(self, limit: int, max_chunks: int) -> list[bytes]:
+    def take(self, limit: int, max_chunks: int) -> list[Chunk]:
         """Up to ``limit`` bytes (at least one chunk) of queued chunks, oldest first."""
-        batch: list[bytes] = []
+        batch: list[Chunk] = []
         size = 0
         while self.chunks and size < limit and len(batch) < max_chunks:
             chunk = self.chunks.popleft()
             batch.append(chunk)
             size += len(chunk)
         self.queued -= size
+        if size:
+            with self.flow:
+                self.taken += size
+                self.flow.notify_all()
         return batch
 
     def finish(self, error: BaseException | None = None) -> None:
@@ -159,12 +173,29 @@ async def fetch(
     ``what`` is a safe description for logs (a path, never a URL). With ``budget``, queued bytes
     beyond the part's booking are charged to it (``Part.booked`` grows; the consumer gives back).
     """
+
+    async def once() -> None:
+        await _stream_once(part, open_stream, rate, policy, budget)
+
+    await fetch_with(part, once, requests, policy, what=what)
+
+
+async def fetch_with(
+    part: Part,
+    once: Callable[[], Awaitable[None]],
+    requests: limits.RequestLimiter,
+    policy: Policy,
+    *,
+    what: str,
+) -> None:
+    """The retry loop of ``fetch`` around ``once()``, one request from the part's last byte
+    (``receive`` uses it with requests read in threads)."""
     failures = 0
     while part.received < part.length:
         before = part.received
         try:
             async with requests.slot():
-                await _stream_once(part, open_stream, rate, policy, budget)
+                await once()
             if part.received < part.length:
                 raise EOFError("the range ended early")
         except (hub_errors.HubError, OSError, TimeoutError, EOFError) as exc:
@@ -206,12 +237,7 @@ async def _stream_once(
                 raise hub_errors.HubError(
                     "SourceUnavailable", "the hub sent more bytes than the range holds"
                 )
-            part.received += len(chunk)
-            part.push(chunk)
-            unbooked = part.queued - part.booked
-            if budget is not None and unbooked > 0:
-                budget.charge(unbooked)
-                part.booked += unbooked
+            deliver(part, chunk, budget)
             await rate.consume(len(chunk))
         # Read the response to its end so its connection goes back to the pool for reuse.
         async with asyncio.timeout(policy.stall_seconds):
@@ -223,6 +249,17 @@ async def _stream_once(
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def deliver(part: Part, chunk: Chunk, budget: limits.Budget | None) -> None:
+    """Queue received bytes on their part (on the event loop); with ``budget``, what the part
+    holds beyond its booking is charged to it."""
+    part.received += len(chunk)
+    part.push(chunk)
+    unbooked = part.queued - part.booked
+    if budget is not None and unbooked > 0:
+        budget.charge(unbooked)
+        part.booked += unbooked
 
 
 def _describe(exc: BaseException) -> str:

@@ -18,6 +18,9 @@ from collections.abc import Iterator
 BLOCK = 1 << 20
 CHUNK = 64 * 1024
 _BASE = random.Random(0x6D6D).randbytes(BLOCK)
+_TWICE = memoryview(_BASE + _BASE)
+"""The base block twice over: any rotation of it is one slice, no copy."""
+HEAD = 16
 _digest_cache: dict[tuple[bytes, int, str], str] = {}
 _digest_lock = threading.Lock()
 
@@ -46,12 +49,22 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
     ).encode()
 
 
-@functools.lru_cache(maxsize=64)
-def _block(key: bytes, index: int) -> bytes:
+@functools.lru_cache(maxsize=4096)
+def _head(key: bytes, index: int) -> tuple[bytes, int]:
+    """Block ``index``'s 16-byte header and where its rotation of the base block starts."""
     head = hashlib.sha256(key + index.to_bytes(8, "big")).digest()
-    turn = int.from_bytes(head[:4], "big") % BLOCK
-    rotated = _BASE[turn:] + _BASE[:turn]
-    return head[:16] + rotated[16:]
+    return head[:HEAD], int.from_bytes(head[:4], "big") % BLOCK
+
+
+def _block_pieces(key: bytes, index: int, offset: int, stop: int) -> Iterator[memoryview]:
+    """Bytes ``offset`` up to ``stop`` of block ``index`` as views (the header, then the
+    rotated base block), without copying."""
+    head, turn = _head(key, index)
+    if offset < HEAD:
+        yield memoryview(head)[offset : min(stop, HEAD)]
+        offset = HEAD
+    if offset < stop:
+        yield _TWICE[turn + offset : turn + stop]
 
 
 class Content:
@@ -62,19 +75,28 @@ class Content:
         self.key = key
         self._literal = literal
 
-    def chunks(self, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
-        """Bytes ``start`` up to ``stop`` (exclusive) in pieces of at most 64 KiB."""
+    def chunks(
+        self, start: int = 0, stop: int | None = None, size: int = CHUNK
+    ) -> Iterator[bytes | memoryview]:
+        """Bytes ``start`` up to ``stop`` (exclusive) in pieces of at most ``size`` bytes.
+
+        Pieces are views into shared buffers (no copy is made to serve them): ``bytes(piece)``
+        to keep one.
+        """
         stop = self.size if stop is None else min(stop, self.size)
         position = start
+        literal = memoryview(self._literal) if self._literal is not None else None
         while position < stop:
-            if self._literal is not None:
-                piece = self._literal[position : min(stop, position + CHUNK)]
-            else:
-                index, offset = divmod(position, BLOCK)
-                take = min(stop - position, BLOCK - offset, CHUNK)
-                piece = _block(self.key, index)[offset : offset + take]
-            yield piece
-            position += len(piece)
+            if literal is not None:
+                piece: bytes | memoryview = literal[position : min(stop, position + size)]
+                yield piece
+                position += len(piece)
+                continue
+            index, offset = divmod(position, BLOCK)
+            take = min(stop - position, BLOCK - offset, size)
+            for view in _block_pieces(self.key, index, offset, offset + take):
+                yield view
+                position += len(view)
 
     def read(self, start: int = 0, stop: int | None = None) -> bytes:
         return b"".join(self.chunks(start, stop))
@@ -93,12 +115,8 @@ class Content:
             hasher = hashlib.sha256() if kind == "sha256" else hashlib.sha1()
             if kind == "gitsha1":
                 hasher.update(b"blob %d\x00" % self.size)
-            position = 0
-            while position < self.size:
-                index = position // BLOCK
-                take = min(self.size - position, BLOCK)
-                hasher.update(_block(self.key, index)[:take])
-                position += take
+            for piece in self.chunks(0, self.size, BLOCK):
+                hasher.update(piece)
             value = hasher.hexdigest()
         with _digest_lock:
             _digest_cache[cache_key] = value

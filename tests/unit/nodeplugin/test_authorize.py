@@ -108,3 +108,22 @@ def test_a_symlinked_kubelet_dir_gives_the_mount_table_path(tmp_path: pathlib.Pa
     target = authorize.check_target(str(tmp_path / "kubelet" / "pods" / "u" / "mount"),
                                     str(tmp_path / "kubelet"))
     assert target == str(real / "pods" / "u" / "mount")
+
+
+async def test_without_the_walk_only_the_lexical_rule_is_checked(tmp_path: pathlib.Path) -> None:
+    informer = await _informer(fakes.artifact_object())
+    kubelet = tmp_path / "kubelet"
+    (kubelet / "pods" / "u" / "volumes" / "v").mkdir(parents=True)
+    os.symlink("/etc", kubelet / "pods" / "u" / "volumes" / "v" / "mount")
+    with pytest.raises(errors.PermissionDenied, match="is a symlink"):
+        _check(informer, kubelet)
+    # The caller walks it later (cache.volumes on its way to the mount, or before materializing).
+    grant = authorize.authorize(
+        informer, kubelet_dir=str(kubelet),
+        target=str(kubelet / "pods" / "u" / "volumes" / "v" / "mount"),
+        mount_capability=True, volume_context=_context(), walk=False,
+    )
+    assert grant.target.endswith("/pods/u/volumes/v/mount")
+    with pytest.raises(errors.PermissionDenied, match="not under the kubelet directory"):
+        authorize.authorize(informer, kubelet_dir=str(kubelet), target="/etc/x",
+                            mount_capability=True, volume_context=_context(), walk=False)

@@ -99,3 +99,20 @@ def test_long_paths_are_cut_in_messages(tmp_path: pathlib.Path) -> None:
     with pytest.raises(errors.PermissionDenied) as caught:
         rules.canonical("/elsewhere/" + "x" * 10_000)
     assert len(caught.value.message) < 400
+
+
+def test_a_repointed_kubelet_dir_is_followed_within_a_second(tmp_path: pathlib.Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    for real in (first, second):
+        (real / "pods" / "u").mkdir(parents=True)
+    os.symlink(first, tmp_path / "kubelet")
+    now = [100.0]
+    rules = targets.Targets(str(tmp_path / "kubelet"), clock=lambda: now[0])
+    target = str(tmp_path / "kubelet" / "pods" / "u" / "mount")
+    assert rules.check(target) == str(first / "pods" / "u" / "mount")
+    os.unlink(tmp_path / "kubelet")
+    os.symlink(second, tmp_path / "kubelet")
+    now[0] += targets.REAL_BASE_SECONDS / 2
+    assert rules.check(target) == str(first / "pods" / "u" / "mount")  # reused meanwhile
+    now[0] += targets.REAL_BASE_SECONDS
+    assert rules.check(target) == str(second / "pods" / "u" / "mount")

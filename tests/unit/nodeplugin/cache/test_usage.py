@@ -80,3 +80,23 @@ async def test_touch_moves_the_hour_and_keeps_the_reference_flag(tmp_path: pathl
     await store.touch("d2")
     assert store.get("d1") == usage.Usage(usage.hour_of(clock.now), True)
     assert store.get("d2") == usage.Usage(usage.hour_of(clock.now), False)
+
+
+async def test_is_current_only_when_nothing_would_change_or_is_queued(
+    tmp_path: pathlib.Path,
+) -> None:
+    clock = Clock()
+    store = usage.UsageStore(tmp_path / "usage.json", clock=clock)
+    assert not store.is_current("d1", referenced=True)
+    await store.mark("d1", referenced=True)
+    assert store.is_current("d1", referenced=True)
+    assert not store.is_current("d1", referenced=False)
+    clock.now = T0 + datetime.timedelta(hours=1)
+    assert not store.is_current("d1", referenced=True)  # a new hour is a change
+    await store.mark("d1", referenced=True)
+    # While a change is being written, nothing counts as current (it may be the opposite one).
+    pending = asyncio.create_task(store.mark("d2", referenced=True))
+    await asyncio.sleep(0)
+    assert not store.is_current("d1", referenced=True)
+    await pending
+    assert store.is_current("d1", referenced=True)
