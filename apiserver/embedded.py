@@ -99,7 +99,7 @@ def worker_token(token_file: pathlib.Path, username: str) -> plugins.TokenSource
     ``--downloads-token-file`` holds in standalone mode), re-read when the file changes."""
     seen: dict[str, object] = {}
 
-    def read() -> str | None:
+    async def read() -> str | None:
         try:
             stamp = token_file.stat().st_mtime_ns
             if seen.get("stamp") != stamp:
@@ -128,12 +128,25 @@ def standalone_leadership(settings: config.Settings, registry: build.Registry,
         timing=leader.Timing(cs.lease_duration, cs.renew_deadline, cs.retry_period))
 
 
-def no_token() -> str | None:
+async def no_token() -> str | None:
     """No static token file (a server without one): plugins are read without a credential."""
     return None
 
 
-SERVICE_ACCOUNT_TOKEN = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+def client_token(client: kube.Client) -> plugins.TokenSource:
+    """In a cluster: the bearer token of the server's own client (the worker's ServiceAccount,
+    whatever ``--kubeconfig`` or in-cluster config gives it: a projected token re-read when it
+    rotates, a kubeconfig token or token file, an exec plugin's), which the plugins check with
+    a TokenReview. None when the client authenticates otherwise (a client certificate)."""
+
+    async def read() -> str | None:
+        try:
+            return await client.bearer_token()
+        except kube.CredentialError as exc:
+            log.warning("cannot get the worker's token for the plugins: %s", exc.message)
+            return None
+
+    return read
 
 
 def build_hooks(settings: config.Settings, registry: build.Registry, *,
@@ -159,7 +172,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         pods = informer.Informer(theirs, clients.PODS, clock, namespace=cs.plugin_namespace,
                                  label_selector=cs.plugin_selector)
         locator = plugins.PodPlugins(pods, cs.plugin_port)
-        token = plugins.FileToken(SERVICE_ACCOUNT_TOKEN)
+        token = client_token(cluster_client)
     reader = plugins.HttpDownloads(locator, token, ca_file=cs.plugin_ca_file)
     view = worker.NodeView(api, clock, reader)
     hooks = Hooks(node_view=view)

@@ -11,9 +11,8 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import pathlib
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from controllers import informer, pluginhttp
@@ -21,7 +20,9 @@ from controllers import informer, pluginhttp
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
-TokenSource = Callable[[], str | None]
+TokenSource = Callable[[], Awaitable[str | None]]
+"""The worker's bearer token as of now (None: ask without one); awaited per request, so a
+rotated token is used as soon as its source has it."""
 
 
 class Locator(Protocol):
@@ -74,28 +75,6 @@ def _serving(pod: informer.Obj) -> bool:
     return not ready or ready[0].get("status") == "True"
 
 
-class FileToken:
-    """A token read from a file (the worker's static token, a projected ServiceAccount token),
-    re-read when the file changes."""
-
-    def __init__(self, path: pathlib.Path) -> None:
-        self._path = path
-        self._stamp: tuple[int, int] | None = None
-        self._token: str | None = None
-
-    def __call__(self) -> str | None:
-        try:
-            info = self._path.stat()
-            stamp = (info.st_ino, info.st_mtime_ns)
-            if stamp != self._stamp:
-                self._token = self._path.read_text().strip() or None
-                self._stamp = stamp
-        except OSError as exc:
-            log.warning("cannot read the worker token %s: %s", self._path, type(exc).__name__)
-            return None
-        return self._token
-
-
 def ssl_context(ca_file: str | None) -> ssl.SSLContext:
     """Plugins present self-signed certificates unless the chart gives them one: verify with
     ``ca_file`` when given, otherwise encrypt without verifying (documented in controllers.md)."""
@@ -138,7 +117,7 @@ class HttpDownloads:
         if base is None:
             raise LookupError(f"no plugin known for node {node}")
         headers = [("accept", "application/json")]
-        token = self._token()
+        token = await self._token()
         if token:
             headers.append(("authorization", f"Bearer {token}"))
         body = await self._pool(base).get("/model/downloads", headers, MAX_BODY)

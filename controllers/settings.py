@@ -12,7 +12,9 @@ from hub import config as hub_config
 
 DEFAULT_INTERVAL = 24 * 3600.0
 DEFAULT_PLUGIN_PORT = 32444
-DEFAULT_PLUGIN_SELECTOR = "app.kubernetes.io/name=model-manager,app.kubernetes.io/component=plugin"
+# The labels the chart gives the node plugin DaemonSet's Pods (templates/nodeplugin.yaml).
+DEFAULT_PLUGIN_SELECTOR = (
+    "app.kubernetes.io/name=model-manager,app.kubernetes.io/component=node-plugin")
 DEFAULT_SETTINGS_CONFIGMAP = "model-manager-settings"
 DEFAULT_LEASE = "model-manager-controllers"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")

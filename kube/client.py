@@ -35,6 +35,9 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_USER_AGENT = "model-manager/0.1.0"
 RAW_BODY_LIMIT = 16 << 20
 
+Selector = Mapping[str, Any] | str | None
+"""A label or field selector: lightkube's mapping form or kube's string syntax."""
+
 
 class VersionInfo(TypedDict, total=False):
     """``GET /version`` (apimachinery's version.Info)."""
@@ -182,14 +185,17 @@ class Client:
         res: type[Res],
         *,
         namespace: str | None = None,
-        labels: Mapping[str, Any] | str | None = None,
-        fields: Mapping[str, Any] | str | None = None,
+        labels: Selector = None,
+        fields: Selector = None,
         chunk_size: int | None = None,
     ) -> ListResult[Res]:
-        """Every object (all pages) and the collection's resourceVersion, to watch from."""
-        iterable = self._lk.list(
-            res, namespace=namespace, labels=labels, fields=fields, chunk_size=chunk_size
-        )
+        """Every object (all pages) and the collection's resourceVersion, to watch from.
+        ``labels``/``fields``: a mapping in lightkube's form (``{"app": "x"}``, operators) or a
+        selector string in kube's own syntax (``app=x,tier!=db``), sent as written."""
+        iterable = self.api._client.list(self.api._client.prepare_request(
+            "list", res=res, namespace=namespace,
+            params={"limit": chunk_size, **_selectors(labels, fields)},
+        ))  # fmt: skip
         items: builtins.list[Res] = []
         try:
             async for item in iterable:
@@ -204,8 +210,8 @@ class Client:
         res: type[Res],
         *,
         namespace: str | None = None,
-        labels: Mapping[str, Any] | str | None = None,
-        fields: Mapping[str, Any] | str | None = None,
+        labels: Selector = None,
+        fields: Selector = None,
         resource_version: str | None = None,
         server_timeout: int | None = None,
         bookmarks: bool = False,
@@ -216,24 +222,18 @@ class Client:
         last version seen; an ``Expired`` (410) means list again. ``bookmarks`` asks for
         ``BOOKMARK`` events (``allowWatchBookmarks``), which move that version on while nothing
         changes, so a resumed stream rarely finds its version compacted."""
-        if bookmarks:
-            # lightkube's watch() has no parameter for it; the same request with one more.
-            request = self.api._client.prepare_request(
-                "list", res=res, namespace=namespace, watch=True,
-                params={
-                    "timeoutSeconds": server_timeout,
-                    "resourceVersion": resource_version,
-                    "labelSelector": _selector(labels),
-                    "fieldSelector": _selector(fields, for_fields=True),
-                    "allowWatchBookmarks": "true",
-                },
-            )  # fmt: skip
-            stream = self.api._client.watch(request)
-        else:
-            stream = self._lk.watch(
-                res, namespace=namespace, labels=labels, fields=fields,
-                resource_version=resource_version, server_timeout=server_timeout,
-            )  # fmt: skip
+        # lightkube's watch() takes no selector string and no allowWatchBookmarks: the same
+        # request it builds, with our parameters.
+        request = self.api._client.prepare_request(
+            "list", res=res, namespace=namespace, watch=True,
+            params={
+                "timeoutSeconds": server_timeout,
+                "resourceVersion": resource_version,
+                **_selectors(labels, fields),
+                "allowWatchBookmarks": "true" if bookmarks else None,
+            },
+        )  # fmt: skip
+        stream = self.api._client.watch(request)
         try:
             async for kind, obj in stream:
                 yield kind, obj
@@ -347,12 +347,21 @@ class Client:
         return answer
 
 
-def _selector(pairs: Mapping[str, Any] | str | None, *, for_fields: bool = False) -> str | None:
+def _selector(pairs: Selector, *, for_fields: bool = False) -> str | None:
+    """A selector for the query: a string as written (kube's syntax), a mapping through
+    lightkube's ``build_selector``; empty means none."""
     if not pairs:
         return None
     if isinstance(pairs, str):
-        return pairs
-    return str(build_selector(dict(pairs), for_fields=for_fields))
+        return pairs.strip() or None
+    if not isinstance(pairs, Mapping):
+        raise TypeError(f"a selector is a mapping or a string, not {type(pairs).__name__}")
+    return str(build_selector(dict(pairs), for_fields=for_fields)) or None
+
+
+def _selectors(labels: Selector, fields: Selector) -> dict[str, str | None]:
+    return {"labelSelector": _selector(labels),
+            "fieldSelector": _selector(fields, for_fields=True)}
 
 
 def _segment(name: str) -> str:

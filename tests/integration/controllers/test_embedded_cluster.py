@@ -100,3 +100,30 @@ async def test_embedded_controllers_use_the_clusters_sources(
         await client.aclose()
     released = cp.get(resources.LEASES, "model-manager-controllers", "gpustack-system")
     assert released is not None and released["spec"]["holderIdentity"] == ""
+
+
+async def test_the_worker_asks_the_plugins_with_its_own_clients_token(
+        tmp_path: pathlib.Path) -> None:
+    """The live progress reads carry the bearer token of the server's own kube client, whatever
+    gives it (a kubeconfig token file here, re-read when it rotates; a projected token in a Pod),
+    not a fixed in-cluster path; a client-certificate identity has none to send."""
+    with ControlPlane(tmp_path / "cp") as cp:
+        token_file = tmp_path / "token"
+        token_file.write_text("worker-token-1\n")
+        path = cp.write_kubeconfig(tmp_path / "worker.kubeconfig", token_file=token_file)
+        async with kube.Client.from_kubeconfig(path) as client:
+            read = embedded.client_token(client)
+            assert await read() == "worker-token-1"
+            replacement = tmp_path / "token.new"
+            replacement.write_text("worker-token-2\n")
+            replacement.replace(token_file)
+            assert await read() == "worker-token-2"
+            token_file.unlink()
+            assert await read() is None
+        inline = cp.write_kubeconfig(tmp_path / "inline.kubeconfig", token="inline-token")
+        async with kube.Client.from_kubeconfig(inline) as client:
+            assert await embedded.client_token(client)() == "inline-token"
+        certified = cp.write_kubeconfig(tmp_path / "cert.kubeconfig",
+                                        client=cp.issue_client_cert("worker"))
+        async with kube.Client.from_kubeconfig(certified) as client:
+            assert await embedded.client_token(client)() is None

@@ -202,6 +202,63 @@ async def test_watch_sees_changes_and_expired_is_typed(
         assert expired.value.code == 410
 
 
+def _labelled_pod(name: str, labels: dict[str, str]) -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": "gpustack-system", "labels": labels},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "i"}]}}
+
+
+@pytest.mark.parametrize("bookmarks", [False, True])
+async def test_selectors_in_kube_syntax_and_as_mappings_list_and_watch(
+    control_plane: ControlPlane, tmp_path: pathlib.Path, bookmarks: bool
+) -> None:
+    """A selector string (kube's own syntax, as --plugin-pod-selector is given) reaches the
+    server as written, for list and watch; a mapping is built by lightkube. The controllers'
+    plugin-Pod informer lists exactly so."""
+    plugin = {"app.kubernetes.io/name": "model-manager",
+              "app.kubernetes.io/component": "node-plugin"}
+    control_plane.seed(resources.PODS, _labelled_pod("plugin-a", plugin))
+    control_plane.seed(resources.PODS, _labelled_pod("server", {
+        "app.kubernetes.io/name": "model-manager", "app.kubernetes.io/component": "server"}))
+    control_plane.seed(resources.PODS, _labelled_pod("other", {"app": "other"}))
+    text = "app.kubernetes.io/name=model-manager,app.kubernetes.io/component=node-plugin"
+    async with _client(control_plane, tmp_path, token=ADMIN_TOKEN) as client:
+        for selector in (text, plugin, f" {text} "):
+            found = await client.list(Pod, namespace="gpustack-system", labels=selector)
+            assert [p.metadata.name for p in found.items if p.metadata] == ["plugin-a"]
+        by_set = await client.list(Pod, namespace="gpustack-system",
+                                   labels="app.kubernetes.io/component in (node-plugin,server)")
+        assert sorted(p.metadata.name for p in by_set.items if p.metadata) == ["plugin-a",
+                                                                               "server"]
+        absent = await client.list(Pod, namespace="*", labels="!app,app.kubernetes.io/name")
+        assert len(absent.items) == 2
+        named = await client.list(Pod, namespace="gpustack-system",
+                                  fields="metadata.name=other")
+        assert [p.metadata.name for p in named.items if p.metadata] == ["other"]
+        everything = await client.list(Pod, namespace="gpustack-system", labels="")
+        assert len(everything.items) == 3
+        queries = [r.query for r in control_plane.recorder.requests(
+            "/api/v1/namespaces/gpustack-system/pods", "GET")]
+        assert "labelSelector=app.kubernetes.io%2Fname%3Dmodel-manager%2C" \
+               "app.kubernetes.io%2Fcomponent%3Dnode-plugin" in queries[0]
+
+        stream = client.watch(Pod, namespace="gpustack-system", labels=text,
+                              resource_version=found.resource_version, bookmarks=bookmarks)
+        control_plane.seed(resources.PODS, _labelled_pod("unrelated", {"app": "other"}))
+        control_plane.seed(resources.PODS, _labelled_pod("plugin-b", plugin))
+        kind, seen = await asyncio.wait_for(anext(stream), 30)
+        while kind == "BOOKMARK":
+            kind, seen = await asyncio.wait_for(anext(stream), 30)
+        assert kind == "ADDED" and seen.metadata is not None
+        assert seen.metadata.name == "plugin-b"
+        await stream.aclose()  # type: ignore[attr-defined]
+        watches = [r.query for r in control_plane.recorder.requests(
+            "/api/v1/namespaces/gpustack-system/pods", "GET") if "watch=true" in r.query]
+        assert ("allowWatchBookmarks=true" in watches[-1]) is bookmarks
+        assert "labelSelector=app.kubernetes.io%2Fname%3Dmodel-manager" in watches[-1]
+        with pytest.raises(TypeError):
+            await client.list(Pod, labels=["app=x"])  # type: ignore[arg-type]
+
+
 async def test_insecure_skip_tls_verify_is_honoured(
     control_plane: ControlPlane, tmp_path: pathlib.Path
 ) -> None:

@@ -63,7 +63,10 @@ def _group(name: str, version: str) -> dict[str, Any]:
     return {"name": name, "versions": [gv], "preferredVersion": gv}
 
 
-def document(path: str, address: str) -> dict[str, Any] | None:
+def document(path: str, address: str,
+             aggregated: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """``aggregated``: group -> version of the registered APIServices, listed in ``/apis``
+    (their own documents come from their backends)."""
     parts = [p for p in path.split("/") if p]
     groups = _groups()
     if parts == ["api"]:
@@ -78,7 +81,8 @@ def document(path: str, address: str) -> dict[str, Any] | None:
         return {
             "kind": "APIGroupList",
             "apiVersion": "v1",
-            "groups": [_group(name, version) for name, version in sorted(groups.items())],
+            "groups": [_group(name, version)
+                       for name, version in sorted({**groups, **(aggregated or {})}.items())],
         }
     if len(parts) == 2 and parts[0] == "apis" and parts[1] in groups:
         return {"kind": "APIGroup", "apiVersion": "v1", **_group(parts[1], groups[parts[1]])}

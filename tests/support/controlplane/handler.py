@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
 from http import server as http_server
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ from urllib import parse
 import orjson
 
 from tests.support.controlplane import (
+    aggregation,
     discovery,
     faults,
     objects,
@@ -186,6 +188,10 @@ class Handler(http_server.BaseHTTPRequestHandler):
         self, method: str, info: RequestInfo, query: dict[str, str], body: bytes, user: UserInfo
     ) -> None:
         plane = self.plane
+        service = plane.api_service_for(info.path)
+        if service is not None:
+            aggregation.proxy(self, service, method, body, user, self._track)
+            return
         if not info.resource_request:
             self._non_resource(method, info)
             return
@@ -227,6 +233,15 @@ class Handler(http_server.BaseHTTPRequestHandler):
         else:
             raise status.StatusError(status.method_not_allowed(method, info.path))
 
+    def _track(self, add: socket.socket | None, remove: socket.socket | None) -> None:
+        """Proxied connections are cut with the server's own (a stop, an outage)."""
+        server = self.server
+        with server.connections_lock:  # type: ignore[attr-defined]
+            if add is not None:
+                server.connections.add(add)  # type: ignore[attr-defined]
+            if remove is not None:
+                server.connections.discard(remove)  # type: ignore[attr-defined]
+
     def _non_resource(self, method: str, info: RequestInfo) -> None:
         if method not in ("GET", "HEAD"):
             raise status.StatusError(status.method_not_allowed(method, info.path))
@@ -236,7 +251,8 @@ class Handler(http_server.BaseHTTPRequestHandler):
         elif path in ("/healthz", "/livez", "/readyz"):
             self._text(200, "ok")
         else:
-            answer = discovery.document(path, self.plane.server_address())
+            answer = discovery.document(path, self.plane.server_address(),
+                                        self.plane.aggregated_groups())
             if answer is None:
                 raise status.StatusError(status.path_not_found())
             self._json(200, answer)

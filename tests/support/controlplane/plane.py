@@ -20,6 +20,7 @@ from typing import Any
 
 from tests.support.controlplane import files, status
 from tests.support.controlplane import resources as kinds
+from tests.support.controlplane.aggregation import APIService
 from tests.support.controlplane.faults import Fault, Faults, Recorder
 from tests.support.controlplane.frontproxy import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, FrontProxy
 from tests.support.controlplane.identity import (
@@ -95,6 +96,7 @@ class ControlPlane:
         self._tokens: dict[str, Token] = {}
         self._tokens_lock = threading.Lock()
         self._configz: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._api_services: list[APIService] = []
         self._server: Server | None = None
         self._port = 0
         self.add_token(ADMIN_TOKEN, UserInfo("admin", uid="admin-uid", groups=(MASTERS,)))
@@ -348,6 +350,21 @@ class ControlPlane:
         if node in self._configz:
             return self._configz[node]
         return 503, status.service_unavailable(UNREACHABLE_KUBELET)
+
+    def register_api_service(self, group: str, version: str, url: str,
+                             ca_bundle: bytes) -> APIService:
+        """``APIService v1.<group>``: requests for ``/apis/<group>`` are authenticated and
+        authorized here, then proxied to ``url`` with the front-proxy certificate and the
+        caller's identity in ``X-Remote-*`` headers, as kube-aggregator does."""
+        service = APIService(group, version, url.rstrip("/"), ca_bundle)
+        self._api_services = [s for s in self._api_services if s.group != group] + [service]
+        return service
+
+    def api_service_for(self, path: str) -> APIService | None:
+        return next((s for s in self._api_services if s.serves(path)), None)
+
+    def aggregated_groups(self) -> dict[str, str]:
+        return {s.group: s.version for s in self._api_services}
 
     def version_info(self) -> dict[str, str]:
         return version_document(self.git_version)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import pathlib
 from typing import Any
 
 import pytest
@@ -66,15 +65,3 @@ async def test_plugin_pods_give_the_ready_pod_on_the_node() -> None:
     assert located.url("n3") == "https://[fd00::3]:32444"
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-
-
-def test_file_tokens_are_reread_when_the_file_changes(tmp_path: pathlib.Path) -> None:
-    path = tmp_path / "token"
-    source = plugins.FileToken(path)
-    assert source() is None
-    path.write_text("one\n")
-    assert source() == "one"
-    replacement = tmp_path / "new"
-    replacement.write_text("two")
-    replacement.replace(path)
-    assert source() == "two"

@@ -1,0 +1,133 @@
+"""The aggregation layer: requests for a registered ``APIService`` group are proxied to its
+backend as kube-aggregator does (aggregator.md sections 1 and 2).
+
+kube-apiserver authenticates and authorizes the caller first (the handler has done both by the
+time ``proxy`` runs), then opens its own TLS connection to the backend with the front-proxy
+client certificate, trusting the APIService's ``caBundle``, drops the caller's credentials and
+sends the identity as ``X-Remote-User``, one ``X-Remote-Group`` line per group and
+``X-Remote-Extra-<key>`` lines (escaped as client-go escapes them). Answers, watch streams
+included, are relayed as they arrive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import http.client
+import socket
+import ssl
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib import parse
+
+from tests.support.controlplane import status
+from tests.support.controlplane.identity import UserInfo
+
+if TYPE_CHECKING:
+    from tests.support.controlplane.handler import Handler
+
+# Hop-by-hop and credential headers never forwarded (kube's proxy drops them too).
+_DROPPED = frozenset({
+    "authorization", "connection", "keep-alive", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "host", "content-length", "impersonate-user",
+    "impersonate-group", "impersonate-uid",
+})  # fmt: skip
+_RELAYED = ("content-type", "cache-control", "retry-after", "warning", "audit-id")
+CHUNK = 64 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class APIService:
+    """``v1.<group>``: where its requests go and the CA that signs the backend's certificate."""
+
+    group: str
+    version: str
+    url: str
+    ca_bundle: bytes
+
+    def serves(self, path: str) -> bool:
+        return path == f"/apis/{self.group}" or path.startswith(f"/apis/{self.group}/")
+
+
+def identity_headers(user: UserInfo, header_names: Any) -> list[tuple[str, str]]:
+    """The identity as the front proxy sends it, in the header names it publishes."""
+    from tests.support import aggregator  # imports this package's modules itself
+
+    uid = header_names.uid_headers[0] if header_names.uid_headers else None
+    return aggregator.identity_headers(
+        user, username_header=header_names.username_headers[0],
+        group_header=header_names.group_headers[0],
+        extra_prefix=header_names.extra_headers_prefix[0], uid_header=uid,
+    )  # fmt: skip
+
+
+def proxy(handler: Handler, service: APIService, method: str, body: bytes, user: UserInfo,
+          track: Callable[[socket.socket | None, socket.socket | None], None]) -> None:
+    """Forward one request and relay the answer. ``track(add, remove)`` registers the backend
+    socket with the server, so a stop or an outage cuts relayed watches too."""
+    plane = handler.plane
+    target = parse.urlsplit(service.url)
+    context = ssl.create_default_context(cadata=service.ca_bundle.decode())
+    plane.front_proxy.client.load_into(context)
+    connection = http.client.HTTPSConnection(target.hostname or "127.0.0.1", target.port or 443,
+                                             context=context, timeout=30)
+    headers = [(k, v) for k, v in handler.headers.items() if k.lower() not in _DROPPED
+               and not k.lower().startswith("x-remote-")]
+    headers += identity_headers(user, plane.front_proxy)
+    headers += [("X-Forwarded-For", handler.client_address[0]),
+                ("X-Forwarded-Proto", "https"), ("X-Forwarded-Uri", handler.path)]
+    try:
+        connection.connect()
+        raw = connection.sock
+        raw.settimeout(None)
+        track(raw, None)
+        try:
+            connection.putrequest(method, handler.path, skip_accept_encoding=True)
+            for name, value in headers:
+                connection.putheader(name, value)
+            connection.putheader("Content-Length", str(len(body)))
+            connection.endheaders(body)
+            answer = connection.getresponse()
+            _relay(handler, answer)
+        finally:
+            track(None, raw)
+    except (OSError, http.client.HTTPException) as exc:
+        if handler._code:  # the answer had started: nothing more to say on this connection
+            handler.close_connection = True
+            return
+        raise status.StatusError(status.status(
+            503, "ServiceUnavailable",
+            f"error trying to reach service: {type(exc).__name__}")) from None  # fmt: skip
+    finally:
+        with contextlib.suppress(OSError):
+            connection.close()
+
+
+def _relay(handler: Handler, answer: http.client.HTTPResponse) -> None:
+    streamed = answer.getheader("Transfer-Encoding", "").lower() == "chunked"
+    handler._answered(answer.status)
+    handler.send_response(answer.status)
+    for name in _RELAYED:
+        value = answer.getheader(name)
+        if value is not None:
+            handler.send_header(name, value)
+    if not streamed:
+        data = answer.read()
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(data)
+        return
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    try:
+        while True:
+            piece = answer.read1(CHUNK)
+            if not piece:
+                break
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
+        handler.wfile.flush()
+    except (OSError, http.client.HTTPException):
+        handler.close_connection = True
