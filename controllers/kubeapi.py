@@ -70,9 +70,13 @@ class KubeApi:
                     namespace: str = "", label_selector: str = ""
                     ) -> AsyncIterator[clients.WatchEvent]:
         model = _model(resource)
+        # With bookmarks, as the protocol promises: a quiet resource's version moves on, so a
+        # resumed watch rarely finds it compacted. An empty version starts a fresh watch (every
+        # object replayed as ADDED).
         stream = self.kube.watch(
             model, namespace=(namespace or "*") if resource.namespaced else None,
-            labels=label_selector or None, resource_version=resource_version)
+            labels=label_selector or None, resource_version=resource_version or None,
+            bookmarks=True)
         try:
             async for kind, obj in stream:
                 if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):

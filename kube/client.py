@@ -22,6 +22,7 @@ import httpx2
 import lightkube
 from lightkube.core import resource as lk_resource
 from lightkube.core.selector import build_selector
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.types import PatchType
 
 from kube import auth as kube_auth
@@ -221,7 +222,10 @@ class Client:
         the server ended (after ``server_timeout`` seconds, kube's ``timeoutSeconds``) from the
         last version seen; an ``Expired`` (410) means list again. ``bookmarks`` asks for
         ``BOOKMARK`` events (``allowWatchBookmarks``), which move that version on while nothing
-        changes, so a resumed stream rarely finds its version compacted."""
+        changes, so a resumed stream rarely finds its version compacted. A bookmark's object is
+        the resource's model where the model can hold an object with nothing but metadata, else
+        a ``Bookmark`` (a CSINode, whose model requires ``spec``): either way
+        ``obj.metadata.resourceVersion`` and ``dict``/``to_dict()`` work."""
         # lightkube's watch() takes no selector string and no allowWatchBookmarks: the same
         # request it builds, with our parameters.
         request = self.api._client.prepare_request(
@@ -233,6 +237,8 @@ class Client:
                 "allowWatchBookmarks": "true" if bookmarks else None,
             },
         )  # fmt: skip
+        if bookmarks:
+            request.response_type = _bookmark_tolerant(res)
         stream = self.api._client.watch(request)
         try:
             async for kind, obj in stream:
@@ -345,6 +351,45 @@ class Client:
         if not isinstance(answer, dict):
             raise errors.ServerError(200, "BadResponse", "configz did not answer an object")
         return answer
+
+
+class Bookmark(dict[str, Any]):
+    """A watch BOOKMARK for a resource whose model cannot be built from metadata alone."""
+
+    @property
+    def metadata(self) -> ObjectMeta:
+        meta = self.get("metadata") or {}
+        return ObjectMeta(resourceVersion=meta.get("resourceVersion"),
+                          annotations=meta.get("annotations"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self)
+
+
+_TOLERANT: dict[type[Any], type[Any]] = {}
+_BOOKMARK_KEYS = frozenset({"kind", "apiVersion", "metadata"})
+
+
+def _bookmark_tolerant(res: type[Any]) -> type[Any]:
+    """A stand-in response type for lightkube's watch decoder: each event's object is decoded
+    with ``res`` as lightkube would; one that ``res`` refuses and carries only kind,
+    apiVersion and metadata (a bookmark) becomes a ``Bookmark`` instead of failing the watch."""
+    if issubclass(res, dict):
+        return res  # generic resources are dicts: anything decodes
+    found = _TOLERANT.get(res)
+    if found is None:
+
+        class Tolerant(dict[str, Any]):
+            def __new__(cls, data: Any) -> Any:  # noqa: D102 (called as res(decoded))
+                try:
+                    return res.from_dict(data)
+                except ValueError:  # msgspec's ValidationError: a required field is missing
+                    if isinstance(data, dict) and set(data) <= _BOOKMARK_KEYS:
+                        return Bookmark(data)
+                    raise
+
+        found = _TOLERANT[res] = Tolerant
+    return found
 
 
 def _selector(pairs: Selector, *, for_fields: bool = False) -> str | None:

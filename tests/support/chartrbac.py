@@ -11,6 +11,7 @@ grants too little).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,7 +102,9 @@ def load_documents(text: str, cp: ControlPlane, namespace: str = "default") -> l
     return Chart(docs, namespace).apply(cp)
 
 
-def render(*, sets: Sequence[str] = ()) -> Chart:
-    """``helm template`` of the chart with its default values (plus ``sets``)."""
+@functools.cache
+def render(*, sets: tuple[str, ...] = ()) -> Chart:
+    """``helm template`` of the chart with its default values (plus ``sets``), once per
+    process."""
     result = helm.template(sets=sets)
     return Chart(tuple(result.docs()), helm.NAMESPACE)

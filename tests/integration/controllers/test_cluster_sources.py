@@ -16,7 +16,7 @@ from controllers import claims, clustersettings, informer, kubeapi, kubesecrets,
 from controllers import client as clients
 from controllers import clock as clocks
 from hub import config as hub_config
-from tests.support import waiting
+from tests.support import chartrbac, waiting
 from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -28,11 +28,9 @@ async def cluster(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, k
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp:
         cp.add_token(WORKER_TOKEN, UserInfo(WORKER, uid="worker-uid",
                                             groups=("system:serviceaccounts",)))
-        # what the chart grants the worker
-        cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),
-                                      ("secrets", "persistentvolumeclaims", "configmaps")),
-                                 Rule(("get", "create", "update"), ("coordination.k8s.io",),
-                                      ("leases",))])
+        chart = chartrbac.render()
+        assert WORKER.endswith(f":{chart.worker_account}")
+        chart.apply(cp)  # what the chart grants the worker, and nothing else
         path = cp.write_kubeconfig(tmp_path / "worker.kubeconfig", token=WORKER_TOKEN)
         client = kube.Client.from_kubeconfig(path)
         try:

@@ -10,6 +10,7 @@ import pytest
 from lightkube.models.core_v1 import Container, PodSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod
+from lightkube.resources.storage_v1 import CSINode
 
 import kube
 from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, Rule, UserInfo, resources
@@ -257,6 +258,33 @@ async def test_selectors_in_kube_syntax_and_as_mappings_list_and_watch(
         assert "labelSelector=app.kubernetes.io%2Fname%3Dmodel-manager" in watches[-1]
         with pytest.raises(TypeError):
             await client.list(Pod, labels=["app=x"])  # type: ignore[arg-type]
+
+
+async def test_bookmarks_of_a_model_that_requires_a_spec(
+    control_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    """A CSINode's model requires ``spec``, which a BOOKMARK's object lacks: the watch hands out
+    a ``Bookmark`` with the version instead of failing; real objects stay typed."""
+    control_plane.seed(resources.CSINODES, {"metadata": {"name": "node-a"},
+                                            "spec": {"drivers": []}})
+    async with _client(control_plane, tmp_path, token=ADMIN_TOKEN) as client:
+        listed = await client.list(CSINode)
+        stream = client.watch(CSINode, resource_version=listed.resource_version, bookmarks=True)
+        first = asyncio.ensure_future(anext(stream))
+        async with asyncio.timeout(30):  # asked again until the open watch has taken one
+            while not first.done():
+                control_plane.request_bookmark()
+                await asyncio.wait([first], timeout=0.2)
+        kind, mark = first.result()
+        assert kind == "BOOKMARK" and isinstance(mark, kube.Bookmark)
+        assert mark.metadata.resourceVersion and mark.to_dict()["kind"] == "CSINode"
+        control_plane.seed(resources.CSINODES, {"metadata": {"name": "node-b"},
+                                                "spec": {"drivers": [{"name": "d",
+                                                                      "nodeID": "node-b"}]}})
+        kind, added = await asyncio.wait_for(anext(stream), 30)
+        assert kind == "ADDED" and isinstance(added, CSINode)
+        assert added.spec.drivers[0].name == "d"
+        await stream.aclose()  # type: ignore[attr-defined]
 
 
 async def test_insecure_skip_tls_verify_is_honoured(
