@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable
@@ -15,6 +14,7 @@ import kube
 from hub import config as hub_config
 from nodeplugin import plugin, scrub
 from nodeplugin.materialize import download
+from timing import durations
 
 
 def _env(name: str, default: str) -> str:
@@ -100,23 +100,10 @@ def add_hub_flags(p: argparse.ArgumentParser) -> None:
                    "$HIGH_WATERMARK_PERCENT or 80)")
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def duration(text: str) -> float:
-    """An argparse type: a positive Go-style duration (``168h``, ``90m``, ``1h30m``) in
-    seconds."""
-    value, position, total = text.strip(), 0, 0.0
-    while position < len(value):
-        match = _DURATION.match(value, position)
-        if match is None:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 168h or 90m")
-        total += float(match[1]) * _UNITS[match[2]]
-        position = match.end()
-    if total <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive duration")
-    return total
+duration = durations.flag(positive=True, bare_seconds=False)
+"""An argparse type: a positive Go-style duration (``168h``, ``90m``, ``1h30m``) in seconds."""
 
 
 def add_store_flags(p: argparse.ArgumentParser) -> None:
