@@ -185,6 +185,17 @@ NodeModelStore's spec, which the worker writes from the settings ConfigMap).
 {{- if and (eq $api.tls.mode "secret") (empty $api.tls.secretName) -}}
 {{- fail "apiserver.tls.mode=secret needs apiserver.tls.secretName (python -m certs generate --secret-manifest makes one)" -}}
 {{- end -}}
+{{- /* the controllers' duration: a sum of <number><ms|s|m|h>, at least a minute */ -}}
+{{- $interval := index .Values.settings "model-artifact-revalidate-interval" -}}
+{{- $seconds := 0.0 -}}
+{{- $scale := dict "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ms|s|m|h)" $interval -1 -}}
+{{- $unit := regexFind "(ms|s|m|h)$" . -}}
+{{- $seconds = addf $seconds (mulf (float64 (trimSuffix $unit .)) (get $scale $unit)) -}}
+{{- end -}}
+{{- if lt $seconds 60.0 -}}
+{{- fail (printf "settings.model-artifact-revalidate-interval (%s) must be at least 1m" $interval) -}}
+{{- end -}}
 {{- $high := int (index .Values.settings "model-store-high-watermark") -}}
 {{- $low := int (index .Values.settings "model-store-low-watermark") -}}
 {{- if ge $low $high -}}
