@@ -95,7 +95,7 @@ def _parse_apiserver(args: list[str], capsys: pytest.CaptureFixture[str]
                      ) -> apiserver_config.Settings:
     try:
         return apiserver_cli.parse(args)
-    except SystemExit as exited:
+    except SystemExit:
         raise AssertionError(f"python -m apiserver refused the chart's args {args}:\n"
                              f"{capsys.readouterr().err}") from None
 
@@ -205,7 +205,7 @@ def test_a_flag_the_programs_do_not_have_fails_the_parsers(
     assert "unrecognized arguments: --peer-token-file=/t" in capsys.readouterr().err
     # a prefix of a real flag parses, so the exact-name check must catch it
     assert apiserver_cli.parser().parse_args(["--etcd-pref=/x"]).etcd_prefix == "/x"
-    with pytest.raises(AssertionError, match="not flags of python -m apiserver: .'--etcd-pref'"):
+    with pytest.raises(AssertionError, match=r"apiserver: \['--etcd-pref'\]"):
         _exact_flags(apiserver_cli.parser(), ["--etcd-pref=/x"])
     box_free = [a for a in server if not a.startswith("--tls-cert-file")]
     with pytest.raises(SystemExit):  # a check after parsing: cluster mode needs the pair
