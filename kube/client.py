@@ -26,7 +26,7 @@ from lightkube.types import PatchType
 
 from kube import auth as kube_auth
 from kube import config as kube_config
-from kube import errors
+from kube import errors, selectors
 
 Obj = TypeVar("Obj")
 Res = TypeVar("Res", bound=lk_resource.Resource)
@@ -187,8 +187,10 @@ class Client:
         chunk_size: int | None = None,
     ) -> ListResult[Res]:
         """Every object (all pages) and the collection's resourceVersion, to watch from."""
+        # lightkube takes selectors as (key, operator) pairs only: a text selector is parsed
         iterable = self._lk.list(
-            res, namespace=namespace, labels=labels, fields=fields, chunk_size=chunk_size
+            res, namespace=namespace, labels=selectors.for_lightkube(labels),
+            fields=selectors.for_lightkube(fields), chunk_size=chunk_size,
         )
         items: builtins.list[Res] = []
         try:
@@ -231,7 +233,8 @@ class Client:
             stream = self.api._client.watch(request)
         else:
             stream = self._lk.watch(
-                res, namespace=namespace, labels=labels, fields=fields,
+                res, namespace=namespace, labels=selectors.for_lightkube(labels),
+                fields=selectors.for_lightkube(fields),
                 resource_version=resource_version, server_timeout=server_timeout,
             )  # fmt: skip
         try:

@@ -189,13 +189,22 @@ async def serve(config: plugin.Config) -> int:
     return 0
 
 
+def problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with parsed flags beyond what argparse checks (None: nothing)."""
+    if not args.node_name:
+        return "--node-name (or $NODE_NAME) is required"
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        return "--tls-cert-file and --tls-private-key-file go together"
+    if args.log_level.upper() not in logging.getLevelNamesMapping():
+        return f"--log-level {args.log_level[:40]!r}: not a logging level"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if not args.node_name:
-        print("--node-name (or $NODE_NAME) is required", file=sys.stderr)
-        return 2
-    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
-        print("--tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
+    wrong = problem(args)
+    if wrong is not None:
+        print(wrong, file=sys.stderr)
         return 2
     logging.basicConfig(
         level=args.log_level.upper(),
