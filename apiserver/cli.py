@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from apiserver import config, storage_flags
 from certs import authority
 from controllers import settings as controller_settings
+from timing import durations
 
 DESCRIPTION = """\
 The model-manager API server for worker.gpustack.ai/v1 (modelartifacts, nodemodelstores),
@@ -33,7 +34,6 @@ RBAC policy file and the kubeconfigs DIR/kubeconfig (admin), DIR/worker.kubeconf
 DIR/plugin.kubeconfig under --data-dir, then prints the two commands to try next.
 """
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _STANDALONE_ONLY = ("tls_san", "plugin_node",
                     "authorization_policy_file")
 _CLUSTER_ONLY = ("kubeconfig", "authentication_kubeconfig", "authorization_kubeconfig",
@@ -43,21 +43,8 @@ _CLUSTER_ONLY = ("kubeconfig", "authentication_kubeconfig", "authorization_kubec
                  "api_audiences")
 
 
-def duration(text: str) -> float:
-    """Seconds from a Go duration (``10s``, ``1m30s``, ``500ms``) or a plain number."""
-    text = text.strip()
-    try:
-        value = float(text)
-    except ValueError:
-        pass
-    else:
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{text!r}: a duration cannot be negative")
-        return value
-    if not text or _DURATION.sub("", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 10s or 1m30s")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(n) * scale[unit] for n, unit in _DURATION.findall(text))
+duration = durations.flag()
+"""Seconds from a Go duration (``10s``, ``1m30s``, ``500ms``) or a plain number."""
 
 
 def names(text: str) -> list[str]:

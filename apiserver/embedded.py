@@ -39,7 +39,7 @@ from controllers import (
     worker,
 )
 from controllers import client as clients
-from controllers import clock as clocks
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -5,35 +5,14 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import re
 
 from apiserver import config
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import keys
+from timing import durations
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def duration(text: str) -> float:
-    """Seconds from ``30``, ``2s``, ``1m30s``, ``500ms`` (Go's duration spelling, as kube's
-    flags take it)."""
-    text = text.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        pos, seconds = 0, 0.0
-        for match in _DURATION.finditer(text):
-            if match.start() != pos:
-                break
-            seconds += float(match.group(1)) * _UNITS[match.group(2)]
-            pos = match.end()
-        if pos != len(text) or not text:
-            raise argparse.ArgumentTypeError(
-                f"{text[:40]!r} is not a duration (e.g. 30s, 5m, 1m30s)") from None
-    if seconds < 0:
-        raise argparse.ArgumentTypeError("a duration must not be negative")
-    return seconds
+duration = durations.flag()
+"""Seconds from ``30``, ``2s``, ``1m30s``, ``500ms`` (Go's spelling, as kube's flags take it)."""
 
 
 def add(p: argparse.ArgumentParser) -> None:

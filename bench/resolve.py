@@ -21,9 +21,9 @@ from apiserver.storage import sqlite
 from bench import result
 from controllers import claims, hubs, informer, passes, resolver, secrets
 from controllers import client as clients
-from controllers import clock as clocks
 from hub import config as hub_config
 from tests.support import fakehub
+from timing import clock as clocks
 
 REPOS = 100
 PER_REPO = 10

@@ -41,6 +41,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant-namespace", default=None,
                    help="the namespace where the tenant's Role is bound (required with "
                    "--tenant-kubeconfig)")  # fmt: skip
+    p.add_argument("--get-only-user", default=None, metavar="NAME",
+                   help="a user granted only get on modelartifacts in --tenant-namespace, "
+                   "impersonated with --kubeconfig (Impersonate-User) to prove get does not "
+                   "grant progress; without it that tenant check is skipped")  # fmt: skip
     p.add_argument("--kubectl", default="kubectl",
                    help="kubectl binary for the kubectl checks (default: kubectl on PATH)")
     p.add_argument("--timeout", type=float, default=30.0,
@@ -60,12 +64,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--kubeconfig {args.kubeconfig}: no such file")
     if args.tenant_kubeconfig is not None and not args.tenant_namespace:
         p.error("--tenant-kubeconfig needs --tenant-namespace (where its Role is bound)")
+    if args.get_only_user is not None and not args.tenant_namespace:
+        p.error("--get-only-user needs --tenant-namespace (where its Role is bound)")
+    if args.tenant_kubeconfig is not None and not args.tenant_kubeconfig.is_file():
+        p.error(f"--tenant-kubeconfig {args.tenant_kubeconfig}: no such file")
     options = Options(
         kubeconfig=args.kubeconfig.resolve(),
         context=args.context,
         namespace_prefix=args.namespace_prefix,
         tenant_kubeconfig=args.tenant_kubeconfig.resolve() if args.tenant_kubeconfig else None,
         tenant_namespace=args.tenant_namespace,
+        get_only_user=args.get_only_user,
         kubectl=args.kubectl,
         timeout=args.timeout,
     )

@@ -77,6 +77,10 @@ class Run:
         created: dict[str, Any] = response.json()
         return created
 
+    def created(self, namespace: str, name: str) -> bool:
+        """Whether this run created that artifact (and has not cleaned it up yet)."""
+        return (namespace, name) in self._artifacts
+
     def track(self, namespace: str, name: str) -> None:
         if (namespace, name) not in self._artifacts:
             self._artifacts.append((namespace, name))
@@ -88,10 +92,15 @@ class Run:
             self._tenant = Api(self.options.tenant_kubeconfig, None, self.options.timeout)
         return self._tenant
 
+    def searched(self) -> list[str]:
+        """The namespaces the run may have created artifacts in."""
+        tenant = self.options.tenant_namespace
+        return [*self.namespaces, *([tenant] if tenant and tenant not in self.namespaces else [])]
+
     def leftovers(self) -> list[str]:
         """Artifacts carrying this run's label that still exist, in the run's namespaces."""
         found = []
-        for namespace in self.namespaces:
+        for namespace in self.searched():
             response = self.admin.get(api_module.artifacts(namespace),
                                       params={"labelSelector": f"{RUN_LABEL}={self.id}"})
             if response.status_code == 200:
@@ -103,7 +112,7 @@ class Run:
         """Delete everything this run created; returns what could not be removed."""
         for namespace, name in self._artifacts:
             self.admin.delete(api_module.artifacts(namespace, name))
-        for namespace in self.namespaces:
+        for namespace in self.searched():
             self.admin.request("DELETE", api_module.artifacts(namespace),
                                params={"labelSelector": f"{RUN_LABEL}={self.id}"})  # fmt: skip
         for path, _ in self.extra_cleanup:

@@ -13,6 +13,9 @@ class Options:
     namespace_prefix: str = "conformance"
     tenant_kubeconfig: pathlib.Path | None = None
     tenant_namespace: str | None = None
+    get_only_user: str | None = None
+    """A user granted only ``get`` on ``modelartifacts`` in ``tenant_namespace``; the suite
+    impersonates it with the admin kubeconfig."""
     kubectl: str = "kubectl"
     timeout: float = 30.0
     """Seconds for one request, and the bound on every wait the suite does."""

@@ -56,6 +56,12 @@ class Plugin:
             pytest.skip("no --tenant-kubeconfig given")
         return tenant
 
+    @pytest.fixture
+    def get_only_user(self, conformance_run: Run) -> str:
+        if self.options.get_only_user is None:
+            pytest.skip("no --get-only-user given")
+        return self.options.get_only_user
+
     # the ledger -----------------------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import kube
 from controllers import claims, cluster, kubeapi, leader, secrets, settings, worker
-from controllers import clock as clocks
+from timing import clock as clocks
 
 log = logging.getLogger("controllers")
 

@@ -13,8 +13,8 @@ import logging
 from typing import Any
 
 from controllers import client as clients
-from controllers import clock as clocks
 from controllers import informer, nodeindex, progress, runtime, status
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

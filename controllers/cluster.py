@@ -25,7 +25,7 @@ from controllers import (
     worker,
 )
 from controllers import client as clients
-from controllers import clock as clocks
+from timing import clock as clocks
 
 RESYNC = 600.0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from controllers import clock as clocks
+from timing import clock as clocks
 
 Obj = dict[str, Any]
 

@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable, Iterable
 
 from controllers import client as clients
-from controllers import clock as clocks
 from controllers import errors, queue
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

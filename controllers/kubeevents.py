@@ -14,8 +14,8 @@ import secrets as random
 from lightkube.resources import core_v1
 
 import kube
-from controllers import clock as clocks
 from controllers import events
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

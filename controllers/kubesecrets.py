@@ -14,8 +14,8 @@ import binascii
 import logging
 
 from controllers import client as clients
-from controllers import clock as clocks
 from controllers import errors, queue, secrets
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

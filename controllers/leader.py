@@ -16,8 +16,8 @@ import datetime
 import logging
 from typing import Any, Protocol
 
-from controllers import clock as clocks
 from controllers import errors
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

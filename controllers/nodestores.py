@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from controllers import client as clients
-from controllers import clock as clocks
 from controllers import errors, informer, runtime, storesettings
 from openapi import quantity
 from openapi import resources as contract
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from controllers import clock as clocks
 from controllers import nodeindex
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

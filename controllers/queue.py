@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from controllers import clock as clocks
+from timing import clock as clocks
 
 K = TypeVar("K", bound=Hashable)
 

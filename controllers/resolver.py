@@ -28,8 +28,8 @@ from controllers import (
     verdict,
 )
 from controllers import client as clients
-from controllers import clock as clocks
 from hub import errors as hub_errors
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from controllers import clock as clocks
 from controllers import informer, queue
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Protocol
 
-from controllers import clock as clocks
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

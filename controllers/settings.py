@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import pathlib
-import re
 
 from hub import config as hub_config
+from timing import durations
 
 DEFAULT_INTERVAL = 24 * 3600.0
 DEFAULT_PLUGIN_PORT = 32444
@@ -17,24 +17,10 @@ DEFAULT_PLUGIN_SELECTOR = (
     "app.kubernetes.io/name=model-manager,app.kubernetes.io/component=node-plugin")
 DEFAULT_SETTINGS_CONFIGMAP = "model-manager-settings"
 DEFAULT_LEASE = "model-manager-controllers"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def duration(text: str) -> float:
-    """A Go-style duration (``24h``, ``1h30m``, ``90s``) in seconds; must be positive."""
-    value = text.strip()
-    position, total = 0, 0.0
-    while position < len(value):
-        match = _DURATION.match(value, position)
-        if match is None:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not a duration such as 24h, 90m or 30s")
-        total += float(match[1]) * _UNITS[match[2]]
-        position = match.end()
-    if total <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive duration")
-    return total
+duration = durations.flag(positive=True, bare_seconds=False)
+"""A positive Go-style duration (``24h``, ``1h30m``, ``90s``) in seconds."""
 
 
 def interval(text: str) -> float:

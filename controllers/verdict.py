@@ -23,8 +23,8 @@ import dataclasses
 import datetime
 from typing import Any
 
-from controllers import clock as clocks
 from controllers import conditions, passes
+from timing import clock as clocks
 
 Obj = dict[str, Any]
 RESOLVED = "Resolved"

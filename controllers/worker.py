@@ -29,9 +29,9 @@ from controllers import (
     settings,
 )
 from controllers import client as clients
-from controllers import clock as clocks
 from hub import config as hub_config
 from hub import errors as hub_errors
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable
@@ -15,6 +14,7 @@ import kube
 from hub import config as hub_config
 from nodeplugin import plugin, scrub
 from nodeplugin.materialize import download
+from timing import durations
 
 
 def _env(name: str, default: str) -> str:
@@ -100,23 +100,10 @@ def add_hub_flags(p: argparse.ArgumentParser) -> None:
                    "$HIGH_WATERMARK_PERCENT or 80)")
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def duration(text: str) -> float:
-    """An argparse type: a positive Go-style duration (``168h``, ``90m``, ``1h30m``) in
-    seconds."""
-    value, position, total = text.strip(), 0, 0.0
-    while position < len(value):
-        match = _DURATION.match(value, position)
-        if match is None:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 168h or 90m")
-        total += float(match[1]) * _UNITS[match[2]]
-        position = match.end()
-    if total <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive duration")
-    return total
+duration = durations.flag(positive=True, bare_seconds=False)
+"""An argparse type: a positive Go-style duration (``168h``, ``90m``, ``1h30m``) in seconds."""
 
 
 def add_store_flags(p: argparse.ArgumentParser) -> None:
@@ -202,13 +189,22 @@ async def serve(config: plugin.Config) -> int:
     return 0
 
 
+def problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with parsed flags beyond what argparse checks (None: nothing)."""
+    if not args.node_name:
+        return "--node-name (or $NODE_NAME) is required"
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        return "--tls-cert-file and --tls-private-key-file go together"
+    if args.log_level.upper() not in logging.getLevelNamesMapping():
+        return f"--log-level {args.log_level[:40]!r}: not a logging level"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if not args.node_name:
-        print("--node-name (or $NODE_NAME) is required", file=sys.stderr)
-        return 2
-    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
-        print("--tls-cert-file and --tls-private-key-file go together", file=sys.stderr)
+    wrong = problem(args)
+    if wrong is not None:
+        print(wrong, file=sys.stderr)
         return 2
     logging.basicConfig(
         level=args.log_level.upper(),

@@ -24,7 +24,6 @@ import kube
 from hub import config as hub_config
 from hub import errors as hub_errors
 from nodeplugin import apiclient, artifacts, metrics, reviews, scrub, serve
-from nodeplugin import clock as clocks
 from nodeplugin.cache import (
     fsutil,
     inventory,
@@ -41,6 +40,7 @@ from nodeplugin.csi import identity, node, server
 from nodeplugin.materialize import backoff, capacity, download, interface, local
 from nodeplugin.nodestore import assembly, collect, gate, source, watermarks
 from nodeplugin.nodestore import spec as specs
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 VERSION = "0.1.0"

@@ -17,7 +17,7 @@ from lightkube.models.authentication_v1 import TokenReviewSpec
 from lightkube.resources.authentication_v1 import TokenReview
 
 import kube
-from nodeplugin import clock as clocks
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from nodeplugin import clock as clocks
 from nodeplugin.cache import layout, quarantine
 from openapi import manifest
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -46,6 +46,10 @@ def check_artifact_guard(conformance_run: Run, admin: Api) -> None:
     assert put.json()["reason"] == "Forbidden"
     patch = admin.patch(path, {"status": {"observedGeneration": 1}}, a.MERGE_PATCH)
     assert patch.status_code == 403, patch.text[:300]
+    # the guard's refusal (an admin passes RBAC), or RBAC's for an identity without the verb
+    message = patch.json()["message"]
+    assert ("only the worker writes a ModelArtifact's status" in message
+            or 'cannot patch resource "modelartifacts/status"' in message), message[:300]
 
 
 @rule("status.nodemodelstore-guard", "a NodeModelStore status write by an identity that is not "
@@ -55,6 +59,12 @@ def check_store_guard(admin: Api) -> None:
     if not listed:
         pytest.skip("no NodeModelStore exists yet (no node runs the plugin)")
     name = listed[0]["metadata"]["name"]
-    patch = admin.patch(a.stores(name) + "/status", {"status": {}}, a.MERGE_PATCH)
-    assert patch.status_code == 403, patch.text[:300]
-    assert patch.json()["reason"] == "Forbidden"
+    for response in (
+            admin.patch(a.stores(name) + "/status", {"status": {"models": []}}, a.MERGE_PATCH),
+            admin.put(a.stores(name) + "/status", {**listed[0], "status": {"models": []}})):
+        assert response.status_code == 403, response.text[:300]
+        assert response.json()["reason"] == "Forbidden"
+        # the guard names the rule it refused by (an admin passes RBAC), or RBAC refused
+        message = response.json()["message"]
+        assert ("refused by rule 1 (plugin service account)" in message
+                or 'resource "nodemodelstores/status"' in message), message[:300]

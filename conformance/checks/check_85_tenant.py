@@ -14,7 +14,9 @@ from conformance.rules import rule
 def tenant_artifact(conformance_run: Run, tenant: Api) -> str:
     namespace = conformance_run.options.tenant_namespace
     assert namespace is not None
-    conformance_run.create_artifact(f"tenant-{conformance_run.id}", namespace=namespace)
+    name = f"tenant-{conformance_run.id}"
+    if not conformance_run.created(namespace, name):  # one artifact for all the tenant checks
+        conformance_run.create_artifact(name, namespace=namespace)
     return namespace
 
 
@@ -53,3 +55,36 @@ def check_other_namespaces(conformance_run: Run, tenant: Api, tenant_artifact: s
     assert tenant.get(a.artifacts(other, "tenant-elsewhere") + "/progress").status_code == 403
     assert tenant.get(f"{a.GV}/modelartifacts").status_code == 403
     assert tenant.get(a.stores()).status_code == 403
+
+
+@rule("tenant.status-refused", "RBAC refuses the tenant writing the status of its own artifacts "
+      "and of NodeModelStores (403 naming the subresource, before any status guard)")
+def check_status_refused(conformance_run: Run, admin: Api, tenant: Api,
+                         tenant_artifact: str) -> None:
+    path = a.artifacts(tenant_artifact, f"tenant-{conformance_run.id}") + "/status"
+    body = admin.get(path).json()
+    put = tenant.put(path, {**body, "status": {"observedGeneration": 1}})
+    assert put.status_code == 403, put.text[:300]
+    patch = tenant.patch(path, {"status": {"observedGeneration": 1}}, a.MERGE_PATCH)
+    assert patch.status_code == 403, patch.text[:300]
+    assert 'cannot patch resource "modelartifacts/status"' in patch.json()["message"]
+    stores = admin.get(a.stores()).json()["items"]
+    name = stores[0]["metadata"]["name"] if stores else f"conformance-{conformance_run.id}"
+    store = tenant.patch(a.stores(name) + "/status", {"status": {}}, a.MERGE_PATCH)
+    assert store.status_code == 403, store.text[:300]
+    assert 'cannot patch resource "nodemodelstores/status"' in store.json()["message"]
+
+
+@rule("tenant.progress-needs-its-own-grant", "a subject granted only get on modelartifacts "
+      "reads an artifact but is refused its progress (403): progress is its own subresource")
+def check_get_does_not_grant_progress(conformance_run: Run, admin: Api, tenant_artifact: str,
+                                      get_only_user: str) -> None:
+    as_getter = {"Impersonate-User": get_only_user}
+    path = a.artifacts(tenant_artifact, f"tenant-{conformance_run.id}")
+    got = admin.get(path, headers=as_getter)
+    assert got.status_code == 200, f"get as {get_only_user}: {got.status_code} {got.text[:200]}"
+    progress = admin.get(path + "/progress", headers=as_getter)
+    assert progress.status_code == 403, progress.text[:300]
+    assert 'cannot get resource "modelartifacts/progress"' in progress.json()["message"]
+    listed = admin.get(a.artifacts(tenant_artifact), headers=as_getter)
+    assert listed.status_code == 403, listed.text[:300]  # get only: not even list

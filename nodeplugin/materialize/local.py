@@ -30,10 +30,14 @@ CHUNK = 1 << 20
 
 
 class ImportFailure(Exception):
-    def __init__(self, reason: interface.Reason, message: str) -> None:
+    """``message`` goes into status and mount errors, so it names no file; ``detail`` (the file
+    and the cause) goes only to the log."""
+
+    def __init__(self, reason: interface.Reason, message: str, detail: str = "") -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.detail = detail or message
 
 
 @dataclasses.dataclass
@@ -105,11 +109,12 @@ class LocalImporter:
                 result = interface.STOPPED  # close() stopped it: nothing to back off from
             else:
                 result = exc.reason.value
-                await self._fail(digest, exc.reason, exc.message)
+                await self._fail(digest, exc.reason, exc.message, exc.detail)
         except Exception as exc:
             result = interface.Reason.SOURCE_UNAVAILABLE.value
             log.exception("importing %s failed", digest)
-            await self._fail(digest, interface.Reason.SOURCE_UNAVAILABLE, f"import failed: {exc}")
+            await self._fail(digest, interface.Reason.SOURCE_UNAVAILABLE,
+                             "the import failed (internal error)", repr(exc))
         else:
             await asyncio.to_thread(self.backoff.clear, digest)
             log.info("imported and published %s", digest)
@@ -119,10 +124,12 @@ class LocalImporter:
                 interface.Completion(digest, result, time.monotonic() - attempt.began)
             )
 
-    async def _fail(self, digest: str, reason: interface.Reason, message: str) -> None:
+    async def _fail(
+        self, digest: str, reason: interface.Reason, message: str, detail: str
+    ) -> None:
         record = await asyncio.to_thread(self.backoff.record, digest, reason, message)
         log.warning("import of %s failed (%s): %s; next attempt after %s",
-                    digest, reason.value, message, record.retry_time)
+                    digest, reason.value, detail, record.retry_time)
 
     # the blocking import (runs in a thread) -----------------------------------------------
     def _import(self, attempt: _Attempt) -> None:
@@ -141,10 +148,12 @@ class LocalImporter:
         try:
             entries = manifest.parse(data)
         except manifest.ManifestError as exc:
-            raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH, str(exc)) from exc
+            raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
+                                "the imported manifest is malformed", str(exc)) from exc
         for entry in entries:
             if entry.path.split("/", 1)[0] in layout.RESERVED_NAMES:
                 raise ImportFailure(interface.Reason.INVALID_REQUEST,
+                                    "a manifest path uses a name the cache reserves",
                                     f"manifest path {entry.path!r} uses a reserved name")
         attempt.total = sum(e.size for e in entries)
         partial = self._cache.new_partial(digest)
@@ -175,12 +184,15 @@ class LocalImporter:
                     attempt.received += len(chunk)
         except FileNotFoundError as exc:
             raise ImportFailure(interface.Reason.SOURCE_UNAVAILABLE,
+                                "a file of the manifest is missing from the import directory",
                                 f"{entry.path}: missing from the import directory") from exc
         if size != entry.size:
             raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
+                                "a file's size or hash does not match the manifest",
                                 f"{entry.path}: size differs from the manifest's {entry.size}")
         if hasher.hexdigest() != entry.hexdigest:
             raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
+                                "a file's size or hash does not match the manifest",
                                 f"{entry.path}: {entry.algorithm} differs from the manifest")
 
 

@@ -16,11 +16,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from nodeplugin import clock as clocks
 from nodeplugin import scrub
 from nodeplugin.cache import inventory, layout, locks, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity
 from nodeplugin.nodestore import apply, collect, compose, gate, reporter, source
+from timing import clock as clocks
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

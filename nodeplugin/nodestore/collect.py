@@ -33,10 +33,10 @@ import pathlib
 import secrets
 from collections.abc import Callable, Iterable
 
-from nodeplugin import clock as clocks
 from nodeplugin.cache import fsutil, inventory, layout, locks, quarantine, refs, stale, trees, usage
 from nodeplugin.materialize import backoff, capacity
 from nodeplugin.nodestore import apply
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 
-from nodeplugin import clock as clocks
 from nodeplugin.cache import inventory, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity, interface
 from nodeplugin.nodestore import apply
 from nodeplugin.nodestore import status as statuses
 from openapi import reasons
+from timing import clock as clocks
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kube
-from nodeplugin import clock as clocks
 from nodeplugin.nodestore import status as statuses
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
-"""The Helm chart's RBAC in the fixture control plane: render ``charts/model-manager`` with the
-real Helm binary and load its ClusterRoles, Roles and bindings into ``ControlPlane.policy``, so
-a cluster-mode test is allowed exactly what an installed chart grants (and fails when the chart
-grants too little).
+"""The chart's RBAC in the fixture control plane: its rendered Roles, ClusterRoles and bindings
+become the control plane's RBAC table, so the real server, controllers and plugin run with
+exactly what ``helm install`` would grant them; and what they then asked of it, as RBAC sees
+each request.
 
-    chart = chartrbac.render()
-    chart.apply(cp)
+    chart = chartrbac.render()      # helm template, once per process
+    chart.apply(cp)                 # its RBAC into the control plane
     chart.worker_account, chart.plugin_account, chart.plugin_labels
 """
 
@@ -12,27 +12,114 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
-
-import yaml
+from urllib import parse
 
 from tests.support import helm
-from tests.support.controlplane import Binding, ControlPlane, Role, Rule, Subject
+from tests.support.controlplane import Binding, ControlPlane, Recorded, Role, Rule, Subject
+from tests.support.controlplane.rbac import Attributes
+from tests.support.controlplane.requestinfo import parse_request
 
-Doc = dict[str, Any]
-RBAC = "rbac.authorization.k8s.io/v1"
+KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
+
+
+@dataclasses.dataclass(frozen=True)
+class Grant:
+    """One rule of one of the chart's roles."""
+
+    role: Role
+    rule: Rule
+
+    def describe(self) -> str:
+        where = f"Role {self.role.namespace}/" if self.role.namespace else "ClusterRole "
+        names = f" {list(self.rule.resource_names)}" if self.rule.resource_names else ""
+        return (f"{where}{self.role.name}: {list(self.rule.verbs)} "
+                f"{list(self.rule.api_groups)}/{list(self.rule.resources)}{names}")
+
+
+def rbac_docs(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] in KINDS]
+
+
+def _rule(raw: dict[str, Any]) -> Rule:
+    return Rule(verbs=tuple(raw.get("verbs") or ()), api_groups=tuple(raw.get("apiGroups") or ()),
+                resources=tuple(raw.get("resources") or ()),
+                resource_names=tuple(raw.get("resourceNames") or ()),
+                non_resource_urls=tuple(raw.get("nonResourceURLs") or ()))  # fmt: skip
+
+
+def roles(docs: Iterable[dict[str, Any]]) -> list[Role]:
+    found = []
+    for doc in rbac_docs(docs):
+        if doc["kind"] in ("Role", "ClusterRole"):
+            namespace = doc["metadata"].get("namespace") if doc["kind"] == "Role" else None
+            found.append(Role(doc["metadata"]["name"],
+                              tuple(_rule(r) for r in doc.get("rules") or ()), namespace))
+    return found
+
+
+def bindings(docs: Iterable[dict[str, Any]]) -> list[Binding]:
+    found = []
+    for doc in rbac_docs(docs):
+        if doc["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        namespace = doc["metadata"].get("namespace") if doc["kind"] == "RoleBinding" else None
+        subjects = tuple(Subject(s["kind"], s["name"], s.get("namespace", ""))
+                         for s in doc["subjects"])  # fmt: skip
+        found.append(Binding(doc["metadata"]["name"], doc["roleRef"]["kind"],
+                             doc["roleRef"]["name"], subjects, namespace))
+    return found
+
+
+def install(cp: ControlPlane, docs: Iterable[dict[str, Any]]) -> None:
+    """What ``helm install`` creates for RBAC, on top of the cluster's bootstrap roles."""
+    listed = list(docs)
+    for role in roles(listed):
+        cp.policy.add_role(role)
+    for binding in bindings(listed):
+        cp.policy.add_binding(binding)
+
+
+def grants_to(docs: Iterable[dict[str, Any]], service_account: str, namespace: str
+              ) -> list[Grant]:
+    """Every rule of the chart's own roles bound to that ServiceAccount."""
+    listed = list(docs)
+    own = {(r.namespace, r.name): r for r in roles(listed)}
+    found = []
+    for binding in bindings(listed):
+        if not any(s.kind == "ServiceAccount" and s.name == service_account
+                   and (s.namespace or binding.namespace) == namespace
+                   for s in binding.subjects):  # fmt: skip
+            continue
+        role = own.get((binding.namespace if binding.role_kind == "Role" else None,
+                        binding.role_name))  # fmt: skip
+        if role is not None:
+            found += [Grant(role, rule) for rule in role.rules]
+    return found
+
+
+def attributes(entry: Recorded, user: Any) -> Attributes:
+    """What RBAC sees of a recorded request (kube's request info)."""
+    query = dict(parse.parse_qsl(entry.query, keep_blank_values=True))
+    raw = entry.path + (f"?{entry.query}" if entry.query else "")
+    return parse_request(entry.method, raw, query).attributes(user)
+
+
+def allows(grant: Grant, attrs: Attributes) -> bool:
+    """Whether ``grant`` alone admits ``attrs`` (a RoleBinding only in its namespace)."""
+    if grant.role.namespace is not None and attrs.namespace != grant.role.namespace:
+        return False
+    return grant.rule.allows(attrs)
 
 
 @dataclasses.dataclass(frozen=True)
 class Chart:
-    docs: tuple[Doc, ...]
-    namespace: str
+    """The chart's rendered documents, and what tests ask of them."""
 
-    def of_kind(self, kind: str) -> list[Doc]:
-        return [d for d in self.docs if d.get("kind") == kind]
+    docs: tuple[dict[str, Any], ...]
 
-    def one(self, kind: str) -> Doc:
+    def one(self, kind: str) -> dict[str, Any]:
         return helm.one(list(self.docs), kind)
 
     @property
@@ -55,56 +142,12 @@ class Chart:
     def settings_configmap(self) -> str:
         return str(self.one("ConfigMap")["metadata"]["name"])
 
-    def apply(self, cp: ControlPlane) -> list[str]:
-        """Every Role, ClusterRole and binding of the chart into ``cp.policy``; returns their
-        names as ``Kind/[namespace/]name``."""
-        loaded: list[str] = []
-        for doc in self.docs:
-            kind = doc.get("kind")
-            if doc.get("apiVersion") != RBAC or kind not in (
-                    "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"):
-                continue
-            meta = doc["metadata"]
-            namespaced = kind in ("Role", "RoleBinding")
-            namespace = str(meta.get("namespace") or self.namespace) if namespaced else None
-            if kind in ("ClusterRole", "Role"):
-                cp.policy.add_role(Role(str(meta["name"]), rules(doc.get("rules") or []),
-                                        namespace=namespace))
-            else:
-                ref = doc["roleRef"]
-                cp.policy.add_binding(Binding(
-                    str(meta["name"]), str(ref["kind"]), str(ref["name"]),
-                    subjects(doc.get("subjects") or [], namespace or self.namespace),
-                    namespace=namespace))  # fmt: skip
-            loaded.append(f"{kind}/{namespace + '/' if namespace else ''}{meta['name']}")
-        return loaded
-
-
-def rules(items: Sequence[Doc]) -> tuple[Rule, ...]:
-    return tuple(Rule(
-        verbs=tuple(item.get("verbs") or ()), api_groups=tuple(item.get("apiGroups") or ()),
-        resources=tuple(item.get("resources") or ()),
-        resource_names=tuple(item.get("resourceNames") or ()),
-        non_resource_urls=tuple(item.get("nonResourceURLs") or ()),
-    ) for item in items)  # fmt: skip
-
-
-def subjects(items: Sequence[Doc], default_namespace: str) -> tuple[Subject, ...]:
-    return tuple(Subject(str(item["kind"]), str(item["name"]),
-                         str(item.get("namespace") or default_namespace)
-                         if item["kind"] == "ServiceAccount" else "")
-                 for item in items)
-
-
-def load_documents(text: str, cp: ControlPlane, namespace: str = "default") -> list[str]:
-    """RBAC YAML as an administrator would apply it (a tenant's Role and RoleBinding)."""
-    docs = tuple(d for d in yaml.safe_load_all(text) if d)
-    return Chart(docs, namespace).apply(cp)
+    def apply(self, cp: ControlPlane) -> None:
+        install(cp, self.docs)
 
 
 @functools.cache
 def render(*, sets: tuple[str, ...] = ()) -> Chart:
     """``helm template`` of the chart with its default values (plus ``sets``), once per
     process."""
-    result = helm.template(sets=sets)
-    return Chart(tuple(result.docs()), helm.NAMESPACE)
+    return Chart(tuple(helm.template(sets=sets).docs()))

@@ -1,4 +1,4 @@
-"""A manual ``controllers.clock.Clock`` for tests: time moves only when ``advance`` says so."""
+"""A manual ``timing.clock.Clock`` for tests: time moves only when ``advance`` says so."""
 
 from __future__ import annotations
 

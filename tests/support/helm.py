@@ -76,3 +76,48 @@ def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[
     found = [d for d in by_kind(docs, kind) if name is None or d["metadata"]["name"] == name]
     assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
     return found[0]
+
+
+def pod_spec(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    spec: dict[str, Any] = one(docs, kind)["spec"]["template"]["spec"]
+    return spec
+
+
+def container(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [c for c in pod_spec(docs, kind)["containers"] if c["name"] == name]
+    assert len(found) == 1, f"{kind} has no container {name}"
+    return found[0]
+
+
+_FIELDS = {"metadata.namespace": NAMESPACE, "metadata.name": "model-manager-pod-0",
+           "spec.nodeName": "node-a"}
+
+
+def expanded_args(spec: dict[str, Any], *, fields: dict[str, str] | None = None) -> list[str]:
+    """A container's args as kubelet runs them: ``$(VAR)`` replaced by the container's env
+    (``value`` or a ``fieldRef`` from ``fields``), ``$$`` kept as one ``$``, an undefined
+    reference left as written (kube's rules)."""
+    known = {**_FIELDS, **(fields or {})}
+    env: dict[str, str] = {}
+    for var in spec.get("env") or []:
+        if "value" in var:
+            env[var["name"]] = str(var["value"])
+        elif "fieldRef" in (var.get("valueFrom") or {}):
+            env[var["name"]] = known[var["valueFrom"]["fieldRef"]["fieldPath"]]
+
+    def expand(text: str) -> str:
+        out, i = [], 0
+        while i < len(text):
+            if text.startswith("$$", i):
+                out.append("$")
+                i += 2
+            elif text.startswith("$(", i) and (end := text.find(")", i)) > 0 \
+                    and text[i + 2:end] in env:
+                out.append(env[text[i + 2:end]])
+                i = end + 1
+            else:
+                out.append(text[i])
+                i += 1
+        return "".join(out)
+
+    return [expand(str(arg)) for arg in spec.get("args") or []]

@@ -34,6 +34,16 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* The same labels as a label selector string (the API server's --plugin-pod-selector). */}}
+{{- define "model-manager.selectorString" -}}
+{{- $labels := include "model-manager.selector" . | fromYaml -}}
+{{- $pairs := list -}}
+{{- range $key := keys $labels | sortAlpha -}}
+{{- $pairs = append $pairs (printf "%s=%s" $key (index $labels $key)) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
 {{- define "model-manager.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
@@ -43,7 +53,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "model-manager.pluginServiceAccount" -}}
-{{- default (printf "%s-plugin" (include "model-manager.fullname" .)) .Values.serviceAccount.plugin.name -}}
+{{- default (printf "%s-node" (include "model-manager.fullname" .)) .Values.serviceAccount.plugin.name -}}
 {{- end -}}
 
 {{- define "model-manager.workerUser" -}}
@@ -75,11 +85,14 @@ data: /var/lib/model-manager
 
 {{/*
 The API server's flags. Every flag the chart passes is spelled here and only here; the lists
-are rendered with toYaml, so a value never changes the YAML structure.
+are rendered with toYaml, so a value never changes the YAML structure. tests/unit/charts/
+test_args_parse.py feeds every rendering to the real parsers of python -m apiserver and
+python -m nodeplugin, so a renamed or removed flag fails there.
 */}}
 {{- define "model-manager.apiserverArgs" -}}
 {{- $paths := include "model-manager.paths" . | fromYaml -}}
 {{- $api := .Values.apiserver -}}
+{{- $mm := .Values.modelManager -}}
 {{- $args := list
   (printf "--bind=%s" $api.bindAddress)
   (printf "--port=%d" (int $api.port))
@@ -90,6 +103,8 @@ are rendered with toYaml, so a value never changes the YAML structure.
   (printf "--worker-user=%s" (include "model-manager.workerUser" .))
   (printf "--plugin-service-account=%s" (include "model-manager.pluginServiceAccount" .))
   (printf "--plugin-namespace=%s" .Release.Namespace)
+  (printf "--plugin-secure-port=%d" (int $mm.securePort))
+  (printf "--plugin-pod-selector=%s" (include "model-manager.selectorString" (dict "root" . "component" "node-plugin")))
   (printf "--settings-configmap=%s" (include "model-manager.settingsName" .))
   (printf "--storage=%s" $api.storage.backend) -}}
 {{- if eq $api.storage.backend "etcd" -}}
@@ -122,7 +137,8 @@ are rendered with toYaml, so a value never changes the YAML structure.
 {{- end -}}
 
 {{/*
-The node plugin's flags (in-cluster identity: no --kubeconfig).
+The node plugin's flags (in-cluster identity: no --kubeconfig; its hub settings come from its
+NodeModelStore's spec, which the worker writes from the settings ConfigMap).
 */}}
 {{- define "model-manager.pluginArgs" -}}
 {{- $mm := .Values.modelManager -}}
@@ -139,13 +155,6 @@ The node plugin's flags (in-cluster identity: no --kubeconfig).
 {{- end -}}
 {{- if gt (int64 $mm.scrub.bytesPerSecond) 0 -}}
 {{- $args = append $args (printf "--scrub-bytes-per-second=%d" (int64 $mm.scrub.bytesPerSecond)) -}}
-{{- end -}}
-{{- if gt (int $mm.port) 0 -}}
-{{- $args = concat $args (list
-  (printf "--peer-port=%d" (int $mm.port))
-  (printf "--peer-max-serving-streams=%d" (int $mm.peerSync.maxServingStreams))
-  (printf "--peer-streams-per-source=%d" (int $mm.peerSync.streamsPerSource))
-  "--peer-token-file=/var/run/secrets/gpustack/peer/token") -}}
 {{- end -}}
 {{- $args = append $args (printf "--log-level=%s" $mm.logLevel) -}}
 {{- toYaml (concat $args $mm.extraArgs) -}}
@@ -176,12 +185,24 @@ The node plugin's flags (in-cluster identity: no --kubeconfig).
 {{- if and (eq $api.tls.mode "secret") (empty $api.tls.secretName) -}}
 {{- fail "apiserver.tls.mode=secret needs apiserver.tls.secretName (python -m certs generate --secret-manifest makes one)" -}}
 {{- end -}}
+{{- /* the controllers' duration: a sum of <number><ms|s|m|h>, at least a minute */ -}}
+{{- $interval := index .Values.settings "model-artifact-revalidate-interval" -}}
+{{- $seconds := 0.0 -}}
+{{- $scale := dict "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ms|s|m|h)" $interval -1 -}}
+{{- $unit := regexFind "(ms|s|m|h)$" . -}}
+{{- $seconds = addf $seconds (mulf (float64 (trimSuffix $unit .)) (get $scale $unit)) -}}
+{{- end -}}
+{{- if lt $seconds 60.0 -}}
+{{- fail (printf "settings.model-artifact-revalidate-interval (%s) must be at least 1m" $interval) -}}
+{{- end -}}
 {{- $high := int (index .Values.settings "model-store-high-watermark") -}}
 {{- $low := int (index .Values.settings "model-store-low-watermark") -}}
 {{- if ge $low $high -}}
 {{- fail (printf "settings.model-store-low-watermark (%d) must be below settings.model-store-high-watermark (%d)" $low $high) -}}
 {{- end -}}
-{{- if and .Values.modelManager.enabled (eq (int .Values.modelManager.port) (int .Values.modelManager.securePort)) -}}
-{{- fail "modelManager.port (peer sync) must differ from modelManager.securePort" -}}
+{{- /* the schema refuses it too; this holds with --skip-schema-validation */ -}}
+{{- if ne (toString .Values.modelManager.port) "0" -}}
+{{- fail "modelManager.port: peer sync is not available in this release; leave modelManager.port at 0 (modelManager.peerSync.* are kept for a later release)" -}}
 {{- end -}}
 {{- end -}}

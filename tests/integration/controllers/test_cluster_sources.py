@@ -14,10 +14,10 @@ import pytest
 import kube
 from controllers import claims, clustersettings, informer, kubeapi, kubesecrets, leader, secrets
 from controllers import client as clients
-from controllers import clock as clocks
 from hub import config as hub_config
 from tests.support import chartrbac, waiting
 from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from timing import clock as clocks
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 WORKER_TOKEN = "fixture-worker-token"

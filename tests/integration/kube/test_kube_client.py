@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+from urllib import parse
 
 import pytest
 from lightkube.models.core_v1 import Container, PodSpec
@@ -341,3 +342,46 @@ async def test_client_certificate_files_authenticate(
     key.unlink()
     with pytest.raises(kube.ConfigError, match="cannot set up TLS"):
         kube.Client.from_kubeconfig(path)
+
+
+async def test_text_selectors_list_and_watch(
+    control_plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    """A selector given as kube's text (``--plugin-pod-selector``) works as a mapping does, in
+    list and in both kinds of watch (lightkube itself takes only pairs); sent as written, so a
+    malformed one is the server's 400."""
+    selector = "app.kubernetes.io/component=node-plugin,tier!=test,zone in (a,b),!legacy"
+
+    def pod(name: str, labels: dict[str, str]) -> Pod:
+        return Pod(metadata=ObjectMeta(name=name, namespace="default", labels=labels),
+                   spec=PodSpec(containers=[Container(name="c", image="i")]))
+
+    async with _client(control_plane, tmp_path, token=ADMIN_TOKEN) as client:
+        for name, labels in (
+                ("wanted", {"app.kubernetes.io/component": "node-plugin", "zone": "a"}),
+                ("test-tier", {"app.kubernetes.io/component": "node-plugin", "zone": "a",
+                               "tier": "test"}),
+                ("legacy", {"app.kubernetes.io/component": "node-plugin", "zone": "b",
+                            "legacy": "1"}),
+                ("elsewhere", {"app.kubernetes.io/component": "node-plugin", "zone": "c"})):
+            await client.create(pod(name, labels))
+        listed = await client.list(Pod, namespace="default", labels=selector)
+        assert [p.metadata.name for p in listed.items if p.metadata] == ["wanted"]
+        sent = control_plane.recorder.requests("/api/v1/namespaces/default/pods", "GET")[-1]
+        assert parse.parse_qs(sent.query)["labelSelector"] == [
+            "app.kubernetes.io/component=node-plugin,tier!=test,zone in (a,b),!legacy"]
+        for bookmarks in (False, True):
+            stream = client.watch(Pod, namespace="default", labels=selector,
+                                  resource_version=listed.resource_version, bookmarks=bookmarks)
+            name = f"later-{int(bookmarks)}"
+            await client.create(pod(f"{name}-no", {"zone": "a"}))
+            await client.create(pod(name, {"app.kubernetes.io/component": "node-plugin",
+                                           "zone": "b"}))
+            kind, seen = await asyncio.wait_for(anext(stream), 30)
+            while kind == "BOOKMARK":
+                kind, seen = await asyncio.wait_for(anext(stream), 30)
+            assert (kind, seen.metadata.name if seen.metadata else "") == ("ADDED", name)
+            await stream.aclose()  # type: ignore[attr-defined]
+            listed = await client.list(Pod, namespace="default", labels=selector)
+        with pytest.raises(kube.BadRequest, match="unable to parse requirement"):
+            await client.list(Pod, namespace="default", labels="a=(b")  # the server's word

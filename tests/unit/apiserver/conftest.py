@@ -12,9 +12,9 @@ from apiserver import inprocess
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
-from controllers import clock as clocks
 from controllers import worker
 from tests.support import etcd
+from timing import clock as clocks
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 

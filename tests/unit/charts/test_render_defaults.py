@@ -34,27 +34,29 @@ def test_kinds(default_docs: list[dict[str, Any]]) -> None:
     assert kinds == sorted([
         ("APIService", "v1.worker.gpustack.ai"),
         ("CSIDriver", "model.csi.gpustack.ai"),
-        ("ClusterRole", "model-manager-plugin"),
+        ("ClusterRole", "model-manager-node"),
         ("ClusterRole", "model-manager-worker"),
-        ("ClusterRoleBinding", "model-manager-plugin"),
+        ("ClusterRoleBinding", "model-manager-node"),
         ("ClusterRoleBinding", "model-manager-worker"),
         ("ClusterRoleBinding", "model-manager:auth-delegator"),
         ("ConfigMap", "model-manager-settings"),
         ("DaemonSet", "model-manager-node"),
         ("Deployment", "model-manager"),
-        ("NetworkPolicy", "model-manager-node"),
         ("PersistentVolumeClaim", "model-manager-data"),
-        ("Role", "model-manager-plugin"),
+        ("Role", "model-manager-node"),
         ("Role", "model-manager-worker"),
-        ("RoleBinding", "model-manager-plugin"),
+        ("RoleBinding", "model-manager-node"),
         ("RoleBinding", "model-manager-worker"),
         ("RoleBinding", "model-manager:auth-reader"),
         ("Secret", "model-manager-tls"),
         ("Service", "model-manager"),
-        ("ServiceAccount", "model-manager-plugin"),
+        ("ServiceAccount", "model-manager-node"),
         ("ServiceAccount", "model-manager-worker"),
     ])  # fmt: skip
     assert not helm.by_kind(default_docs, "PodDisruptionBudget")  # one replica
+    # nothing listens but the HTTPS port and the registrar's health port (peer sync is not in
+    # this release), so there is no NetworkPolicy to write
+    assert not helm.by_kind(default_docs, "NetworkPolicy")
 
 
 def test_every_container_has_resources_probes_and_a_security_context(
@@ -97,7 +99,15 @@ def test_apiserver_deployment(default_docs: list[dict[str, Any]]) -> None:
     assert "--tls-cert-file=/etc/model-manager/tls/tls.crt" in args
     assert "--storage=sqlite" in args and "--controllers=embedded" in args
     assert "--worker-user=system:serviceaccount:gpustack-system:model-manager-worker" in args
-    assert "--plugin-service-account=model-manager-plugin" in args
+    assert "--plugin-service-account=model-manager-node" in args
+    assert "--plugin-namespace=gpustack-system" in args
+    assert "--plugin-secure-port=32444" in args
+    # the live-progress informer finds exactly the DaemonSet's Pods
+    selector = next(a for a in args if a.startswith("--plugin-pod-selector="))
+    wanted = dict(pair.split("=") for pair in selector.split("=", 1)[1].split(","))
+    daemonset = helm.one(default_docs, "DaemonSet")["spec"]["template"]
+    assert wanted.items() <= daemonset["metadata"]["labels"].items()
+    assert wanted == helm.one(default_docs, "DaemonSet")["spec"]["selector"]["matchLabels"]
     assert "--settings-configmap=model-manager-settings" in args
     assert not [arg for arg in args if arg.startswith("--etcd")]
     claim = helm.one(default_docs, "PersistentVolumeClaim")
@@ -142,45 +152,52 @@ def test_delegation_bindings(default_docs: list[dict[str, Any]]) -> None:
 
 
 def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any]]) -> None:
+    """Each kube grant is a call the server or its controllers make (test_chart_rbac.py proves
+    each one is used); the worker.gpustack.ai grants mirror standalone's built-in role."""
     cluster = _rules(helm.one(default_docs, "ClusterRole", "model-manager-worker"))
+    group = "worker.gpustack.ai"
     assert cluster == {
+        ("", "nodes", "get"),
         ("", "nodes/proxy", "get"),
-        *{("", "nodes", v) for v in ("get", "list", "watch")},
-        *{("storage.k8s.io", "csinodes", v) for v in ("get", "list", "watch")},
-        ("storage.k8s.io", "csidrivers", "get"),
-        ("", "secrets", "get"),
-        ("", "secrets", "watch"),
-        ("", "persistentvolumeclaims", "get"),
-        *{(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")},
-        *{("", "namespaces", v) for v in ("get", "list", "watch")},
-    }
+        *{("storage.k8s.io", "csinodes", v) for v in ("list", "watch")},
+        *{("", "secrets", v) for v in ("get", "list", "watch")},
+        *{("", "persistentvolumeclaims", v) for v in ("list", "watch")},
+        ("", "events", "create"),
+        *{(group, "modelartifacts", v) for v in ("get", "list", "watch")},
+        *{(group, "modelartifacts/status", v) for v in ("get", "update", "patch")},
+        *{(group, "nodemodelstores", v)
+          for v in ("get", "list", "watch", "create", "update", "patch", "delete")},
+    }  # fmt: skip
     role = helm.one(default_docs, "Role", "model-manager-worker")
     assert role["metadata"]["namespace"] == NS
     assert _rules(role) == {
-        ("", "pods", "list"),
-        ("", "pods", "watch"),
-        *{("", "configmaps", v) for v in ("get", "list", "watch")},
+        *{("", "pods", v) for v in ("get", "list", "watch")},
+        *{("", "configmaps", v) for v in ("list", "watch")},
         *{("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")},
     }
+    leases = [r for r in role["rules"] if r["resources"] == ["leases"]]
+    # get and update name the controllers' Lease; create cannot name one
+    assert sorted((r["verbs"], r.get("resourceNames")) for r in leases) == [
+        (["create"], None), (["get", "update"], ["model-manager-controllers"])]
     binding = helm.one(default_docs, "ClusterRoleBinding", "model-manager-worker")
     assert binding["roleRef"]["name"] == "model-manager-worker"
 
 
 def test_plugin_rules_read_no_secret(default_docs: list[dict[str, Any]]) -> None:
-    cluster = _rules(helm.one(default_docs, "ClusterRole", "model-manager-plugin"))
+    cluster = _rules(helm.one(default_docs, "ClusterRole", "model-manager-node"))
     group = "worker.gpustack.ai"
     assert cluster == {
         *{(group, r, v) for r in ("modelartifacts", "nodemodelstores")
           for v in ("get", "list", "watch")},
-        (group, "nodemodelstores/status", "update"),
-        (group, "nodemodelstores/status", "patch"),
+        *{(group, "nodemodelstores/status", v) for v in ("get", "update", "patch")},
         ("authentication.k8s.io", "tokenreviews", "create"),
     }  # fmt: skip
-    role = helm.one(default_docs, "Role", "model-manager-plugin")
-    assert _rules(role) == {("", "configmaps", v) for v in ("get", "list", "watch")}
-    subjects = helm.one(default_docs, "RoleBinding", "model-manager-plugin")["subjects"]
-    assert subjects == [{"kind": "ServiceAccount", "name": "model-manager-plugin",
+    role = helm.one(default_docs, "Role", "model-manager-node")
+    assert _rules(role) == {("", "configmaps", v) for v in ("list", "watch")}
+    subjects = helm.one(default_docs, "RoleBinding", "model-manager-node")["subjects"]
+    assert subjects == [{"kind": "ServiceAccount", "name": "model-manager-node",
                          "namespace": NS}]  # fmt: skip
+    assert not {r for g, r, v in cluster | _rules(role) if r == "secrets"}
 
 
 def test_rbac_rules_carry_a_reason() -> None:
@@ -201,7 +218,7 @@ def test_csidriver(default_docs: list[dict[str, Any]]) -> None:
 
 def test_node_plugin_daemonset(default_docs: list[dict[str, Any]]) -> None:
     pod = helm.one(default_docs, "DaemonSet")["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "model-manager-plugin"
+    assert pod["serviceAccountName"] == "model-manager-node"
     assert pod["automountServiceAccountToken"] is False
     assert pod["priorityClassName"] == "system-node-critical"
     assert pod["tolerations"] == [{"operator": "Exists"}]
@@ -251,11 +268,5 @@ def test_settings_configmap_seeds(default_docs: list[dict[str, Any]]) -> None:
         "model-store-low-watermark": "70",
         "model-store-download-concurrency": "8",
         "model-store-download-bandwidth": "0",
-        "model-store-peer-sync": "true",
+        "model-store-peer-sync": "false",
     }
-
-
-def test_peer_port_is_closed_to_other_pods_by_default(default_docs: list[dict[str, Any]]) -> None:
-    policy = helm.one(default_docs, "NetworkPolicy")
-    (rule,) = policy["spec"]["ingress"]
-    assert {p["port"] for p in rule["ports"]} == {32444, 9809}

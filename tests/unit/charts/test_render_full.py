@@ -52,7 +52,8 @@ def test_the_file_sets_every_value() -> None:
         "apiserver.controllers.mode",
         "apiserver.service.type",
         "modelManager.enabled",
-        "modelManager.networkPolicy.enabled",
+        # 0 is the only value the schema accepts: peer sync is not available in this release
+        "modelManager.port",
     ]
 
 
@@ -101,7 +102,7 @@ def test_given_secret_and_ca_bundle(full_docs: list[dict[str, Any]]) -> None:
     assert tls["secret"]["secretName"] == "model-manager-tls"
 
 
-def test_plugin_placement_ports_and_peer_sync(full_docs: list[dict[str, Any]]) -> None:
+def test_plugin_placement_ports_and_no_peer_sync(full_docs: list[dict[str, Any]]) -> None:
     daemonset = helm.one(full_docs, "DaemonSet")
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
@@ -112,33 +113,33 @@ def test_plugin_placement_ports_and_peer_sync(full_docs: list[dict[str, Any]]) -
     plugin = containers["plugin"]
     args = plugin["args"]
     for expected in ("--root=/mnt/models", "--kubelet-dir=/var/snap/kubelet",
-                     "--secure-port=32555", "--peer-port=32445",
-                     "--peer-max-serving-streams=16", "--peer-streams-per-source=2",
-                     "--scrub-interval=72h", "--scrub-bytes-per-second=52428800",
-                     "--log-level=WARNING"):  # fmt: skip
+                     "--secure-port=32555", "--scrub-interval=72h",
+                     "--scrub-bytes-per-second=52428800", "--log-level=WARNING",
+                     "--worker-user=system:serviceaccount:gpustack-system:mm-worker"):  # fmt: skip
         assert expected in args
-    assert {p["containerPort"] for p in plugin["ports"]} == {32555, 32445}
+    assert args[-1] == "--bind-address=::"
+    # peer sync is not in this release: no flag, port, token or policy for it
+    assert not [arg for arg in args if arg.startswith("--peer")]
+    assert [p["containerPort"] for p in plugin["ports"]] == [32555]
     mounts = {m["name"]: m["mountPath"] for m in plugin["volumeMounts"]}
     assert mounts["pods-dir"] == "/var/snap/kubelet/pods"
     volumes = {v["name"]: v for v in pod["volumes"]}
-    (peer,) = volumes["peer-token"]["projected"]["sources"]
-    assert peer["serviceAccountToken"]["audience"] == "gpustack-model-peer"
+    assert "peer-token" not in volumes and "peer-token" not in mounts
+    assert not helm.by_kind(full_docs, "NetworkPolicy")
     registrar = containers["node-driver-registrar"]
     assert registrar["image"] == "registry.example.test/csi-node-driver-registrar:v2.17.0"
     assert "--kubelet-registration-path=/var/snap/kubelet/plugins/model.csi.gpustack.ai/csi.sock" \
         in registrar["args"]
     assert volumes["registration-dir"]["hostPath"]["path"] == "/var/snap/kubelet/plugins_registry"
-    policy = helm.one(full_docs, "NetworkPolicy")
-    peer_rule = policy["spec"]["ingress"][1]
-    assert peer_rule["ports"] == [{"port": 32445, "protocol": "TCP"}]
-    assert peer_rule["from"][0]["podSelector"]["matchLabels"][
-        "app.kubernetes.io/component"] == "node-plugin"  # fmt: skip
+    server = helm.one(full_docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--plugin-secure-port=32555" in server["args"]
+    assert "--plugin-service-account=mm-plugin" in server["args"]
 
 
 def test_settings_and_service_accounts(full_docs: list[dict[str, Any]]) -> None:
     data = helm.one(full_docs, "ConfigMap")["data"]
     assert data["model-store-download-bandwidth"] == "200Mi"
-    assert data["model-store-peer-sync"] == "false"
+    assert data["model-store-peer-sync"] == "true"
     assert data["model-artifact-ca-bundle"] == "hub-ca"
     accounts = {d["metadata"]["name"]: d for d in helm.by_kind(full_docs, "ServiceAccount")}
     assert set(accounts) == {"mm-worker", "mm-plugin"}

@@ -10,15 +10,10 @@ from tests.support import helm
 def test_plugin_disabled_renders_no_node_objects() -> None:
     docs = helm.template(sets=["modelManager.enabled=false"]).docs()
     kinds = {d["kind"] for d in docs}
-    assert "DaemonSet" not in kinds and "CSIDriver" not in kinds and "NetworkPolicy" not in kinds
+    assert "DaemonSet" not in kinds and "CSIDriver" not in kinds
     names = {d["metadata"]["name"] for d in docs}
-    assert not {n for n in names if n.endswith("-plugin")}
+    assert not {n for n in names if n.endswith("-node")}
     assert "Deployment" in kinds and "APIService" in kinds
-
-
-def test_network_policy_can_be_left_out() -> None:
-    docs = helm.template(sets=["modelManager.networkPolicy.enabled=false"]).docs()
-    assert not helm.by_kind(docs, "NetworkPolicy")
 
 
 def test_controllers_off_and_no_leader_election() -> None:

@@ -36,6 +36,12 @@ from tests.support import helm
          "/settings/model-artifact-revalidate-interval"),
         ("settings.unknown-setting=1", "additional properties 'unknown-setting' not allowed"),
         ("modelManager.securePort=70000", "/modelManager/securePort"),
+        ("modelManager.port=32445",
+         "at '/modelManager/port': value must be '0 (peer sync is not available in this "
+         "release)'"),
+        ("modelManager.port=-1", "/modelManager/port"),
+        ("modelManager.networkPolicy.enabled=true",
+         "additional properties 'networkPolicy' not allowed"),
         ("modelManager.rootPath=relative/path", "/modelManager/rootPath"),
         ("modelManager.kubeletDir=/var/lib/kubelet/", "/modelManager/kubeletDir"),
         ("modelManager.enabled=yes-please", "/modelManager/enabled"),
@@ -61,13 +67,21 @@ def test_schema_violations_fail_naming_the_value(setting: str, message: str) -> 
          "set apiserver.tls.caBundle"),
         (["settings.model-store-low-watermark=80"],
          "model-store-low-watermark (80) must be below settings.model-store-high-watermark (80)"),
-        (["modelManager.port=32444"], "modelManager.port (peer sync) must differ"),
     ],
 )
 def test_combinations_the_schema_cannot_express(settings: list[str], message: str) -> None:
     result = helm.template(sets=settings, check=False)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_peer_port_refused_by_the_templates_too() -> None:
+    """Without the schema (``--skip-schema-validation``) the templates still refuse it."""
+    result = helm.run("template", "model-manager", str(helm.CHART), "--namespace", helm.NAMESPACE,
+                      "--skip-schema-validation", "--set", "modelManager.port=32445")
+    assert result.returncode != 0
+    assert "modelManager.port: peer sync is not available in this release" in result.stderr
+    assert helm.template(sets=["modelManager.port=0"]).returncode == 0
 
 
 def _schema() -> dict[str, Any]:

@@ -82,3 +82,18 @@ def test_out_of_range_values_are_refused(
 def test_a_certificate_without_its_key_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([*BASE, "--tls-cert-file", "/c"]) == 2
     assert "go together" in capsys.readouterr().err
+
+
+def test_an_unknown_log_level_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a traceback from logging once everything was parsed."""
+    assert cli.main([*BASE, "--log-level", "chatty"]) == 2
+    assert "--log-level 'chatty': not a logging level" in capsys.readouterr().err
+    for level in ("debug", "INFO", "WARNING", "ERROR"):
+        assert cli.problem(cli.parser().parse_args([*BASE, "--log-level", level])) is None
+
+
+def test_the_node_name_is_required(capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert cli.main([]) == 2
+    assert "--node-name (or $NODE_NAME) is required" in capsys.readouterr().err

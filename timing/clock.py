@@ -1,4 +1,5 @@
-"""Time, injected: every controller asks a ``Clock``, so tests advance time instead of sleeping.
+"""Time, injected: the controllers, the node plugin's reporter, collection and scrub ask a
+``Clock``, so tests advance time instead of sleeping (one manual clock drives them all).
 
 ``now`` is wall-clock UTC (written into status as RFC 3339 seconds); ``monotonic`` and
 ``call_later`` schedule work. ``SystemClock`` is the real one; tests use a manual clock whose
@@ -57,6 +58,21 @@ async def sleep(clock: Clock, seconds: float) -> None:
         await done
     finally:
         timer.cancel()
+
+
+async def wait(event: asyncio.Event, clock: Clock, seconds: float) -> bool:
+    """Wait for ``event`` at most ``seconds`` on ``clock``; True when it was set."""
+    if event.is_set():
+        return True
+    sleeper = asyncio.ensure_future(sleep(clock, seconds))
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sleeper, waiter):
+            task.cancel()
+        await asyncio.gather(sleeper, waiter, return_exceptions=True)
+    return event.is_set()
 
 
 def rfc3339(moment: datetime.datetime) -> str:

@@ -1,0 +1,272 @@
+"""The chart's RBAC is exactly what the code needs: the fixture control plane holds only the
+cluster's bootstrap roles plus the chart's rendered Roles, ClusterRoles and bindings, and the real
+API server in cluster mode, started with the chart's own args (``--controllers=embedded
+--leader-elect``), and the node plugin, as the chart's ServiceAccounts, do their whole job:
+resolve a hub artifact with a Secret and a claim artifact, record Events, hold and renew the
+Lease, read the settings and the hub CA ConfigMaps, keep node-a's NodeModelStore (its Node, its
+CSINode, its kubelet's configz), find the plugin Pods, and take the plugin's status write through
+the guard's Pod lookup (a token without the node-name extra, as before Kubernetes 1.30); the
+plugin reviews a caller's token on its HTTPS port.
+
+Then: no request of either identity was refused, and every rule of the chart's own roles was
+needed by at least one request (an unused grant fails the test), and the plugin's requests to
+this API were authorized by the chart's grants. A second test removes one grant and watches the
+call that needs it fail.
+"""
+
+from __future__ import annotations
+
+import base64
+import pathlib
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+import kube
+from kube.resources import ModelArtifact, NodeModelStore
+from nodeplugin import plugin
+from tests.integration.apiserver import cluster
+from tests.support import chartrbac, clustermode, fakehub, helm, waiting
+from tests.support.apiserver import free_port
+from tests.support.controlplane import (
+    ADMIN_TOKEN,
+    ControlPlane,
+    Recorded,
+    Role,
+    Rule,
+    UserInfo,
+    resources,
+)
+from tests.support.controlplane import service_account as sa_user
+from tests.support.controlplane.rbac import Attributes
+from tests.unit.nodeplugin import fakes
+
+NS = helm.NAMESPACE
+GROUP = "worker.gpustack.ai"
+DRIVER = "model.csi.gpustack.ai"
+HUB_TOKEN = "hf_chart_rbac_token"
+POD = ("model-manager-node-x7k2p", "2f0e9a4c-6a53-4d7e-9b39-1c3f1d1e5a10")
+PLUGIN_TOKEN = "plugin-pod-token-before-1-30"
+# the container paths of the chart's args; the test gives the server its own
+CONTAINER_FLAGS = ("--bind", "--port", "--data-dir", "--tls-cert-file", "--tls-private-key-file")
+
+
+def _render(hub: fakehub.FakeHub) -> list[dict[str, Any]]:
+    return helm.template(sets=[
+        f"settings.model-artifact-huggingface-endpoint={hub.endpoint}",
+        "settings.model-artifact-ca-bundle=hub-ca",
+        "settings.model-artifact-revalidate-interval=1h",
+    ]).docs()
+
+
+def _server_args(docs: list[dict[str, Any]], plugin_port: int) -> list[str]:
+    args = helm.expanded_args(helm.container(docs, "Deployment", "apiserver"))
+    kept = [a for a in args if a.partition("=")[0] not in CONTAINER_FLAGS]
+    return [*kept, f"--plugin-secure-port={plugin_port}"]
+
+
+def _plugin_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The DaemonSet's Pod on node-a, as the scheduler and kubelet would have it."""
+    template = helm.one(docs, "DaemonSet")["spec"]["template"]
+    return {"metadata": {"name": POD[0], "namespace": NS, "uid": POD[1],
+                         "labels": template["metadata"]["labels"]},
+            "spec": {**template["spec"], "nodeName": "node-a"},
+            "status": {"phase": "Running", "podIP": "127.0.0.1",
+                       "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
+
+
+def _seed(cp: ControlPlane, docs: list[dict[str, Any]], hub: fakehub.FakeHub) -> UserInfo:
+    """The cluster after ``helm install``: the chart's RBAC and settings, a node running the
+    plugin, a tenant's Secret and claim. Returns the plugin's identity."""
+    chartrbac.install(cp, docs)
+    cp.add_token(clustermode.WORKER_TOKEN, clustermode.WORKER)
+    plugin_user = sa_user(NS, "model-manager-node", uid="sa-node-uid", pod=POD)  # no node extra
+    cp.add_token(PLUGIN_TOKEN, plugin_user)
+    cp.seed(resources.CONFIGMAPS, helm.one(docs, "ConfigMap"))
+    assert hub.ca_bundle is not None
+    cp.seed(resources.CONFIGMAPS, {"metadata": {"name": "hub-ca", "namespace": NS},
+                                   "data": {"ca.crt": pathlib.Path(hub.ca_bundle).read_text()}})
+    cp.seed(resources.NODES, {"metadata": {"name": "node-a"}})
+    cp.seed(resources.CSINODES, {"metadata": {"name": "node-a"},
+                                 "spec": {"drivers": [{"name": DRIVER, "nodeID": "node-a"}]}})
+    cp.set_configz("node-a", {"evictionHard": {"nodefs.available": "10%"},
+                              "imageGCHighThresholdPercent": 85})
+    cp.seed(resources.PODS, _plugin_pod(docs))
+    cp.seed(resources.SECRETS, {"metadata": {"name": "hf", "namespace": "team-a"},
+                                "data": {"token": base64.b64encode(HUB_TOKEN.encode()).decode()}})
+    cp.seed(resources.PVCS, {"metadata": {"name": "models", "namespace": "team-a"},
+                             "spec": {"accessModes": ["ReadOnlyMany"]}})
+    hub.add_repo("org/private", {"config.json": b"{}", "w.bin": 4096}, private_token=HUB_TOKEN)
+    return plugin_user
+
+
+@pytest.fixture
+async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fakehub.FakeHub]]:
+    with ControlPlane(tmp_path / "cp", namespaces=(NS, "team-a")) as cp, \
+            fakehub.run_fakehub(tls=True) as hub:
+        yield cp, hub
+
+
+async def _resolved(client: kube.Client, name: str) -> str:
+    found = await client.get(ModelArtifact, name, namespace="team-a")
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return next((f"{c['status']}/{c['reason']}" for c in conditions if c["type"] == "Resolved"),
+                "")
+
+
+def _by(cp: ControlPlane, user: str) -> list[Recorded]:
+    return [r for r in cp.recorder.requests() if r.user == user]
+
+
+def _review_attributes(entry: Recorded) -> tuple[str, Attributes] | None:
+    """(user, attributes) of a SubjectAccessReview the server sent for one of its callers."""
+    spec = (entry.body or {}).get("spec") or {}
+    found = spec.get("resourceAttributes")
+    if not entry.path.endswith("/subjectaccessreviews") or not found:
+        return None
+    return spec["user"], Attributes(
+        user=UserInfo(spec["user"], groups=tuple(spec.get("groups") or ())),
+        verb=found.get("verb", ""), resource_request=True,
+        namespace=found.get("namespace", ""), group=found.get("group", ""),
+        resource=found.get("resource", ""), subresource=found.get("subresource", ""),
+        name=found.get("name", ""))
+
+
+async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
+    world: tuple[ControlPlane, fakehub.FakeHub], tmp_path: pathlib.Path
+) -> None:
+    cp, hub = world
+    docs = _render(hub)
+    plugin_user = _seed(cp, docs, hub)
+    plugin_port = free_port()
+    args = _server_args(docs, plugin_port)
+    assert "--controllers=embedded" in args and "--leader-elect" in args
+    server = clustermode.start(cp, tmp_path / "server", extra_args=[
+        *args, f"--huggingface-endpoint={hub.endpoint}", f"--hub-ca-bundle={hub.ca_bundle}"])
+    started: plugin.Plugin | None = None
+    clients: list[kube.Client] = []
+    try:
+        # the GPUStack server (an administrator) creates the artifacts
+        with server.client(ADMIN_TOKEN) as http:
+            for name, source in (
+                    ("hub", {"huggingFace": {"repository": "org/private",
+                                             "secretRef": {"name": "hf"}}}),
+                    ("claim", {"persistentVolumeClaim": {"claimName": "models"}})):
+                created = http.post(f"{cluster.G}/namespaces/team-a/modelartifacts",
+                                    json=cluster.artifact(name, "team-a", source))
+                assert created.status_code == 201, created.text
+        admin = kube.Client.from_kubeconfig(
+            server.kubeconfig(tmp_path / "admin.kubeconfig", ADMIN_TOKEN))
+        clients.append(admin)
+        for name in ("hub", "claim"):
+            await waiting.until_async(lambda n=name: _resolved(admin, n), "True/Resolved",
+                                      guard=60)
+        # the plugin as the DaemonSet's ServiceAccount, in a Pod on node-a
+        kubeconfig = server.kubeconfig(tmp_path / "plugin.kubeconfig", PLUGIN_TOKEN)
+        ours = kube.Client.from_kubeconfig(kubeconfig)
+        theirs = kube.Client.from_kubeconfig(
+            cp.write_kubeconfig(tmp_path / "plugin-cluster.kubeconfig", token=PLUGIN_TOKEN))
+        clients += [ours, theirs]
+        config = plugin.Config(
+            node_name="node-a", endpoint=f"unix://{tmp_path}/csi.sock",
+            root=str(tmp_path / "cache"), kubelet_dir=str(tmp_path / "kubelet"),
+            namespace=NS, worker_user=clustermode.WORKER.name, secure_port=plugin_port,
+            bind_address="127.0.0.1")
+        started = await plugin.start(config, kube_client=ours, cluster_client=theirs,
+                                     mount=fakes.FakeMounter())
+
+        async def reported() -> bool:
+            store = await ours.get(NodeModelStore, "node-a")
+            status, metadata = store.get("status") or {}, store["metadata"]
+            return bool(status.get("observedGeneration") == metadata["generation"]
+                        and any(c["type"] == "Ready" for c in status.get("conditions") or []))
+
+        await waiting.until_async(reported, True, guard=60)
+        store = await ours.get(NodeModelStore, "node-a")
+        assert store["metadata"]["ownerReferences"][0]["kind"] == "Node"  # nodes get
+        assert store["spec"]["kubelet"]  # nodes/proxy get
+        assert store["spec"]["hub"]["caBundleConfigMap"] == "hub-ca"
+        # the worker reads the plugin's downloads as the kubelet-projected token would be read
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        async with httpx.AsyncClient(verify=context) as http_client:
+            answer = await http_client.get(
+                f"https://127.0.0.1:{plugin_port}/model/downloads",
+                headers={"Authorization": f"Bearer {clustermode.WORKER_TOKEN}"})
+        assert answer.status_code == 200, answer.text
+        # a renewal of the Lease (an update), not only its creation
+        await waiting.until(lambda: cp.recorder.count("/leases/model-manager-controllers", "PUT"),
+                            guard=60, what="a renewal of the Lease")
+    finally:
+        if started is not None:
+            await started.stop(0)
+        for client in clients:
+            await client.aclose()
+        server.stop()
+
+    worker_name = clustermode.WORKER.name
+    for user in (worker_name, plugin_user.name):
+        refused = [f"{r.method} {r.path}?{r.query} -> {r.code}" for r in _by(cp, user)
+                   if r.code in (401, 403)]
+        assert refused == [], f"{user} was refused:\n" + "\n".join(refused)
+    # every rule of the chart's own roles was needed
+    for account, user in (("model-manager-worker", clustermode.WORKER),
+                          ("model-manager-node", plugin_user)):
+        grants = chartrbac.grants_to(docs, account, NS)
+        kube_grants = [g for g in grants if GROUP not in g.rule.api_groups]
+        asked = [chartrbac.attributes(r, user) for r in _by(cp, user.name)]
+        unused = []
+        for grant in kube_grants:  # each verb on each resource of a rule, on its own
+            for verb in grant.rule.verbs:
+                for resource in grant.rule.resources:
+                    one = chartrbac.Grant(grant.role, Rule(
+                        (verb,), grant.rule.api_groups, (resource,), grant.rule.resource_names))
+                    if not any(chartrbac.allows(one, a) for a in asked):
+                        unused.append(one.describe())
+        made = "\n".join(f"{r.method} {r.path}?{r.query} {r.code}" for r in _by(cp, user.name))
+        assert unused == [], f"{account} was granted what it never asked for:\n" + "\n".join(
+            unused) + f"\nits requests:\n{made}"
+    # the plugin's calls to this API, as the server asked kube-apiserver about them
+    reviews = [found for r in cp.recorder.requests("/subjectaccessreviews", "POST")
+               if (found := _review_attributes(r)) is not None]
+    plugin_asked = {(a.resource + (f"/{a.subresource}" if a.subresource else ""), a.verb)
+                    for user, a in reviews if user == plugin_user.name}
+    assert {("modelartifacts", "list"), ("modelartifacts", "watch"), ("nodemodelstores", "list"),
+            ("nodemodelstores", "watch"), ("nodemodelstores/status", "patch")} <= plugin_asked
+    assert all(cp.policy.authorize(a).allowed for user, a in reviews if user == plugin_user.name)
+
+
+async def test_without_a_grant_the_call_that_needs_it_fails(
+    world: tuple[ControlPlane, fakehub.FakeHub], tmp_path: pathlib.Path
+) -> None:
+    """pods get removed from the worker's Role: the status guard cannot look the plugin's Pod up
+    (503, never a pass); with the chart's Role back, the same write goes through."""
+    cp, hub = world
+    docs = _render(hub)
+    _seed(cp, docs, hub)
+    role = next(r for r in chartrbac.roles(docs) if r.name == "model-manager-worker"
+                and r.namespace == NS)  # fmt: skip
+    pods = next(r for r in role.rules if "pods" in r.resources)
+    cp.policy.add_role(Role(role.name, tuple(
+        r if r is not pods else Rule(("list", "watch"), r.api_groups, r.resources)
+        for r in role.rules), role.namespace))
+    data_dir = tmp_path / "server"
+    cluster.seed_store(data_dir)
+    args = [a for a in _server_args(docs, free_port()) if not a.startswith("--controllers")
+            and a != "--leader-elect"]  # fmt: skip
+    path = f"{cluster.G}/nodemodelstores/node-a/status"
+    patch = {"status": {"observedGeneration": 1}}
+    headers = {"Content-Type": "application/merge-patch+json"}
+    with clustermode.running(cp, data_dir, extra_args=[*args, "--controllers=none"]) as server, \
+            server.client(PLUGIN_TOKEN) as http:
+        refused = http.patch(path, json=patch, headers=headers)
+        assert refused.status_code == 503, refused.text
+        assert "rule 3 (same node) could not be checked" in refused.json()["message"]
+        lookups = cp.recorder.requests(f"/namespaces/{NS}/pods/{POD[0]}", "GET")
+        assert lookups and {r.code for r in lookups} == {403}
+        chartrbac.install(cp, docs)  # the chart's Role again
+        written = http.patch(path, json=patch, headers=headers)
+        assert written.status_code == 200, written.text

@@ -1,0 +1,1 @@
+"""Time for everything that schedules: an injectable clock and Go-style durations."""
