@@ -1,10 +1,8 @@
 """Secrets from the Kubernetes API: read with ``get`` when a pass needs the token, watched for
-changes (every namespace) so the artifacts naming a changed Secret are checked at once. The
-worker may get and watch Secrets but not list them (the chart's RBAC), so the watcher never
-lists.
+changes (every namespace) so the artifacts naming a changed Secret are checked at once.
 
-The watcher keeps only each Secret's resourceVersion, never its data; after its watch starts
-afresh it reports only the Secrets whose version differs from what it had.
+The watcher keeps only each Secret's resourceVersion, never its data; after a relist it reports
+only the Secrets whose version differs from what it had.
 """
 
 from __future__ import annotations
@@ -57,32 +55,31 @@ class KubeSecrets:
             listener(*key)
 
     async def run(self) -> None:
-        """Watch Secrets in every namespace, never listing them (RBAC: get and watch, no list).
-
-        A watch from no version starts with every Secret replayed as ADDED, then the changes;
-        the first such replay is the starting state (its ADDED events are not reported; a
-        MODIFIED or DELETED is, since a replay has none). After a 410 the
-        watch starts afresh and its replay is compared with what was known: a Secret whose
-        version differs is reported, and one known before but not replayed by the time the
-        first bookmark arrives (kube sends bookmarks after the replay) was deleted meanwhile.
-        Any other failure resumes from the last version seen, after a backoff."""
         failures = 0
-        version = ""
         first = True
         while True:
-            replay: set[tuple[str, str]] | None = set() if not version else None
             try:
-                async for event in self._api.watch(clients.SECRETS, resource_version=version):
-                    failures = 0
-                    version = _version(event.object) or version
-                    if event.type == "BOOKMARK":
-                        if replay is not None:
-                            self._replayed(replay, report=not first)
-                            replay, first = None, False
-                        continue
-                    self._event(event, replay, first=first)
+                listed = await self._api.list(clients.SECRETS)
+                fresh = {clients.key_of(o): _version(o) for o in listed.items}
+                if not first:
+                    for key in sorted(fresh.keys() | self._versions.keys()):
+                        if fresh.get(key) != self._versions.get(key):
+                            self._tell(key)
+                self._versions, first, failures = fresh, False, 0
+                version = listed.resource_version
+                while True:
+                    async for event in self._api.watch(clients.SECRETS,
+                                                       resource_version=version):
+                        version = _version(event.object) or version
+                        if event.type == "BOOKMARK":
+                            continue
+                        key = clients.key_of(event.object)
+                        if event.type == "DELETED":
+                            self._versions.pop(key, None)
+                        else:
+                            self._versions[key] = _version(event.object)
+                        self._tell(key)
             except errors.Expired:
-                version = ""
                 continue
             except errors.ApiError as exc:
                 failures += 1
@@ -90,32 +87,6 @@ class KubeSecrets:
                 log.warning("watching Secrets: HTTP %s %s; again in %.1fs", exc.code,
                             exc.message, delay)
                 await clocks.sleep(self._clock, delay)
-
-    def _event(self, event: clients.WatchEvent, replay: set[tuple[str, str]] | None, *,
-               first: bool) -> None:
-        """A replay is ADDED events only, so MODIFIED and DELETED are always changes; an ADDED
-        during the first replay is the starting state, during a later one a change only when
-        its version differs from the one known."""
-        key = clients.key_of(event.object)
-        if event.type == "DELETED":
-            self._versions.pop(key, None)
-            self._tell(key)
-            return
-        new = _version(event.object)
-        old = self._versions.get(key)
-        self._versions[key] = new
-        if event.type == "ADDED" and replay is not None:
-            replay.add(key)
-            if first or old == new:
-                return
-        self._tell(key)
-
-    def _replayed(self, replay: set[tuple[str, str]], *, report: bool) -> None:
-        """The replay ended: what was known and not replayed is gone."""
-        for key in sorted(self._versions.keys() - replay):
-            del self._versions[key]
-            if report:
-                self._tell(key)
 
 
 def _version(obj: clients.Obj) -> str:
