@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import kube
-from controllers import claims, clustersettings, informer, kubeapi, kubesecrets, leader, secrets
+from controllers import claims, clustersettings, informer, kubeapi, kubesecrets, leader, secrets, settings
 from controllers import client as clients
 from hub import config as hub_config
 from tests.support import chartrbac, waiting
@@ -106,16 +106,16 @@ async def test_leases_through_the_api(cluster: tuple[ControlPlane, kubeapi.KubeA
     cp, api = cluster
     timing = leader.Timing(lease_duration=2, renew_deadline=1.5, retry_period=0.2)
     a = leader.LeaseElector(api.leases(), clocks.SystemClock(), namespace="gpustack-system",
-                            name="controllers", identity="replica-a", timing=timing)
+                            name=settings.DEFAULT_LEASE, identity="replica-a", timing=timing)
     b = leader.LeaseElector(api.leases(), clocks.SystemClock(), namespace="gpustack-system",
-                            name="controllers", identity="replica-b", timing=timing)
+                            name=settings.DEFAULT_LEASE, identity="replica-b", timing=timing)
     await a.acquire()
-    lease = cp.get(resources.LEASES, "controllers", "gpustack-system")
+    lease = cp.get(resources.LEASES, settings.DEFAULT_LEASE, "gpustack-system")
     assert lease is not None and lease["spec"]["holderIdentity"] == "replica-a"
     taking = asyncio.create_task(b.acquire())
     await a.release()
     await asyncio.wait_for(taking, 30)
-    lease = cp.get(resources.LEASES, "controllers", "gpustack-system")
+    lease = cp.get(resources.LEASES, settings.DEFAULT_LEASE, "gpustack-system")
     assert lease is not None and lease["spec"]["holderIdentity"] == "replica-b"
     assert lease["spec"]["leaseTransitions"] == 1
 
