@@ -164,7 +164,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     pods: informer.Informer | None = None
     locator: plugins.Locator
     token: plugins.TokenSource
-    if theirs is None:
+    if theirs is None or cluster_client is None:
         locator = plugins.StaticPlugins(dict(cs.plugin_urls))
         token = (worker_token(settings.token_auth_file, settings.worker_username)
                  if settings.token_auth_file is not None else no_token)

@@ -380,7 +380,7 @@ def _bookmark_tolerant(res: type[Any]) -> type[Any]:
     if found is None:
 
         class Tolerant(dict[str, Any]):
-            def __new__(cls, data: Any) -> Any:  # noqa: D102 (called as res(decoded))
+            def __new__(cls, data: Any) -> Any:
                 try:
                     return res.from_dict(data)
                 except ValueError:  # msgspec's ValidationError: a required field is missing

@@ -12,11 +12,20 @@ from collections.abc import AsyncIterator
 import pytest
 
 import kube
-from controllers import claims, clustersettings, informer, kubeapi, kubesecrets, leader, secrets, settings
+from controllers import (
+    claims,
+    clustersettings,
+    informer,
+    kubeapi,
+    kubesecrets,
+    leader,
+    secrets,
+    settings,
+)
 from controllers import client as clients
 from hub import config as hub_config
 from tests.support import chartrbac, waiting
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from tests.support.controlplane import ControlPlane, UserInfo, resources
 from timing import clock as clocks
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
