@@ -19,7 +19,6 @@ unmount may sleep milliseconds in the kernel, which inline would stop every othe
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import logging
@@ -127,9 +126,7 @@ class Volumes:
     async def unpublish(self, target: str) -> None:
         async with self._per_target.hold(target):
             try:
-                # In a thread: an unmount can wait milliseconds for the kernel (RCU grace
-                # periods), and that wait must not stop the loop.
-                await asyncio.get_running_loop().run_in_executor(None, self._unbind, target)
+                self._unbind(target)
             except OSError as exc:
                 log.error("unpublishing %s failed: %s", target, exc)
                 raise errors.Internal(f"unmounting {target} failed: {exc.strerror or exc}") from exc
