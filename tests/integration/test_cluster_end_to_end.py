@@ -153,7 +153,7 @@ def _seed(cp: ControlPlane, chart: chartrbac.Chart, hub: fakehub.FakeHub) -> Use
     return plugin_user
 
 
-def _kubelet_context(chart: chartrbac.Chart) -> None:
+def _check_csidriver(chart: chartrbac.Chart) -> None:
     """What kubelet adds to an inline volume's context for this CSIDriver: the Pod's keys
     (podInfoOnMount) and, only with tokenRequests, ``serviceAccount.tokens``. The chart asks
     for no tokens, so the test's kubelet sends none."""
@@ -196,7 +196,7 @@ async def test_a_tenant_mounts_a_hub_model_through_the_aggregator_and_the_plugin
 ) -> None:
     cp, hub = world
     chart = _chart(hub)
-    _kubelet_context(chart)
+    _check_csidriver(chart)
     plugin_user = _seed(cp, chart, hub)
     plugin_port = free_port()
     args = _server_args(chart, plugin_port)
@@ -364,9 +364,9 @@ async def test_a_tenant_mounts_a_hub_model_through_the_aggregator_and_the_plugin
     for user in (clustermode.WORKER.name, plugin_user.name):
         made = _by(cp, user)
         assert made, f"{user} made no request"
-        refused = [f"{r.method} {r.path}?{r.query} -> {r.code}" for r in made
+        denials = [f"{r.method} {r.path}?{r.query} -> {r.code}" for r in made
                    if r.code in (401, 403)]
-        assert refused == [], f"{user} was refused:\n" + "\n".join(refused)
+        assert denials == [], f"{user} was refused:\n" + "\n".join(denials)
     # the plugin's calls to this API went through the aggregator (its status writes too)
     proxied = [r for r in _by(cp, plugin_user.name) if r.path.startswith(f"/apis/{GROUP}/")]
     assert any(r.method == "PATCH" and r.path.endswith("/nodemodelstores/node-a/status")
