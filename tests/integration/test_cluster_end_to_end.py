@@ -234,7 +234,10 @@ async def test_a_tenant_mounts_a_hub_model_through_the_aggregator_and_the_plugin
             return _resolved_digest(await tenant.get(ModelArtifact, ARTIFACT,
                                                      namespace="team-a"))
 
-        await waiting.until_async(resolved, wanted, guard=90)
+        # kubectl's watch, relayed by the aggregator, sees the condition (the timeout a guard)
+        await asyncio.to_thread(alice.run, "wait", "--for=condition=Resolved",
+                                f"modelartifact/{ARTIFACT}", "--timeout=90s", timeout=120)
+        assert await resolved() == wanted
         shown = await asyncio.to_thread(alice.run, "get", "modelartifact", ARTIFACT, "-o",
                                         "json")
         artifact = json.loads(shown.stdout)
