@@ -203,17 +203,18 @@ async def test_a_tenant_mounts_a_hub_model_through_the_aggregator_and_the_plugin
     assert "--controllers=embedded" in args
     server = clustermode.start(cp, tmp_path / "server", extra_args=[
         *args, f"--huggingface-endpoint={hub.endpoint}", f"--hub-ca-bundle={hub.ca_bundle}"])
-    api_service = chart.one("APIService")["spec"]
-    cp.register_api_service(api_service["group"], api_service["version"], server.url,
-                            server.ca_pem)
-    alice = Kubectl(cp.write_kubeconfig(tmp_path / "alice.kubeconfig", token=TENANT_TOKEN,
-                                        namespace="team-a"), tmp_path / "kubectl-alice")
-    bob = Kubectl(cp.write_kubeconfig(tmp_path / "bob.kubeconfig", token=OUTSIDER_TOKEN,
-                                      namespace="team-a"), tmp_path / "kubectl-bob")
     clients: list[kube.Client] = []
     started: plugin.Plugin | None = None
     kubelet: csi_harness.Kubelet | None = None
     try:
+        # 1. the chart's APIService, its backend this server (trusting the server's own CA)
+        api_service = chart.one("APIService")["spec"]
+        cp.register_api_service(api_service["group"], api_service["version"], server.url,
+                                server.ca_pem)
+        alice = Kubectl(cp.write_kubeconfig(tmp_path / "alice.kubeconfig", token=TENANT_TOKEN,
+                                            namespace="team-a"), tmp_path / "kubectl-alice")
+        bob = Kubectl(cp.write_kubeconfig(tmp_path / "bob.kubeconfig", token=OUTSIDER_TOKEN,
+                                          namespace="team-a"), tmp_path / "kubectl-bob")
         # 2. the tenant creates the artifact with kubectl, through the control plane
         manifest = {"apiVersion": f"{GROUP}/v1", "kind": "ModelArtifact",
                     "metadata": {"name": ARTIFACT, "namespace": "team-a"},
