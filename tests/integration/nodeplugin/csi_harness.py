@@ -75,16 +75,18 @@ class Kubelet:
         attributes: Mapping[str, str],
         secrets: Mapping[str, str] | None = None,
         volume: str = "gpustack-model",
+        pod_name: str | None = None,
+        service_account: str = "default",
     ) -> csi_pb2.NodePublishVolumeRequest:
         target = self.target(pod_uid, volume)
         target.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
         context = dict(attributes)
         # kubelet merges its Pod keys OVER the volume's attributes (podInfoOnMount: true).
         context.update({
-            "csi.storage.k8s.io/pod.name": f"pod-{pod_uid}",
+            "csi.storage.k8s.io/pod.name": pod_name or f"pod-{pod_uid}",
             "csi.storage.k8s.io/pod.namespace": namespace,
             "csi.storage.k8s.io/pod.uid": pod_uid,
-            "csi.storage.k8s.io/serviceAccount.name": "default",
+            "csi.storage.k8s.io/serviceAccount.name": service_account,
             "csi.storage.k8s.io/ephemeral": "true",
         })
         handle = "csi-" + hashlib.sha256((pod_uid + volume).encode()).hexdigest()

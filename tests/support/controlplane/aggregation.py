@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib import parse
 
+import orjson
+
 from tests.support.controlplane import status
 from tests.support.controlplane.identity import UserInfo
 
@@ -34,6 +36,9 @@ _DROPPED = frozenset({
 })  # fmt: skip
 _RELAYED = ("content-type", "cache-control", "retry-after", "warning", "audit-id")
 CHUNK = 64 * 1024
+OPENAPI_USER = UserInfo("system:aggregator")
+"""Who kube-aggregator fetches the backends' OpenAPI documents as (aggregator.md, OpenAPI)."""
+OPENAPI_V3 = "/openapi/v3"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,16 +66,62 @@ def identity_headers(user: UserInfo, header_names: Any) -> list[tuple[str, str]]
     )  # fmt: skip
 
 
+def openapi_service(plane: Any, path: str) -> APIService | None:
+    """The APIService whose OpenAPI v3 group-version document ``path`` names."""
+    prefix = f"{OPENAPI_V3}/apis/"
+    if not path.startswith(prefix):
+        return None
+    parts = path[len(prefix):].split("/")
+    found: APIService | None = plane.api_service_for(f"/apis/{parts[0]}")
+    return found if found is not None and parts[1:] == [found.version] else None
+
+
+def openapi_index(plane: Any, services: list[APIService]) -> dict[str, Any]:
+    """``GET /openapi/v3``: one path per APIService, its ``serverRelativeURL`` (with the hash)
+    read from the backend's own index as the aggregator's OpenAPI controller reads it; a
+    backend that does not answer is left out, as the aggregator leaves it out."""
+    paths: dict[str, Any] = {}
+    for service in services:
+        key = f"apis/{service.group}/{service.version}"
+        try:
+            code, body = fetch(plane, service, OPENAPI_V3, OPENAPI_USER)
+            entry = orjson.loads(body)["paths"][key] if code == 200 else None
+        except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError):
+            entry = None
+        if isinstance(entry, dict) and "serverRelativeURL" in entry:
+            paths[key] = {"serverRelativeURL": str(entry["serverRelativeURL"])}
+    return {"paths": paths}
+
+
+def _connection(plane: Any, service: APIService) -> http.client.HTTPSConnection:
+    target = parse.urlsplit(service.url)
+    context = ssl.create_default_context(cadata=service.ca_bundle.decode())
+    plane.front_proxy.client.load_into(context)
+    return http.client.HTTPSConnection(target.hostname or "127.0.0.1", target.port or 443,
+                                       context=context, timeout=30)
+
+
+def fetch(plane: Any, service: APIService, path: str, user: UserInfo) -> tuple[int, bytes]:
+    """One GET of the aggregator's own to the backend (front-proxy certificate, ``user``)."""
+    connection = _connection(plane, service)
+    try:
+        connection.putrequest("GET", path, skip_accept_encoding=True)
+        connection.putheader("Accept", "application/json")
+        for name, value in identity_headers(user, plane.front_proxy):
+            connection.putheader(name, value)
+        connection.endheaders()
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
 def proxy(handler: Handler, service: APIService, method: str, body: bytes, user: UserInfo,
           track: Callable[[socket.socket | None, socket.socket | None], None]) -> None:
     """Forward one request and relay the answer. ``track(add, remove)`` registers the backend
     socket with the server, so a stop or an outage cuts relayed watches too."""
     plane = handler.plane
-    target = parse.urlsplit(service.url)
-    context = ssl.create_default_context(cadata=service.ca_bundle.decode())
-    plane.front_proxy.client.load_into(context)
-    connection = http.client.HTTPSConnection(target.hostname or "127.0.0.1", target.port or 443,
-                                             context=context, timeout=30)
+    connection = _connection(plane, service)
     headers = [(k, v) for k, v in handler.headers.items() if k.lower() not in _DROPPED
                and not k.lower().startswith("x-remote-")]
     headers += identity_headers(user, plane.front_proxy)

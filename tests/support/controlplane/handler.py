@@ -192,6 +192,12 @@ class Handler(http_server.BaseHTTPRequestHandler):
         if service is not None:
             aggregation.proxy(self, service, method, body, user, self._track)
             return
+        service = aggregation.openapi_service(plane, info.path)
+        if service is not None and method in ("GET", "HEAD"):
+            # the aggregator serves a backend's OpenAPI v3 document as fetched with its own
+            # identity, whoever asks (RBAC's system:discovery already let the caller in)
+            aggregation.proxy(self, service, method, b"", aggregation.OPENAPI_USER, self._track)
+            return
         if not info.resource_request:
             self._non_resource(method, info)
             return
@@ -250,6 +256,8 @@ class Handler(http_server.BaseHTTPRequestHandler):
             self._json(200, self.plane.version_info())
         elif path in ("/healthz", "/livez", "/readyz"):
             self._text(200, "ok")
+        elif path == aggregation.OPENAPI_V3:
+            self._json(200, aggregation.openapi_index(self.plane, self.plane.api_services()))
         else:
             answer = discovery.document(path, self.plane.server_address(),
                                         self.plane.aggregated_groups())

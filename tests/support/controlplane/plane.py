@@ -363,6 +363,9 @@ class ControlPlane:
     def api_service_for(self, path: str) -> APIService | None:
         return next((s for s in self._api_services if s.serves(path)), None)
 
+    def api_services(self) -> list[APIService]:
+        return list(self._api_services)
+
     def aggregated_groups(self) -> dict[str, str]:
         return {s.group: s.version for s in self._api_services}
 
