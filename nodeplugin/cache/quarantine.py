@@ -10,19 +10,12 @@ atomically) so a restart keeps refusing. Methods block briefly; async callers us
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import json
-import logging
-import os
 import threading
 
-from durable import disk
-from nodeplugin.cache import layout
-
-log = logging.getLogger(__name__)
-_PREFIX = "quarantine-"
+from nodeplugin.cache import layout, records
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,10 +28,9 @@ class Entry:
 
 class Quarantine:
     def __init__(self, cache: layout.Layout) -> None:
-        self._cache = cache
+        self._records = records.DigestRecords(cache, "quarantine-", "quarantine")
         self._lock = threading.Lock()
-        self._entries: dict[str, Entry] = {}
-        self._load()
+        self._entries = {entry.digest: entry for entry in self._records.load(_decode)}
 
     def get(self, digest: str) -> Entry | None:
         return self._entries.get(digest)
@@ -56,34 +48,18 @@ class Quarantine:
                 return existing
             entry = Entry(digest, message, now)
             body = {"digest": digest, "message": message, "since": now.isoformat()}
-            disk.write_atomic(self._path(digest), json.dumps(body, sort_keys=True).encode())
+            self._records.write(digest, json.dumps(body, sort_keys=True).encode())
             self._entries[digest] = entry
             return entry
 
     def remove(self, digest: str) -> None:
         with self._lock:
             if self._entries.pop(digest, None) is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self._path(digest))
+                self._records.delete(digest)
 
-    def _path(self, digest: str) -> os.PathLike[str]:
-        return self._cache.state_file(_PREFIX + layout.hex_of(digest) + ".json")
 
-    def _load(self) -> None:
-        try:
-            names = os.listdir(self._cache.state)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if not (name.startswith(_PREFIX) and name.endswith(".json")):
-                continue
-            try:
-                body = json.loads((self._cache.state / name).read_bytes())
-                digest = str(body["digest"])
-                layout.hex_of(digest)
-                entry = Entry(digest, str(body["message"]),
-                              datetime.datetime.fromisoformat(body["since"]))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring unreadable quarantine record %s: %s", name, exc)
-                continue
-            self._entries[digest] = entry
+def _decode(data: bytes) -> Entry:
+    body = json.loads(data)
+    digest = str(body["digest"])
+    layout.hex_of(digest)
+    return Entry(digest, str(body["message"]), datetime.datetime.fromisoformat(body["since"]))

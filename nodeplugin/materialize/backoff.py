@@ -9,25 +9,18 @@ the backoff. Both materializers (hub downloads and local imports) keep their fai
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import json
-import logging
-import os
 from collections.abc import Callable
 
-from durable import disk
-from nodeplugin.cache import layout
+from nodeplugin.cache import layout, records
 from nodeplugin.materialize import interface
-
-log = logging.getLogger(__name__)
 
 BASE_SECONDS = 60.0
 CAP_SECONDS = 3600.0
 NO_BACKOFF = frozenset({interface.Reason.INVALID_REQUEST, interface.Reason.CANCELED})
 REPORT_ONCE = frozenset({interface.Reason.INVALID_REQUEST})
-_PREFIX = "download-failure-"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,11 +52,11 @@ class Backoff:
         *,
         clock: Callable[[], datetime.datetime] = utcnow,
     ) -> None:
-        self._cache = cache
         self._clock = clock
-        self._records: dict[str, Failure] = {}
+        # A torn or foreign record must not stop the plugin; it only loses a backoff.
+        self._files = records.DigestRecords(cache, "download-failure-", "failure")
+        self._records = {failure.digest: failure for failure in self._files.load(_decode)}
         self._unreported: set[str] = set()
-        self._load()
 
     def get(self, digest: str) -> Failure | None:
         return self._records.get(digest)
@@ -103,34 +96,13 @@ class Backoff:
             self._unreported.add(digest)
         else:
             self._unreported.discard(digest)
-        disk.write_atomic(self._path(digest), _encode(failure))
+        self._files.write(digest, _encode(failure))
         return failure
 
     def clear(self, digest: str) -> None:
         self._unreported.discard(digest)
         if self._records.pop(digest, None) is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._path(digest))
-
-    def _path(self, digest: str) -> os.PathLike[str]:
-        return self._cache.state_file(_PREFIX + layout.hex_of(digest) + ".json")
-
-    def _load(self) -> None:
-        try:
-            names = os.listdir(self._cache.state)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if not (name.startswith(_PREFIX) and name.endswith(".json")):
-                continue
-            path = self._cache.state / name
-            try:
-                failure = _decode(path.read_bytes())
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                # A torn or foreign record must not stop the plugin; it only loses a backoff.
-                log.warning("ignoring unreadable failure record %s: %s", name, exc)
-                continue
-            self._records[failure.digest] = failure
+            self._files.delete(digest)
 
 
 def _encode(failure: Failure) -> bytes:
