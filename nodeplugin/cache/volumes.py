@@ -19,8 +19,10 @@ unmount may sleep milliseconds in the kernel, which inline would stop every othe
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import os
 import stat
@@ -84,7 +86,7 @@ class Volumes:
                     ) from exc
                 source = str(self.cache.published_path(digest))
                 try:
-                    self._bind(source, target)
+                    await self._bind(source, target)
                 except (OSError, errors.PluginError) as exc:
                     self.references.remove(target)
                     await self._settle(digest)
@@ -102,7 +104,7 @@ class Volumes:
         self.references.add(target, digest)
         source = str(self.cache.published_path(digest))
         try:
-            bound = self._bind_if_published(digest, source, target)
+            bound = await self._bind_if_published(digest, source, target)
         except (OSError, errors.PluginError) as exc:
             self.references.remove(target)
             await self._settle(digest)
@@ -117,10 +119,10 @@ class Volumes:
             await self._settle(digest)
         return bound
 
-    def _bind_if_published(self, digest: str, source: str, target: str) -> bool:
+    async def _bind_if_published(self, digest: str, source: str, target: str) -> bool:
         if not self.cache.is_published(digest):
             return False
-        self._bind(source, target)
+        await self._bind(source, target)
         return True
 
     async def unpublish(self, target: str) -> None:
@@ -144,7 +146,7 @@ class Volumes:
             # The mount is gone either way; the next start reconciles the flag from mountinfo.
             log.warning("cannot record that %s is unreferenced: %s", digest, exc)
 
-    def _bind(self, source: str, target: str) -> None:
+    async def _bind(self, source: str, target: str) -> None:
         with self.targets.open(target) as opened:
             if opened is None:
                 raise errors.FailedPrecondition(
@@ -153,7 +155,9 @@ class Volumes:
                 )
             created = False
             if targets.refuse_unusable(opened) is None:
-                os.mkdir(opened.name, TARGET_MODE, dir_fd=opened.parent)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, functools.partial(os.mkdir, opened.name, TARGET_MODE,
+                                            dir_fd=opened.parent))
                 created = True
             try:
                 self._mounter.bind_readonly(source, opened)
