@@ -401,3 +401,30 @@ def _error_body(response: http.client.HTTPResponse) -> bytes:
     except (OSError, http.client.HTTPException, ValueError):
         return b""
 
+
+class Ranges:
+    """The blocking fast path of one hub endpoint: its connections (when usable) and where its
+    redirects landed. ``label`` names the hub in error messages (``huggingface.co``)."""
+
+    def __init__(self, connections: Connections | None, endpoint: str, *, label: str,
+                 mapper: fetch.ErrorMapper) -> None:
+        self._connections = connections if connections is not None and connections.usable else None
+        self._endpoint = endpoint
+        self._label = label
+        self._mapper = mapper
+        self._landings = Landings()
+
+    @property
+    def available(self) -> bool:
+        return self._connections is not None
+
+    def open(self, url: str, *, repo: str, path: str, token: str | None, start: int, end: int,
+             read_timeout: float | None = None) -> RangeBody:
+        """``open_range`` of ``url`` (blocking: call in a worker thread)."""
+        if self._connections is None:
+            raise errors.HubError("InvalidRequest", "no blocking client configured")
+        return open_range(
+            self._connections, url, endpoint=self._endpoint, token=token,
+            what=f"{self._label} model {repo} file {path}", mapper=self._mapper,
+            start=start, end=end, read_timeout=read_timeout, landings=self._landings,
+        )

@@ -84,13 +84,13 @@ class ModelScope:
         self._client = client
         self._endpoint = endpoint.rstrip("/")
         self._truncation_limit = truncation_limit
-        self._connections = connections if connections is not None and connections.usable else None
-        self._landings = blocking.Landings()
+        self._ranges = blocking.Ranges(connections, self._endpoint, label="modelscope",
+                                       mapper=map_error)
 
     @property
     def can_open_ranges(self) -> bool:
         """Whether ``open_range`` (the blocking fast path) is available."""
-        return self._connections is not None
+        return self._ranges.available
 
     @property
     def endpoint(self) -> str:
@@ -281,13 +281,8 @@ class ModelScope:
         """``stream``'s bytes read by a worker thread (blocking; ``can_open_ranges`` first)."""
         source.check_repo(repo)
         source.check_commit(commit)
-        if self._connections is None:
-            raise errors.HubError("InvalidRequest", "no blocking client configured")
-        return blocking.open_range(
-            self._connections, self.file_url(repo, commit, path), endpoint=self._endpoint,
-            token=token, what=f"modelscope model {repo} file {path}", mapper=map_error,
-            start=start, end=end, read_timeout=read_timeout, landings=self._landings,
-        )
+        return self._ranges.open(self.file_url(repo, commit, path), repo=repo, path=path,
+                                 token=token, start=start, end=end, read_timeout=read_timeout)
 
     async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:
         """Revalidation: one HEAD of a file at the commit, redirects not followed."""
