@@ -71,6 +71,13 @@ class Tls:
         return cls(files.ca_cert, files.cert, files.key, client_cert, client_key)
 
 
+PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """etcd could not bind a port chosen for it."""
+
+
 class Etcd:
     """One etcd member; ``url`` is its client URL on 127.0.0.1 (HTTPS with client-certificate
     authentication when ``tls`` is given, plain HTTP otherwise)."""
@@ -91,6 +98,8 @@ class Etcd:
         self.progress_interval = progress_interval
         self.extra_args = tuple(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
+        self.started = False
+        """Whether it ever served: from then on its ports are part of its identity."""
 
     @property
     def url(self) -> str:
@@ -128,9 +137,27 @@ class Etcd:
         return [*command, *self.extra_args]
 
     def start(self) -> None:
-        """Start (or restart on the same data directory) and wait until it serves."""
+        """Start (or restart on the same data directory) and wait until it serves.
+
+        A first start whose port was taken between choosing it and etcd's bind (another
+        process got it from the kernel meanwhile) tries again on new ports; a restart keeps its
+        ports, which its clients and its data directory know."""
+        for _ in range(PORT_ATTEMPTS - 1):
+            try:
+                self._start_once()
+                return
+            except PortTaken:
+                if self.started:
+                    raise
+                shutil.rmtree(self.directory / "data", ignore_errors=True)
+                self.client_port = apiserver.free_port()
+                self.peer_port = apiserver.free_port()
+        self._start_once()
+
+    def _start_once(self) -> None:
         if self.process is not None and self.process.poll() is None:
             raise RuntimeError("etcd is already running")
+        offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         with self.log_file.open("ab") as log:
             self.process = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -138,8 +165,11 @@ class Etcd:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self.process.returncode}:\n{self.log()}")
+                output = self.log()[offset:]
+                error = PortTaken if "address already in use" in output else RuntimeError
+                raise error(f"etcd exited with {self.process.returncode}:\n{output}")
             if self.healthy():
+                self.started = True
                 return
             time.sleep(0.02)
         self.kill()

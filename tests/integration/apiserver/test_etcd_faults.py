@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import pathlib
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -174,3 +175,23 @@ def test_a_hung_etcd_answers_504_within_the_request_timeout(
             member.resume()
         wait_for(lambda: "[+]etcd ok" in ready(server), "etcd back")
         assert c.get(f"{COLLECTION}/hang").status_code == 200
+
+
+def test_a_member_whose_port_was_taken_starts_on_new_ports(tmp_path: pathlib.Path) -> None:
+    """The test harness itself: a first start whose chosen port another process bound
+    meanwhile (as happened in CI) tries new ports; a restart keeps the ports it served on."""
+    member = etcd.Etcd(tmp_path / "etcd")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", member.client_port))
+        taken.listen()
+        occupied = member.client_port
+        try:
+            member.start()
+            assert member.client_port != occupied
+            assert "address already in use" in member.log()
+            serving = member.client_port
+            member.kill()
+            member.start()
+            assert member.client_port == serving and member.healthy()
+        finally:
+            member.kill()
