@@ -71,7 +71,10 @@ class Volumes:
                 )
             async with self.locks.shared(digest):
                 if self.usage.is_current(digest, referenced=True):
-                    return await self._bind_warm(target, digest)
+                    # warm: recorded as referenced already (nothing to write); the marker is
+                    # checked just before the mount
+                    self.references.add(target, digest)
+                    return await self._mount(target, digest, check_published=True)
                 if not self.cache.is_published(digest):
                     return False
                 self.references.add(target, digest)
@@ -84,27 +87,17 @@ class Volumes:
                         f"cannot record the reference to {digest} in the cache state "
                         f"({exc.strerror or exc}); not mounting"
                     ) from exc
-                source = str(self.cache.published_path(digest))
-                try:
-                    await self._bind(source, target)
-                except (OSError, errors.PluginError) as exc:
-                    self.references.remove(target)
-                    await self._settle(digest)
-                    if isinstance(exc, errors.PluginError):
-                        raise
-                    log.error("mounting %s on %s failed: %s", digest, target, exc)
-                    raise errors.Internal(
-                        f"bind-mounting {digest} on {target} failed: {exc.strerror or exc}"
-                    ) from exc
-        return True
+                return await self._mount(target, digest, check_published=False)
 
-    async def _bind_warm(self, target: str, digest: str) -> bool:
-        """``publish`` when the digest is recorded as referenced already (nothing to write):
-        the marker check and the mount in one thread hop. Called with the digest lock held."""
-        self.references.add(target, digest)
-        source = str(self.cache.published_path(digest))
+    async def _mount(self, target: str, digest: str, *, check_published: bool) -> bool:
+        """Bind ``digest``'s tree on ``target``, whose reference is recorded already; on any
+        failure (or, with ``check_published``, when the tree is not published) the reference
+        is dropped again. Called with the digest lock held."""
+        bound = False
         try:
-            bound = await self._bind_if_published(digest, source, target)
+            if not check_published or self.cache.is_published(digest):
+                await self._bind(str(self.cache.published_path(digest)), target)
+                bound = True
         except (OSError, errors.PluginError) as exc:
             self.references.remove(target)
             await self._settle(digest)
@@ -118,12 +111,6 @@ class Volumes:
             self.references.remove(target)
             await self._settle(digest)
         return bound
-
-    async def _bind_if_published(self, digest: str, source: str, target: str) -> bool:
-        if not self.cache.is_published(digest):
-            return False
-        await self._bind(source, target)
-        return True
 
     async def unpublish(self, target: str) -> None:
         async with self._per_target.hold(target):
