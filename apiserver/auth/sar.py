@@ -13,6 +13,7 @@ log says why; nothing is cached then.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Protocol
 
 from apiserver.auth import attributes as attrs
@@ -62,9 +63,8 @@ class SubjectAccessReview:
         self.denied_ttl = denied_ttl
         self.timeout = timeout
         self.backoff = backoff
-        self.cache: cache.ExpiringCache[Key, authorizer.Verdict] = (
-            cache.ExpiringCache(max_entries, clock=clock) if clock else
-            cache.ExpiringCache(max_entries))
+        self.cache: cache.ExpiringCache[Key, authorizer.Verdict] = cache.ExpiringCache(
+            max_entries, clock=clock or time.monotonic)
 
     async def authorize(self, attributes: attrs.Attributes) -> authorizer.Verdict:
         # The key holds exactly what the review's spec holds (kube keys by the spec's JSON), as

@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import time
 from typing import Protocol
 
 from apiserver.auth import authenticator, cache, reviews, webhook
@@ -57,9 +58,8 @@ class TokenReview:
         self.failure_ttl = failure_ttl
         self.timeout = timeout
         self.backoff = backoff
-        self.cache: cache.ExpiringCache[bytes, authenticator.Outcome] = (
-            cache.ExpiringCache(max_entries, clock=clock) if clock else
-            cache.ExpiringCache(max_entries))
+        self.cache: cache.ExpiringCache[bytes, authenticator.Outcome] = cache.ExpiringCache(
+            max_entries, clock=clock or time.monotonic)
         self._secret = secrets.token_bytes(32)
 
     def key(self, token: str) -> bytes:
