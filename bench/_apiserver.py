@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import pathlib
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -134,3 +136,53 @@ def percentile(values: Sequence[float], fraction: float) -> float:
         return float("nan")
     index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
     return ordered[index]
+
+
+Send = Callable[[int], Awaitable[httpx.Response]]
+"""One GET on a kept connection (its argument numbers the request, for per-request users)."""
+
+
+class Totals:
+    """What GET rounds measured: requests, wall seconds, server CPU seconds, latencies."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.seconds = 0.0
+        self.server_cpu = 0.0
+        self.latencies: list[float] = []
+
+    @property
+    def capacity(self) -> float:
+        """Requests per second of server CPU."""
+        return self.requests / self.server_cpu if self.server_cpu else 0.0
+
+    @property
+    def observed(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+
+async def measure_gets(pid: int, senders: Sequence[Send], seconds: float, into: Totals,
+                       what: str) -> None:
+    """Every sender GETs back to back for ``seconds`` (after one warm-up each, outside the
+    window); adds requests, time, the server's CPU (``pid``) and latencies to ``into``."""
+    counter = itertools.count()
+    for send in senders:
+        (await send(next(counter))).raise_for_status()
+    deadline = time.perf_counter() + seconds
+    count = 0
+
+    async def worker(send: Send) -> None:
+        nonlocal count
+        while (now := time.perf_counter()) < deadline:
+            response = await send(next(counter))
+            into.latencies.append(time.perf_counter() - now)
+            if response.status_code != 200:
+                raise RuntimeError(f"GET {what}: {response.status_code} {response.text[:200]}")
+            count += 1
+
+    cpu_before = cpu_seconds(pid)
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(send) for send in senders))
+    into.seconds += time.perf_counter() - started
+    into.server_cpu += cpu_seconds(pid) - cpu_before
+    into.requests += count

@@ -11,9 +11,6 @@ rates and latencies are kept in the params.
 from __future__ import annotations
 
 import asyncio
-import time
-
-import httpx
 
 from bench import _apiserver, result
 from tests.support import apiserver
@@ -23,47 +20,13 @@ SECONDS = 10.0
 ROUNDS = 2
 
 
-class Totals:
-    def __init__(self) -> None:
-        self.requests = 0
-        self.seconds = 0.0
-        self.server_cpu = 0.0
-        self.latencies: list[float] = []
-
-    @property
-    def observed_rate(self) -> float:
-        return self.requests / self.seconds
-
-    @property
-    def capacity(self) -> float:
-        return self.requests / self.server_cpu
-
-
 async def _measure(
-    server: apiserver.RunningServer, path: str, seconds: float, into: Totals
+    server: apiserver.RunningServer, path: str, seconds: float, into: _apiserver.Totals
 ) -> None:
     clients = [_apiserver.client(server) for _ in range(CLIENTS)]
     try:
-        for c in clients:  # connect and warm up outside the measured window
-            (await c.get(path)).raise_for_status()
-        deadline = time.perf_counter() + seconds
-        count = 0
-
-        async def worker(c: httpx.AsyncClient) -> None:
-            nonlocal count
-            while (now := time.perf_counter()) < deadline:
-                response = await c.get(path)
-                into.latencies.append(time.perf_counter() - now)
-                if response.status_code != 200:
-                    raise RuntimeError(f"GET {path}: {response.status_code}")
-                count += 1
-
-        cpu_before = _apiserver.cpu_seconds(server.process.pid)
-        started = time.perf_counter()
-        await asyncio.gather(*(worker(c) for c in clients))
-        into.seconds += time.perf_counter() - started
-        into.server_cpu += _apiserver.cpu_seconds(server.process.pid) - cpu_before
-        into.requests += count
+        senders = [lambda _, c=c: c.get(path) for c in clients]
+        await _apiserver.measure_gets(server.process.pid, senders, seconds, into, path)
     finally:
         for c in clients:
             await c.aclose()
@@ -73,7 +36,7 @@ async def _run(server: apiserver.RunningServer, storage: str) -> None:
     async with _apiserver.client(server) as c:
         (await c.post(_apiserver.COLLECTION, json=_apiserver.artifact("target"))).raise_for_status()
     paths = {"floor": "/healthz", "get": f"{_apiserver.COLLECTION}/target"}
-    totals = {name: Totals() for name in paths}
+    totals = {name: _apiserver.Totals() for name in paths}
     for _ in range(ROUNDS):
         for name, path in paths.items():
             await _measure(server, path, SECONDS / ROUNDS, totals[name])
@@ -84,13 +47,13 @@ async def _run(server: apiserver.RunningServer, storage: str) -> None:
         params={
             "storage": storage, "clients": CLIENTS, "seconds": SECONDS, "http": "2",
             "target_ratio": 0.5,
-            "observed_req_s": round(get.observed_rate), "healthz_observed_req_s":
-            round(floor.observed_rate),
+            "observed_req_s": round(get.observed), "healthz_observed_req_s":
+            round(floor.observed),
             "p99_ms": round(_apiserver.percentile(get.latencies, 0.99) * 1000, 2),
             "healthz_p99_ms": round(_apiserver.percentile(floor.latencies, 0.99) * 1000, 2),
         },
     )  # fmt: skip
-    print(f"  observed: {get.observed_rate:.0f} req/s vs /healthz {floor.observed_rate:.0f} req/s")
+    print(f"  observed: {get.observed:.0f} req/s vs /healthz {floor.observed:.0f} req/s")
 
 
 def main() -> None:

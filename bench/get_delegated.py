@@ -17,12 +17,9 @@ review's round trip dominates. Target: warm >= 0.9x of static.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import pathlib
 import ssl
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 
 import httpx
 
@@ -38,48 +35,12 @@ PATH = f"{_apiserver.COLLECTION}/target"
 STATIC_TOKEN = "bench-static-admin-token"
 TENANT = UserInfo("bench-tenant", groups=("bench-readers", "system:authenticated"))
 
-Send = Callable[[int], Awaitable[httpx.Response]]
-
-
-class Totals:
-    def __init__(self) -> None:
-        self.requests = 0
-        self.seconds = 0.0
-        self.server_cpu = 0.0
-        self.latencies: list[float] = []
-
-    @property
-    def capacity(self) -> float:
-        return self.requests / self.server_cpu if self.server_cpu else 0.0
-
-    @property
-    def observed(self) -> float:
-        return self.requests / self.seconds if self.seconds else 0.0
+Send = _apiserver.Send
 
 
 async def _measure(server: clustermode.ClusterServer, senders: list[Send], seconds: float,
-                   into: Totals) -> None:
-    counter = itertools.count()
-    for send in senders:  # connect (and warm the cache, where it is warm) outside the window
-        (await send(next(counter))).raise_for_status()
-    deadline = time.perf_counter() + seconds
-    count = 0
-
-    async def worker(send: Send) -> None:
-        nonlocal count
-        while (now := time.perf_counter()) < deadline:
-            response = await send(next(counter))
-            into.latencies.append(time.perf_counter() - now)
-            if response.status_code != 200:
-                raise RuntimeError(f"GET {PATH}: {response.status_code} {response.text[:200]}")
-            count += 1
-
-    cpu_before = _apiserver.cpu_seconds(server.process.pid)
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(s) for s in senders))
-    into.seconds += time.perf_counter() - started
-    into.server_cpu += _apiserver.cpu_seconds(server.process.pid) - cpu_before
-    into.requests += count
+                   into: _apiserver.Totals) -> None:
+    await _apiserver.measure_gets(server.process.pid, senders, seconds, into, PATH)
 
 
 def _static_clients(server: clustermode.ClusterServer) -> list[httpx.AsyncClient]:
@@ -107,7 +68,7 @@ async def _run(server: clustermode.ClusterServer) -> None:
             "cold": [lambda i, a=a: a.get(PATH, UserInfo(f"bench-user-{i}", groups=(
                 "bench-readers", "system:authenticated"))) for a in proxies],
         }  # fmt: skip
-        totals = {name: Totals() for name in modes}
+        totals = {name: _apiserver.Totals() for name in modes}
         for _ in range(ROUNDS):  # interleaved, so drifting load hits every mode alike
             for name, senders in modes.items():
                 await _measure(server, senders, SECONDS / ROUNDS, totals[name])
