@@ -110,8 +110,8 @@ def fetch(plane: Any, service: APIService, path: str, user: UserInfo) -> tuple[i
         for name, value in identity_headers(user, plane.front_proxy):
             connection.putheader(name, value)
         connection.endheaders()
-        answer = connection.getresponse()
-        return answer.status, answer.read()
+        with connection.getresponse() as answer:
+            return answer.status, answer.read()
     finally:
         connection.close()
 
@@ -139,7 +139,12 @@ def proxy(handler: Handler, service: APIService, method: str, body: bytes, user:
             connection.putheader("Content-Length", str(len(body)))
             connection.endheaders(body)
             answer = connection.getresponse()
-            _relay(handler, answer)
+            try:
+                _relay(handler, answer)
+            finally:
+                # a response that will close owns the socket (http.client handed it over):
+                # close it here, or the collector finds it open (a ResourceWarning)
+                answer.close()
         finally:
             track(None, raw)
     except (OSError, http.client.HTTPException) as exc:
