@@ -10,7 +10,8 @@ component swapped for a symlink after the check is never followed either. The ku
 itself may be a symlink (it is the operator's configuration); targets are reported under its real
 path, which is what the mount table shows.
 
-The walk blocks briefly (a few ``openat`` calls); callers on the event loop may run it inline.
+Opening blocks briefly (one ``openat2``, or a few ``openat``); callers on the event loop may run it
+inline.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from nodeplugin import errors
+from nodeplugin.cache import nofollow
 
 _WALK = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 SHOWN = 200
@@ -65,10 +67,15 @@ class Targets:
     """The rules for targets under one kubelet directory."""
 
     def __init__(
-        self, kubelet_dir: str, *, clock: Callable[[], float] = time.monotonic
+        self,
+        kubelet_dir: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        opener: nofollow.Opener | None = None,
     ) -> None:
         self.base = os.path.normpath(kubelet_dir)
         self._clock = clock
+        self._opener = opener or nofollow.Opener()
         self._real_base = ""
         self._resolved_at = -REAL_BASE_SECONDS
 
@@ -91,7 +98,7 @@ class Targets:
             raise errors.PermissionDenied(
                 f"target path {shown(target)} is not under the kubelet directory {self.base}"
             )
-        return os.path.join(self.real_base(), os.path.relpath(norm, self.base))
+        return os.path.join(self.real_base(), _below(norm, self.base))
 
     @contextlib.contextmanager
     def open(self, canonical: str) -> Iterator[Target | None]:
@@ -102,20 +109,34 @@ class Targets:
         not a directory.
         """
         real_base = self.real_base()
-        relative = os.path.relpath(canonical, real_base)
-        parts = relative.split(os.sep)
-        if relative == "." or parts[0] == "..":
+        norm = os.path.normpath(canonical)
+        if not _strictly_under(norm, real_base):
             raise errors.PermissionDenied(
                 f"target path {shown(canonical)} is not under the kubelet directory {self.base}"
             )
-        parent = _walk(canonical, real_base, parts[:-1])
+        above, _, name = norm.rpartition("/")
+        parent = self._open_parent(canonical, real_base, above)
         if parent is None:
             yield None
             return
         try:
-            yield Target(canonical, parent, parts[-1])
+            yield Target(canonical, parent, name)
         finally:
             os.close(parent)
+
+    def _open_parent(self, canonical: str, real_base: str, above: str) -> int | None:
+        """An ``O_PATH`` descriptor of the directory ``above`` (the kubelet directory's real
+        path or one below it), no symlink followed; None when it does not exist."""
+        try:
+            fd = self._opener.open(above or "/", _WALK)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            fd = None  # a symlink or a non-directory on the way: the walk says which and where
+        if fd is not None:
+            return fd
+        below = _below(above, real_base) if above != real_base else ""
+        return _walk(canonical, real_base, below.split("/") if below else [])
 
     def check(self, target: str) -> str:
         """The canonical target, refused (PermissionDenied) when it or any directory on its way
@@ -194,6 +215,11 @@ def _refusal(canonical: str, walked: str, parent: int, name: str) -> errors.Plug
     return errors.FailedPrecondition(
         f"target path {shown(canonical)} passes through {shown(walked)}, which is not a directory"
     )
+
+
+def _below(path: str, base: str) -> str:
+    """``path`` relative to ``base``, which it lies strictly below (both normalized)."""
+    return path[len(base.rstrip("/")) + 1 :]
 
 
 def _strictly_under(path: str, base: str) -> bool:

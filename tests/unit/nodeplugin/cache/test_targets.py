@@ -1,4 +1,8 @@
-"""Targets below the kubelet directory: canonical paths, and no symlink followed on the way."""
+"""Targets below the kubelet directory: canonical paths, and no symlink followed on the way.
+
+Every test runs twice: with openat2 (one call) and with the component-by-component walk the
+plugin falls back to where the kernel lacks openat2.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,19 @@ import pathlib
 import pytest
 
 from nodeplugin import errors
-from nodeplugin.cache import targets
+from nodeplugin.cache import nofollow, targets
+
+
+@pytest.fixture(autouse=True, params=["openat2", "walk"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    enabled = request.param == "openat2"
+
+    class Opener(nofollow.Opener):
+        def __init__(self) -> None:
+            super().__init__(enabled=enabled)
+
+    monkeypatch.setattr(nofollow, "Opener", Opener)
+    return str(request.param)
 
 
 def _kubelet(tmp_path: pathlib.Path) -> tuple[pathlib.Path, targets.Targets]:
@@ -116,3 +132,22 @@ def test_a_repointed_kubelet_dir_is_followed_within_a_second(tmp_path: pathlib.P
     assert rules.check(target) == str(first / "pods" / "u" / "mount")  # reused meanwhile
     now[0] += targets.REAL_BASE_SECONDS
     assert rules.check(target) == str(second / "pods" / "u" / "mount")
+
+
+def test_openat2_opens_the_parent_in_one_call_where_the_kernel_has_it(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    if way != "openat2":
+        return  # the walk is what this test rules out
+    kubelet, rules = _kubelet(tmp_path)
+
+    def no_walk(*args: object) -> None:
+        raise AssertionError("walked although openat2 is available")
+
+    monkeypatch.setattr(targets, "_walk", no_walk)
+    with rules.open(str(kubelet / "pods" / "a" / "volumes" / "mount")) as opened:
+        assert opened is not None
+        assert os.readlink(f"/proc/self/fd/{opened.parent}") == str(kubelet / "pods" / "a" /
+                                                                     "volumes")
+    with rules.open(str(kubelet / "pods" / "gone" / "mount")) as opened:
+        assert opened is None
