@@ -68,6 +68,7 @@ class Layout:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = pathlib.Path(root)
         self.objects = self.root / "objects" / ALGORITHM
+        self._objects = str(self.objects)
         self.partial = self.root / "partial" / ALGORITHM
         self.state = self.root / "state"
 
@@ -81,13 +82,24 @@ class Layout:
         """``objects/sha256/<hex>``; whether it is published is ``is_published``."""
         return self.objects / hex_of(digest)
 
+    def published_dir(self, digest: str) -> str:
+        """``published_path`` as a string (what the mount calls take; no ``Path`` built)."""
+        return os.path.join(self._objects, hex_of(digest))
+
     def is_published(self, digest: str) -> bool:
-        """True when the tree exists with a marker naming exactly this digest (one small read)."""
+        """True when the tree exists with a marker naming exactly this digest (one small read;
+        a warm mount asks this every time, so no ``Path`` is built)."""
+        expected = marker_bytes(digest)
         try:
-            data = (self.published_path(digest) / MARKER).read_bytes()
+            fd = os.open(os.path.join(self._objects, hex_of(digest), MARKER),
+                         os.O_RDONLY | os.O_CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
             return False
-        return data == marker_bytes(digest)
+        try:
+            data = os.read(fd, len(expected) + 1)
+        finally:
+            os.close(fd)
+        return data == expected
 
     def published(self) -> list[str]:
         """Every digest with a published tree (marker checked)."""

@@ -45,15 +45,22 @@ class DigestLocks:
     async def shared(self, key: str) -> AsyncIterator[None]:
         entry = self._enter(key)
         try:
-            async with entry.cond:
-                await entry.cond.wait_for(lambda: not entry.writer and not entry.waiting_writers)
+            if entry.writer or entry.waiting_writers:
+                async with entry.cond:
+                    await entry.cond.wait_for(
+                        lambda: not entry.writer and not entry.waiting_writers
+                    )
+                    entry.readers += 1
+            else:
+                # No writer holds or wants it: one event loop, nothing in between, no waiting.
                 entry.readers += 1
             try:
                 yield
             finally:
-                async with entry.cond:
-                    entry.readers -= 1
-                    entry.cond.notify_all()
+                entry.readers -= 1
+                if not entry.readers and entry.waiting_writers:
+                    async with entry.cond:
+                        entry.cond.notify_all()
         finally:
             self._leave(key, entry)
 

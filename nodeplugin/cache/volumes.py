@@ -8,21 +8,20 @@ Both reach the target through ``targets`` (no symlink below the kubelet director
 a symlink at or on the way to a target is refused, never mounted over and never unmounted
 through.
 
-Publishing runs the target's walk and the mount system calls on the event loop. They take tens
-to a few hundred microseconds (creating the target directory is the longest); in a worker thread
-each of them needed the GIL back from the busy loop afterwards, several times per mount, and with
-50 mounts in flight that made the p99 of a warm publish 80-130 ms against 65-78 ms inline
-(``docs/performance.md``). A warm mount (the digest already recorded as referenced) checks the
-marker and mounts in one go, with no state to write. Unpublishing stays in a worker thread: an
-unmount may sleep milliseconds in the kernel, which inline would stop every other call.
+Both run their system calls on the event loop, without a thread hop: opening the target's parent
+(one ``openat2``), the target's ``mkdir``, two ``mount(2)`` calls; ``umount2`` and ``rmdir``.
+Each takes microseconds to a few hundred (the ``mkdir`` on a slow disk is the longest), all of it
+the kernel's CPU, which a worker thread would not save: measured with 50 calls in flight, handing
+the ``mkdir`` to a thread cost the plugin about 300 us more CPU per publish (the hop, and the
+worker and the loop taking the GIL from each other) than it freed (``docs/performance.md``). A
+warm mount (the digest already recorded as referenced) checks the marker and mounts in one go,
+with no state to write.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
-import functools
 import logging
 import os
 import stat
@@ -96,7 +95,7 @@ class Volumes:
         bound = False
         try:
             if not check_published or self.cache.is_published(digest):
-                await self._bind(str(self.cache.published_path(digest)), target)
+                self._bind(self.cache.published_dir(digest), target)
                 bound = True
         except (OSError, errors.PluginError) as exc:
             self.references.remove(target)
@@ -133,19 +132,20 @@ class Volumes:
             # The mount is gone either way; the next start reconciles the flag from mountinfo.
             log.warning("cannot record that %s is unreferenced: %s", digest, exc)
 
-    async def _bind(self, source: str, target: str) -> None:
+    def _bind(self, source: str, target: str) -> None:
         with self.targets.open(target) as opened:
             if opened is None:
                 raise errors.FailedPrecondition(
                     f"the parent directory of target path {targets.shown(target)} does not "
                     "exist (kubelet creates it before NodePublishVolume)"
                 )
-            created = False
-            if targets.refuse_unusable(opened) is None:
-                await asyncio.get_running_loop().run_in_executor(
-                    None, functools.partial(os.mkdir, opened.name, TARGET_MODE,
-                                            dir_fd=opened.parent))
+            try:
+                os.mkdir(opened.name, TARGET_MODE, dir_fd=opened.parent)
                 created = True
+            except FileExistsError:
+                # mkdir never follows a symlink: whatever is there is judged as it is
+                targets.refuse_unusable(opened)
+                created = False
             try:
                 self._mounter.bind_readonly(source, opened)
             except OSError:
@@ -155,27 +155,42 @@ class Volumes:
                 raise
 
     def _unbind(self, target: str) -> None:
+        """Unmount and remove the target. The usual case takes two system calls: the unmount
+        (which never follows a symlink there) and the ``rmdir``, which fails EBUSY while
+        another mount is still stacked on the target, so each one is unmounted in turn."""
         with self.targets.open(target) as opened:
             if opened is None:
                 return  # the directory it would be in is gone: nothing mounted there
-            found = opened.lstat()
-            if found is None:
-                return
-            if stat.S_ISLNK(found.st_mode):
-                # Never mounted by us (we refuse symlinks), and followed it could lead to
-                # another Pod's volume: neither unmount through it nor remove it.
-                raise targets.symlink_refusal(target)
+            if not self._mounter.unmount(opened):
+                found = opened.lstat()
+                if found is None:
+                    return
+                if stat.S_ISLNK(found.st_mode):
+                    # Never mounted by us (we refuse symlinks), and followed it could lead to
+                    # another Pod's volume: neither unmount through it nor remove it.
+                    raise targets.symlink_refusal(target)
             for _ in range(mounter.MAX_STACKED):
+                if self._remove(opened):
+                    return
+                # EBUSY: still a mount point (mounts were stacked on the target)
                 if not self._mounter.unmount(opened):
                     break
-            try:
-                os.rmdir(opened.name, dir_fd=opened.parent)
-            except FileNotFoundError:
-                pass
-            except NotADirectoryError:
-                os.unlink(opened.name, dir_fd=opened.parent)
-            except OSError as exc:
-                if exc.errno != errno.ENOTEMPTY:
-                    raise
-                # Not ours: a non-empty directory we never mounted is left alone.
-                log.warning("target %s: non-empty, not mounted, left alone", target)
+            raise OSError(errno.EBUSY, f"{targets.shown(target)} is still busy after "
+                                       f"{mounter.MAX_STACKED} unmounts")
+
+    def _remove(self, opened: targets.Target) -> bool:
+        """Remove the unmounted target; False while it is still a mount point."""
+        try:
+            os.rmdir(opened.name, dir_fd=opened.parent)
+        except FileNotFoundError:
+            pass
+        except NotADirectoryError:
+            os.unlink(opened.name, dir_fd=opened.parent)
+        except OSError as exc:
+            if exc.errno == errno.EBUSY:
+                return False
+            if exc.errno != errno.ENOTEMPTY:
+                raise
+            # Not ours: a non-empty directory we never mounted is left alone.
+            log.warning("target %s: non-empty, not mounted, left alone", opened.path)
+        return True
