@@ -34,6 +34,7 @@ from nodeplugin.cache import (
     refs,
     trees,
     usage,
+    view,
     volumes,
 )
 from nodeplugin.csi import identity, node, server
@@ -121,6 +122,8 @@ class Plugin:
         await self.client.aclose()
         for client in self.kube_clients:
             await client.aclose()
+        if self.volume_set.view is not None:
+            self.volume_set.view.close()
 
 
 class Stock:
@@ -298,13 +301,17 @@ async def start(
         reviewer = reviews.TokenReviewer(cluster_client, clock=clock)
     informer = artifacts.Informer(client)
     digest_locks = locks.DigestLocks()
+    mount = mount or mounter.LinuxMounter()
+    readonly_view = view.View(cache, mount)
+    readonly_view.open()
     volume_set = volumes.Volumes(
         cache,
-        mount=mount or mounter.LinuxMounter(),
+        mount=mount,
         references=references,
         usage_store=usage_store,
         digest_locks=digest_locks,
         kubelet_dir=config.kubelet_dir,
+        readonly_view=readonly_view,
     )
     failures = failures or backoff.Backoff(cache)
     ledger = capacity.Capacity(cache.root, high_percent=_flag_high(config, cache))

@@ -2,8 +2,11 @@
 
 Why the system calls and not ``mount(8)``: a warm mount is on kubelet's critical path (p99 budget
 20 ms with 50 in parallel); two fork+exec of ``mount`` per publish cost several milliseconds each
-and ``mount(8)`` also reads fstab/utab. The calls are two: a bind, then a remount of that bind with
-``MS_RDONLY`` (a bind cannot be made read-only in the same call), so writes fail with EROFS.
+and ``mount(8)`` also reads fstab/utab. A bind cannot be made read-only in the same call, but it
+takes the flags of the mount its source is on: bound from the cache's read-only view
+(``cache.view``), a target is read-only, nosuid and nodev from the moment it exists, in one call
+(a ``statvfs`` checks the flags). Otherwise a remount of the bind with ``MS_RDONLY`` follows. Either
+way writes fail with EROFS.
 
 Targets arrive opened (``targets.Target``): the bind goes onto the directory descriptor opened
 without following symlinks (``/proc/self/fd/N``, the kernel does not resolve a name again), the
@@ -32,15 +35,28 @@ UMOUNT_NOFOLLOW = 0x8
 MAX_STACKED = 16
 
 
+SEALED = os.ST_RDONLY | os.ST_NOSUID | os.ST_NODEV
+"""The flags every published target's mount carries."""
+
+
 class Mounter(Protocol):
-    def bind_readonly(self, source: str, target: targets.Target) -> None:
+    def bind_readonly(
+        self, source: str, target: targets.Target, *, readonly_source: bool = False
+    ) -> None:
         """Bind ``source`` on the directory at ``target`` read-only; on failure nothing stays
-        mounted. A symlink or a non-directory at the target fails (ENOTDIR)."""
+        mounted. A symlink or a non-directory at the target fails (ENOTDIR). With
+        ``readonly_source`` the source lies on a read-only, nosuid, nodev mount, whose flags a
+        bind takes: when the new mount has them, no remount is needed."""
         ...
 
     def unmount(self, target: targets.Target) -> bool:
         """Unmount the top mount at ``target`` (never through a symlink there): True if one was
         removed, False if none was."""
+        ...
+
+    def make_view(self, source: str, target: targets.Target) -> bool:
+        """Mount ``source`` read-only, nosuid and nodev at ``target`` for binds to be made from
+        (``cache.view``); False when this mounter makes no views."""
         ...
 
 
@@ -56,7 +72,9 @@ class LinuxMounter:
         self._umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self._umount2.restype = ctypes.c_int
 
-    def bind_readonly(self, source: str, target: targets.Target) -> None:
+    def bind_readonly(
+        self, source: str, target: targets.Target, *, readonly_source: bool = False
+    ) -> None:
         src = os.fsencode(source)
         below = target.open_directory()
         try:
@@ -64,6 +82,8 @@ class LinuxMounter:
                 _raise(f"bind {source} on {target.path}")
         finally:
             os.close(below)
+        if readonly_source and _sealed(target):
+            return
         self._seal(source, target)
 
     def _seal(self, source: str, target: targets.Target) -> None:
@@ -83,6 +103,10 @@ class LinuxMounter:
         finally:
             os.close(top)
 
+    def make_view(self, source: str, target: targets.Target) -> bool:
+        self.bind_readonly(source, target)
+        return True
+
     def unmount(self, target: targets.Target) -> bool:
         at = os.fsencode(target.at)
         if self._umount2(at, UMOUNT_NOFOLLOW) == 0:
@@ -96,6 +120,14 @@ class LinuxMounter:
                 return True
             err = ctypes.get_errno()
         raise OSError(err, f"unmount {target.path}: {os.strerror(err)}")
+
+
+def _sealed(target: targets.Target) -> bool:
+    """The mount now at ``target`` is read-only, nosuid and nodev."""
+    try:
+        return os.statvfs(target.at).f_flag & SEALED == SEALED
+    except OSError:
+        return False  # sealed the usual way, which checks what is there
 
 
 def _fd_path(fd: int) -> bytes:

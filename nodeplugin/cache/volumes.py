@@ -27,7 +27,7 @@ import os
 import stat
 
 from nodeplugin import errors
-from nodeplugin.cache import layout, locks, mounter, refs, targets, usage
+from nodeplugin.cache import layout, locks, mounter, refs, targets, usage, view
 
 log = logging.getLogger(__name__)
 TARGET_MODE = 0o750
@@ -43,8 +43,11 @@ class Volumes:
         usage_store: usage.UsageStore,
         digest_locks: locks.DigestLocks,
         kubelet_dir: str,
+        readonly_view: view.View | None = None,
     ) -> None:
         self.cache = cache
+        self.view = readonly_view
+        """Where trees are bound from when it is mounted (``cache.view``)."""
         self.targets = targets.Targets(kubelet_dir)
         self.references = references
         self.usage = usage_store
@@ -95,7 +98,9 @@ class Volumes:
         bound = False
         try:
             if not check_published or self.cache.is_published(digest):
-                self._bind(self.cache.published_dir(digest), target)
+                seen = self.view.source(digest) if self.view is not None else None
+                self._bind(seen or self.cache.published_dir(digest), target,
+                           readonly_source=seen is not None)
                 bound = True
         except (OSError, errors.PluginError) as exc:
             self.references.remove(target)
@@ -132,7 +137,7 @@ class Volumes:
             # The mount is gone either way; the next start reconciles the flag from mountinfo.
             log.warning("cannot record that %s is unreferenced: %s", digest, exc)
 
-    def _bind(self, source: str, target: str) -> None:
+    def _bind(self, source: str, target: str, *, readonly_source: bool) -> None:
         with self.targets.open(target) as opened:
             if opened is None:
                 raise errors.FailedPrecondition(
@@ -147,7 +152,7 @@ class Volumes:
                 targets.refuse_unusable(opened)
                 created = False
             try:
-                self._mounter.bind_readonly(source, opened)
+                self._mounter.bind_readonly(source, opened, readonly_source=readonly_source)
             except OSError:
                 if created:
                     with contextlib.suppress(OSError):

@@ -90,7 +90,9 @@ class FakeMounter:
         self.mounted: dict[str, list[str]] = {}
         self.fail: BaseException | None = None
 
-    def bind_readonly(self, source: str, target: targets.Target) -> None:
+    def bind_readonly(
+        self, source: str, target: targets.Target, *, readonly_source: bool = False
+    ) -> None:
         if self.fail is not None:
             err, self.fail = self.fail, None
             raise err
@@ -105,6 +107,9 @@ class FakeMounter:
         if not stack:
             del self.mounted[target.path]
         return True
+
+    def make_view(self, source: str, target: targets.Target) -> bool:
+        return False  # binds from the tree itself, as the real mounter does without a view
 
 
 Events = asyncio.Queue[tuple[str, dict[str, Any]]]

@@ -1,0 +1,108 @@
+"""The cache's read-only view with real mounts (root): targets bound from it are read-only,
+nosuid and nodev from the start, in one mount(2) call; the view is never taken for a reference."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import pathlib
+
+import pytest
+
+from nodeplugin.cache import layout, locks, mounter, publish, refs, targets, usage, view, volumes
+from tests.integration.nodeplugin.csi_harness import mounts_under
+
+DIGEST = "sha256:" + "cd" * 32
+
+
+class CountingMounter(mounter.LinuxMounter):
+    """The real mounter, counting the remounts it had to make after a bind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.remounts = 0
+
+    def _seal(self, source: str, target: targets.Target) -> None:
+        self.remounts += 1
+        super()._seal(source, target)
+
+
+def _setup(base: pathlib.Path) -> tuple[volumes.Volumes, CountingMounter, view.View]:
+    cache = layout.Layout(base / "cache")
+    cache.create()
+    staging = cache.new_partial(DIGEST).path
+    (staging / "weights.bin").write_bytes(b"w" * 32)
+    publish.publish_tree(cache, staging, DIGEST)
+    linux = CountingMounter()
+    seen = view.View(cache, linux)
+    assert seen.open()
+    vols = volumes.Volumes(
+        cache, mount=linux, references=refs.References(),
+        usage_store=usage.UsageStore(cache.state_file(usage.FILE_NAME)),
+        digest_locks=locks.DigestLocks(), kubelet_dir=str(base / "kubelet"), readonly_view=seen,
+    )  # fmt: skip
+    linux.remounts = 0
+    return vols, linux, seen
+
+
+def _target(base: pathlib.Path, pod: str) -> pathlib.Path:
+    parent = base / "kubelet" / "pods" / pod / "volumes" / "kubernetes.io~csi" / "model"
+    parent.mkdir(parents=True)
+    return parent / "mount"
+
+
+def _sealed(path: pathlib.Path) -> bool:
+    return os.statvfs(path).f_flag & mounter.SEALED == mounter.SEALED
+
+
+def test_the_view_is_read_only_and_no_reference(mount_guard: pathlib.Path) -> None:
+    vols, _, seen = _setup(mount_guard)
+    assert mounts_under(mount_guard / "cache") == [seen.path]
+    assert _sealed(pathlib.Path(seen.path))
+    tree = pathlib.Path(seen.source(DIGEST) or "")
+    assert (tree / "weights.bin").read_bytes() == b"w" * 32
+    with pytest.raises(OSError) as caught:
+        (tree / "new").write_bytes(b"x")
+    assert caught.value.errno == errno.EROFS
+    assert refs.scan(refs.parse_mountinfo(refs.read_mountinfo()), str(vols.cache.objects)) == {}
+
+
+async def test_a_target_bound_from_the_view_needs_no_remount(mount_guard: pathlib.Path) -> None:
+    vols, linux, _ = _setup(mount_guard)
+    target = _target(mount_guard, "p")
+    assert await vols.publish(str(target), DIGEST)
+    assert linux.remounts == 0 and _sealed(target)
+    assert (target / "weights.bin").read_bytes() == b"w" * 32
+    # after a restart the reference is found again: the mount's source is the tree
+    found = refs.scan(refs.parse_mountinfo(refs.read_mountinfo()), str(vols.cache.objects))
+    assert found == {str(target): layout.hex_of(DIGEST)}
+
+
+async def test_a_view_made_writable_does_not_make_a_writable_target(
+    mount_guard: pathlib.Path,
+) -> None:
+    vols, linux, seen = _setup(mount_guard)
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    assert libc.mount(None, seen.path.encode(), None, mounter.MS_REMOUNT | mounter.MS_BIND,
+                      None) == 0  # somebody remounts the view read-write
+    target = _target(mount_guard, "p")
+    assert await vols.publish(str(target), DIGEST)
+    assert linux.remounts == 1 and _sealed(target)
+
+
+async def test_reopening_replaces_the_view_and_closing_leaves_targets_mounted(
+    mount_guard: pathlib.Path,
+) -> None:
+    vols, _, seen = _setup(mount_guard)
+    target = _target(mount_guard, "p")
+    assert await vols.publish(str(target), DIGEST)
+    again = view.View(vols.cache, mounter.LinuxMounter())  # the next run of the plugin
+    assert again.open()
+    assert mounts_under(mount_guard / "cache") == [seen.path]  # replaced, not stacked
+    again.close()
+    assert mounts_under(mount_guard / "cache") == [] and again.source(DIGEST) is None
+    assert mounts_under(mount_guard / "kubelet") == [str(target)]
+    assert (target / "weights.bin").read_bytes() == b"w" * 32
+    await vols.unpublish(str(target))  # unpublish does not need the view either
+    assert mounts_under(mount_guard / "kubelet") == []
