@@ -3,6 +3,7 @@
 ::
 
     <root>/objects/sha256/<hex>/        published trees (read-only, marker file inside)
+    <root>/view/                        objects/sha256 bound read-only while the plugin runs
     <root>/partial/sha256/<hex>.<id>/   attempts in progress (files, checkpoints)
     <root>/state/                       small records, written atomically
 

@@ -15,6 +15,8 @@ import ctypes.util
 import errno
 import os
 import sys
+from collections.abc import Callable
+from typing import Any, cast
 
 SYS_OPENAT2 = 437
 """openat2's number: the same on every architecture (Linux gave new calls one number in 5.x)."""
@@ -32,16 +34,24 @@ class _OpenHow(ctypes.Structure):
     ]
 
 
+Syscall = Callable[[int, int, bytes, Any, int], int]
+"""``syscall(2)`` as ctypes calls it: number, then openat2's four arguments; -1 sets errno."""
+
+
+def _libc_syscall() -> Syscall:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    call = libc.syscall
+    call.restype = ctypes.c_long
+    call.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
+                     ctypes.c_size_t]
+    return cast(Syscall, call)
+
+
 class Opener:
-    def __init__(self, *, enabled: bool = True) -> None:
+    def __init__(self, *, enabled: bool = True, syscall: Syscall | None = None) -> None:
         self.available = enabled and sys.platform == "linux"
         """False once the kernel refused the call (or when disabled): callers walk instead."""
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        self._syscall = libc.syscall
-        self._syscall.restype = ctypes.c_long
-        self._syscall.argtypes = [
-            ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t
-        ]  # fmt: skip
+        self._syscall = syscall or _libc_syscall()
 
     def open(self, path: str, flags: int) -> int | None:
         """A descriptor of ``path`` opened with ``flags`` (``O_CREAT`` is not supported), or

@@ -47,7 +47,6 @@ def test_missing_and_non_directories_fail_as_the_kernel_says(tmp_path: pathlib.P
 def test_a_kernel_that_refuses_the_call_makes_it_unavailable_for_good(
     tmp_path: pathlib.Path, refusal: int
 ) -> None:
-    opener = nofollow.Opener()
     calls = []
 
     def refused(*args: object) -> int:
@@ -55,7 +54,7 @@ def test_a_kernel_that_refuses_the_call_makes_it_unavailable_for_good(
         ctypes.set_errno(refusal)
         return -1
 
-    opener._syscall = refused  # type: ignore[assignment]
+    opener = nofollow.Opener(syscall=refused)
     assert opener.open(str(tmp_path), FLAGS) is None
     assert opener.open(str(tmp_path), FLAGS) is None
     assert not opener.available and len(calls) == 1

@@ -15,26 +15,35 @@ from nodeplugin import errors
 from nodeplugin.cache import nofollow, targets
 
 
-@pytest.fixture(autouse=True, params=["openat2", "walk"])
-def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    enabled = request.param == "openat2"
+class Counting(nofollow.Opener):
+    """openat2, counting the parents it opened itself (the rest were walked)."""
 
-    class Opener(nofollow.Opener):
-        def __init__(self) -> None:
-            super().__init__(enabled=enabled)
+    def __init__(self, *, enabled: bool) -> None:
+        super().__init__(enabled=enabled)
+        self.enabled = enabled
+        self.opened = 0
 
-    monkeypatch.setattr(nofollow, "Opener", Opener)
-    return str(request.param)
+    def open(self, path: str, flags: int) -> int | None:
+        fd = super().open(path, flags)
+        self.opened += fd is not None
+        return fd
 
 
-def _kubelet(tmp_path: pathlib.Path) -> tuple[pathlib.Path, targets.Targets]:
+@pytest.fixture(params=["openat2", "walk"])
+def opener(request: pytest.FixtureRequest) -> Counting:
+    return Counting(enabled=request.param == "openat2")
+
+
+def _kubelet(tmp_path: pathlib.Path, opener: Counting) -> tuple[pathlib.Path, targets.Targets]:
     kubelet = tmp_path / "kubelet"
     (kubelet / "pods" / "a" / "volumes").mkdir(parents=True)
-    return kubelet, targets.Targets(str(kubelet))
+    return kubelet, targets.Targets(str(kubelet), opener=opener)
 
 
-def test_canonical_paths_lie_strictly_below_the_kubelet_dir(tmp_path: pathlib.Path) -> None:
-    kubelet, rules = _kubelet(tmp_path)
+def test_canonical_paths_lie_strictly_below_the_kubelet_dir(
+    tmp_path: pathlib.Path, opener: Counting
+) -> None:
+    kubelet, rules = _kubelet(tmp_path, opener)
     canonical = rules.canonical(f"{kubelet}/pods/a//volumes/./mount")
     assert canonical == f"{kubelet}/pods/a/volumes/mount"
     for outside in ("/etc/x", str(kubelet), f"{kubelet}/../x", f"{kubelet}/pods/../../x", "rel/x"):
@@ -43,12 +52,12 @@ def test_canonical_paths_lie_strictly_below_the_kubelet_dir(tmp_path: pathlib.Pa
 
 
 def test_a_symlinked_kubelet_dir_is_followed_and_reported_by_its_real_path(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, opener: Counting
 ) -> None:
     real = tmp_path / "data" / "kubelet"
     (real / "pods" / "u").mkdir(parents=True)
     os.symlink(real, tmp_path / "kubelet")
-    rules = targets.Targets(str(tmp_path / "kubelet"))
+    rules = targets.Targets(str(tmp_path / "kubelet"), opener=opener)
     canonical = rules.check(str(tmp_path / "kubelet" / "pods" / "u" / "mount"))
     assert canonical == str(real / "pods" / "u" / "mount")
     with rules.open(canonical) as opened:
@@ -56,8 +65,10 @@ def test_a_symlinked_kubelet_dir_is_followed_and_reported_by_its_real_path(
         assert os.readlink(f"/proc/self/fd/{opened.parent}") == str(real / "pods" / "u")
 
 
-def test_a_target_that_is_a_symlink_is_refused_wherever_it_points(tmp_path: pathlib.Path) -> None:
-    kubelet, rules = _kubelet(tmp_path)
+def test_a_target_that_is_a_symlink_is_refused_wherever_it_points(
+    tmp_path: pathlib.Path, opener: Counting
+) -> None:
+    kubelet, rules = _kubelet(tmp_path, opener)
     inside = kubelet / "pods" / "a" / "volumes" / "other"
     inside.mkdir()
     for name, destination in (("out", tmp_path), ("in", inside)):
@@ -67,8 +78,10 @@ def test_a_target_that_is_a_symlink_is_refused_wherever_it_points(tmp_path: path
             rules.check(str(kubelet / "pods" / "a" / "volumes" / name))
 
 
-def test_a_symlink_on_the_way_is_refused_even_when_it_stays_inside(tmp_path: pathlib.Path) -> None:
-    kubelet, rules = _kubelet(tmp_path)
+def test_a_symlink_on_the_way_is_refused_even_when_it_stays_inside(
+    tmp_path: pathlib.Path, opener: Counting
+) -> None:
+    kubelet, rules = _kubelet(tmp_path, opener)
     os.symlink(kubelet / "pods" / "a", kubelet / "pods" / "b")
     os.symlink("/etc", kubelet / "pods" / "escape")
     for via in ("b", "escape"):
@@ -77,8 +90,10 @@ def test_a_symlink_on_the_way_is_refused_even_when_it_stays_inside(tmp_path: pat
             rules.check(str(kubelet / "pods" / via / "volumes" / "mount"))
 
 
-def test_something_other_than_a_directory_is_a_failed_precondition(tmp_path: pathlib.Path) -> None:
-    kubelet, rules = _kubelet(tmp_path)
+def test_something_other_than_a_directory_is_a_failed_precondition(
+    tmp_path: pathlib.Path, opener: Counting
+) -> None:
+    kubelet, rules = _kubelet(tmp_path, opener)
     (kubelet / "pods" / "a" / "volumes" / "mount").write_bytes(b"")
     (kubelet / "pods" / "file").write_bytes(b"")
     with pytest.raises(errors.FailedPrecondition, match="exists and is not a directory"):
@@ -87,8 +102,8 @@ def test_something_other_than_a_directory_is_a_failed_precondition(tmp_path: pat
         rules.check(str(kubelet / "pods" / "file" / "mount"))
 
 
-def test_missing_directories_open_as_none(tmp_path: pathlib.Path) -> None:
-    kubelet, rules = _kubelet(tmp_path)
+def test_missing_directories_open_as_none(tmp_path: pathlib.Path, opener: Counting) -> None:
+    kubelet, rules = _kubelet(tmp_path, opener)
     canonical = rules.check(str(kubelet / "pods" / "gone" / "volumes" / "mount"))
     with rules.open(canonical) as opened:
         assert opened is None
@@ -97,9 +112,9 @@ def test_missing_directories_open_as_none(tmp_path: pathlib.Path) -> None:
 
 
 def test_a_directory_swapped_for_a_symlink_after_the_walk_is_not_followed(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, opener: Counting
 ) -> None:
-    kubelet, rules = _kubelet(tmp_path)
+    kubelet, rules = _kubelet(tmp_path, opener)
     target = kubelet / "pods" / "a" / "volumes" / "mount"
     target.mkdir()
     with rules.open(str(target)) as opened:
@@ -110,20 +125,22 @@ def test_a_directory_swapped_for_a_symlink_after_the_walk_is_not_followed(
             opened.open_directory()
 
 
-def test_long_paths_are_cut_in_messages(tmp_path: pathlib.Path) -> None:
-    _, rules = _kubelet(tmp_path)
+def test_long_paths_are_cut_in_messages(tmp_path: pathlib.Path, opener: Counting) -> None:
+    _, rules = _kubelet(tmp_path, opener)
     with pytest.raises(errors.PermissionDenied) as caught:
         rules.canonical("/elsewhere/" + "x" * 10_000)
     assert len(caught.value.message) < 400
 
 
-def test_a_repointed_kubelet_dir_is_followed_within_a_second(tmp_path: pathlib.Path) -> None:
+def test_a_repointed_kubelet_dir_is_followed_within_a_second(
+    tmp_path: pathlib.Path, opener: Counting
+) -> None:
     first, second = tmp_path / "one", tmp_path / "two"
     for real in (first, second):
         (real / "pods" / "u").mkdir(parents=True)
     os.symlink(first, tmp_path / "kubelet")
     now = [100.0]
-    rules = targets.Targets(str(tmp_path / "kubelet"), clock=lambda: now[0])
+    rules = targets.Targets(str(tmp_path / "kubelet"), clock=lambda: now[0], opener=opener)
     target = str(tmp_path / "kubelet" / "pods" / "u" / "mount")
     assert rules.check(target) == str(first / "pods" / "u" / "mount")
     os.unlink(tmp_path / "kubelet")
@@ -134,20 +151,16 @@ def test_a_repointed_kubelet_dir_is_followed_within_a_second(tmp_path: pathlib.P
     assert rules.check(target) == str(second / "pods" / "u" / "mount")
 
 
+
 def test_openat2_opens_the_parent_in_one_call_where_the_kernel_has_it(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, way: str
+    tmp_path: pathlib.Path, opener: Counting
 ) -> None:
-    if way != "openat2":
-        return  # the walk is what this test rules out
-    kubelet, rules = _kubelet(tmp_path)
-
-    def no_walk(*args: object) -> None:
-        raise AssertionError("walked although openat2 is available")
-
-    monkeypatch.setattr(targets, "_walk", no_walk)
+    kubelet, rules = _kubelet(tmp_path, opener)
     with rules.open(str(kubelet / "pods" / "a" / "volumes" / "mount")) as opened:
         assert opened is not None
         assert os.readlink(f"/proc/self/fd/{opened.parent}") == str(kubelet / "pods" / "a" /
                                                                      "volumes")
     with rules.open(str(kubelet / "pods" / "gone" / "mount")) as opened:
         assert opened is None
+    # this kernel has openat2: the parent came from one call, not from the walk
+    assert opener.opened == (1 if opener.enabled else 0)
