@@ -9,14 +9,15 @@ plugin's figure against it is what its own checks and records cost (reported, no
 
 Where the kubelet directory lives (``BENCH_KUBELET_FS``):
 
-- ``ext4`` (the default): a fresh ext4 made with ``mkfs.ext4``'s defaults in a 512 MiB file and
-  loop-mounted, as a node's ``/var/lib/kubelet`` is (a journaled ext4 or xfs).
-- ``here``: the workspace's own filesystem. On this machine that is an ext4 *without* a journal,
-  where every new inode (each target's ``mkdir``) first scans past the inodes deleted in the
-  last one to five minutes (``recently_deleted`` in ext4's ``find_inode_bit``, done only when
-  there is no journal): a ``mkdir`` costs 40-570 us of CPU there depending on what was deleted
-  just before (the previous run's cleanup, a test suite), against about 25 us on a journaled
-  ext4 (``docs/performance.md``).
+- ``here`` (the default): the workspace's own filesystem, this machine's disk. Here that is an
+  ext4 *without* a journal, where each new inode (every target's ``mkdir``) first scans past the
+  inodes deleted in the last one to five minutes (``recently_deleted`` in ext4's
+  ``find_inode_bit``, done only when there is no journal): a ``mkdir`` costs 25-570 us of CPU
+  depending on what was deleted just before (a previous run's cleanup, a test suite).
+- ``ext4``: a fresh ext4 made with ``mkfs.ext4``'s defaults (journaled, as a node's
+  ``/var/lib/kubelet`` usually is) in a 512 MiB file, loop-mounted: ``mkdir`` about 25 us
+  whatever came before, but every metadata write also passes through the loop device's worker
+  on the same two cores (``docs/performance.md`` has both).
 """
 
 from __future__ import annotations
@@ -265,13 +266,13 @@ async def _serve(socket: str, node: Any) -> None:
 def kubelet_filesystem(directory: pathlib.Path) -> Iterator[str]:
     """Make ``directory`` the kubelet directory on the filesystem ``BENCH_KUBELET_FS`` names;
     yields that name (the figure depends on it)."""
-    kind = os.environ.get("BENCH_KUBELET_FS", "ext4")
+    kind = os.environ.get("BENCH_KUBELET_FS", "here")
     directory.mkdir(parents=True, exist_ok=True)
     if kind == "here":
         yield kind
         return
     if kind != "ext4":
-        raise SystemExit(f"BENCH_KUBELET_FS must be ext4 or here, not {kind!r}")
+        raise SystemExit(f"BENCH_KUBELET_FS must be here or ext4, not {kind!r}")
     image = directory.parent / "kubelet-fs.img"
     with image.open("wb") as f:
         f.truncate(512 << 20)
