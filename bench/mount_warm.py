@@ -12,7 +12,7 @@ Where the kubelet directory lives (``BENCH_KUBELET_FS``):
 - ``here`` (the default): the workspace's own filesystem, this machine's disk. Here that is an
   ext4 *without* a journal, where each new inode (every target's ``mkdir``) first scans past the
   inodes deleted in the last one to five minutes (``recently_deleted`` in ext4's
-  ``find_inode_bit``, done only when there is no journal): a ``mkdir`` costs 25-570 us of CPU
+  ``find_inode_bit``, done only when there is no journal): a ``mkdir`` costs 40-570 us of CPU
   depending on what was deleted just before (a previous run's cleanup, a test suite).
 - ``ext4``: a fresh ext4 made with ``mkfs.ext4``'s defaults (journaled, as a node's
   ``/var/lib/kubelet`` usually is) in a 512 MiB file, loop-mounted: ``mkdir`` about 25 us
