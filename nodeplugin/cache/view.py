@@ -51,6 +51,20 @@ class View:
             return None
         return os.path.join(self.path, layout.hex_of(digest))
 
+    def lost(self) -> bool:
+        """After a bind from the view found nothing: True (and the view is given up) when it is
+        no longer mounted; False when it is, so what is missing is the tree itself."""
+        try:
+            here, tree = os.stat(self.path), os.stat(self._cache.objects)
+            if (here.st_dev, here.st_ino) == (tree.st_dev, tree.st_ino):
+                return False  # still the objects directory's bind
+        except OSError:
+            pass
+        log.warning("the cache's read-only view at %s is no longer mounted; each mount is now "
+                    "bound, then remounted read-only", self.path)
+        self.ready = False
+        return True
+
     def close(self) -> None:
         """Unmount the view (targets bound from it stay mounted)."""
         if not self.ready:

@@ -98,9 +98,7 @@ class Volumes:
         bound = False
         try:
             if not check_published or self.cache.is_published(digest):
-                seen = self.view.source(digest) if self.view is not None else None
-                self._bind(seen or self.cache.published_dir(digest), target,
-                           readonly_source=seen is not None)
+                self._bind_tree(target, digest)
                 bound = True
         except (OSError, errors.PluginError) as exc:
             self.references.remove(target)
@@ -115,6 +113,20 @@ class Volumes:
             self.references.remove(target)
             await self._settle(digest)
         return bound
+
+    def _bind_tree(self, target: str, digest: str) -> None:
+        """Bind the tree from the read-only view, or from ``objects/`` without one; a view that
+        somebody unmounted is given up (a warning) and the tree bound from ``objects/``."""
+        seen = self.view.source(digest) if self.view is not None else None
+        if seen is None:
+            self._bind(self.cache.published_dir(digest), target, readonly_source=False)
+            return
+        try:
+            self._bind(seen, target, readonly_source=True)
+        except FileNotFoundError:
+            if self.view is None or not self.view.lost():
+                raise
+            self._bind(self.cache.published_dir(digest), target, readonly_source=False)
 
     async def unpublish(self, target: str) -> None:
         async with self._per_target.hold(target):

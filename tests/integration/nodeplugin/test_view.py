@@ -106,3 +106,21 @@ async def test_reopening_replaces_the_view_and_closing_leaves_targets_mounted(
     assert (target / "weights.bin").read_bytes() == b"w" * 32
     await vols.unpublish(str(target))  # unpublish does not need the view either
     assert mounts_under(mount_guard / "kubelet") == []
+
+
+async def test_a_view_unmounted_behind_the_plugins_back_is_given_up(
+    mount_guard: pathlib.Path,
+) -> None:
+    vols, linux, seen = _setup(mount_guard)
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    assert libc.umount2(seen.path.encode(), 0) == 0  # somebody unmounts the view
+    target = _target(mount_guard, "p")
+    assert await vols.publish(str(target), DIGEST)  # bound from the tree, then remounted
+    assert linux.remounts == 1 and _sealed(target) and not seen.ready
+    assert (target / "weights.bin").read_bytes() == b"w" * 32
+    assert mounts_under(mount_guard / "kubelet") == [str(target)]
+
+
+def test_a_mounted_view_is_not_given_up(mount_guard: pathlib.Path) -> None:
+    _, _, seen = _setup(mount_guard)
+    assert seen.lost() is False and seen.ready  # what was missing was the tree, not the view
