@@ -6,6 +6,8 @@ import datetime
 from collections.abc import Callable
 from typing import Any, TypedDict
 
+from timing import clock as clocks
+
 
 class ColumnDefinition(TypedDict):
     name: str
@@ -72,18 +74,8 @@ def human_duration(seconds: float) -> str:
     return f"{hours // 24 // 365}y"
 
 
-def _parse_time(value: Any) -> datetime.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
-
-
 def _age(obj: dict[str, Any], now: datetime.datetime) -> str:
-    created = _parse_time(_get(obj, "metadata", "creationTimestamp"))
+    created = clocks.parse(_get(obj, "metadata", "creationTimestamp"))
     if created is None:
         return "<unknown>"
     if now.tzinfo is None:
