@@ -4,11 +4,14 @@ Why the system calls and not ``mount(8)``: a warm mount is on kubelet's critical
 20 ms with 50 in parallel); two fork+exec of ``mount`` per publish cost several milliseconds each
 and ``mount(8)`` also reads fstab/utab. A bind cannot be made read-only in the same call, but it
 takes the flags of the mount its source is on: bound from the cache's read-only view
-(``cache.view``), a target is read-only, nosuid and nodev from the moment it exists, in one call
-(a ``statvfs`` checks the flags). Otherwise a remount of the bind with ``MS_RDONLY`` follows. Either
-way writes fail with EROFS.
+(``cache.view``), a target is read-only, nosuid and nodev from the moment it exists. There the
+bind is a clone of the view's tree attached with the new mount API (``cache.attach``: its flags
+checked on the clone before it is attached), or, without that API, one ``mount(2)`` whose flags a
+``statvfs`` checks. Otherwise a remount of the bind with ``MS_RDONLY`` follows. Either way writes
+fail with EROFS.
 
-Targets arrive opened (``targets.Target``): the bind goes onto the directory descriptor opened
+Targets arrive opened (``targets.Target``): a clone is attached at the open parent and the name,
+which ``move_mount`` never follows; a ``mount(2)`` bind goes onto the directory descriptor opened
 without following symlinks (``/proc/self/fd/N``, the kernel does not resolve a name again), the
 remount onto the new mount's root reopened the same way and checked to be the source tree, and
 the unmount through the open parent with ``UMOUNT_NOFOLLOW``, so a symlink at the target is
@@ -23,7 +26,7 @@ import errno
 import os
 from typing import Protocol
 
-from nodeplugin.cache import targets
+from nodeplugin.cache import attach, targets
 
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
@@ -61,7 +64,8 @@ class Mounter(Protocol):
 
 
 class LinuxMounter:
-    def __init__(self) -> None:
+    def __init__(self, *, attacher: attach.Attacher | None = None) -> None:
+        self._attacher = attacher or attach.Attacher()
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self._mount = libc.mount
         self._mount.argtypes = [
@@ -75,6 +79,8 @@ class LinuxMounter:
     def bind_readonly(
         self, source: str, target: targets.Target, *, readonly_source: bool = False
     ) -> None:
+        if readonly_source and self._attacher.attach(source, target.parent, target.name, SEALED):
+            return
         src = os.fsencode(source)
         below = target.open_directory()
         try:

@@ -10,17 +10,42 @@ import pathlib
 
 import pytest
 
-from nodeplugin.cache import layout, locks, mounter, publish, refs, targets, usage, view, volumes
+from nodeplugin.cache import (
+    attach,
+    layout,
+    locks,
+    mounter,
+    publish,
+    refs,
+    targets,
+    usage,
+    view,
+    volumes,
+)
 from tests.integration.nodeplugin.csi_harness import mounts_under
 
 DIGEST = "sha256:" + "cd" * 32
 
 
+class CountingAttacher(attach.Attacher):
+    """The real new-mount-API bind, counting the clones it attached."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        super().__init__(enabled=enabled)
+        self.attached = 0
+
+    def attach(self, source: str, parent: int, name: str, sealed: int) -> bool:
+        done = super().attach(source, parent, name, sealed)
+        self.attached += done
+        return done
+
+
 class CountingMounter(mounter.LinuxMounter):
     """The real mounter, counting the remounts it had to make after a bind."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, way: str = "attach") -> None:
+        self.attacher = CountingAttacher(enabled=way == "attach")
+        super().__init__(attacher=self.attacher)
         self.remounts = 0
 
     def _seal(self, source: str, target: targets.Target) -> None:
@@ -28,13 +53,21 @@ class CountingMounter(mounter.LinuxMounter):
         super()._seal(source, target)
 
 
-def _setup(base: pathlib.Path) -> tuple[volumes.Volumes, CountingMounter, view.View]:
+@pytest.fixture(params=["attach", "mount"])
+def way(request: pytest.FixtureRequest) -> str:
+    """How a target is bound from the view: a clone attached with the new mount API, or one
+    mount(2) (kernels before 5.2, or a seccomp profile refusing the new calls)."""
+    return str(request.param)
+
+
+def _setup(base: pathlib.Path, way: str = "attach"
+           ) -> tuple[volumes.Volumes, CountingMounter, view.View]:
     cache = layout.Layout(base / "cache")
     cache.create()
     staging = cache.new_partial(DIGEST).path
     (staging / "weights.bin").write_bytes(b"w" * 32)
     publish.publish_tree(cache, staging, DIGEST)
-    linux = CountingMounter()
+    linux = CountingMounter(way)
     seen = view.View(cache, linux)
     assert seen.open()
     vols = volumes.Volumes(
@@ -56,8 +89,8 @@ def _sealed(path: pathlib.Path) -> bool:
     return os.statvfs(path).f_flag & mounter.SEALED == mounter.SEALED
 
 
-def test_the_view_is_read_only_and_no_reference(mount_guard: pathlib.Path) -> None:
-    vols, _, seen = _setup(mount_guard)
+def test_the_view_is_read_only_and_no_reference(mount_guard: pathlib.Path, way: str) -> None:
+    vols, _, seen = _setup(mount_guard, way)
     assert mounts_under(mount_guard / "cache") == [seen.path]
     assert _sealed(pathlib.Path(seen.path))
     tree = pathlib.Path(seen.source(DIGEST) or "")
@@ -68,11 +101,14 @@ def test_the_view_is_read_only_and_no_reference(mount_guard: pathlib.Path) -> No
     assert refs.scan(refs.parse_mountinfo(refs.read_mountinfo()), str(vols.cache.objects)) == {}
 
 
-async def test_a_target_bound_from_the_view_needs_no_remount(mount_guard: pathlib.Path) -> None:
-    vols, linux, _ = _setup(mount_guard)
+async def test_a_target_bound_from_the_view_needs_no_remount(
+    mount_guard: pathlib.Path, way: str
+) -> None:
+    vols, linux, _ = _setup(mount_guard, way)
     target = _target(mount_guard, "p")
     assert await vols.publish(str(target), DIGEST)
     assert linux.remounts == 0 and _sealed(target)
+    assert linux.attacher.attached == (1 if way == "attach" else 0)
     assert (target / "weights.bin").read_bytes() == b"w" * 32
     # after a restart the reference is found again: the mount's source is the tree
     found = refs.scan(refs.parse_mountinfo(refs.read_mountinfo()), str(vols.cache.objects))
@@ -80,9 +116,9 @@ async def test_a_target_bound_from_the_view_needs_no_remount(mount_guard: pathli
 
 
 async def test_a_view_made_writable_does_not_make_a_writable_target(
-    mount_guard: pathlib.Path,
+    mount_guard: pathlib.Path, way: str
 ) -> None:
-    vols, linux, seen = _setup(mount_guard)
+    vols, linux, seen = _setup(mount_guard, way)
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     assert libc.mount(None, seen.path.encode(), None, mounter.MS_REMOUNT | mounter.MS_BIND,
                       None) == 0  # somebody remounts the view read-write
@@ -92,9 +128,9 @@ async def test_a_view_made_writable_does_not_make_a_writable_target(
 
 
 async def test_reopening_replaces_the_view_and_closing_leaves_targets_mounted(
-    mount_guard: pathlib.Path,
+    mount_guard: pathlib.Path, way: str
 ) -> None:
-    vols, _, seen = _setup(mount_guard)
+    vols, _, seen = _setup(mount_guard, way)
     target = _target(mount_guard, "p")
     assert await vols.publish(str(target), DIGEST)
     again = view.View(vols.cache, mounter.LinuxMounter())  # the next run of the plugin
@@ -109,9 +145,9 @@ async def test_reopening_replaces_the_view_and_closing_leaves_targets_mounted(
 
 
 async def test_a_view_unmounted_behind_the_plugins_back_is_given_up(
-    mount_guard: pathlib.Path,
+    mount_guard: pathlib.Path, way: str
 ) -> None:
-    vols, linux, seen = _setup(mount_guard)
+    vols, linux, seen = _setup(mount_guard, way)
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     assert libc.umount2(seen.path.encode(), 0) == 0  # somebody unmounts the view
     target = _target(mount_guard, "p")
@@ -121,6 +157,6 @@ async def test_a_view_unmounted_behind_the_plugins_back_is_given_up(
     assert mounts_under(mount_guard / "kubelet") == [str(target)]
 
 
-def test_a_mounted_view_is_not_given_up(mount_guard: pathlib.Path) -> None:
-    _, _, seen = _setup(mount_guard)
+def test_a_mounted_view_is_not_given_up(mount_guard: pathlib.Path, way: str) -> None:
+    _, _, seen = _setup(mount_guard, way)
     assert seen.lost() is False and seen.ready  # what was missing was the tree, not the view
