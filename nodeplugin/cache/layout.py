@@ -16,6 +16,7 @@ that does not (it belongs to no attempt).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pathlib
 import secrets
@@ -37,8 +38,10 @@ class LayoutError(ValueError):
     """A digest or a directory name that does not fit the layout."""
 
 
+@functools.lru_cache(maxsize=1024)
 def hex_of(digest: str) -> str:
-    """The 64 hex digits of ``sha256:<hex>``; refuses anything else."""
+    """The 64 hex digits of ``sha256:<hex>``; refuses anything else. The answers for the last
+    digests asked are kept (a warm mount asks for its digest's three times)."""
     if not grammar.is_digest(digest):
         raise LayoutError(f"not a sha256 digest: {digest[:80]!r}")
     return digest[len(ALGORITHM) + 1 :]

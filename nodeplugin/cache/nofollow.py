@@ -52,6 +52,7 @@ class Opener:
         self.available = enabled and sys.platform == "linux"
         """False once the kernel refused the call (or when disabled): callers walk instead."""
         self._syscall = syscall or _libc_syscall()
+        self._how: dict[int, _OpenHow] = {}
 
     def open(self, path: str, flags: int) -> int | None:
         """A descriptor of ``path`` opened with ``flags`` (``O_CREAT`` is not supported), or
@@ -59,7 +60,9 @@ class Opener:
         other failure is the kernel's OSError."""
         if not self.available:
             return None
-        how = _OpenHow(flags, 0, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+        how = self._how.get(flags)
+        if how is None:
+            how = self._how[flags] = _OpenHow(flags, 0, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
         fd = self._syscall(SYS_OPENAT2, AT_FDCWD, os.fsencode(path), ctypes.byref(how),
                            ctypes.sizeof(how))
         if fd >= 0:

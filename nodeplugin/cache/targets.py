@@ -22,7 +22,8 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from types import TracebackType
 
 from nodeplugin import errors
 from nodeplugin.cache import nofollow
@@ -63,6 +64,38 @@ class Target:
         return os.open(self.name, _WALK, dir_fd=self.parent)
 
 
+class Opened:
+    """``Targets.open``'s context manager (a class: every publish and unpublish enters one)."""
+
+    __slots__ = ("_canonical", "_parent", "_rules")
+
+    def __init__(self, rules: Targets, canonical: str) -> None:
+        self._rules = rules
+        self._canonical = canonical
+        self._parent: int | None = None
+
+    def __enter__(self) -> Target | None:
+        rules, canonical = self._rules, self._canonical
+        real_base = rules.real_base()
+        norm = os.path.normpath(canonical)
+        if not _strictly_under(norm, real_base):
+            raise errors.PermissionDenied(
+                f"target path {shown(canonical)} is not under the kubelet directory {rules.base}"
+            )
+        above, _, name = norm.rpartition("/")
+        self._parent = rules._open_parent(canonical, real_base, above)
+        if self._parent is None:
+            return None
+        return Target(canonical, self._parent, name)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._parent is not None:
+            os.close(self._parent)
+            self._parent = None
+
+
 class Targets:
     """The rules for targets under one kubelet directory."""
 
@@ -100,29 +133,15 @@ class Targets:
             )
         return os.path.join(self.real_base(), _below(norm, self.base))
 
-    @contextlib.contextmanager
-    def open(self, canonical: str) -> Iterator[Target | None]:
+    def open(self, canonical: str) -> Opened:
         """Open the parent of a canonical target without following symlinks below the kubelet
-        directory; None when a directory on the way does not exist.
+        directory, as a context manager: it gives the ``Target``, or None when a directory on the
+        way does not exist, and closes the parent at its end.
 
         Raises PermissionDenied when a component is a symlink and FailedPrecondition when one is
         not a directory.
         """
-        real_base = self.real_base()
-        norm = os.path.normpath(canonical)
-        if not _strictly_under(norm, real_base):
-            raise errors.PermissionDenied(
-                f"target path {shown(canonical)} is not under the kubelet directory {self.base}"
-            )
-        above, _, name = norm.rpartition("/")
-        parent = self._open_parent(canonical, real_base, above)
-        if parent is None:
-            yield None
-            return
-        try:
-            yield Target(canonical, parent, name)
-        finally:
-            os.close(parent)
+        return Opened(self, canonical)
 
     def _open_parent(self, canonical: str, real_base: str, above: str) -> int | None:
         """An ``O_PATH`` descriptor of the directory ``above`` (the kubelet directory's real

@@ -50,6 +50,7 @@ class UsageStore:
         self._write_lock = asyncio.Lock()
         self._activity: dict[str, datetime.datetime] = {}
         self._listeners: list[Callable[[set[str]], None]] = []
+        self._hour = (datetime.datetime.min.replace(tzinfo=datetime.UTC),) * 2
 
     def add_listener(self, listener: Callable[[set[str]], None]) -> None:
         """Call ``listener(digests)`` after each change that was stored (a first reference, a
@@ -89,8 +90,20 @@ class UsageStore:
     def is_current(self, digest: str, *, referenced: bool) -> bool:
         """True when ``mark`` would change nothing now (the entry holds this hour and flag and
         no change is queued)."""
-        entry = Usage(hour_of(self._clock()), referenced)
-        return not self._write_lock.locked() and self._entries.get(digest) == entry
+        entry = self._entries.get(digest)
+        if entry is None or entry.referenced is not referenced or self._write_lock.locked():
+            return False
+        return entry.last_used == self._this_hour()
+
+    def _this_hour(self) -> datetime.datetime:
+        """``hour_of`` the clock's now; computed again only once the hour is over (a warm mount
+        asks for it every time)."""
+        now = self._clock()
+        hour, ends = self._hour
+        if not hour <= now < ends:
+            hour = hour_of(now)
+            self._hour = (hour, hour + datetime.timedelta(hours=1))
+        return hour
 
     async def mark(self, digest: str, *, referenced: bool) -> None:
         """Record a use now; writes only on a change. Raises OSError when it cannot be stored."""

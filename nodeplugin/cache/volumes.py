@@ -9,13 +9,19 @@ a symlink at or on the way to a target is refused, never mounted over and never 
 through.
 
 Both run their system calls on the event loop, without a thread hop: opening the target's parent
-(one ``openat2``), the target's ``mkdir``, two ``mount(2)`` calls; ``umount2`` and ``rmdir``.
+(one ``openat2``), the target's ``mkdir``, the bind (``open_tree`` and ``move_mount``, or one or
+two ``mount(2)`` calls); ``umount2`` and ``rmdir``.
 Each takes microseconds to a few hundred (the ``mkdir`` on a slow disk is the longest), all of it
 the kernel's CPU, which a worker thread would not save: measured with 50 calls in flight, handing
 the ``mkdir`` to a thread cost the plugin about 300 us more CPU per publish (the hop, and the
 worker and the loop taking the GIL from each other) than it freed (``docs/performance.md``). A
-warm mount (the digest already recorded as referenced) checks the marker and mounts in one go,
-with no state to write.
+warm mount (the digest already recorded as referenced) mounts in one go, with no state to write.
+
+Whether a digest's tree is published (its marker) is read once, under the digest's shared lock,
+and then trusted until the next exclusive section of any digest (``locks.DigestLocks
+.exclusive_sections``): trees leave ``objects/`` only by collection's rename, which holds the
+digest's lock exclusive, so while that count stands a tree seen published is still there. A bind
+that fails forgets what was seen.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ class Volumes:
         self.locks = digest_locks
         self._mounter = mount
         self._per_target = locks.KeyedLock()
+        self._seen_published: set[str] = set()
+        self._seen_at = digest_locks.exclusive_sections
 
     async def publish(self, target: str, digest: str) -> bool:
         """Bind ``digest``'s tree on ``target``; False (nothing done) when it is not published.
@@ -73,11 +81,11 @@ class Volumes:
                 )
             async with self.locks.shared(digest):
                 if self.usage.is_current(digest, referenced=True):
-                    # warm: recorded as referenced already (nothing to write); the marker is
-                    # checked just before the mount
+                    # warm: recorded as referenced already (nothing to write); whether it is
+                    # still published is known just before the mount
                     self.references.add(target, digest)
                     return await self._mount(target, digest, check_published=True)
-                if not self.cache.is_published(digest):
+                if not self._published(digest):
                     return False
                 self.references.add(target, digest)
                 try:
@@ -97,10 +105,11 @@ class Volumes:
         is dropped again. Called with the digest lock held."""
         bound = False
         try:
-            if not check_published or self.cache.is_published(digest):
+            if not check_published or self._published(digest):
                 self._bind_tree(target, digest)
                 bound = True
         except (OSError, errors.PluginError) as exc:
+            self._seen_published.discard(digest)
             self.references.remove(target)
             await self._settle(digest)
             if isinstance(exc, errors.PluginError):
@@ -113,6 +122,20 @@ class Volumes:
             self.references.remove(target)
             await self._settle(digest)
         return bound
+
+    def _published(self, digest: str) -> bool:
+        """``cache.is_published``, read from disk once per exclusive section; called with the
+        digest's lock held shared."""
+        sections = self.locks.exclusive_sections
+        if sections != self._seen_at:
+            self._seen_published.clear()  # something may have been removed since
+            self._seen_at = sections
+        if digest in self._seen_published:
+            return True
+        if not self.cache.is_published(digest):
+            return False
+        self._seen_published.add(digest)
+        return True
 
     def _bind_tree(self, target: str, digest: str) -> None:
         """Bind the tree from the read-only view, or from ``objects/`` without one; a view that

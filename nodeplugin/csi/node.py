@@ -73,14 +73,14 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     async def NodeGetVolumeStats(
         self, request: csi_pb2.NodeGetVolumeStatsRequest, context: grpc.aio.ServicerContext
     ) -> csi_pb2.NodeGetVolumeStatsResponse:
-        async with csi_errors.translate(context, "NodeGetVolumeStats"):
+        async with csi_errors.Translate(context, "NodeGetVolumeStats"):
             return await stats.volume_stats(request, self._volumes, self._trees)
-        raise AssertionError("translate aborts the call")  # pragma: no cover
+        raise AssertionError("Translate aborts the call")  # pragma: no cover
 
     async def NodePublishVolume(
         self, request: csi_pb2.NodePublishVolumeRequest, context: grpc.aio.ServicerContext
     ) -> csi_pb2.NodePublishVolumeResponse:
-        async with csi_errors.translate(context, "NodePublishVolume"):
+        async with csi_errors.Translate(context, "NodePublishVolume"):
             try:
                 result = await self.publish(request)
             except errors.PermissionDenied:
@@ -95,7 +95,7 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     async def NodeUnpublishVolume(
         self, request: csi_pb2.NodeUnpublishVolumeRequest, context: grpc.aio.ServicerContext
     ) -> csi_pb2.NodeUnpublishVolumeResponse:
-        async with csi_errors.translate(context, "NodeUnpublishVolume"):
+        async with csi_errors.Translate(context, "NodeUnpublishVolume"):
             await self.unpublish(request)
         return csi_pb2.NodeUnpublishVolumeResponse()
 

@@ -73,3 +73,57 @@ async def test_keyed_lock_serializes_one_key_and_forgets_idle_keys() -> None:
     await asyncio.gather(*(job() for _ in range(5)))
     assert peak == 1
     assert len(table) == 0
+
+
+async def test_exclusive_sections_are_counted_once_each_holds_its_lock() -> None:
+    table = locks.DigestLocks()
+    release = asyncio.Event()
+
+    async def reader() -> None:
+        async with table.shared("d"):
+            await release.wait()
+
+    async def writer() -> None:
+        async with table.exclusive("d"):
+            pass
+
+    r = asyncio.create_task(reader())
+    await asyncio.sleep(0)
+    w = asyncio.create_task(writer())
+    await asyncio.sleep(0)
+    assert table.exclusive_sections == 0  # waiting behind the reader: not counted yet
+    release.set()
+    await asyncio.gather(r, w)
+    assert table.exclusive_sections == 1
+    async with table.shared("d"):
+        pass
+    assert table.exclusive_sections == 1 and len(table) == 0
+
+
+async def test_cancelled_waiters_leave_nothing_behind() -> None:
+    table = locks.DigestLocks()
+    targets = locks.KeyedLock()
+    release = asyncio.Event()
+
+    async def hold_both() -> None:
+        async with table.exclusive("d"), targets.hold("t"):
+            await release.wait()
+
+    async def wait_shared() -> None:
+        async with table.shared("d"):
+            raise AssertionError("never entered")
+
+    async def wait_hold() -> None:
+        async with targets.hold("t"):
+            raise AssertionError("never entered")
+
+    holder = asyncio.create_task(hold_both())
+    await asyncio.sleep(0)
+    waiters = [asyncio.create_task(wait_shared()), asyncio.create_task(wait_hold())]
+    await asyncio.sleep(0)
+    for task in waiters:
+        task.cancel()
+    await asyncio.gather(*waiters, return_exceptions=True)
+    release.set()
+    await holder
+    assert len(table) == 0 and len(targets) == 0

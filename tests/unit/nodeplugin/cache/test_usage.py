@@ -100,3 +100,19 @@ async def test_is_current_only_when_nothing_would_change_or_is_queued(
     assert not store.is_current("d1", referenced=True)
     await pending
     assert store.is_current("d1", referenced=True)
+
+
+async def test_is_current_follows_the_clock_across_hours_both_ways(
+    tmp_path: pathlib.Path,
+) -> None:
+    clock = Clock()
+    store = usage.UsageStore(tmp_path / "usage.json", clock=clock)
+    await store.mark("d1", referenced=True)
+    clock.now = T0.replace(minute=59, second=59, microsecond=999999)
+    assert store.is_current("d1", referenced=True)  # the same hour to its last microsecond
+    clock.now = T0.replace(minute=0, second=0, microsecond=0) + datetime.timedelta(hours=1)
+    assert not store.is_current("d1", referenced=True)  # the next hour, exactly
+    clock.now = T0 - datetime.timedelta(minutes=30)  # the clock stepped back an hour
+    assert not store.is_current("d1", referenced=True)
+    clock.now = T0
+    assert store.is_current("d1", referenced=True)

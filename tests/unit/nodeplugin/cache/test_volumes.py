@@ -132,3 +132,54 @@ async def test_a_missing_parent_or_a_file_target_is_a_failed_precondition(
     with pytest.raises(errors.FailedPrecondition, match="not a directory"):
         await vols.publish(str(tmp_path / "file"), DIGEST)
     assert fake_mounter.mounted == {} and len(vols.references) == 0
+
+
+class CountingLayout(layout.Layout):
+    """The real layout, counting the marker reads."""
+
+    reads = 0
+
+    def is_published(self, digest: str) -> bool:
+        self.reads += 1
+        return super().is_published(digest)
+
+
+def _counted(root: pathlib.Path, mounter: fakes.FakeMounter) -> volumes.Volumes:
+    vols = _volumes(root, mounter)
+    vols.cache = CountingLayout(vols.cache.root)
+    return vols
+
+
+async def _publish_pods(vols: volumes.Volumes, root: pathlib.Path, *pods: str) -> list[bool]:
+    done = []
+    for pod in pods:
+        (root / pod).mkdir(exist_ok=True)
+        done.append(await vols.publish(str(root / pod / "mount"), DIGEST))
+    return done
+
+
+async def test_the_marker_is_read_once_until_an_exclusive_section(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _counted(tmp_path, fake_mounter)
+    assert await _publish_pods(vols, tmp_path, "a", "b", "c") == [True, True, True]
+    assert isinstance(vols.cache, CountingLayout) and vols.cache.reads == 1
+    # collection: exclusive, and the tree leaves objects/ by one rename
+    for pod in ("a", "b", "c"):
+        await vols.unpublish(str(tmp_path / pod / "mount"))
+    async with vols.locks.exclusive(DIGEST):
+        os.rename(vols.cache.published_path(DIGEST), tmp_path / "trash")
+    assert await _publish_pods(vols, tmp_path, "d") == [False]  # read again: not published
+    assert vols.cache.reads == 2 and fake_mounter.mounted == {}
+
+
+async def test_a_failed_bind_forgets_that_the_tree_was_seen(
+    tmp_path: pathlib.Path, fake_mounter: fakes.FakeMounter
+) -> None:
+    vols = _counted(tmp_path, fake_mounter)
+    assert await _publish_pods(vols, tmp_path, "a") == [True]
+    fake_mounter.fail = FileNotFoundError(errno.ENOENT, "gone")
+    with pytest.raises(errors.Internal):
+        await _publish_pods(vols, tmp_path, "b")
+    assert await _publish_pods(vols, tmp_path, "c") == [True]
+    assert isinstance(vols.cache, CountingLayout) and vols.cache.reads == 2
