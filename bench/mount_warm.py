@@ -9,25 +9,26 @@ plugin's figure against it is what its own checks and records cost (reported, no
 
 Where the kubelet directory lives (``BENCH_KUBELET_FS``):
 
-- ``ext4`` (the default): a fresh ext4 made for the run with ``mkfs.ext4``'s defaults (journaled,
-  as a node's ``/var/lib/kubelet`` usually is; its inode tables written out at once, as on a
-  filesystem made long ago), loop-mounted from an image in ``/dev/shm``: the
-  kernel's ext4 code does the work of every ``mkdir``, ``rmdir`` and mount, while the device
-  behind it is memory, so what is measured is the plugin and the filesystem, not this virtual
-  machine's disk (as the download benchmarks serve from memory to measure the plugin, not the
-  hub). The journal's commits still hold up a ``mkdir`` now and then (5-11 ms, about once a
-  second under this load, whichever servicer's round it falls in). Without ``/dev/shm`` the
-  image goes beside the workspace.
-- ``ext4-disk``: the same filesystem with its image on the workspace's disk: the journal's
-  commits then wait on that disk through the loop device, and a ``mkdir`` now and then blocks
-  for 10-15 ms behind one (on the event loop, so every call in flight waits with it).
-- ``here``: the workspace's own filesystem. On this machine that is an ext4 *without* a
-  journal, where each new inode (every target's ``mkdir``) first scans past the inodes deleted
-  in the last one to five minutes (``recently_deleted`` in ext4's ``find_inode_bit``, done only
-  without a journal): a ``mkdir`` costs 40-570 us of CPU depending on what was deleted just
-  before, and each run's own cleanup (about 15,000 directories) slows the next run's.
+- ``ext4-nojournal`` (the default): an ext4 made like this machine's own disk (no journal;
+  ``mkfs.ext4 -O ^has_journal``, defaults otherwise), fresh for each run, loop-mounted from an
+  image in ``/dev/shm``. Fresh, because on an ext4 without a journal each new inode (every
+  target's ``mkdir``) first scans past the inodes deleted in the last one to five minutes
+  (``recently_deleted`` in ext4's ``find_inode_bit``), and each run's own cleanup deletes about
+  15,000 directories: on a shared filesystem one run's figure depended on the run before it
+  (a ``mkdir`` cost 40-570 us of CPU). In memory, so that the kernel's ext4 code does the work
+  of every ``mkdir``, ``rmdir`` and mount while this virtual machine's disk is not measured (as
+  the download benchmarks serve from memory to measure the plugin, not the hub).
+- ``ext4``: the same, journaled (``mkfs.ext4``'s defaults, as a node's ``/var/lib/kubelet``
+  usually is): every ``mkdir`` and ``rmdir`` also opens a journal handle, and the journal's
+  commits hold one up now and then (5-11 ms under this load, about once a second, whichever
+  servicer's round it falls in).
+- ``ext4-disk``: the journaled one with its image on the workspace's disk: the commits then
+  wait on that disk through the loop device (a ``mkdir`` held 10-15 ms now and then).
+- ``here``: the workspace's own filesystem, shared with everything else on the machine.
 
-``docs/performance.md`` has the figures of all three.
+Each image has its inode tables and journal written at ``mkfs`` time, as on a filesystem made
+long ago (not by a kernel thread in the background during the run). Without ``/dev/shm`` the
+image goes beside the workspace. ``docs/performance.md`` has the figures of all four.
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ async def _serve(socket: str, node: Any) -> None:
     await server.wait_for_termination()
 
 
-KUBELET_FILESYSTEMS = ("ext4", "ext4-disk", "here")
+KUBELET_FILESYSTEMS = ("ext4-nojournal", "ext4", "ext4-disk", "here")
 RAM = pathlib.Path("/dev/shm")
 
 
@@ -280,7 +281,7 @@ RAM = pathlib.Path("/dev/shm")
 def kubelet_filesystem(directory: pathlib.Path) -> Iterator[str]:
     """Make ``directory`` the kubelet directory on the filesystem ``BENCH_KUBELET_FS`` names;
     yields that name (the figure depends on it)."""
-    kind = os.environ.get("BENCH_KUBELET_FS", "ext4")
+    kind = os.environ.get("BENCH_KUBELET_FS", "ext4-nojournal")
     if kind not in KUBELET_FILESYSTEMS:
         raise SystemExit(f"BENCH_KUBELET_FS must be one of {', '.join(KUBELET_FILESYSTEMS)}, "
                          f"not {kind!r}")
@@ -294,13 +295,12 @@ def kubelet_filesystem(directory: pathlib.Path) -> Iterator[str]:
         image = pathlib.Path(images) / "kubelet-fs.img"
         with image.open("wb") as f:
             f.truncate(512 << 20)
-        # inode tables and journal written out now, as on a node's long-made filesystem (not
-        # by a kernel thread in the background during the run)
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0",
-                        str(image)], check=True)
+        features = ["-O", "^has_journal"] if kind == "ext4-nojournal" else []
+        subprocess.run(["mkfs.ext4", "-q", "-F", *features,
+                        "-E", "lazy_itable_init=0,lazy_journal_init=0", str(image)], check=True)
         subprocess.run(["mount", "-o", "loop", str(image), str(directory)], check=True)
         try:
-            yield kind if not beside or kind == "ext4-disk" else "ext4 (image on disk)"
+            yield kind if not beside or kind == "ext4-disk" else f"{kind} (image on disk)"
         finally:
             unmount_under(directory)
             if os.path.ismount(directory):
