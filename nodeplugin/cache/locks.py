@@ -13,6 +13,7 @@ costs several times as much (each is an async generator registered with the even
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from types import TracebackType
 
@@ -65,7 +66,10 @@ class DigestLocks:
         return len(self._entries)
 
 
-class _Shared:
+class _Section(abc.ABC):
+    """One holder's section of a digest's lock: ``_acquire`` after the entry is taken,
+    ``_release`` before it is left (the entry is left whatever happens)."""
+
     __slots__ = ("_entry", "_key", "_table")
 
     def __init__(self, table: DigestLocks, key: str) -> None:
@@ -75,66 +79,67 @@ class _Shared:
 
     async def __aenter__(self) -> None:
         entry = self._entry = self._table._enter(self._key)
+        try:
+            await self._acquire(entry)
+        except BaseException:
+            self._table._leave(self._key, entry)
+            raise
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        entry = self._entry
+        assert entry is not None
+        try:
+            await self._release(entry)
+        finally:
+            self._table._leave(self._key, entry)
+
+    @abc.abstractmethod
+    async def _acquire(self, entry: _Entry) -> None:
+        """Take the entry's lock for this kind of holder (waiting as long as it takes)."""
+
+    @abc.abstractmethod
+    async def _release(self, entry: _Entry) -> None:
+        """Give it back, waking whoever waits for it."""
+
+
+class _Shared(_Section):
+    __slots__ = ()
+
+    async def _acquire(self, entry: _Entry) -> None:
         if not entry.writer and not entry.waiting_writers:
             # No writer holds or wants it: one event loop, nothing in between, no waiting.
             entry.readers += 1
             return
-        try:
+        async with entry.cond:
+            await entry.cond.wait_for(lambda: not entry.writer and not entry.waiting_writers)
+            entry.readers += 1
+
+    async def _release(self, entry: _Entry) -> None:
+        entry.readers -= 1
+        if not entry.readers and entry.waiting_writers:
             async with entry.cond:
-                await entry.cond.wait_for(lambda: not entry.writer and not entry.waiting_writers)
-                entry.readers += 1
-        except BaseException:
-            self._table._leave(self._key, entry)
-            raise
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        entry = self._entry
-        assert entry is not None
-        try:
-            entry.readers -= 1
-            if not entry.readers and entry.waiting_writers:
-                async with entry.cond:
-                    entry.cond.notify_all()
-        finally:
-            self._table._leave(self._key, entry)
-
-
-class _Exclusive:
-    __slots__ = ("_entry", "_key", "_table")
-
-    def __init__(self, table: DigestLocks, key: str) -> None:
-        self._table = table
-        self._key = key
-        self._entry: _Entry | None = None
-
-    async def __aenter__(self) -> None:
-        entry = self._entry = self._table._enter(self._key)
-        try:
-            async with entry.cond:
-                entry.waiting_writers += 1
-                try:
-                    await entry.cond.wait_for(lambda: not entry.writer and not entry.readers)
-                finally:
-                    entry.waiting_writers -= 1
-                entry.writer = True
-                self._table.exclusive_sections += 1
-        except BaseException:
-            self._table._leave(self._key, entry)
-            raise
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        entry = self._entry
-        assert entry is not None
-        try:
-            async with entry.cond:
-                entry.writer = False
                 entry.cond.notify_all()
-        finally:
-            self._table._leave(self._key, entry)
+
+
+class _Exclusive(_Section):
+    __slots__ = ()
+
+    async def _acquire(self, entry: _Entry) -> None:
+        async with entry.cond:
+            entry.waiting_writers += 1
+            try:
+                await entry.cond.wait_for(lambda: not entry.writer and not entry.readers)
+            finally:
+                entry.waiting_writers -= 1
+            entry.writer = True
+            self._table.exclusive_sections += 1
+
+    async def _release(self, entry: _Entry) -> None:
+        async with entry.cond:
+            entry.writer = False
+            entry.cond.notify_all()
 
 
 class KeyedLock:
