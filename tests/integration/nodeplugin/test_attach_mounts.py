@@ -90,3 +90,28 @@ def test_a_missing_target_fails_and_nothing_is_left_mounted(
     with pytest.raises(FileNotFoundError):
         attach.Attacher().attach(str(view / "sub"), parent, "t", SEALED)
     assert mounts_under(mount_guard) == [str(view)]
+
+
+def test_attached_under_a_shared_kubelet_directory_it_reaches_the_peers(
+    mount_guard: pathlib.Path, view: pathlib.Path
+) -> None:
+    """In a cluster the kubelet directory is a shared mount (the plugin's container has it with
+    Bidirectional propagation): the clone must appear in every peer, read-only, as a bind does."""
+    kubelet, peer = mount_guard / "kubelet", mount_guard / "peer"
+    kubelet.mkdir()
+    peer.mkdir()
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    ms_shared = 1 << 20
+    for source, at, flags in ((bytes(kubelet), bytes(kubelet), mounter.MS_BIND),
+                              (None, bytes(kubelet), ms_shared),
+                              (bytes(kubelet), bytes(peer), mounter.MS_BIND)):
+        assert libc.mount(source, at, None, flags, None) == 0, ctypes.get_errno()
+    (kubelet / "t").mkdir()
+    fd = os.open(kubelet, os.O_PATH | os.O_DIRECTORY)
+    try:
+        assert attach.Attacher().attach(str(view / "sub"), fd, "t", SEALED)
+    finally:
+        os.close(fd)
+    assert (peer / "t" / "weights.bin").read_bytes() == b"w" * 16
+    assert os.statvfs(peer / "t").f_flag & SEALED == SEALED
+    assert str(peer / "t") in mounts_under(mount_guard)
