@@ -18,7 +18,6 @@ binds with ``mount(2)`` as before.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import stat
@@ -26,23 +25,17 @@ import sys
 from collections.abc import Callable
 from typing import cast
 
+from nodeplugin.cache import kernel
+
 SYS_OPEN_TREE = 428
 SYS_MOVE_MOUNT = 429
 """The same numbers on every architecture (Linux gave new calls one number in 5.x)."""
 AT_FDCWD = -100
 OPEN_TREE_CLONE = 0x1
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
-_UNUSABLE = (errno.ENOSYS, errno.EPERM)
 
 Syscall = Callable[..., int]
 """``syscall(2)`` as ctypes calls it: the number, then the call's arguments; -1 sets errno."""
-
-
-def _libc_syscall() -> Syscall:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    call = libc.syscall
-    call.restype = ctypes.c_long
-    return cast(Syscall, call)
 
 
 class Attacher:
@@ -50,7 +43,7 @@ class Attacher:
         self.available = enabled and sys.platform == "linux"
         """False once the kernel refused the calls (or when disabled): the mounter binds with
         ``mount(2)`` instead."""
-        self._syscall = syscall or _libc_syscall()
+        self._syscall = syscall or cast(Syscall, kernel.syscall())
 
     def attach(self, source: str, parent: int, name: str, sealed: int) -> bool:
         """Attach a clone of the tree at ``source`` on ``name`` in the directory ``parent``
@@ -63,7 +56,7 @@ class Attacher:
                                  OPEN_TREE_CLONE | os.O_CLOEXEC))
         if tree < 0:
             err = ctypes.get_errno()
-            if err in _UNUSABLE:
+            if err in kernel.REFUSED:
                 self.available = False
                 return False
             raise OSError(err, f"clone {source}: {os.strerror(err)}")

@@ -21,12 +21,11 @@ never followed to another place or another Pod's volume.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 from typing import Protocol
 
-from nodeplugin.cache import attach, targets
+from nodeplugin.cache import attach, kernel, targets
 
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
@@ -66,7 +65,7 @@ class Mounter(Protocol):
 class LinuxMounter:
     def __init__(self, *, attacher: attach.Attacher | None = None) -> None:
         self._attacher = attacher or attach.Attacher()
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = kernel.libc()
         self._mount = libc.mount
         self._mount.argtypes = [
             ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p

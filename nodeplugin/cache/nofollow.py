@@ -11,19 +11,18 @@ component at a time with ``O_NOFOLLOW``, which gives the same guarantee in more 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import errno
 import os
 import sys
 from collections.abc import Callable
 from typing import Any, cast
+
+from nodeplugin.cache import kernel
 
 SYS_OPENAT2 = 437
 """openat2's number: the same on every architecture (Linux gave new calls one number in 5.x)."""
 AT_FDCWD = -100
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
-_UNUSABLE = (errno.ENOSYS, errno.EPERM)
 
 
 class _OpenHow(ctypes.Structure):
@@ -39,9 +38,7 @@ Syscall = Callable[[int, int, bytes, Any, int], int]
 
 
 def _libc_syscall() -> Syscall:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    call = libc.syscall
-    call.restype = ctypes.c_long
+    call = kernel.syscall()
     call.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
                      ctypes.c_size_t]
     return cast(Syscall, call)
@@ -68,7 +65,7 @@ class Opener:
         if fd >= 0:
             return int(fd)
         err = ctypes.get_errno()
-        if err in _UNUSABLE:
+        if err in kernel.REFUSED:
             self.available = False
             return None
         raise OSError(err, os.strerror(err), path)

@@ -2,9 +2,9 @@
 nosuid and nodev while the plugin runs.
 
 Publishing binds a tree from the view, and a bind takes the flags of the mount its source is on,
-so each target is read-only from the moment it is mounted, in one mount(2) call instead of a bind
-and a remount (``mounter``). Where the view cannot be made, publishing binds from ``objects/`` and
-remounts, as it would without it.
+so each target is read-only from the moment it is mounted, with no remount after it (a clone of
+the view's tree attached, ``cache.attach``, or one mount(2); ``mounter``). Where the view cannot
+be made, publishing binds from ``objects/`` and remounts, as it would without it.
 
 The view is no reference (its source is the objects directory, not a tree: ``refs.scan`` skips
 it), and binds made from it are mounts of their own: unmounting the view when the plugin stops, or

@@ -85,6 +85,13 @@ def _target(base: pathlib.Path, pod: str) -> pathlib.Path:
     return parent / "mount"
 
 
+async def _publish_p(base: pathlib.Path, vols: volumes.Volumes) -> pathlib.Path:
+    """Publish the digest on Pod ``p``'s target; its path."""
+    target = _target(base, "p")
+    assert await vols.publish(str(target), DIGEST)
+    return target
+
+
 def _sealed(path: pathlib.Path) -> bool:
     return os.statvfs(path).f_flag & mounter.SEALED == mounter.SEALED
 
@@ -105,8 +112,7 @@ async def test_a_target_bound_from_the_view_needs_no_remount(
     mount_guard: pathlib.Path, way: str
 ) -> None:
     vols, linux, _ = _setup(mount_guard, way)
-    target = _target(mount_guard, "p")
-    assert await vols.publish(str(target), DIGEST)
+    target = await _publish_p(mount_guard, vols)
     assert linux.remounts == 0 and _sealed(target)
     assert linux.attacher.attached == (1 if way == "attach" else 0)
     assert (target / "weights.bin").read_bytes() == b"w" * 32
@@ -122,8 +128,7 @@ async def test_a_view_made_writable_does_not_make_a_writable_target(
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     assert libc.mount(None, seen.path.encode(), None, mounter.MS_REMOUNT | mounter.MS_BIND,
                       None) == 0  # somebody remounts the view read-write
-    target = _target(mount_guard, "p")
-    assert await vols.publish(str(target), DIGEST)
+    target = await _publish_p(mount_guard, vols)
     assert linux.remounts == 1 and _sealed(target)
 
 
@@ -131,8 +136,7 @@ async def test_reopening_replaces_the_view_and_closing_leaves_targets_mounted(
     mount_guard: pathlib.Path, way: str
 ) -> None:
     vols, _, seen = _setup(mount_guard, way)
-    target = _target(mount_guard, "p")
-    assert await vols.publish(str(target), DIGEST)
+    target = await _publish_p(mount_guard, vols)
     again = view.View(vols.cache, mounter.LinuxMounter())  # the next run of the plugin
     assert again.open()
     assert mounts_under(mount_guard / "cache") == [seen.path]  # replaced, not stacked
@@ -150,8 +154,7 @@ async def test_a_view_unmounted_behind_the_plugins_back_is_given_up(
     vols, linux, seen = _setup(mount_guard, way)
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     assert libc.umount2(seen.path.encode(), 0) == 0  # somebody unmounts the view
-    target = _target(mount_guard, "p")
-    assert await vols.publish(str(target), DIGEST)  # bound from the tree, then remounted
+    target = await _publish_p(mount_guard, vols)  # bound from the tree, then remounted
     assert linux.remounts == 1 and _sealed(target) and not seen.ready
     assert (target / "weights.bin").read_bytes() == b"w" * 32
     assert mounts_under(mount_guard / "kubelet") == [str(target)]
