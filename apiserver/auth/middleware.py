@@ -2,10 +2,14 @@
 
 Per request, in kube-apiserver's order: the authenticator chain finds the user (401 ``Status``
 when a credential was bad, anonymous when there was none); impersonation headers, when present,
-are authorized for that user and replace it; the request's attributes are parsed once
-(``apiserver.auth.attributes``) and judged by the authorizer: allowed requests reach the routes
-with ``scope["user"]`` and ``scope[ATTRIBUTES]``; refused ones get kube's 403, and ones that
-could not be judged (an outage) fail closed with a 500. No credential is ever logged or echoed.
+are authorized for that user and replace it; the request is parsed once
+(``apiserver.request.info``, kept in the scope for every later reader) and its attributes are
+judged by the authorizer: allowed requests reach the routes with ``scope["user"]`` and
+``scope[ATTRIBUTES]``; refused ones get kube's 403, and ones that could not be judged (an outage)
+fail closed with a 500. A request that repeats a single-valued header is refused (400) before
+authentication; one whose query or path cannot be served as parsed (a repeated single-valued
+parameter, a malformed option) is refused (400) right after authorization, as kube-apiserver
+answers a caller who may not ask with the 403 first. No credential is ever logged or echoed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from apiserver import errors
 from apiserver.auth import attributes as attrs
 from apiserver.auth import authenticator, authorizer, impersonation
 from apiserver.auth import user as users
+from apiserver.request import headers as single_headers
+from apiserver.request import info as infos
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,10 @@ class Filter:
             await self.app(scope, receive, send)
             return
         credentials = authenticator.Credentials.from_asgi(scope["headers"], peer_chain(scope))
+        repeated = single_headers.problem(credentials.headers)
+        if repeated is not None:
+            await send_status(send, repeated)
+            return
         result = await self.authentication.authenticate(credentials)
         if result.user is None:
             log.debug("unauthenticated %s %s: %s", scope["method"], scope["path"],
@@ -77,13 +87,14 @@ class Filter:
                 wanted = impersonation.requested(credentials)
                 if wanted is not None:
                     user = await impersonation.impersonate(user, wanted, self.authorization)
-            query = scope.get("query_string", b"").decode("latin-1")
-            attributes = attrs.parse(user, scope["method"], scope["path"], query)
+            request = infos.of(scope)
+            attributes = attrs.of(user, request)
             verdict = await self.authorization.authorize(attributes)
             if not verdict.allowed:
                 if verdict.error:
                     raise authorizer.unavailable(attributes, verdict.error)
                 raise authorizer.forbidden(attributes, verdict.reason)
+            request.served()  # authorized as parsed; refuse it now if it cannot be served so
         except errors.StatusError as err:
             await send_status(send, err)
             return

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from apiserver.request import info as infos
 from apiserver.storage import interface
 
 PACKAGE = "model-manager"
@@ -110,7 +111,7 @@ async def version(request: Request) -> Response:
 def _check(request: Request, checks: dict[str, bool], name: str) -> Response:
     passed = all(checks.values())
     status = 200 if passed else 503
-    if "verbose" not in request.query_params:
+    if not infos.served(request.scope).query.has("verbose"):
         return PlainTextResponse("ok" if passed else f"{name} check failed", status_code=status)
     lines = [f"[+]{check} ok" if ok else f"[-]{check} failed" for check, ok in checks.items()]
     lines.append(f"{name} check {'passed' if passed else 'failed'}")

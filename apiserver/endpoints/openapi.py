@@ -19,6 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from apiserver.endpoints import swagger_protobuf
+from apiserver.request import info as infos
 from openapi import documents, resources
 
 V3_GROUP_PATH = f"apis/{resources.GROUP_VERSION}"
@@ -75,7 +76,8 @@ class Documents:
         return _cached(request, self.v3_index, self.v3_index_etag)
 
     async def serve_v3_group(self, request: Request) -> Response:
-        wanted = request.query_params.get("hash")
+        query = infos.served(request.scope).query
+        wanted = query.get("hash") if query.has("hash") else None
         if wanted is not None and wanted != self.v3_hash:
             return RedirectResponse(f"{V3_URL}?hash={self.v3_hash}", status_code=301)
         extra = {"Cache-Control": "public, immutable"} if wanted is not None else {}

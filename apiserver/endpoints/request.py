@@ -1,27 +1,22 @@
-"""Reading a request: query options, write options, DeleteOptions and the bounded body.
+"""Reading a request's body: DeleteOptions, the bounded body, unknown fields and warnings.
 
-Every query value is checked before use (integers within int64, booleans as kube spells them) and
-refused with a 400 naming the parameter; no message echoes more than a cut of the value.
+The query options come parsed with the request (``apiserver.request``); this module reads what
+only a handler can: the body, merged with those options where kube merges them.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from typing import Any
 
-from starlette import datastructures, requests
+from starlette import requests
 
 from apiserver import config, errors
 from apiserver.endpoints import body as bodies
-from apiserver.registry import options, selectors
+from apiserver.registry import options
+from apiserver.request import options as request_options
 from openapi import fields, meta, pruning, validation
 
-FIELD_VALIDATION = ("Ignore", "Strict", "Warn")
-_TRUE = ("1", "t", "T", "TRUE", "true", "True")
-_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 _DELETE_API_VERSIONS = ("", "v1", "meta.k8s.io/v1")
-_INT64 = re.compile(r"-?[0-9]{1,19}")
 MAX_WARNINGS = 64
 """Warning headers one response carries at most (the rest are counted in the last one)."""
 WARNING_RUNES = 4 * 1024
@@ -31,94 +26,19 @@ MAX_LISTED = 100
 """Unknown or duplicate fields a Strict refusal names; the rest are counted."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class WriteOptions:
-    dry_run: bool = False
-    field_validation: str = "Warn"
-
-
-def parse_bool(params: datastructures.QueryParams, name: str) -> bool | None:
-    if name not in params:
-        return None
-    value = params[name]
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise errors.BadRequest(
-        f'invalid value for "{name}": {fields.render(value)} is not a boolean')
-
-
-def _int(params: datastructures.QueryParams, name: str) -> int | None:
-    """An integer query parameter; 400 unless it is a 64-bit integer (as kube parses them)."""
-    if name not in params or params[name] == "":
-        return None
-    value = params[name]
-    if not _INT64.fullmatch(value) or not -(2**63) <= int(value) < 2**63:
-        raise errors.BadRequest(
-            f'invalid value for "{name}": {fields.render(value)} is not a 64-bit integer')
-    return int(value)
-
-
-def is_watch(params: datastructures.QueryParams) -> bool:
-    return bool(parse_bool(params, "watch"))
-
-
-def list_options(params: datastructures.QueryParams) -> options.ListOptions:
-    _int(params, "timeoutSeconds")  # a list answers at once, but a malformed one is refused
-    return options.ListOptions(
-        label_selector=selectors.parse_labels(params.get("labelSelector", "")),
-        field_selector=selectors.parse_fields(params.get("fieldSelector", "")),
-        limit=_int(params, "limit") or 0,
-        continue_token=params.get("continue", ""),
-        resource_version=params.get("resourceVersion", ""),
-        resource_version_match=params.get("resourceVersionMatch", ""),
-        send_initial_events=parse_bool(params, "sendInitialEvents"),
-    )
-
-
-def watch_options(params: datastructures.QueryParams) -> options.WatchOptions:
-    timeout = _int(params, "timeoutSeconds")
-    _int(params, "limit")  # a watch ignores it, but a malformed one is refused as for a list
-    return options.WatchOptions(
-        label_selector=selectors.parse_labels(params.get("labelSelector", "")),
-        field_selector=selectors.parse_fields(params.get("fieldSelector", "")),
-        resource_version=params.get("resourceVersion", ""),
-        resource_version_match=params.get("resourceVersionMatch", ""),
-        send_initial_events=parse_bool(params, "sendInitialEvents"),
-        allow_bookmarks=bool(parse_bool(params, "allowWatchBookmarks")),
-        timeout_seconds=float(timeout) if timeout is not None and timeout > 0 else None,
-    )
-
-
-def _dry_run(values: list[str], kind: str) -> bool:
-    bad = [value for value in values if value != "All"]
-    if bad:
-        raise options.invalid(kind, [fields.not_supported("dryRun", bad[0], ("All",))])
-    return bool(values)
-
-
-def write_options(params: datastructures.QueryParams, kind: str) -> WriteOptions:
-    """``kind`` names the options in messages: CreateOptions, UpdateOptions or PatchOptions."""
-    dry_run = _dry_run(params.getlist("dryRun"), kind)
-    mode = params.get("fieldValidation", "") or "Warn"
-    if mode not in FIELD_VALIDATION:
-        raise options.invalid(kind, [fields.not_supported("fieldValidation", mode,
-                                                          FIELD_VALIDATION)])
-    return WriteOptions(dry_run=dry_run, field_validation=mode)
+WriteOptions = request_options.WriteOptions
 
 
 _DELETE_SCHEMA = meta.ref(meta.DELETE_OPTIONS)
 
 
-async def delete_options(params: datastructures.QueryParams, body: bytes,
+async def delete_options(query: request_options.DeleteQuery, body: bytes,
                          limits: bodies.Limits = bodies.DEFAULT) -> options.DeleteOptions:
-    """DeleteOptions from the query, then from the body (``v1`` or ``meta.k8s.io/v1``), whose
-    fields are checked against the DeleteOptions schema first (422 naming the field)."""
-    dry_run = params.getlist("dryRun")
-    policy = params.get("propagationPolicy", "")
-    orphan = parse_bool(params, "orphanDependents")
-    _int(params, "gracePeriodSeconds")  # checked; no resource here deletes gracefully
+    """DeleteOptions from the query's part, then from the body (``v1`` or ``meta.k8s.io/v1``),
+    whose fields are checked against the DeleteOptions schema first (422 naming the field)."""
+    dry_run: list[str] = list(query.dry_run)
+    policy = query.propagation_policy
+    orphan = query.orphan_dependents
     uid = resource_version = ""
     if body.strip():
         document = (await bodies.decode(body, "application/json", limits)).document
@@ -142,7 +62,7 @@ async def delete_options(params: datastructures.QueryParams, body: bytes,
             dry_run = list(document["dryRun"])
     return options.DeleteOptions(
         uid=uid, resource_version=resource_version, propagation_policy=policy,
-        orphan_dependents=orphan, dry_run=_dry_run(dry_run, "DeleteOptions"),
+        orphan_dependents=orphan, dry_run=request_options.dry_run(dry_run, "DeleteOptions"),
     )
 
 

@@ -6,8 +6,10 @@ subresources, each method allowed exactly when the resource's verbs name it; eve
 answers 405. Subresources are served by the handler ``SUBRESOURCES`` names for them: ``status``
 (reads; writes pass the status guards of ``apiserver.auth.guards``: the worker for a
 ModelArtifact, the node plugin of that node for a NodeModelStore) and ``progress`` (computed).
-RBAC already allowed each request (``apiserver.auth.middleware``). The discovery document
-itself (the exact group-version path) is served elsewhere.
+RBAC already allowed each request (``apiserver.auth.middleware``), judging the request's one
+parse (``apiserver.request.info``): every handler takes its verb, namespace, name and options from
+that same object, never from the query string or the router's own split of the path. The
+discovery document itself (the exact group-version path) is served elsewhere.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from apiserver.auth import user as users
 from apiserver.endpoints import body as bodies
 from apiserver.endpoints import negotiation, patch, request, responses, table, watch
 from apiserver.registry import build, codec, options, store
+from apiserver.request import info as infos
 from openapi import resources
 
 PREFIX = f"/apis/{resources.GROUP_VERSION}"
@@ -41,6 +44,18 @@ def _not_allowed() -> errors.MethodNotAllowed:
 
 def _user(req: requests.Request) -> users.UserInfo:
     return middleware.user_of(req.scope)
+
+
+def _request(req: requests.Request) -> infos.RequestInfo:
+    """The request's one parse, checked against the route that matched: the router and the
+    parse split the same decoded path, so they agree; a disagreement is refused, never served."""
+    found = infos.served(req.scope)
+    params = req.path_params
+    same_namespace = params.get("namespace", "") == found.namespace
+    same_name = "name" not in params or params["name"] == found.name
+    if not (found.resource_request and same_namespace and same_name):
+        raise errors.NotFound("the server could not find the requested resource")
+    return found
 
 
 Endpoint = Callable[[requests.Request], Awaitable[Response]]
@@ -66,7 +81,7 @@ class Handlers:
         target = negotiation.negotiate(req.headers.get("accept"))
         if target.view is negotiation.View.TABLE:
             body = table.render(self.info, [obj], api_version=target.api_version,
-                                include=table.include_object(req.query_params),
+                                include=infos.served(req.scope).include_object,
                                 list_meta={"resourceVersion":
                                            obj["metadata"].get("resourceVersion", "")})
         elif target.view is negotiation.View.METADATA:
@@ -92,26 +107,28 @@ class Handlers:
     # collection -----------------------------------------------------------------------------
 
     async def collection(self, req: requests.Request) -> Response:
-        namespace = req.path_params.get("namespace", "")
-        if req.method == "GET":
-            if request.is_watch(req.query_params):
-                self._allow("watch")
-                return self._watch(req, namespace)
+        found = _request(req)
+        namespace = found.namespace
+        verb = _served_verb(req, found)
+        if verb == "watch" and found.watch_options is not None:
+            self._allow("watch")
+            return self._watch(req, namespace, found.watch_options, found.include_object)
+        if verb == "list" and found.list_options is not None:
             self._allow("list")
-            return await self._list(req, namespace)
-        if req.method == "POST" and "create" in self.verbs and (namespace or
-                                                                not self.info.namespaced):
-            wo = request.write_options(req.query_params, "CreateOptions")
+            return await self._list(req, namespace, found.list_options, found.include_object)
+        if (verb == "create" and found.write_options is not None and "create" in self.verbs
+                and (namespace or not self.info.namespaced)):
+            wo = found.write_options
             obj, warnings = await self._body_object(req, wo.field_validation)
             created = await self.store.create(obj, namespace=namespace, dry_run=wo.dry_run,
                                               from_body=True)
             return self._one(req, created, 201, warnings)
         raise _not_allowed()
 
-    async def _list(self, req: requests.Request, namespace: str) -> Response:
+    async def _list(self, req: requests.Request, namespace: str, opts: options.ListOptions,
+                    include: str) -> Response:
         target = negotiation.negotiate(req.headers.get("accept"), collection=True)
-        include = table.include_object(req.query_params)
-        result = await self.store.list(namespace, request.list_options(req.query_params))
+        result = await self.store.list(namespace, opts)
         list_meta: Obj = {"resourceVersion": str(result.revision)}
         if result.continue_token:
             list_meta["continue"] = result.continue_token
@@ -134,10 +151,9 @@ class Handlers:
         items = b",".join(codec.raw(record) for record in result.records)
         return head[:-1] + b',"items":[' + items + b"]}"
 
-    def _watch(self, req: requests.Request, namespace: str) -> Response:
+    def _watch(self, req: requests.Request, namespace: str, opts: options.WatchOptions,
+               include: str) -> Response:
         target = negotiation.negotiate(req.headers.get("accept"))
-        include = table.include_object(req.query_params)
-        opts = request.watch_options(req.query_params)
         options.check_watch(opts)  # refuse bad combinations before the 200 goes out
         events = self.store.watch(namespace, opts)
         return watch.response(events, watch.Encoder(self.info, target, include), opts,
@@ -146,17 +162,18 @@ class Handlers:
     # one object -----------------------------------------------------------------------------
 
     async def item(self, req: requests.Request) -> Response:
-        namespace = req.path_params.get("namespace", "")
-        name = req.path_params["name"]
-        verb = _VERBS.get(req.method, "")
+        found = _request(req)
+        verb = _served_verb(req, found)
+        if verb not in _ITEM_VERBS:
+            raise _not_allowed()
         self._allow(verb)
         if verb == "get":
-            return await self._get(req, namespace, name)
+            return await self._get(req, found)
         if verb == "delete":
-            return await self._delete(req, namespace, name)
+            return await self._delete(req, found)
         if verb == "update":
-            return await self._put(req, namespace, name, status=False)
-        return await self._patch(req, namespace, name, status=False)
+            return await self._put(req, found, status=False)
+        return await self._patch(req, found, status=False)
 
     def _allow(self, verb: str, verbs: frozenset[str] | None = None) -> None:
         if verb not in (self.verbs if verbs is None else verbs):
@@ -166,30 +183,30 @@ class Handlers:
         """``<plural>/{name}/status``: reads for anyone allowed, writes past the status guard."""
         sub = self.info.subresource("status")
         verbs = frozenset(sub.verbs if sub is not None else ())
-        namespace = req.path_params.get("namespace", "")
-        name = req.path_params["name"]
-        verb = _VERBS.get(req.method, "")
+        found = _request(req)
+        verb = _served_verb(req, found)
         self._allow(verb, verbs)
         if verb == "get":
-            return await self._get(req, namespace, name)
+            return await self._get(req, found)
         if verb not in ("update", "patch"):
             raise _not_allowed()
-        await self.guards.check(self.info, _user(req), name)
-        if req.method == "PUT":
-            return await self._put(req, namespace, name, status=True)
-        return await self._patch(req, namespace, name, status=True)
+        await self.guards.check(self.info, _user(req), found.name)
+        if verb == "update":
+            return await self._put(req, found, status=True)
+        return await self._patch(req, found, status=True)
 
-    async def _get(self, req: requests.Request, namespace: str, name: str) -> Response:
+    async def _get(self, req: requests.Request, found: infos.RequestInfo) -> Response:
         target = negotiation.negotiate(req.headers.get("accept"))
         record = await self.store.get_record(
-            namespace, name, resource_version=req.query_params.get("resourceVersion", ""))
+            found.namespace, found.name, resource_version=found.resource_version)
         if target.view is negotiation.View.OBJECT:
             return responses.raw_response(codec.raw(record))
         return self._one(req, codec.decode(record))
 
-    async def _put(self, req: requests.Request, namespace: str, name: str, *,
+    async def _put(self, req: requests.Request, found: infos.RequestInfo, *,
                    status: bool) -> Response:
-        wo = request.write_options(req.query_params, "UpdateOptions")
+        wo = _write_options(found)
+        namespace, name = found.namespace, found.name
         obj, warnings = await self._body_object(req, wo.field_validation)
         if status:
             updated = await self.store.update_status(obj, namespace=namespace, name=name,
@@ -199,9 +216,10 @@ class Handlers:
                                               dry_run=wo.dry_run, from_body=True)
         return self._one(req, updated, 200, warnings)
 
-    async def _patch(self, req: requests.Request, namespace: str, name: str, *,
+    async def _patch(self, req: requests.Request, found: infos.RequestInfo, *,
                      status: bool) -> Response:
-        wo = request.write_options(req.query_params, "PatchOptions")
+        wo = _write_options(found)
+        namespace, name = found.namespace, found.name
         content_type = req.headers.get("content-type", "")
         if bodies.media_type(content_type) not in patch.ACCEPTED:
             raise patch.unsupported()
@@ -218,9 +236,12 @@ class Handlers:
                                           dry_run=wo.dry_run, pruned=True)
         return self._one(req, updated, 200, warnings)
 
-    async def _delete(self, req: requests.Request, namespace: str, name: str) -> Response:
+    async def _delete(self, req: requests.Request, found: infos.RequestInfo) -> Response:
+        namespace, name = found.namespace, found.name
+        if found.delete_query is None:
+            raise _not_allowed()
         opts = await request.delete_options(
-            req.query_params, await request.read_body(req, self.limits.max_bytes), self.limits)
+            found.delete_query, await request.read_body(req, self.limits.max_bytes), self.limits)
         result = await self.store.delete(namespace, name, opts)
         if result.removed:
             details: errors.StatusDetails = {
@@ -230,7 +251,18 @@ class Handlers:
         return self._one(req, result.object, 202 if opts.orphan_dependents is False else 200)
 
 
-_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+_ITEM_VERBS = ("get", "update", "patch", "delete")
+
+
+def _served_verb(req: requests.Request, found: infos.RequestInfo) -> str:
+    """The verb the request was authorized for; HEAD is judged as a get but not served."""
+    return "" if req.method == "HEAD" else found.verb
+
+
+def _write_options(found: infos.RequestInfo) -> request.WriteOptions:
+    if found.write_options is None:
+        raise _not_allowed()
+    return found.write_options
 
 
 def _status(registry: build.Registry, handlers: Handlers) -> Endpoint:
@@ -239,10 +271,11 @@ def _status(registry: build.Registry, handlers: Handlers) -> Endpoint:
 
 def _progress(registry: build.Registry, handlers: Handlers) -> Endpoint:
     async def progress(req: requests.Request) -> Response:
-        if req.method != "GET":
+        found = _request(req)
+        if _served_verb(req, found) != "get":
             raise _not_allowed()
         negotiation.negotiate(req.headers.get("accept"))
-        body = await registry.progress(req.path_params["namespace"], req.path_params["name"])
+        body = await registry.progress(found.namespace, found.name)
         return responses.json_response(body)
 
     return progress

@@ -6,23 +6,9 @@ import datetime
 from collections.abc import Iterable
 from typing import Any
 
-from starlette import datastructures
-
-from apiserver import errors
 from openapi import columns, resources
 
 Obj = dict[str, Any]
-INCLUDE_OBJECT = ("None", "Metadata", "Object")
-
-
-def include_object(params: datastructures.QueryParams) -> str:
-    """``includeObject``: Metadata when unset; 400 for anything but None/Metadata/Object."""
-    value = params.get("includeObject", "") or "Metadata"
-    if value not in INCLUDE_OBJECT:
-        raise errors.BadRequest(
-            f'includeObject: Unsupported value: "{value}": supported values: "None",'
-            ' "Metadata", "Object"')
-    return value
 
 
 def partial(obj: Obj, api_version: str) -> Obj:

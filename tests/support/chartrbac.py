@@ -14,12 +14,11 @@ import dataclasses
 import functools
 from collections.abc import Iterable
 from typing import Any
-from urllib import parse
 
 from tests.support import helm
 from tests.support.controlplane import Binding, ControlPlane, Recorded, Role, Rule, Subject
 from tests.support.controlplane.rbac import Attributes
-from tests.support.controlplane.requestinfo import parse_request
+from tests.support.controlplane.requestinfo import parse_request, query_values
 
 KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 
@@ -101,7 +100,7 @@ def grants_to(docs: Iterable[dict[str, Any]], service_account: str, namespace: s
 
 def attributes(entry: Recorded, user: Any) -> Attributes:
     """What RBAC sees of a recorded request (kube's request info)."""
-    query = dict(parse.parse_qsl(entry.query, keep_blank_values=True))
+    query = query_values(entry.query)
     raw = entry.path + (f"?{entry.query}" if entry.query else "")
     return parse_request(entry.method, raw, query).attributes(user)
 

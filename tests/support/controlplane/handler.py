@@ -22,7 +22,7 @@ from tests.support.controlplane import (
     watch,
 )
 from tests.support.controlplane.identity import ANONYMOUS, EXTRA_CREDENTIAL_ID, UserInfo
-from tests.support.controlplane.requestinfo import RequestInfo, parse_request
+from tests.support.controlplane.requestinfo import RequestInfo, parse_request, query_values
 from tests.support.controlplane.resources import BY_PATH, NODES
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class Handler(http_server.BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         split = parse.urlsplit(self.path)
-        query = dict(parse.parse_qsl(split.query, keep_blank_values=True))
+        query = query_values(split.query)
         self._code = 0
         entry = faults.Recorded(
             method=method, path=split.path, query=split.query, user="",

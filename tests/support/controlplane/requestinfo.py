@@ -41,6 +41,15 @@ class RequestInfo:
         )
 
 
+def query_values(query: str) -> dict[str, str]:
+    """Each parameter's first value, as Go's ``url.Values.Get`` (and so kube-apiserver) reads a
+    repeated one."""
+    found: dict[str, str] = {}
+    for key, value in parse.parse_qsl(query, keep_blank_values=True):
+        found.setdefault(key, value)
+    return found
+
+
 def parse_request(method: str, raw_path: str, query: Mapping[str, str]) -> RequestInfo:
     path = parse.urlsplit(raw_path).path
     segments = [parse.unquote(s) for s in path.strip("/").split("/") if s]

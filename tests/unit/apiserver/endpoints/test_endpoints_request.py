@@ -1,54 +1,24 @@
-"""Query and body parsing: booleans, list/watch/write/delete options, unknown fields."""
+"""Body parsing: DeleteOptions merged with the query's part, unknown and duplicate fields."""
 
 from __future__ import annotations
 
 import pytest
-from starlette import datastructures
 
 from apiserver import errors
 from apiserver.endpoints import body, request
-
-
-def _q(text: str) -> datastructures.QueryParams:
-    return datastructures.QueryParams(text)
-
-
-def test_booleans_follow_go_parse_bool() -> None:
-    assert request.is_watch(_q("watch=1")) and request.is_watch(_q("watch=true"))
-    assert not request.is_watch(_q("watch=false")) and not request.is_watch(_q(""))
-    with pytest.raises(errors.BadRequest):
-        request.is_watch(_q("watch=yes"))
-
-
-def test_list_and_watch_options() -> None:
-    listed = request.list_options(_q("limit=5&continue=t&labelSelector=a%3Db&resourceVersion=3"))
-    assert (listed.limit, listed.continue_token, listed.resource_version) == (5, "t", "3")
-    assert listed.label_selector.matches({"a": "b"})
-    watched = request.watch_options(_q("timeoutSeconds=7&allowWatchBookmarks=true"
-                                       "&sendInitialEvents=false"))
-    assert watched.timeout_seconds == 7.0 and watched.allow_bookmarks
-    assert watched.send_initial_events is False
-    with pytest.raises(errors.BadRequest):
-        request.list_options(_q("limit=ten"))
-
-
-def test_write_options() -> None:
-    assert request.write_options(_q(""), "CreateOptions") == request.WriteOptions(False, "Warn")
-    assert request.write_options(_q("dryRun=All&fieldValidation=Strict"), "UpdateOptions") == (
-        request.WriteOptions(True, "Strict"))
-    with pytest.raises(errors.Invalid, match=r'PatchOptions\.meta\.k8s\.io "" is invalid: dryRun'):
-        request.write_options(_q("dryRun=Yes"), "PatchOptions")
+from apiserver.request import options, query
 
 
 async def test_delete_options_from_query_and_body() -> None:
-    opts = await request.delete_options(_q("propagationPolicy=Orphan&dryRun=All"), b"")
+    opts = await request.delete_options(
+        options.delete_query(query.parse("propagationPolicy=Orphan&dryRun=All")), b"")
     assert opts.propagation_policy == "Orphan" and opts.dry_run
     body = (b'{"kind":"DeleteOptions","apiVersion":"v1","preconditions":'
             b'{"uid":"u","resourceVersion":"4"},"orphanDependents":false}')
-    opts = await request.delete_options(_q(""), body)
+    opts = await request.delete_options(options.delete_query(query.parse("")), body)
     assert (opts.uid, opts.resource_version, opts.orphan_dependents) == ("u", "4", False)
     with pytest.raises(errors.BadRequest):
-        await request.delete_options(_q(""), b'{"apiVersion":"apps/v1"}')
+        await request.delete_options(options.DeleteQuery(), b'{"apiVersion":"apps/v1"}')
 
 
 async def test_decode_and_unknown_fields() -> None:
