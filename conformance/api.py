@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx2 as httpx
@@ -20,6 +20,8 @@ JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+CONFLICT_ATTEMPTS = 5
+"""Read-modify-write attempts before a Conflict is the answer (client-go's DefaultRetry: 5)."""
 
 
 def artifacts(namespace: str, name: str = "") -> str:
@@ -78,6 +80,22 @@ class Api:
 
     def patch(self, path: str, body: Any, content_type: str, **kwargs: Any) -> httpx.Response:
         return self.request("PATCH", path, body=body, content_type=content_type, **kwargs)
+
+    def update(self, path: str, change: Callable[[dict[str, Any]], dict[str, Any]],
+               attempts: int = CONFLICT_ATTEMPTS) -> httpx.Response:
+        """Read ``path``, PUT ``change(current)``; on a 409 Conflict (a controller wrote the
+        object between the read and the write) read again and retry, ``attempts`` times at most,
+        as client-go's ``RetryOnConflict`` does. Any other answer is returned as it is."""
+        response: httpx.Response | None = None
+        for _ in range(attempts):
+            current = self.get(path)
+            if current.status_code != 200:
+                return current
+            response = self.put(path, change(current.json()))
+            if response.status_code != 409 or response.json().get("reason") != "Conflict":
+                return response
+        assert response is not None
+        return response
 
     def delete(self, path: str, **kwargs: Any) -> httpx.Response:
         return self.request("DELETE", path, **kwargs)

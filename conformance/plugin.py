@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import pytest
 
@@ -20,6 +20,12 @@ class Outcome:
     outcome: str
     """pass, fail or skip."""
     reason: str = ""
+
+
+Note = Callable[[str], None]
+"""The ``note`` fixture: a check records something the operator should read even when it
+passes (printed under the rule's line)."""
+NOTE = "conformance.note"
 
 
 class Plugin:
@@ -62,6 +68,13 @@ class Plugin:
             pytest.skip("no --get-only-user given")
         return self.options.get_only_user
 
+    @pytest.fixture
+    def note(self, request: pytest.FixtureRequest) -> Note:
+        def add(text: str) -> None:
+            request.node.user_properties.append((NOTE, text))
+
+        return add
+
     # the ledger -----------------------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
@@ -87,7 +100,8 @@ class Plugin:
                 detail = str(message).strip().splitlines()[0] if message else report.when
                 self._record(Outcome(rule_id, text, "fail", detail[:300]))
             elif report.when == "call":
-                self._record(Outcome(rule_id, text, "pass"))
+                notes = [str(value) for key, value in item.user_properties if key == NOTE]
+                self._record(Outcome(rule_id, text, "pass", "; ".join(notes)))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

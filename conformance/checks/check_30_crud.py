@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from conformance import api as a
 from conformance.api import Api
@@ -60,25 +61,30 @@ def check_list_selector(conformance_run: Run, admin: Api) -> None:
       "resourceVersion is 409 Conflict")  # fmt: skip
 def check_update(conformance_run: Run, admin: Api) -> None:
     created = conformance_run.create_artifact("crud-update")
-    changed = {**created, "metadata": {**created["metadata"],
-                                        "labels": {**created["metadata"]["labels"], "x": "1"}}}
+
+    def labelled(current: dict[str, Any]) -> dict[str, Any]:
+        labels = {**current["metadata"].get("labels", {}), "x": "1"}
+        return {**current, "metadata": {**current["metadata"], "labels": labels}}
+
     path = a.artifacts(conformance_run.namespace, "crud-update")
-    response = admin.put(path, changed)
+    # the controllers may write status meanwhile: a read-modify-write retries their conflicts
+    response = admin.update(path, labelled)
     assert response.status_code == 200, response.text[:300]
     updated = response.json()
     assert updated["metadata"]["labels"]["x"] == "1"
     assert updated["metadata"]["generation"] == 1
     assert updated["metadata"]["resourceVersion"] != created["metadata"]["resourceVersion"]
-    stale = admin.put(path, changed)  # still carries the old resourceVersion
+    stale = admin.put(path, labelled(created))  # carries the resourceVersion before the update
     assert stale.status_code == 409, stale.text[:300]
     assert stale.json()["reason"] == "Conflict"
 
 
 @rule("crud.spec-immutable", "an update changing spec is refused 422 naming spec")
 def check_spec_immutable(conformance_run: Run, admin: Api) -> None:
-    created = conformance_run.create_artifact("crud-immutable")
-    changed = {**created, "spec": {**created["spec"], "ignorePatterns": ["*.bin"]}}
-    response = admin.put(a.artifacts(conformance_run.namespace, "crud-immutable"), changed)
+    conformance_run.create_artifact("crud-immutable")
+    response = admin.update(
+        a.artifacts(conformance_run.namespace, "crud-immutable"),
+        lambda current: {**current, "spec": {**current["spec"], "ignorePatterns": ["*.bin"]}})
     assert response.status_code == 422, response.text[:300]
     fields = [c.get("field", "") for c in response.json()["details"]["causes"]]
     assert any(f.startswith("spec") for f in fields), fields

