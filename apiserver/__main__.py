@@ -91,8 +91,6 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         # stopped in reverse: the controllers first, then what they talk to kube-apiserver with
         stop=[*auth.shutdown, *background.stop],
     )
-    # the controllers read the worker identity here (``known``/``reason``) before starting
-    application.state.status_guards = auth.guards
     return application
 
 

@@ -16,7 +16,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -27,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apiserver import config, errors
 from apiserver.auth import authenticator, authorizer, middleware
+from apiserver.endpoints import body as bodies
 from apiserver.endpoints import discovery, health, openapi
 from apiserver.storage import interface
 
@@ -101,7 +101,7 @@ def build(
 
 def status_response(err: errors.StatusError) -> Response:
     return Response(
-        orjson.dumps(err.body()),
+        errors.encoded(err),
         status_code=err.code,
         headers=err.headers,
         media_type="application/json",
@@ -155,10 +155,6 @@ async def render_http(request: Request, exc: Exception) -> Response:
     return status_response(err)
 
 
-def too_large(limit: int) -> errors.RequestEntityTooLarge:
-    return errors.RequestEntityTooLarge(f"Request entity too large: limit is {limit}")
-
-
 class BodyLimit:
     """413 for bodies over ``limit``: at once from ``Content-Length``, else while streaming.
 
@@ -175,7 +171,7 @@ class BodyLimit:
             return
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await _send_status(send, too_large(self.limit))
+                await errors.send(send, bodies.body_too_large(self.limit))
                 return
         received = 0
 
@@ -185,7 +181,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    raise too_large(self.limit)
+                    raise bodies.body_too_large(self.limit)
             return message
 
         await self.app(scope, limited, send)
@@ -340,12 +336,4 @@ class CatchAll:
         except Exception:
             log.exception("unexpected error serving %s %s", scope["method"], scope["path"])
             if not started:
-                await _send_status(send, errors.InternalError("an internal error occurred"))
-
-
-async def _send_status(send: Send, err: errors.StatusError) -> None:
-    body = orjson.dumps(err.body())
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
-    await send({"type": "http.response.start", "status": err.code, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+                await errors.send(send, errors.InternalError("an internal error occurred"))

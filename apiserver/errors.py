@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, TypedDict
+
+import orjson
 
 
 class Cause(TypedDict, total=False):
@@ -131,3 +134,19 @@ class ServiceUnavailable(StatusError):
 class Timeout(StatusError):
     code = 504
     reason = "Timeout"
+
+
+def encoded(err: StatusError) -> bytes:
+    """The ``Status`` body of ``err`` as sent."""
+    return orjson.dumps(err.body())
+
+
+async def send(send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+               err: StatusError) -> None:
+    """Answer with ``err``'s ``Status`` on a raw ASGI ``send``: the one writer for answers made
+    before a route runs (middleware); routes raise and the app's handler uses ``encoded``."""
+    body = encoded(err)
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
+    await send({"type": "http.response.start", "status": err.code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

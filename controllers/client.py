@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any, Literal, Protocol
 
+from openapi import resources
+
 Obj = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
@@ -30,9 +32,13 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-MODEL_ARTIFACTS = Resource("worker.gpustack.ai", "v1", "modelartifacts", "ModelArtifact", True)
-NODE_MODEL_STORES = Resource("worker.gpustack.ai", "v1", "nodemodelstores", "NodeModelStore",
-                             False)
+def _served(info: resources.ResourceInfo) -> Resource:
+    """Our own resources, as the one resource table in ``openapi.resources`` names them."""
+    return Resource(info.group, resources.VERSION, info.plural, info.kind, info.namespaced)
+
+
+MODEL_ARTIFACTS = _served(resources.MODEL_ARTIFACT)
+NODE_MODEL_STORES = _served(resources.NODE_MODEL_STORE)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PODS = Resource("", "v1", "pods", "Pod", True)

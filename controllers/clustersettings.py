@@ -19,6 +19,7 @@ import pathlib
 from collections.abc import Callable
 
 from controllers import informer, settings
+from durable import disk
 from hub import config as hub_config
 from hub import errors as hub_errors
 
@@ -109,7 +110,5 @@ class ClusterSettings:
         path = self._state_dir / f"hub-ca-{hashlib.sha256(text.encode()).hexdigest()[:12]}.crt"
         if not path.exists():
             self._state_dir.mkdir(parents=True, exist_ok=True)
-            staged = path.with_suffix(".tmp")
-            staged.write_text(text)
-            staged.replace(path)
+            disk.write_atomic(path, text.encode(), mode=0o644)  # a public CA bundle
         return str(path)

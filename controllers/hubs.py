@@ -12,16 +12,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Literal, Protocol
+from typing import Protocol
 
 import httpx
 
 from hub import config as hub_config
 from hub import files, huggingface, modelscope
+from openapi import sources
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["huggingFace", "modelScope"]
+Kind = sources.HubKind
 CacheKey = tuple[str, str, str, str]
 
 
@@ -51,7 +52,7 @@ class Hubs:
         return self._config
 
     def get(self, kind: Kind) -> HubApi:
-        if kind == "huggingFace":
+        if kind == sources.HUGGING_FACE:
             return huggingface.HuggingFace(self._client, self._config.huggingface_endpoint)
         return modelscope.ModelScope(self._client, self._config.modelscope_endpoint)
 

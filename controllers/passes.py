@@ -1,4 +1,4 @@
-"""One resolution or revalidation pass against a hub, as artifact.md's tables say.
+"""One resolution or revalidation pass against a hub, as docs/controllers.md's tables say.
 
 Resolution: the revision becomes a commit (Hugging Face's revision endpoint peels an annotated
 tag; ModelScope takes a full commit as is and cross-checks a branch or tag against git), the
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from controllers import hubs
 from hub import errors as hub_errors
 from hub import files, listing
-from openapi import grammar
+from openapi import grammar, sources
 
-HUB_NAMES = {"huggingFace": "Hugging Face", "modelScope": "ModelScope"}
+HUB_NAMES = sources.HUB_NAMES
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class Passes:
             # A ModelScope branch or tag was looked up (index and git) with this token; a
             # Hugging Face revision answers a gated repository without a grant, so it proves
             # nothing about the files.
-            proven = src.kind == "modelScope" and not grammar.is_commit(src.revision)
+            proven = src.kind == sources.MODEL_SCOPE and not grammar.is_commit(src.revision)
             cached = self.cache.get(self._key(api, src, commit))
             if cached is None:
                 listed: Sequence[files.RemoteFile] = await self._list(api, src, commit, token)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from controllers import nodeindex
+from openapi import sources
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -85,9 +86,9 @@ def percent(have: int, size: int) -> int:
 def hub_digest(artifact: Obj) -> tuple[str, str]:
     """(digest, reason): the digest to count, or why there is nothing to count."""
     source = (artifact.get("spec") or {}).get("source") or {}
-    if "persistentVolumeClaim" in source:
+    if sources.CLAIM in source:
         return "", CLAIM
-    if "image" in source:
+    if sources.IMAGE in source:
         return "", IMAGE
     digest = ((artifact.get("status") or {}).get("resolved") or {}).get("manifestDigest")
     return (str(digest), "") if digest else ("", NOT_RESOLVED)

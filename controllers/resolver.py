@@ -29,6 +29,7 @@ from controllers import (
 )
 from controllers import client as clients
 from hub import errors as hub_errors
+from openapi import sources
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 SECRET_INDEX = "secret"
 CLAIM_INDEX = "claim"
-HUB_KINDS: tuple[hubs.Kind, ...] = ("huggingFace", "modelScope")
+HUB_KINDS = sources.HUB_KINDS
 
 
 def source_of(obj: Obj) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def secret_refs(obj: Obj) -> list[str]:
 
 def claim_refs(obj: Obj) -> list[str]:
     namespace = (obj.get("metadata") or {}).get("namespace") or ""
-    claim = (source_of(obj).get("persistentVolumeClaim") or {}).get("claimName")
+    claim = (source_of(obj).get(sources.CLAIM) or {}).get("claimName")
     return [f"{namespace}/{claim}"] if claim else []
 
 
@@ -154,13 +155,13 @@ class Resolver:
             self._forget(key)
             self._uids[key] = uid
         source = source_of(obj)
-        if "image" in source:
+        if sources.IMAGE in source:
             await self._write(obj, lambda s: verdict.offline(
                 s, self._context(obj, uid), "an image source is resolved by its digest-pinned "
                 "reference; nothing is contacted"))
             return runtime.DONE
-        if "persistentVolumeClaim" in source:
-            return await self._claim(obj, uid, source["persistentVolumeClaim"])
+        if sources.CLAIM in source:
+            return await self._claim(obj, uid, source[sources.CLAIM])
         kind = next((k for k in HUB_KINDS if k in source), None)
         if kind is None:
             await self._write(obj, lambda s: verdict.unsupported(
@@ -175,7 +176,7 @@ class Resolver:
             return runtime.Result(requeue_after=wait)
         self._forced.discard(uid)
         member = source[kind]
-        default = "main" if kind == "huggingFace" else "master"
+        default = sources.DEFAULT_REVISIONS[kind]
         src = passes.HubSource(kind, str(member.get("repository") or ""),
                                str(member.get("revision") or default))
         self.passes_run += 1
@@ -291,7 +292,7 @@ class Resolver:
             raise passes.Failure("SecretNotFound", str(exc), from_hub=False) from None
         except secrets.SecretUnreadable as exc:
             raise passes.Failure("SourceUnavailable", str(exc), from_hub=False) from None
-        if src.kind == "modelScope":
+        if src.kind == sources.MODEL_SCOPE:
             await self._check_new_token(obj, namespace, name, token)
         return token
 

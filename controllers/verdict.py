@@ -1,5 +1,5 @@
-"""What a pass's outcome does to an artifact's status: the rules of artifact.md, "Resolution and
-revalidation", as pure functions of (status, outcome, time).
+"""What a pass's outcome does to an artifact's status: the rules docs/controllers.md gives
+("Resolution of a hub source"), as pure functions of (status, outcome, time).
 
 Two conditions: ``Resolved`` is the verdict mounts are authorized by; ``Degraded`` says how the
 last pass went (``Healthy``, or the failing reason, its ``lastTransitionTime`` being when that
@@ -24,13 +24,14 @@ import datetime
 from typing import Any
 
 from controllers import conditions, passes
+from openapi import reasons
 from timing import clock as clocks
 
 Obj = dict[str, Any]
-RESOLVED = "Resolved"
-DEGRADED = "Degraded"
+RESOLVED = reasons.RESOLVED
+DEGRADED = reasons.DEGRADED
 RECHECK = 60.0
-"""A failure is checked again this long after it was first seen (artifact.md: "a minute")."""
+"""A failure is checked again this long after it was first seen (docs/controllers.md)."""
 MAX_BACKOFF = 3600.0
 
 

@@ -14,13 +14,14 @@ import time
 from typing import Any
 
 from nodeplugin import apiclient
+from openapi import sources
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 QUICK_END_SECONDS = 1.0
-HUB_KINDS = ("huggingFace", "modelScope")
-SOURCE_KINDS = ("huggingFace", "modelScope", "persistentVolumeClaim", "image")
+HUB_KINDS = sources.HUB_KINDS
+SOURCE_KINDS = sources.KINDS
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -10,11 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from openapi import defaults, fields, grammar, names, validation
+from openapi import defaults, fields, grammar, names, sources, validation
 
 KIND = "ModelArtifact"
-HUB_SOURCES = ("huggingFace", "modelScope")
-SOURCES = (*HUB_SOURCES, "persistentVolumeClaim", "image")
 # Image volumes are on by default from Kubernetes 1.35; below it the Pod would lose the volume.
 IMAGE_VOLUME_FLOOR = (1, 35)
 
@@ -80,12 +78,12 @@ def _spec_rules(spec: dict[str, Any],
     source = spec.get("source")
     if not isinstance(source, dict):
         return []
-    chosen = [name for name in SOURCES if source.get(name) is not None]
+    chosen = [name for name in sources.KINDS if source.get(name) is not None]
     errors: list[fields.FieldError] = []
     if not chosen:
         errors.append(fields.required(
-            "spec.source", "set exactly one of huggingFace, modelScope, persistentVolumeClaim or "
-            "image"))
+            "spec.source", f"set exactly one of {', '.join(sources.KINDS[:-1])} or "
+            f"{sources.KINDS[-1]}"))
         return errors
     for extra in chosen[1:]:
         errors.append(fields.forbidden(
@@ -95,14 +93,14 @@ def _spec_rules(spec: dict[str, Any],
     member = source[kind]
     if not isinstance(member, dict):
         return errors
-    if kind in HUB_SOURCES:
+    if kind in sources.HUB_KINDS:
         errors.extend(_hub_rules(f"spec.source.{kind}", member))
-    elif kind == "persistentVolumeClaim":
-        errors.extend(_claim_rules("spec.source.persistentVolumeClaim", member))
+    elif kind == sources.CLAIM:
+        errors.extend(_claim_rules(f"spec.source.{sources.CLAIM}", member))
     else:
-        errors.extend(_image_rules("spec.source.image", member, cluster_version))
-    if kind not in HUB_SOURCES:
-        whole = "a claim is mounted whole" if kind == "persistentVolumeClaim" else \
+        errors.extend(_image_rules(f"spec.source.{sources.IMAGE}", member, cluster_version))
+    if kind in sources.WHOLE_KINDS:
+        whole = "a claim is mounted whole" if kind == sources.CLAIM else \
             "an image is mounted whole"
         for name in ("allowPatterns", "ignorePatterns"):
             if spec.get(name):
@@ -110,12 +108,12 @@ def _spec_rules(spec: dict[str, Any],
                     f"spec.{name}",
                     f"patterns select files from a hub's listing; {whole}, so it takes none"))
         if spec.get("expectedDigest") is not None:
-            identity = "the claim itself" if kind == "persistentVolumeClaim" else \
+            identity = "the claim itself" if kind == sources.CLAIM else \
                 "the digest in its reference"
             errors.append(fields.forbidden(
                 "spec.expectedDigest",
-                f"only a huggingFace or modelScope source resolves to a manifest digest; this "
-                f"source's identity is {identity}"))
+                f"only a {' or '.join(sources.HUB_KINDS)} source resolves to a manifest digest;"
+                f" this source's identity is {identity}"))
     for name in ("allowPatterns", "ignorePatterns"):
         errors.extend(_pattern_rules(f"spec.{name}", spec.get(name)))
     return errors

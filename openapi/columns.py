@@ -6,6 +6,7 @@ import datetime
 from collections.abc import Callable
 from typing import Any, TypedDict
 
+from openapi import sources
 from timing import clock as clocks
 
 
@@ -107,14 +108,14 @@ def size_text(count: int) -> str:
 
 def _artifact_source(obj: dict[str, Any], now: datetime.datetime) -> Any:
     source = _get(obj, "spec", "source") or {}
-    for hub in ("huggingFace", "modelScope"):
+    for hub in sources.HUB_KINDS:
         repository = _get(source, hub, "repository")
         if repository:
             return repository
-    claim = _get(source, "persistentVolumeClaim", "claimName")
+    claim = _get(source, sources.CLAIM, "claimName")
     if claim:
         return f"claim/{claim}"
-    return _get(source, "image", "reference")
+    return _get(source, sources.IMAGE, "reference")
 
 
 def _artifact_revision(obj: dict[str, Any], now: datetime.datetime) -> Any:

@@ -1,7 +1,7 @@
 """The OpenAPI documents served at ``/openapi/v2`` and ``/openapi/v3/apis/worker.gpustack.ai/v1``.
 
 Both are rendered from one operation table built from ``resources`` and the schemas of ``schema``.
-What kubectl relies on (aggregator.md section 5): exact paths, an object-valued
+What kubectl relies on (docs/api.md, "OpenAPI documents"): exact paths, an object-valued
 ``x-kubernetes-group-version-kind`` on operations and a list-valued one on component schemas, a
 ``fieldValidation`` query parameter on every PATCH (so kubectl validates server-side), and PATCH
 bodies of only JSON patch and merge patch (so client-side apply never sends a strategic merge).

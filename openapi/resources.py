@@ -14,7 +14,8 @@ class Subresource:
     """A subresource under ``<plural>/{name}/<name>``.
 
     ``discovered`` says whether discovery advertises it: the ModelArtifact ``status`` path exists
-    only for an out-of-process worker and is not part of the public surface (API.md section 1).
+    only for an out-of-process worker and is not part of the public surface (docs/auth.md,
+    "Status guards").
     """
 
     name: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openapi import grammar, meta, reasons, resources
+from openapi import grammar, meta, reasons, resources, sources
 
 Schema = dict[str, Any]
 
@@ -85,7 +85,8 @@ def _secret_ref() -> Schema:
     )
 
 
-def _hub_source(hub: str, example: str, default_revision: str) -> Schema:
+def _hub_source(kind: sources.HubKind, example: str) -> Schema:
+    hub, default_revision = sources.HUB_NAMES[kind], sources.DEFAULT_REVISIONS[kind]
     return obj(
         f"Weights from a {hub} repository, resolved once to a commit and a manifest digest.",
         {
@@ -117,9 +118,10 @@ MODEL_ARTIFACT_SPEC = obj(
         "source": obj(
             "Exactly one source.",
             {
-                "huggingFace": _hub_source("Hugging Face", "Qwen/Qwen2.5-7B-Instruct", "main"),
-                "modelScope": _hub_source("ModelScope", "qwen/Qwen2.5-7B-Instruct", "master"),
-                "persistentVolumeClaim": obj(
+                sources.HUGGING_FACE: _hub_source(sources.HUGGING_FACE,
+                                                  "Qwen/Qwen2.5-7B-Instruct"),
+                sources.MODEL_SCOPE: _hub_source(sources.MODEL_SCOPE, "qwen/Qwen2.5-7B-Instruct"),
+                sources.CLAIM: obj(
                     "Weights already on a claim in the artifact's namespace, mounted directly.",
                     {
                         "claimName": string("The claim's name.", minLength=1, maxLength=63),
@@ -128,7 +130,7 @@ MODEL_ARTIFACT_SPEC = obj(
                     },
                     ("claimName",),
                 ),
-                "image": obj(
+                sources.IMAGE: obj(
                     "Weights at the root of an OCI image, mounted as an image volume.",
                     {
                         "reference": string(

@@ -1,7 +1,8 @@
 """Status write guards: who may write a ModelArtifact's or a NodeModelStore's status.
 
 RBAC says who may ``update``/``patch`` a status at all; these guards, which the status endpoints
-call after authorization, narrow it to the one writer the design allows (API.md section 1):
+call after authorization, narrow it to the one writer the design allows (docs/auth.md, "Status
+guards"):
 
 - ModelArtifact status: only the worker identity (``apiserver.auth.worker``). Nobody else, not
   even ``system:masters``: mounts are authorized from that status, so nobody hand-writes it.

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apiserver import errors
@@ -73,13 +72,13 @@ class Filter:
         credentials = authenticator.Credentials.from_asgi(scope["headers"], peer_chain(scope))
         repeated = single_headers.problem(credentials.headers)
         if repeated is not None:
-            await send_status(send, repeated)
+            await errors.send(send, repeated)
             return
         result = await self.authentication.authenticate(credentials)
         if result.user is None:
             log.debug("unauthenticated %s %s: %s", scope["method"], scope["path"],
                       "; ".join(result.errors))
-            await send_status(send, errors.Unauthorized("Unauthorized"))
+            await errors.send(send, errors.Unauthorized("Unauthorized"))
             return
         try:
             user = result.user
@@ -96,16 +95,8 @@ class Filter:
                 raise authorizer.forbidden(attributes, verdict.reason)
             request.served()  # authorized as parsed; refuse it now if it cannot be served so
         except errors.StatusError as err:
-            await send_status(send, err)
+            await errors.send(send, err)
             return
         scope["user"] = user
         scope[ATTRIBUTES] = attributes
         await self.app(scope, receive, send)
-
-
-async def send_status(send: Send, err: errors.StatusError) -> None:
-    body = orjson.dumps(err.body())
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
-    await send({"type": "http.response.start", "status": err.code, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

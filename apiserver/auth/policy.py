@@ -25,6 +25,7 @@ import yaml
 
 from apiserver.auth import rbac
 from apiserver.auth import user as users
+from durable import disk
 from openapi import resources
 
 GROUP = resources.GROUP
@@ -125,5 +126,4 @@ def load(path: pathlib.Path) -> rbac.Policy:
 def ensure_file(path: pathlib.Path) -> None:
     """Write the commented starting file on first start; an existing file is left alone."""
     if not path.exists():
-        path.write_text(FILE_HEADER)
-        path.chmod(0o600)
+        disk.write_atomic(path, FILE_HEADER.encode())

@@ -1,7 +1,7 @@
 """Front-proxy authentication: ``X-Remote-*`` headers, believed only over a verified certificate.
 
 kube-aggregator authenticates the caller itself and forwards the identity in headers, over a TLS
-connection where it presents the front-proxy client certificate (aggregator.md 1.2, 1.4). The
+connection where it presents the front-proxy client certificate (docs/auth.md, "Cluster mode"). The
 headers count only when, for this request:
 
 1. the TLS layer verified a peer chain, and that chain ends in the requestheader CA, is within

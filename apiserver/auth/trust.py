@@ -1,6 +1,6 @@
 """Which client certificates this server trusts, and for what: the live trust configuration.
 
-Two kinds of client certificates count (aggregator.md 1.3, 1.4):
+Two kinds of client certificates count (docs/auth.md, "Cluster mode"):
 
 - the front proxy's (kube-aggregator's), verified against the requestheader CA, whose CN must be
   in the allowed names; only then are the ``X-Remote-*`` headers believed;

@@ -1,11 +1,11 @@
 """The worker identity: the one user allowed to write a ModelArtifact's status.
 
 In a cluster the server runs as the worker's ServiceAccount, so it learns the name from
-kube-apiserver at start (API.md section 1): a SelfSubjectReview (``authentication.k8s.io/v1``,
-served since 1.28), or, where that is not served, a TokenReview of its own token. With neither,
-the identity is unknown: the server says why, status writes are refused with that reason, and the
-controllers must not start (they check ``known``). In standalone mode the name is configured
-(``--worker-user``) and its token is in the token file.
+kube-apiserver at start (docs/auth.md, "Status guards"): a SelfSubjectReview
+(``authentication.k8s.io/v1``, served since 1.28), or, where that is not served, a TokenReview
+of its own token. With neither, the identity is unknown: the server says why, status writes are
+refused with that reason, and the controllers must not start (they check ``known``). In
+standalone mode the name is configured (``--worker-user``) and its token is in the token file.
 """
 
 from __future__ import annotations

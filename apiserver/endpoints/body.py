@@ -152,6 +152,12 @@ def too_large(limit: int, what: str = "the decoded object") -> errors.RequestEnt
         f"Request entity too large: {what} is larger than the limit of {limit} bytes")
 
 
+def body_too_large(limit: int) -> errors.RequestEntityTooLarge:
+    """The 413 for a request body over ``limit`` as sent (kube-apiserver's words): the one
+    writer of it, for the app's streaming limit and a handler's read alike."""
+    return errors.RequestEntityTooLarge(f"Request entity too large: limit is {limit}")
+
+
 def _yaml(body: bytes, limits: Limits) -> Any:
     loader = _LOADER(body)
     try:

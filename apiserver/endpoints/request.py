@@ -70,19 +70,15 @@ async def read_body(request: requests.Request, limit: int = config.MAX_BODY_BYTE
     """The request body, refusing (413) anything over ``limit`` before reading it all."""
     declared = request.headers.get("content-length")
     if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
+        raise bodies.body_too_large(limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(limit)
+            raise bodies.body_too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _too_large(limit: int) -> errors.RequestEntityTooLarge:
-    return errors.RequestEntityTooLarge(f"Request entity too large: limit is {limit}")
 
 
 def unknown_fields(kind: str, obj: dict[str, Any], mode: str,

@@ -22,7 +22,7 @@ from nodeplugin.csi import errors as csi_errors
 from nodeplugin.csi import stats
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import interface
-from openapi import columns
+from openapi import columns, sources
 
 log = logging.getLogger(__name__)
 TOKEN_KEY = "token"
@@ -133,7 +133,7 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             interface.Request(
                 digest=grant.digest,
                 source=interface.Source(
-                    kind="huggingFace" if art.source_kind == "huggingFace" else "modelScope",
+                    kind=sources.hub_kind(art.source_kind) or sources.MODEL_SCOPE,
                     repository=art.repository,
                     revision=art.revision,
                     allow_patterns=art.allow_patterns,

@@ -34,7 +34,7 @@ from nodeplugin.materialize import (
     receive,
     transfer,
 )
-from openapi import grammar
+from openapi import grammar, sources
 
 log = logging.getLogger(__name__)
 
@@ -268,10 +268,10 @@ def _hub_sources(
     client = hub_config.make_client(config)
     connections = blocking.Connections(config)
     return client, connections, {
-        "huggingFace": huggingface.HuggingFace(
+        sources.HUGGING_FACE: huggingface.HuggingFace(
             client, config.huggingface_endpoint, connections=connections
         ),
-        "modelScope": modelscope.ModelScope(
+        sources.MODEL_SCOPE: modelscope.ModelScope(
             client, config.modelscope_endpoint, connections=connections
         ),
     }

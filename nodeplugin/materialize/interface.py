@@ -12,13 +12,13 @@ import datetime
 import enum
 import logging
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Protocol
 
-from openapi import reasons
+from openapi import reasons, sources
 
 log = logging.getLogger(__name__)
 
-SourceKind = Literal["huggingFace", "modelScope"]
+SourceKind = sources.HubKind
 
 
 class State(enum.Enum):

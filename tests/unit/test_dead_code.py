@@ -24,9 +24,6 @@ KEPT = {
     "held_bytes": "a resume ledger's figure, read by the resume tests",
     "wait_synced": "the informer's readiness, awaited by tests and embedders",
     "write_import": "lays out an import directory to seed air-gapped nodes (and tests, benches)",
-    "lease_grant": "etcd leases, for leader election and locks on etcd (issue 12)",
-    "lease_revoke": "etcd leases, for leader election and locks on etcd (issue 12)",
-    "lease_keepalive": "etcd leases, for leader election and locks on etcd (issue 12)",
 }
 
 

@@ -85,7 +85,6 @@ class _Endpoint:
         self.channel = channel
         self.kv = rpc_pb2_grpc.KVStub(channel)
         self.watch = rpc_pb2_grpc.WatchStub(channel)
-        self.lease = rpc_pb2_grpc.LeaseStub(channel)
         self.maintenance = rpc_pb2_grpc.MaintenanceStub(channel)
 
 
@@ -184,31 +183,6 @@ class Client:
         return await self._call(lambda e: e.maintenance.Status,
                                 rpc_pb2.StatusRequest(), idempotent=True,
                                 timeout=timeout)  # fmt: skip
-
-    async def lease_grant(self, ttl: int) -> rpc_pb2.LeaseGrantResponse:
-        return await self._call(lambda e: e.lease.LeaseGrant,
-                                rpc_pb2.LeaseGrantRequest(TTL=ttl), idempotent=False)  # fmt: skip
-
-    async def lease_revoke(self, lease: int) -> rpc_pb2.LeaseRevokeResponse:
-        return await self._call(lambda e: e.lease.LeaseRevoke,
-                                rpc_pb2.LeaseRevokeRequest(ID=lease),
-                                idempotent=True)  # fmt: skip
-
-    async def lease_keepalive(self, lease: int) -> int:
-        """Renew ``lease`` once; its new TTL in seconds (0 or less: it has expired)."""
-        call = self._endpoint().lease.LeaseKeepAlive(
-            timeout=self.config.request_timeout
-        )
-        try:
-            await call.write(rpc_pb2.LeaseKeepAliveRequest(ID=lease))
-            response = await call.read()
-        except grpc.aio.AioRpcError as exc:
-            raise translate(exc) from None
-        finally:
-            call.cancel()
-        if not isinstance(response, rpc_pb2.LeaseKeepAliveResponse):
-            raise Unavailable("etcd closed the lease keep-alive stream")
-        return int(response.TTL)
 
     def watch_call(self) -> grpc.aio.StreamStreamCall[rpc_pb2.WatchRequest, rpc_pb2.WatchResponse]:
         """A new Watch stream (no deadline: it lives as long as its watcher)."""

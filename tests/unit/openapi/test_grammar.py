@@ -16,7 +16,7 @@ from apiserver.registry import selectors
 from hub import errors as hub_errors
 from hub import source
 from nodeplugin.cache import layout
-from openapi import admission, grammar, names, validation
+from openapi import admission, grammar, names, sources, validation
 from openapi import schema as schemas
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -108,7 +108,7 @@ def _artifact(hub: str, **member: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("repository", "valid"), REPOSITORIES)
-@pytest.mark.parametrize("hub", admission.HUB_SOURCES)
+@pytest.mark.parametrize("hub", sources.HUB_KINDS)
 def test_repository_grammar_is_one(repository: str, valid: bool, hub: str) -> None:
     assert grammar.is_repository(repository) is valid
     admitted = admission.admit_create(_artifact(hub, repository=repository)) == []
@@ -117,7 +117,7 @@ def test_repository_grammar_is_one(repository: str, valid: bool, hub: str) -> No
 
 
 @pytest.mark.parametrize(("revision", "valid"), REVISIONS)
-@pytest.mark.parametrize("hub", admission.HUB_SOURCES)
+@pytest.mark.parametrize("hub", sources.HUB_KINDS)
 def test_revision_grammar_is_one(revision: str, valid: bool, hub: str) -> None:
     assert (grammar.revision_problem(revision) == "") is valid
     admitted = admission.admit_create(_artifact(hub, repository="a/b", revision=revision)) == []

@@ -17,7 +17,6 @@ from tests.support.controlplane import Authority, FrontProxy, KeyPair
 from tests.unit.apiserver.auth import samples
 
 
-
 def issued(pair: KeyPair | Authority) -> datetime.datetime:
     """A moment inside ``pair``'s validity, read from the certificate itself (the fixture issues
     from five minutes before its issue time): never the clock at import, which a loaded machine

@@ -146,15 +146,6 @@ async def test_the_compactor_compacts_once_per_round_across_replicas(
     assert await store.oldest_revision() == first[1]
 
 
-async def test_leases(store: etcd_store.Store) -> None:
-    client = store.client
-    granted = await client.lease_grant(30)
-    assert granted.ID and granted.TTL == 30
-    assert 0 < await client.lease_keepalive(granted.ID) <= 30
-    await client.lease_revoke(granted.ID)
-    assert await client.lease_keepalive(granted.ID) <= 0
-
-
 async def test_start_gives_up_on_an_unreachable_etcd(etcd_server: etcd.Etcd) -> None:
     etcd_server.kill()
     config = etcd_client.Config(endpoints=(etcd_server.url,), request_timeout=0.5)
