@@ -2,7 +2,10 @@
 ``shared/design/protocols/kube-samples``: TokenReview, SubjectAccessReview, SelfSubjectReview,
 ``/version``, and get/list/watch/create/update/patch/delete of ConfigMaps, Secrets, Pods, Nodes
 (+ ``proxy/configz``), CSINodes, PersistentVolumeClaims, Leases and Events, authenticated by
-token or client certificate and authorized by a small RBAC table the tests set."""
+token or client certificate, impersonation honoured as kube's filter honours it, and authorized
+by a small RBAC table the tests set. Registered APIServices are proxied to their backends, whose
+documents join legacy and aggregated discovery and the merged ``/openapi/v2`` and ``/openapi/v3``
+(``aggregation``, ``discovery``, ``openapiv2``)."""
 
 from tests.support.controlplane import resources
 from tests.support.controlplane.faults import Fault, Recorded

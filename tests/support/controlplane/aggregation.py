@@ -22,13 +22,14 @@ from urllib import parse
 
 import orjson
 
-from tests.support.controlplane import status
-from tests.support.controlplane.identity import UserInfo
+from tests.support.controlplane import discovery, status
+from tests.support.controlplane.identity import MASTERS, UserInfo
 
 if TYPE_CHECKING:
     from tests.support.controlplane.handler import Handler
 
-# Hop-by-hop and credential headers never forwarded (kube's proxy drops them too).
+# Hop-by-hop and credential headers never forwarded (kube's proxy drops them too), nor the
+# Impersonate-* ones the impersonation filter has honoured (and Impersonate-Extra-*).
 _DROPPED = frozenset({
     "authorization", "connection", "keep-alive", "proxy-authorization", "te", "trailer",
     "transfer-encoding", "upgrade", "host", "content-length", "impersonate-user",
@@ -39,6 +40,16 @@ CHUNK = 64 * 1024
 OPENAPI_USER = UserInfo("system:aggregator")
 """Who kube-aggregator fetches the backends' OpenAPI documents as (aggregator.md, OpenAPI)."""
 OPENAPI_V3 = "/openapi/v3"
+DISCOVERY_USER = UserInfo("system:kube-aggregator", groups=(MASTERS,))
+"""Who kube-aggregator reads a backend's aggregated discovery as; its legacy fallback goes
+without the group (aggregator.md 1.5)."""
+LEGACY_DISCOVERY_USER = UserInfo("system:kube-aggregator")
+DISCOVERY_ACCEPT = (f"{discovery.AGGREGATED_TYPE},"
+                    f"application/json;g={discovery.DISCOVERY_GROUP};v=v2beta1;"
+                    f"as={discovery.AGGREGATED_KIND}")  # fmt: skip
+DISCOVERY_TIMEOUT = 5.0
+_FAILURES = (OSError, http.client.HTTPException, ValueError, KeyError, TypeError,
+             AttributeError)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +95,8 @@ def openapi_index(plane: Any, services: list[APIService]) -> dict[str, Any]:
     for service in services:
         key = f"apis/{service.group}/{service.version}"
         try:
-            code, body = fetch(plane, service, OPENAPI_V3, OPENAPI_USER)
-            entry = orjson.loads(body)["paths"][key] if code == 200 else None
+            answer = fetch(plane, service, OPENAPI_V3, OPENAPI_USER)
+            entry = orjson.loads(answer.body)["paths"][key] if answer.code == 200 else None
         except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError):
             entry = None
         if isinstance(entry, dict) and "serverRelativeURL" in entry:
@@ -93,25 +104,78 @@ def openapi_index(plane: Any, services: list[APIService]) -> dict[str, Any]:
     return {"paths": paths}
 
 
-def _connection(plane: Any, service: APIService) -> http.client.HTTPSConnection:
+def discovery_items(plane: Any, services: list[APIService]) -> list[dict[str, Any]]:
+    """Each APIService's group in aggregated discovery, as kube-aggregator builds it: the
+    backend's ``/apis`` asked for the v2 list (its ``<group>``/``<version>`` taken), else its
+    legacy ``/apis/<group>/<version>`` converted; a backend that answers neither is left out
+    (kube would keep a stale copy it had fetched before, or list nothing)."""
+    items: list[dict[str, Any]] = []
+    for service in sorted(services, key=lambda s: s.group):
+        try:
+            version = _aggregated_version(plane, service) or _legacy_version(plane, service)
+        except _FAILURES:
+            version = None
+        if version is not None:
+            items.append({"metadata": {"name": service.group}, "versions": [version]})
+    return items
+
+
+def _aggregated_version(plane: Any, service: APIService) -> dict[str, Any] | None:
+    answer = fetch(plane, service, "/apis", DISCOVERY_USER, accept=DISCOVERY_ACCEPT,
+                   timeout=DISCOVERY_TIMEOUT)  # fmt: skip
+    content_type = answer.content_type.replace(" ", "")
+    if answer.code != 200 or not discovery.wants_aggregated(content_type):
+        return None
+    for item in orjson.loads(answer.body)["items"]:
+        if item["metadata"].get("name") != service.group:
+            continue
+        for version in item["versions"]:
+            if version["version"] == service.version:
+                found: dict[str, Any] = version
+                return found
+    return None
+
+
+def _legacy_version(plane: Any, service: APIService) -> dict[str, Any] | None:
+    path = f"/apis/{service.group}/{service.version}"
+    answer = fetch(plane, service, path, LEGACY_DISCOVERY_USER, timeout=DISCOVERY_TIMEOUT)
+    if answer.code != 200:
+        return None
+    listed = orjson.loads(answer.body)
+    return {"version": service.version, "resources": discovery.converted(listed["resources"]),
+            "freshness": "Current"}  # fmt: skip
+
+
+def _connection(plane: Any, service: APIService,
+                timeout: float = 30) -> http.client.HTTPSConnection:
     target = parse.urlsplit(service.url)
     context = ssl.create_default_context(cadata=service.ca_bundle.decode())
     plane.front_proxy.client.load_into(context)
     return http.client.HTTPSConnection(target.hostname or "127.0.0.1", target.port or 443,
-                                       context=context, timeout=30)
+                                       context=context, timeout=timeout)
 
 
-def fetch(plane: Any, service: APIService, path: str, user: UserInfo) -> tuple[int, bytes]:
+@dataclasses.dataclass(frozen=True)
+class Fetched:
+    """A backend's answer to one of the aggregator's own GETs."""
+
+    code: int
+    content_type: str
+    body: bytes
+
+
+def fetch(plane: Any, service: APIService, path: str, user: UserInfo, *,
+          accept: str = "application/json", timeout: float = 30) -> Fetched:
     """One GET of the aggregator's own to the backend (front-proxy certificate, ``user``)."""
-    connection = _connection(plane, service)
+    connection = _connection(plane, service, timeout)
     try:
         connection.putrequest("GET", path, skip_accept_encoding=True)
-        connection.putheader("Accept", "application/json")
+        connection.putheader("Accept", accept)
         for name, value in identity_headers(user, plane.front_proxy):
             connection.putheader(name, value)
         connection.endheaders()
         with connection.getresponse() as answer:
-            return answer.status, answer.read()
+            return Fetched(answer.status, answer.getheader("Content-Type", ""), answer.read())
     finally:
         connection.close()
 
@@ -123,7 +187,7 @@ def proxy(handler: Handler, service: APIService, method: str, body: bytes, user:
     plane = handler.plane
     connection = _connection(plane, service)
     headers = [(k, v) for k, v in handler.headers.items() if k.lower() not in _DROPPED
-               and not k.lower().startswith("x-remote-")]
+               and not k.lower().startswith(("x-remote-", "impersonate-extra-"))]
     headers += identity_headers(user, plane.front_proxy)
     headers += [("X-Forwarded-For", handler.client_address[0]),
                 ("X-Forwarded-Proto", "https"), ("X-Forwarded-Uri", handler.path)]

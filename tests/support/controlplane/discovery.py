@@ -1,9 +1,22 @@
-"""Legacy discovery documents (``/api``, ``/apis``, per group-version resource lists) for the
-served kinds and the review endpoints, so kubectl can map names to paths."""
+"""Discovery documents for the served kinds and the review endpoints, so kubectl can map names to
+paths: the legacy ones (``/api``, ``/apis``, per group-version resource lists) and aggregated
+discovery (``apidiscovery.k8s.io/v2`` ``APIGroupDiscoveryList`` on ``/api`` and ``/apis``).
+
+The aggregated items of the fixture's own groups are its legacy lists converted as apiserver's
+``ConvertGroupVersionIntoToDiscovery`` converts them (a subresource folded into its parent,
+``responseKind`` with the group and version the legacy entry names, empty for built-ins); the
+registered APIServices' items are what their backends answer (``aggregation.discovery_items``),
+listed after the fixture's own as their lower group priority puts them. The fixture speaks no
+protobuf and no ``v2beta1``: such media ranges are passed over in ``Accept``.
+"""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from tests.support.controlplane.resources import ALL, Kind
 
@@ -13,6 +26,105 @@ _REVIEWS = {
     "authorization.k8s.io": (("subjectaccessreviews", "SubjectAccessReview"),
                              ("selfsubjectaccessreviews", "SelfSubjectAccessReview")),
 }  # fmt: skip
+
+
+DISCOVERY_GROUP = "apidiscovery.k8s.io"
+AGGREGATED_KIND = "APIGroupDiscoveryList"
+AGGREGATED_TYPE = f"application/json;g={DISCOVERY_GROUP};v=v2;as={AGGREGATED_KIND}"
+
+
+def wants_aggregated(accept: str) -> bool:
+    """True when the most preferred media range kube can serve is the v2 list; False for plain
+    JSON (legacy discovery), a missing ``Accept`` or nothing acceptable."""
+    ranges: list[tuple[float, str, dict[str, str]]] = []
+    for part in accept.split(","):
+        media, *raw = (piece.strip() for piece in part.split(";"))
+        params = {key.strip().lower(): value.strip()
+                  for key, _, value in (item.partition("=") for item in raw)}  # fmt: skip
+        try:
+            quality = float(params.pop("q", "1"))
+        except ValueError:
+            quality = 0.0
+        ranges.append((quality, media.lower(), params))
+    # goautoneg orders by quality, a stable sort keeping the client's order among equals
+    for quality, media, params in sorted(ranges, key=lambda entry: -entry[0]):
+        if quality <= 0:
+            continue
+        if params.get("g") == DISCOVERY_GROUP:
+            if (media == "application/json" and params.get("v") == "v2"
+                    and params.get("as") == AGGREGATED_KIND):
+                return True
+            continue
+        if not params.get("as") and media in ("application/json", "application/*", "*/*"):
+            return False
+    return False
+
+
+def converted(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A legacy ``APIResourceList``'s resources in the v2 shape (apiserver's
+    ``ConvertGroupVersionIntoToDiscovery``; a subresource whose parent is missing is dropped)."""
+    resources: list[dict[str, Any]] = []
+    parents: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if "/" in entry["name"]:
+            continue
+        resource: dict[str, Any] = {
+            "resource": entry["name"],
+            "responseKind": _response_kind(entry),
+            "scope": "Namespaced" if entry.get("namespaced") else "Cluster",
+            "singularResource": entry.get("singularName", ""),
+            "verbs": list(entry.get("verbs") or []),
+        }
+        for legacy, key in (("shortNames", "shortNames"), ("categories", "categories")):
+            if entry.get(legacy):
+                resource[key] = list(entry[legacy])
+        resources.append(resource)
+        parents[entry["name"]] = resource
+    for entry in entries:
+        parent, _, sub = entry["name"].partition("/")
+        if not sub or parent not in parents:
+            continue
+        parents[parent].setdefault("subresources", []).append({
+            "subresource": sub,
+            "responseKind": _response_kind(entry),
+            "verbs": list(entry.get("verbs") or []),
+        })  # fmt: skip
+    return resources
+
+
+def _response_kind(entry: dict[str, Any]) -> dict[str, str]:
+    return {"group": str(entry.get("group", "")), "version": str(entry.get("version", "")),
+            "kind": str(entry.get("kind", ""))}  # fmt: skip
+
+
+def aggregated(path: str, backends: Sequence[dict[str, Any]] = ()) -> dict[str, Any] | None:
+    """The ``APIGroupDiscoveryList`` for ``/api`` (the core group, an item without a name) or
+    ``/apis`` (the fixture's groups by name, then ``backends``' items); None elsewhere."""
+    parts = [p for p in path.split("/") if p]
+    items: list[dict[str, Any]] = []
+    if parts == ["api"]:
+        items.append(_item("", "v1"))
+    elif parts == ["apis"]:
+        items.extend(_item(name, version) for name, version in sorted(_groups().items()))
+        items.extend(backends)
+    else:
+        return None
+    return {"kind": AGGREGATED_KIND, "apiVersion": f"{DISCOVERY_GROUP}/v2", "metadata": {},
+            "items": items}  # fmt: skip
+
+
+def etag(document: dict[str, Any]) -> str:
+    """kube's aggregated-discovery ETag: the quoted upper-case hex SHA-512 of the JSON."""
+    return '"' + hashlib.sha512(orjson.dumps(document)).hexdigest().upper() + '"'
+
+
+def _item(group: str, version: str) -> dict[str, Any]:
+    listed = _resource_list(group, version)
+    resources = converted(listed["resources"]) if listed is not None else []
+    return {
+        "metadata": {"name": group} if group else {},
+        "versions": [{"version": version, "resources": resources, "freshness": "Current"}],
+    }
 
 
 def _groups() -> dict[str, str]:

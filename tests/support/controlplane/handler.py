@@ -1,4 +1,5 @@
-"""One HTTP request to the control plane: record, faults, authenticate, authorize, route."""
+"""One HTTP request to the control plane: record, faults, authenticate, impersonate, authorize,
+route."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from tests.support.controlplane import (
     aggregation,
     discovery,
     faults,
+    impersonation,
     objects,
+    openapiv2,
     pki,
     reviews,
     status,
@@ -95,6 +98,11 @@ class Handler(http_server.BaseHTTPRequestHandler):
             fault = self.plane.faults.match(method, split.path)
             if fault is not None:
                 self._apply(fault)
+            try:
+                user = self._impersonate(user)
+            except impersonation.UserlessImpersonation as exc:
+                self._text(500, exc.text + "\n", {"X-Content-Type-Options": "nosniff"})
+                return
             info = parse_request(method, self.path, query)
             attrs = info.attributes(user)
             decision = self.plane.policy.authorize(attrs)
@@ -143,10 +151,13 @@ class Handler(http_server.BaseHTTPRequestHandler):
         )
 
     def _json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = orjson.dumps(body)
+        self._bytes(code, orjson.dumps(body), "application/json", headers)
+
+    def _bytes(self, code: int, data: bytes, content_type: str,
+               headers: dict[str, str] | None = None) -> None:
         self._answered(code)
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
@@ -154,12 +165,25 @@ class Handler(http_server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def _text(self, code: int, text: str) -> None:
+    def _cached(self, data: bytes, content_type: str, headers: dict[str, str]) -> None:
+        """200 with ``data``, or 304 when ``If-None-Match`` is exactly the ``ETag``."""
+        if self.headers.get("If-None-Match") == headers["ETag"]:
+            self._answered(304)
+            self.send_response(304)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            return
+        self._bytes(200, data, content_type, headers)
+
+    def _text(self, code: int, text: str, headers: dict[str, str] | None = None) -> None:
         data = text.encode()
         self._answered(code)
         self.send_response(code)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -181,6 +205,13 @@ class Handler(http_server.BaseHTTPRequestHandler):
                 raise status.StatusError(status.unauthorized())
             return entry.user.authenticated()
         return ANONYMOUS
+
+    def _impersonate(self, user: UserInfo) -> UserInfo:
+        """The identity every later step sees: the caller, or whom it may impersonate."""
+        references = impersonation.requested(self.headers.items(), self.path)
+        if not references:
+            return user
+        return impersonation.impersonate(user, references, self.plane.policy)
 
     # --- routing ---------------------------------------------------------------------
 
@@ -258,12 +289,42 @@ class Handler(http_server.BaseHTTPRequestHandler):
             self._text(200, "ok")
         elif path == aggregation.OPENAPI_V3:
             self._json(200, aggregation.openapi_index(self.plane, self.plane.api_services()))
+        elif path == openapiv2.PATH:
+            self._openapi_v2()
+        elif path in ("/api", "/apis") and discovery.wants_aggregated(
+                self.headers.get("Accept", "")):
+            self._aggregated_discovery(path)
         else:
             answer = discovery.document(path, self.plane.server_address(),
                                         self.plane.aggregated_groups())
             if answer is None:
                 raise status.StatusError(status.path_not_found())
             self._json(200, answer)
+
+    def _openapi_v2(self) -> None:
+        plane = self.plane
+        chosen = openapiv2.negotiate(self.headers.get("Accept", ""))
+        if chosen is None:
+            self._bytes(406, b"", "text/plain; charset=utf-8", {"Vary": "Accept"})
+            return
+        if chosen == openapiv2.PROTOBUF:
+            relayed = openapiv2.relayed_protobuf(plane, plane.api_services())
+            if relayed is None:
+                raise status.StatusError(status.path_not_found())
+            data, content_type = relayed.body, relayed.content_type or "application/octet-stream"
+        else:
+            data = orjson.dumps(openapiv2.merged(plane, plane.api_services()))
+            content_type = "application/json"
+        self._cached(data, content_type, {"ETag": openapiv2.etag(data), "Vary": "Accept"})
+
+    def _aggregated_discovery(self, path: str) -> None:
+        backends = aggregation.discovery_items(self.plane, self.plane.api_services()) if (
+            path == "/apis") else []
+        document = discovery.aggregated(path, backends)
+        if document is None:
+            raise status.StatusError(status.path_not_found())
+        self._cached(orjson.dumps(document), discovery.AGGREGATED_TYPE, {
+            "ETag": discovery.etag(document), "Vary": "Accept", "Cache-Control": "public"})
 
     def _review(
         self, method: str, info: RequestInfo, query: dict[str, str], body: bytes, user: UserInfo
