@@ -13,20 +13,12 @@ from apiserver.auth import user as users
 from apiserver.request import info as infos
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Attributes:
-    """One request as an authorizer sees it (kube's ``authorizer.Attributes``)."""
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Attributes(infos.Target):
+    """One request as an authorizer sees it (kube's ``authorizer.Attributes``): its target and
+    the user asking."""
 
     user: users.UserInfo
-    verb: str
-    path: str
-    resource_request: bool = False
-    api_group: str = ""
-    api_version: str = ""
-    namespace: str = ""
-    resource: str = ""
-    subresource: str = ""
-    name: str = ""
 
 
 def of(user: users.UserInfo, request: infos.RequestInfo) -> Attributes:

@@ -55,13 +55,12 @@ _SPECIAL_VERBS = ("proxy", "watch")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class RequestInfo:
-    """One request as every layer sees it. Options not used by the verb are None."""
+class Target:
+    """What a request names, as kube's ``RequestInfo`` and ``authorizer.Attributes`` share it:
+    a resource (group, version, namespace, resource, subresource, name) or a path."""
 
-    method: str
-    path: str
     verb: str
-    query: queries.Query
+    path: str
     resource_request: bool = False
     api_group: str = ""
     api_version: str = ""
@@ -69,6 +68,14 @@ class RequestInfo:
     resource: str = ""
     subresource: str = ""
     name: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RequestInfo(Target):
+    """One request as every layer sees it. Options not used by the verb are None."""
+
+    method: str
+    query: queries.Query
     list_options: registry_options.ListOptions | None = None
     watch_options: registry_options.WatchOptions | None = None
     write_options: options.WriteOptions | None = None
