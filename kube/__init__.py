@@ -2,8 +2,9 @@
 node plugin: configuration from a kubeconfig or the Pod, a raw-request helper, our own
 resources and typed errors. Imports nothing of ours except ``openapi`` (group and names)."""
 
-from kube.client import Bookmark, Client, ListResult, RawResponse, VersionInfo, minor_version
+from kube.client import Client, ListResult, RawResponse, VersionInfo, minor_version
 from kube.config import ClusterConfig, from_env, from_kubeconfig, in_cluster
+from kube.decoding import Bookmark
 from kube.errors import (
     AlreadyExists,
     BadRequest,
@@ -19,6 +20,7 @@ from kube.errors import (
     ServerError,
     TLSError,
     Unauthorized,
+    Undecodable,
 )
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "ServerError",
     "TLSError",
     "Unauthorized",
+    "Undecodable",
     "VersionInfo",
     "from_env",
     "from_kubeconfig",

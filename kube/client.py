@@ -5,6 +5,10 @@ patch, delete, including ``Resource.Status`` subresources) with every failure tr
 ``kube.errors``, plus ``request`` for paths lightkube has no model for (``/version``,
 ``/api/v1/nodes/{name}/proxy/configz``) over the same httpx2 client, connection pool and
 credential. ``api`` is the lightkube client itself for anything else.
+
+Every object is decoded by ``kube.decoding`` (Go's nulls tolerated); one that still does not fit
+its model is skipped by a list or a watch (logged once, counted) and fails a ``get`` with
+``Undecodable``.
 """
 
 from __future__ import annotations
@@ -22,12 +26,11 @@ import httpx2
 import lightkube
 from lightkube.core import resource as lk_resource
 from lightkube.core.selector import build_selector
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.types import PatchType
 
 from kube import auth as kube_auth
 from kube import config as kube_config
-from kube import errors
+from kube import decoding, errors
 
 Obj = TypeVar("Obj")
 Res = TypeVar("Res", bound=lk_resource.Resource)
@@ -176,10 +179,8 @@ class Client:
     # --- resources -------------------------------------------------------------------
 
     async def get(self, res: type[Res], name: str, *, namespace: str | None = None) -> Res:
-        try:
-            return cast(Res, await self._lk.get(res, name, namespace=namespace))
-        except Exception as exc:
-            raise _translated(exc) from None
+        """Raises ``Undecodable`` when the object does not fit ``res``."""
+        return cast(Res, await self._one("get", res, name=name, namespace=namespace))
 
     async def list(
         self,
@@ -193,14 +194,19 @@ class Client:
         """Every object (all pages) and the collection's resourceVersion, to watch from.
         ``labels``/``fields``: a mapping in lightkube's form (``{"app": "x"}``, operators) or a
         selector string in kube's own syntax (``app=x,tier!=db``), sent as written."""
-        iterable = self.api._client.list(self.api._client.prepare_request(
+        request = self.api._client.prepare_request(
             "list", res=res, namespace=namespace,
             params={"limit": chunk_size, **_selectors(labels, fields)},
-        ))  # fmt: skip
+        )  # fmt: skip
+        request.response_type = decoding.tolerant(res)
+        iterable = self.api._client.list(request)
         items: builtins.list[Res] = []
         try:
             async for item in iterable:
-                items.append(item)
+                if isinstance(item, decoding.Undecodable):
+                    decoding.skipped(item)
+                else:
+                    items.append(item)
             version = iterable._resourceVersion or ""
         except Exception as exc:
             raise _translated(exc) from None
@@ -223,9 +229,11 @@ class Client:
         last version seen; an ``Expired`` (410) means list again. ``bookmarks`` asks for
         ``BOOKMARK`` events (``allowWatchBookmarks``), which move that version on while nothing
         changes, so a resumed stream rarely finds its version compacted. A bookmark's object is
-        the resource's model where the model can hold an object with nothing but metadata, else
-        a ``Bookmark`` (a CSINode, whose model requires ``spec``): either way
-        ``obj.metadata.resourceVersion`` and ``dict``/``to_dict()`` work."""
+        the resource's model where the model can hold what kube sends (kube-apiserver sends the
+        kind's empty object, ``"spec": {"drivers": null}`` for a CSINode), else a ``Bookmark``
+        (nothing but metadata for a model that requires ``spec``): either way
+        ``obj.metadata.resourceVersion`` and ``dict``/``to_dict()`` work. An object that does
+        not fit ``res`` is skipped (``kube.decoding``); the stream goes on."""
         # lightkube's watch() takes no selector string and no allowWatchBookmarks: the same
         # request it builds, with our parameters.
         request = self.api._client.prepare_request(
@@ -237,27 +245,23 @@ class Client:
                 "allowWatchBookmarks": "true" if bookmarks else None,
             },
         )  # fmt: skip
-        if bookmarks:
-            request.response_type = _bookmark_tolerant(res)
+        request.response_type = decoding.tolerant(res)
         stream = self.api._client.watch(request)
         try:
             async for kind, obj in stream:
-                yield kind, obj
+                if isinstance(obj, decoding.Undecodable):
+                    decoding.skipped(obj)
+                else:
+                    yield kind, obj
         except Exception as exc:
             raise _translated(exc) from None
 
     async def create(self, obj: Res, *, namespace: str | None = None) -> Res:
-        try:
-            return cast(Res, await self._lk.create(obj, namespace=namespace))
-        except Exception as exc:
-            raise _translated(exc) from None
+        return cast(Res, await self._one("post", obj=obj, namespace=namespace))
 
     async def replace(self, obj: Res, *, namespace: str | None = None) -> Res:
         """PUT: fails with ``Conflict`` when ``metadata.resourceVersion`` is stale."""
-        try:
-            return cast(Res, await self._lk.replace(obj, namespace=namespace))
-        except Exception as exc:
-            raise _translated(exc) from None
+        return cast(Res, await self._one("put", obj=obj, namespace=namespace))
 
     async def patch(
         self,
@@ -269,13 +273,43 @@ class Client:
         patch_type: PatchType = PatchType.MERGE,
     ) -> Res:
         """A JSON merge patch by default (``PatchType.JSON`` for a JSON patch)."""
+        patched = await self._one(
+            "patch", res, obj=patch, name=name, namespace=namespace,
+            headers={"Content-Type": patch_type.value},
+        )  # fmt: skip
+        return cast(Res, patched)
+
+    async def _one(
+        self,
+        method: str,
+        res: type[Any] | None = None,
+        *,
+        obj: Any = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """One object's request, as lightkube's own ``get``/``create``/``replace``/``patch``
+        send it, with the answer decoded by ``kube.decoding``."""
+        client: Any = self.api._client  # lightkube's GenericAsyncClient is untyped
         try:
-            patched = await self._lk.patch(
-                res, name, patch, namespace=namespace, patch_type=patch_type
-            )
-            return cast(Res, patched)
+            request = client.prepare_request(
+                method, res=res, obj=obj, name=name, namespace=namespace,
+                headers=dict(headers) if headers is not None else None,
+            )  # fmt: skip
+            model = request.response_type
+            if model is not None:
+                request.response_type = decoding.tolerant(model)
+            response = await client.send(client.build_adapter_request(request))
+            found = client.handle_response(method, response, request)
         except Exception as exc:
             raise _translated(exc) from None
+        if isinstance(found, decoding.Undecodable):
+            raise errors.Undecodable(
+                response.status_code, "Undecodable",
+                f"{found.resource} {found.key}: does not fit the client's model ({found.reason})",
+            )  # fmt: skip
+        return found
 
     async def delete(self, res: type[Res], name: str, *, namespace: str | None = None) -> None:
         try:
@@ -351,45 +385,6 @@ class Client:
         if not isinstance(answer, dict):
             raise errors.ServerError(200, "BadResponse", "configz did not answer an object")
         return answer
-
-
-class Bookmark(dict[str, Any]):
-    """A watch BOOKMARK for a resource whose model cannot be built from metadata alone."""
-
-    @property
-    def metadata(self) -> ObjectMeta:
-        meta = self.get("metadata") or {}
-        return ObjectMeta(resourceVersion=meta.get("resourceVersion"),
-                          annotations=meta.get("annotations"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self)
-
-
-_TOLERANT: dict[type[Any], type[Any]] = {}
-_BOOKMARK_KEYS = frozenset({"kind", "apiVersion", "metadata"})
-
-
-def _bookmark_tolerant(res: type[Any]) -> type[Any]:
-    """A stand-in response type for lightkube's watch decoder: each event's object is decoded
-    with ``res`` as lightkube would; one that ``res`` refuses and carries only kind,
-    apiVersion and metadata (a bookmark) becomes a ``Bookmark`` instead of failing the watch."""
-    if issubclass(res, dict):
-        return res  # generic resources are dicts: anything decodes
-    found = _TOLERANT.get(res)
-    if found is None:
-
-        class Tolerant(dict[str, Any]):
-            def __new__(cls, data: Any) -> Any:
-                try:
-                    return res.from_dict(data)
-                except ValueError:  # msgspec's ValidationError: a required field is missing
-                    if isinstance(data, dict) and set(data) <= _BOOKMARK_KEYS:
-                        return Bookmark(data)
-                    raise
-
-        found = _TOLERANT[res] = Tolerant
-    return found
 
 
 def _selector(pairs: Selector, *, for_fields: bool = False) -> str | None:

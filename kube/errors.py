@@ -111,6 +111,11 @@ class CredentialError(KubeError):
         super().__init__(0, "CredentialError", message)
 
 
+class Undecodable(KubeError):
+    """The answer arrived but its object does not fit the client's model; the message names the
+    object and the failing field, never the object's content."""
+
+
 class ConfigError(Exception):
     """A kubeconfig or in-cluster environment that cannot be used."""
 

@@ -7,7 +7,8 @@ materializations by result, is fed by the materializer's completion callback
 (``Materializer.add_done_callback``) into prometheus-client's own ``Histogram`` and ``Counter``.
 
 No label carries a namespace, an artifact, a repository or a Pod: the only labels are ``source``
-(always ``hub``) and ``result`` (a fixed vocabulary).
+(always ``hub``), ``result`` (a fixed vocabulary) and the Kubernetes client's ``resource`` (the
+objects from kube-apiserver it skipped as undecodable, ``kube.decoding.UNDECODABLE``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 import prometheus_client
 from prometheus_client import core, registry
 
+from kube import decoding
 from nodeplugin.cache import inventory, layout
 from nodeplugin.materialize import capacity, interface
 
@@ -104,6 +106,7 @@ class Metrics:
     def __init__(self, sources: Sources, *, buckets: tuple[float, ...] = PUBLISH_BUCKETS) -> None:
         self.registry = registry.CollectorRegistry(auto_describe=False)
         self.registry.register(Collector(sources))
+        self.registry.register(decoding.UNDECODABLE)  # the process's kube.Client, all of them
         self.publish_durations = prometheus_client.Histogram(
             PREFIX + "publish_duration_seconds",
             "Seconds from an attempt's start to its publication.",

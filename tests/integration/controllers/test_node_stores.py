@@ -7,6 +7,7 @@ nothing away; configz read, and when it cannot be."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -69,11 +70,15 @@ class World:
 
 
 @pytest.fixture
-async def world(tmp_path: pathlib.Path) -> AsyncIterator[World]:
+async def world(tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> AsyncIterator[World]:
+    """``request.param`` (indirect): CSINodes there before the controller first lists them."""
     store = sqlite.Store(tmp_path / "store.db")
     await store.start()
     clock = manual.ManualClock()
     with ControlPlane(tmp_path / "cp", namespaces=(NAMESPACE,)) as cp:
+        for csinode in getattr(request, "param", ()):
+            cp.seed(resources.NODES, {"metadata": {"name": csinode["metadata"]["name"]}})
+            cp.seed(resources.CSINODES, csinode)
         cp.add_token("worker-token", UserInfo(WORKER, uid="w"))
         cp.policy.grant(WORKER, [
             Rule(("get", "list", "watch"), ("",),
@@ -124,6 +129,29 @@ async def test_a_node_whose_csinode_lists_the_driver_gets_its_store(world: World
     assert await world.store("node-x") is None
     configz = world.cp.recorder.requests("/nodes/node-a/proxy/configz", "GET")
     assert len(configz) == 1
+
+
+SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "kube-samples"
+DRIVERLESS = json.loads((SAMPLES / "csinode-no-drivers.json").read_text())
+WITH_DRIVER = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+               "metadata": {"name": "node-a"},
+               "spec": {"drivers": [{"name": nodestores.DRIVER, "nodeID": "node-a"}]}}
+
+
+@pytest.mark.parametrize("world", [[DRIVERLESS, WITH_DRIVER]], indirect=True)
+async def test_a_csinode_before_any_driver_does_not_hide_the_others(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25: kubelet's CSINode before any driver registers, as kube-apiserver serves it
+    (``"drivers": null``, recorded), listed beside one with the driver: the list decodes and
+    the driver's node gets its store."""
+    assert DRIVERLESS["spec"] == {"drivers": None}
+    await waiting.until(lambda: world.stores.created >= 1, what="the store created")
+    assert await world.store("node-a") is not None
+    assert await world.store(DRIVERLESS["metadata"]["name"]) is None
+    # Decoded, not skipped: neither the informer nor the decoder complained.
+    assert not [r for r in caplog.records if r.name == "kube.decoding"
+                or "csinodes informer" in r.getMessage()]
 
 
 async def test_settings_reach_every_spec_within_a_minute_and_failures_are_reported(

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.integration.controlplane import samples
 from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, Rule, UserInfo, resources
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -78,6 +79,49 @@ def test_bookmark_on_demand(http: httpx.Client, control_plane: ControlPlane) -> 
     assert seen[0]["type"] == "BOOKMARK"
     assert seen[0]["object"]["kind"] == "ConfigMap"
     assert int(seen[0]["object"]["metadata"]["resourceVersion"]) >= int(start)
+
+
+RECORDED_BOOKMARKS = samples.load("watch-bookmarks.json")["events"]
+
+
+@pytest.mark.parametrize("recorded", RECORDED_BOOKMARKS,
+                         ids=[e["object"]["kind"] for e in RECORDED_BOOKMARKS])
+def test_bookmarks_carry_the_kinds_empty_object_as_recorded(
+    http: httpx.Client, control_plane: ControlPlane, recorded: dict[str, Any]
+) -> None:
+    """kube-apiserver's BOOKMARK object is the kind's empty object as Go writes it (a Pod's
+    ``"spec": {"containers": null}``), not metadata alone."""
+    (kind,) = [k for k in resources.ALL if k.kind == recorded["object"]["kind"]
+               and k.api_version == recorded["object"]["apiVersion"]]
+    path = kind.base_path("default")
+    start = http.get(path).json()["metadata"]["resourceVersion"]
+    params = {"watch": "true", "resourceVersion": start, "allowWatchBookmarks": "true",
+              "timeoutSeconds": "60"}  # fmt: skip
+    with http.stream("GET", path, params=params) as response:
+        control_plane.request_bookmark()
+        event = next(_lines(response))
+    assert event["type"] == "BOOKMARK"
+    assert samples.without(event["object"], "metadata.resourceVersion") == samples.without(
+        recorded["object"], "metadata.resourceVersion")
+
+
+@pytest.mark.parametrize("spec", [{"drivers": []}, {"drivers": None}, {}, None])
+def test_a_csinode_without_drivers_is_served_with_drivers_null(
+    http: httpx.Client, spec: dict[str, Any] | None
+) -> None:
+    """As kube-apiserver answers (kube-samples/csinode-no-drivers.json, kubelet's CSINode
+    before any driver registers): Go writes the empty list as null."""
+    body: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                            "metadata": {"name": "node-a"}}
+    if spec is not None:
+        body["spec"] = spec
+    path = resources.CSINODES.base_path()
+    created = http.post(path, json=body).json()
+    recorded = samples.load("csinode-no-drivers.json")
+    assert created["spec"] == recorded["spec"] == {"drivers": None}
+    assert http.get(path).json()["items"][0]["spec"] == {"drivers": None}
+    updated = http.put(path + "/node-a", json=dict(created, spec={"drivers": []})).json()
+    assert updated["spec"] == {"drivers": None}
 
 
 def test_watch_of_a_compacted_version_is_a_410_event(

@@ -264,8 +264,10 @@ async def test_selectors_in_kube_syntax_and_as_mappings_list_and_watch(
 async def test_bookmarks_of_a_model_that_requires_a_spec(
     control_plane: ControlPlane, tmp_path: pathlib.Path
 ) -> None:
-    """A CSINode's model requires ``spec``, which a BOOKMARK's object lacks: the watch hands out
-    a ``Bookmark`` with the version instead of failing; real objects stay typed."""
+    """A CSINode's model requires ``spec.drivers``, which a BOOKMARK's object holds as null
+    (kube-samples/watch-bookmarks.json): the watch hands out a CSINode with the version and no
+    drivers instead of failing (a ``Bookmark`` where a server sends metadata alone:
+    tests/unit/kube/test_decoding.py); real objects stay typed."""
     control_plane.seed(resources.CSINODES, {"metadata": {"name": "node-a"},
                                             "spec": {"drivers": []}})
     async with _client(control_plane, tmp_path, token=ADMIN_TOKEN) as client:
@@ -277,8 +279,9 @@ async def test_bookmarks_of_a_model_that_requires_a_spec(
                 control_plane.request_bookmark()
                 await asyncio.wait([first], timeout=0.2)
         kind, mark = first.result()
-        assert kind == "BOOKMARK" and isinstance(mark, kube.Bookmark)
-        assert mark.metadata.resourceVersion and mark.to_dict()["kind"] == "CSINode"
+        assert kind == "BOOKMARK" and isinstance(mark, CSINode) and mark.spec.drivers == []
+        assert mark.metadata is not None and mark.metadata.resourceVersion
+        assert mark.to_dict()["kind"] == "CSINode"
         control_plane.seed(resources.CSINODES, {"metadata": {"name": "node-b"},
                                                 "spec": {"drivers": [{"name": "d",
                                                                       "nodeID": "node-b"}]}})

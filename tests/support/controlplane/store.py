@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from tests.support.controlplane import status
-from tests.support.controlplane.resources import NAMESPACES, PODS, PVCS, Kind
+from tests.support.controlplane.resources import CSINODES, NAMESPACES, PODS, PVCS, Kind
 
 Obj = dict[str, Any]
 HISTORY = 10_000
@@ -35,6 +35,18 @@ def _ordered(obj: Obj) -> Obj:
     head: Obj = {k: obj[k] for k in ("kind", "apiVersion", "metadata") if k in obj}
     head.update((k, v) for k, v in obj.items() if k not in head)
     return head
+
+
+def _nil_lists(kind: Kind, obj: Obj) -> Obj:
+    """What Go's JSON encoding writes for an empty list without ``omitempty``: kube-apiserver
+    answers a CSINode whose ``spec.drivers`` was sent empty, null or not at all with
+    ``"spec": {"drivers": null}`` (kube-samples/csinode-no-drivers.json)."""
+    if kind is CSINODES:
+        spec = obj.get("spec")
+        spec = dict(spec) if isinstance(spec, dict) else {}
+        spec["drivers"] = spec.get("drivers") or None
+        obj["spec"] = spec
+    return obj
 
 
 def _now() -> str:
@@ -182,7 +194,7 @@ class Store:
             if kind is NAMESPACES and not seed:
                 obj.setdefault("spec", {"finalizers": ["kubernetes"]})
                 obj["status"] = {"phase": "Active"}
-            obj = _ordered(obj)
+            obj = _ordered(_nil_lists(kind, obj))
             self._bump(obj)
             table[(namespace, name)] = obj
             self._record(kind, "ADDED", obj, None)
@@ -234,7 +246,7 @@ class Store:
                 raise status.StatusError(
                     status.conflict(kind.group, kind.plural, name, status.MODIFIED)
                 )
-            merged = _ordered(self._merge(kind, current, incoming, subresource))
+            merged = _ordered(_nil_lists(kind, self._merge(kind, current, incoming, subresource)))
             if merged == current:
                 return _copy(current)
             if kind is PODS and merged.get("spec") != current.get("spec"):

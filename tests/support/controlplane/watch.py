@@ -23,11 +23,32 @@ def _line(type_: str, obj: Obj) -> bytes:
     return orjson.dumps({"type": type_, "object": obj}) + b"\n"
 
 
+# What kube-apiserver 1.36 writes besides metadata in a BOOKMARK's object: the kind's empty
+# object as Go serializes it, nil lists as null (kube-samples/watch-bookmarks.json). Kinds not
+# recorded there get metadata only.
+_EMPTY: dict[str, Obj] = {
+    "Pod": {"spec": {"containers": None}, "status": {}},
+    "CSINode": {"spec": {"drivers": None}},
+    "Lease": {"spec": {}},
+    "PersistentVolumeClaim": {"spec": {"resources": {}}, "status": {}},
+    "Node": {"spec": {}, "status": {
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+        "nodeInfo": {key: "" for key in (
+            "machineID", "systemUUID", "bootID", "kernelVersion", "osImage",
+            "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem",
+            "architecture",
+        )},
+    }},
+}  # fmt: skip
+
+
 def _bookmark(call: objects.Call, revision: int, initial_end: bool = False) -> Obj:
-    meta: dict[str, Any] = {"resourceVersion": str(revision), "creationTimestamp": None}
+    meta: dict[str, Any] = {"resourceVersion": str(revision)}
     if initial_end:
         meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-    return {"kind": call.kind.kind, "apiVersion": call.kind.api_version, "metadata": meta}
+    body: Obj = {"kind": call.kind.kind, "apiVersion": call.kind.api_version, "metadata": meta}
+    body.update(orjson.loads(orjson.dumps(_EMPTY.get(call.kind.kind, {}))))
+    return body
 
 
 def _translate(event: Event, namespace: str, match: Callable[[Obj], bool]) -> str | None:

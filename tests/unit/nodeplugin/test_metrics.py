@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pathlib
 
+from lightkube.models.meta_v1 import ObjectMeta
 from prometheus_client import exposition, parser, registry
 
+from kube import decoding
 from nodeplugin import metrics
 from nodeplugin.cache import inventory, layout, publish
 from nodeplugin.materialize import interface
@@ -119,3 +121,15 @@ def test_a_scrape_reads_the_inventory_and_never_walks_the_cache(tmp_path: pathli
     assert found[(metrics.PREFIX + "stored_bytes", ())] == tree + 5_000 + 700
     assert found[(metrics.PREFIX + "download_bytes_total", (("source", "hub"),))] == 700
     assert found[(metrics.PREFIX + "capacity_bytes", ())] > 0
+
+
+def test_objects_the_kubernetes_client_skipped_are_scraped() -> None:
+    made = metrics.Metrics(_sources())
+    name = "gpustack_model_manager_kube_client_undecodable_objects_total"
+    labels = (("resource", "widgets.example.com"),)
+    before = _scrape(made.registry).get((name, labels), 0.0)
+    decoding.skipped(decoding.Undecodable("widgets.example.com", "", "w", "Expected `array`",
+                                          ObjectMeta()))
+    assert _scrape(made.registry)[(name, labels)] == before + 1
+    assert _scrape(metrics.Metrics(_sources()).registry)[(name, labels)] == before + 1
+

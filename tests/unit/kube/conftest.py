@@ -1,0 +1,17 @@
+"""Fixtures for kube/'s unit tests."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.controlplane import ControlPlane
+
+
+@pytest.fixture
+def control_plane(tmp_path: pathlib.Path) -> Iterator[ControlPlane]:
+    """A fixture kube-apiserver of the test's own (loopback HTTPS, background thread)."""
+    with ControlPlane(tmp_path / "controlplane") as plane:
+        yield plane
