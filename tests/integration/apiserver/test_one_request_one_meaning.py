@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from tests.integration.apiserver import cluster
+from tests.support import aggregator, clustermode
 from tests.support import apiserver as standalone
-from tests.support import clustermode
 from tests.support.controlplane import ControlPlane, Role, Rule, UserInfo
 
 G = cluster.G
@@ -55,11 +55,13 @@ NAME_QWEN = "fieldSelector=metadata.name%3Dqwen"
 
 @dataclasses.dataclass
 class Api:
-    """One installation as its clients reach it: ``as_tenant`` and ``as_admin`` clients."""
+    """One installation as its clients reach it: ``as_tenant`` and ``as_admin`` clients; in
+    cluster mode also the aggregator's own client (front-proxy certificate, X-Remote-*)."""
 
     mode: str
     tenant: Callable[[], httpx.Client]
     admin: Callable[[], httpx.Client]
+    front_proxy: Callable[[], aggregator.AggregatorClient] | None = None
 
 
 def _artifact(name: str, namespace: str = "team-a") -> dict[str, Any]:
@@ -111,7 +113,7 @@ def cluster_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
             return lambda: httpx.Client(base_url=cp.url, verify=cp.trust(), timeout=30.0,
                                         headers={"Authorization": f"Bearer {token}"})
 
-        api = Api("cluster", through(CAROL_TOKEN), through(ADMIN_TOKEN))
+        api = Api("cluster", through(CAROL_TOKEN), through(ADMIN_TOKEN), server.aggregator)
         _seed(api)
         yield api
 
@@ -344,3 +346,27 @@ def test_two_authorization_headers_are_refused(standalone_api: Api,
                                              ("Authorization", "Bearer not-a-token")])
         assert response.status_code == 400, response.text
         assert "the Authorization header was given 2 times" in response.json()["message"]
+
+
+async def test_repeated_headers_from_the_front_proxy(cluster_api: Api) -> None:
+    """What the aggregator forwards: a repeated Content-Type is refused; of two X-Remote-User
+    headers the first is the user (kube's requestheader rule), for authorization and the
+    answer alike."""
+    assert cluster_api.front_proxy is not None
+    async with cluster_api.front_proxy() as front:
+        body = json.dumps(_artifact("twice")).encode()
+        refused = await front.request("POST", ITEMS, ADMIN, content=body, headers=[
+            ("Content-Type", "application/json"), ("Content-Type", "application/yaml")])
+        assert refused.status_code == 400, refused.text
+        assert "the Content-Type header was given 2 times" in refused.json()["message"]
+        first = await front.request("GET", ITEMS, None, headers=[
+            ("X-Remote-User", CAROL.name), ("X-Remote-User", ADMIN.name),
+            ("X-Remote-Group", "tenants")])
+        assert first.status_code == 403, first.text
+        assert 'User "carol" cannot list resource "modelartifacts"' in first.json()["message"]
+        named = await front.request("GET", f"{ITEMS}?{NAME_QWEN}", None, headers=[
+            ("X-Remote-User", CAROL.name), ("X-Remote-User", ADMIN.name)])
+        assert named.status_code == 200, named.text
+        assert _names(named) == {"qwen"}
+    with cluster_api.admin() as admin:
+        assert not _exists(admin, "twice")
