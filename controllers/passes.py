@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from controllers import hubs
 from hub import errors as hub_errors
 from hub import files, listing
-from openapi import grammar, sources
+from openapi import grammar, reasons, sources
 
 HUB_NAMES = sources.HUB_NAMES
 
@@ -62,20 +62,20 @@ class Failure(Exception):
 
     @property
     def outage(self) -> bool:
-        return self.reason == "SourceUnavailable"
+        return self.reason == reasons.SOURCE_UNAVAILABLE
 
     def __repr__(self) -> str:
         return f"Failure({self.reason!r}, {self.message!r})"
 
 
 _REASONS = {
-    "RevisionNotFound": "RevisionNotFound",
-    "AccessDenied": "AccessDenied",
-    "EntryNotFound": "AccessDenied",
-    "SourceUnavailable": "SourceUnavailable",
+    reasons.REVISION_NOT_FOUND: reasons.REVISION_NOT_FOUND,
+    reasons.ACCESS_DENIED: reasons.ACCESS_DENIED,
+    "EntryNotFound": reasons.ACCESS_DENIED,
+    reasons.SOURCE_UNAVAILABLE: reasons.SOURCE_UNAVAILABLE,
     # A bad repository id or revision, an unusable path in the listing, another 4xx: the hub
     # answered, and what it holds cannot become an artifact.
-    "InvalidRequest": "UnsupportedSource",
+    "InvalidRequest": reasons.UNSUPPORTED_SOURCE,
 }
 
 
@@ -120,10 +120,10 @@ class Passes:
             raise translate(exc) from exc
         where = f"{HUB_NAMES[src.kind]} repository {src.repository} at {commit}"
         if not kept:
-            raise Failure("EmptyManifest",
+            raise Failure(reasons.EMPTY_MANIFEST,
                           f"{where}: the patterns keep none of its {len(listed)} files")
         if expected and digest != expected:
-            raise Failure("DigestMismatch",
+            raise Failure(reasons.DIGEST_MISMATCH,
                           f"{where} resolves to {digest}, not the expected {expected}")
         return Resolution(commit, digest, len(entries), sum(e.size for e in entries))
 
@@ -142,7 +142,8 @@ class Passes:
         except hub_errors.HubError as exc:
             raise translate(exc) from exc
         if not kept:
-            raise Failure("EmptyManifest", f"{where}: the patterns keep none of its files now")
+            raise Failure(reasons.EMPTY_MANIFEST,
+                          f"{where}: the patterns keep none of its files now")
         if listed_digest != digest:
-            raise Failure("DigestMismatch",
+            raise Failure(reasons.DIGEST_MISMATCH,
                           f"{where} now lists {listed_digest}, not the resolved {digest}")

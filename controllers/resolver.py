@@ -29,7 +29,7 @@ from controllers import (
 )
 from controllers import client as clients
 from hub import errors as hub_errors
-from openapi import sources
+from openapi import reasons, sources
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -289,9 +289,9 @@ class Resolver:
         try:
             token = await self._secrets.token(namespace, name)
         except secrets.SecretMissing as exc:
-            raise passes.Failure("SecretNotFound", str(exc), from_hub=False) from None
+            raise passes.Failure(reasons.SECRET_NOT_FOUND, str(exc), from_hub=False) from None
         except secrets.SecretUnreadable as exc:
-            raise passes.Failure("SourceUnavailable", str(exc), from_hub=False) from None
+            raise passes.Failure(reasons.SOURCE_UNAVAILABLE, str(exc), from_hub=False) from None
         if src.kind == sources.MODEL_SCOPE:
             await self._check_new_token(obj, namespace, name, token)
         return token
@@ -305,7 +305,7 @@ class Resolver:
         try:
             await self._hubs.modelscope().check_token(token=token)
         except hub_errors.HubError as exc:
-            if exc.reason != "AccessDenied":
+            if exc.reason != reasons.ACCESS_DENIED:
                 return  # the hub did not say; ask again with the next pass
             self._recorder.record(obj, "Warning", "InvalidToken",
                                   f"ModelScope rejected the token in Secret {namespace}/{name}")
@@ -334,7 +334,7 @@ class Resolver:
             if (after.get("status"), after.get("reason")) != (before.get("status"),
                                                                before.get("reason")):
                 if after.get("status") == "True":
-                    self._recorder.record(written, "Normal", "Resolved",
+                    self._recorder.record(written, "Normal", reasons.RESOLVED,
                                           str(after.get("message") or ""))
                 elif after.get("status") == "False":
                     self._recorder.record(written, "Warning", str(after.get("reason")),

@@ -55,7 +55,7 @@ def _put(status: Obj, kind: str, state: str, reason: str, message: str, ctx: Con
 
 
 def _healthy(status: Obj, ctx: Context, message: str) -> None:
-    _put(status, DEGRADED, "False", "Healthy", message, ctx)
+    _put(status, DEGRADED, "False", reasons.HEALTHY, message, ctx)
 
 
 def _elapsed_since_failure(status: Obj, ctx: Context) -> float:
@@ -66,7 +66,7 @@ def _elapsed_since_failure(status: Obj, ctx: Context) -> float:
 def starting(status: Obj, ctx: Context, message: str) -> None:
     """Before the first pass: ``Resolved=Unknown``, ``Resolving``."""
     if conditions.find(status, RESOLVED) is None:
-        _put(status, RESOLVED, "Unknown", "Resolving", message, ctx)
+        _put(status, RESOLVED, "Unknown", reasons.RESOLVING, message, ctx)
 
 
 # Hub sources: the first resolution ---------------------------------------------------------
@@ -82,7 +82,7 @@ def resolved(status: Obj, found: passes.Resolution, ctx: Context, where: str) ->
         "resolvedTime": stamp,
         "lastValidatedTime": stamp,
     }
-    _put(status, RESOLVED, "True", "Resolved",
+    _put(status, RESOLVED, "True", reasons.RESOLVED,
          f"{where} resolved to commit {found.commit}: {found.file_count} files, "
          f"{found.size_bytes} bytes, {found.digest}", ctx)
     _healthy(status, ctx, "the last check succeeded")
@@ -96,8 +96,9 @@ def not_resolved(status: Obj, failure: passes.Failure, ctx: Context, anchor: str
         _put(status, DEGRADED, "True", failure.reason, failure.message, ctx)
         return ctx.backoff()
     before = conditions.find(status, DEGRADED) or {}
-    was_outage = before.get("status") == "True" and before.get("reason") == "SourceUnavailable"
-    _put(status, DEGRADED, "True", "SourceUnavailable", failure.message, ctx)
+    was_outage = (before.get("status") == "True"
+                  and before.get("reason") == reasons.SOURCE_UNAVAILABLE)
+    _put(status, DEGRADED, "True", reasons.SOURCE_UNAVAILABLE, failure.message, ctx)
     elapsed = _elapsed_since_failure(status, ctx) if was_outage else 0.0
     if anchor and failure.from_hub and was_outage and elapsed >= RECHECK:
         _anchored(status, anchor, ctx)
@@ -108,14 +109,14 @@ def not_resolved(status: Obj, failure: passes.Failure, ctx: Context, anchor: str
         retry = max(1.0, RECHECK - elapsed)
         message += (", and if the hub is still unreachable then, spec.expectedDigest becomes "
                     "the resolution")
-    _put(status, RESOLVED, "False", "SourceUnavailable", message, ctx)
+    _put(status, RESOLVED, "False", reasons.SOURCE_UNAVAILABLE, message, ctx)
     return max(retry, failure.retry_after or 0.0)
 
 
 def _anchored(status: Obj, anchor: str, ctx: Context) -> None:
     status["resolved"] = {"manifestDigest": anchor, "digestSource": "Expected",
                           "resolvedTime": clocks.rfc3339(ctx.now)}
-    _put(status, RESOLVED, "True", "Resolved",
+    _put(status, RESOLVED, "True", reasons.RESOLVED,
          "the hub stayed unreachable for two passes a minute apart, so spec.expectedDigest is "
          "the resolution (digestSource Expected); the hub is not contacted for this artifact "
          "again, and its content comes from nodes that hold that digest", ctx)
@@ -128,7 +129,7 @@ def confirmed(status: Obj, ctx: Context, where: str) -> float:
     status.setdefault("resolved", {})["lastValidatedTime"] = clocks.rfc3339(ctx.now)
     digest = status["resolved"].get("manifestDigest", "")
     commit = status["resolved"].get("revision", "")
-    _put(status, RESOLVED, "True", "Resolved",
+    _put(status, RESOLVED, "True", reasons.RESOLVED,
          f"{where} resolved to commit {commit}, {digest}; access confirmed", ctx)
     _healthy(status, ctx, "the last check succeeded")
     return ctx.interval
@@ -136,13 +137,13 @@ def confirmed(status: Obj, ctx: Context, where: str) -> float:
 
 def refused(status: Obj, failure: passes.Failure, ctx: Context) -> float:
     """A revalidation that failed: the staircase."""
-    if failure.reason == "SecretNotFound":
+    if failure.reason == reasons.SECRET_NOT_FOUND:
         _put(status, DEGRADED, "True", failure.reason, failure.message, ctx)
         _put(status, RESOLVED, "False", failure.reason, failure.message, ctx)
         return ctx.backoff()
     if failure.outage:
         # A hub outage (or an unreadable Secret) never revokes pinned weights.
-        _put(status, DEGRADED, "True", "SourceUnavailable",
+        _put(status, DEGRADED, "True", reasons.SOURCE_UNAVAILABLE,
              f"{failure.message}; the resolution stands, checking again in a minute", ctx)
         return max(RECHECK, failure.retry_after or 0.0)
     before = conditions.find(status, DEGRADED) or {}
@@ -166,15 +167,15 @@ def offline(status: Obj, ctx: Context, message: str) -> None:
     """A source that resolves without contacting anything: ``resolved`` holds only the time."""
     previous = (status.get("resolved") or {}).get("resolvedTime")
     status["resolved"] = {"resolvedTime": previous or clocks.rfc3339(ctx.now)}
-    _put(status, RESOLVED, "True", "Resolved", message, ctx)
+    _put(status, RESOLVED, "True", reasons.RESOLVED, message, ctx)
     _healthy(status, ctx, "nothing to check")
 
 
 def claim_missing(status: Obj, ctx: Context, message: str) -> None:
-    _put(status, RESOLVED, "False", "ClaimNotFound", message, ctx)
-    _put(status, DEGRADED, "True", "ClaimNotFound", message, ctx)
+    _put(status, RESOLVED, "False", reasons.CLAIM_NOT_FOUND, message, ctx)
+    _put(status, DEGRADED, "True", reasons.CLAIM_NOT_FOUND, message, ctx)
 
 
 def unsupported(status: Obj, ctx: Context, message: str) -> None:
-    _put(status, RESOLVED, "False", "UnsupportedSource", message, ctx)
-    _put(status, DEGRADED, "True", "UnsupportedSource", message, ctx)
+    _put(status, RESOLVED, "False", reasons.UNSUPPORTED_SOURCE, message, ctx)
+    _put(status, DEGRADED, "True", reasons.UNSUPPORTED_SOURCE, message, ctx)

@@ -33,9 +33,19 @@ ARTIFACT_CONDITIONS = (RESOLVED, DEGRADED)
 STORE_CONDITIONS = (READY, CAPACITY_LOW)
 
 # Reasons of a ModelArtifact's Resolved condition; Degraded says Healthy or one of these.
+# (``Resolved`` is both the condition type and the reason of its success.)
+RESOLVING = "Resolving"
+SECRET_NOT_FOUND = "SecretNotFound"
+CLAIM_NOT_FOUND = "ClaimNotFound"
+REVISION_NOT_FOUND = "RevisionNotFound"
+ACCESS_DENIED = FailureReason.ACCESS_DENIED.value
+SOURCE_UNAVAILABLE = FailureReason.SOURCE_UNAVAILABLE.value
+DIGEST_MISMATCH = "DigestMismatch"
+EMPTY_MANIFEST = "EmptyManifest"
+UNSUPPORTED_SOURCE = "UnsupportedSource"
 RESOLVED_REASONS = (
-    "Resolved", "Resolving", "SecretNotFound", "ClaimNotFound", "RevisionNotFound",
-    "AccessDenied", "SourceUnavailable", "DigestMismatch", "EmptyManifest", "UnsupportedSource",
+    RESOLVED, RESOLVING, SECRET_NOT_FOUND, CLAIM_NOT_FOUND, REVISION_NOT_FOUND, ACCESS_DENIED,
+    SOURCE_UNAVAILABLE, DIGEST_MISMATCH, EMPTY_MANIFEST, UNSUPPORTED_SOURCE,
 )
 HEALTHY = "Healthy"
 
