@@ -85,7 +85,7 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         storage=storage,
         authentication=auth.authentication,
         authorization=auth.authorization,
-        resource_routes=resources.routes(registry, auth.guards),
+        resource_routes=[*resources.routes(registry, auth.guards), *auth.routes],
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],
         # stopped in reverse: the controllers first, then what they talk to kube-apiserver with

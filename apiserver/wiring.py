@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 
+from starlette.routing import BaseRoute
+
 import kube
 from apiserver import config
 from apiserver.auth import (
@@ -23,6 +25,7 @@ from apiserver.auth import (
     static,
     worker,
 )
+from apiserver.endpoints import selfreviews
 from apiserver.registry import strategy
 from apiserver.serving import tls
 
@@ -40,6 +43,9 @@ class Auth:
     shutdown: list[Hook] = dataclasses.field(default_factory=list)
     cluster_client: kube.Client | None = None
     """Cluster mode: the server's own client (the worker identity), for the controllers too."""
+    routes: list[BaseRoute] = dataclasses.field(default_factory=list)
+    """Routes only this mode serves (standalone: the self reviews kube-apiserver answers in a
+    cluster)."""
 
 
 def standalone(settings: config.Settings) -> Auth:
@@ -47,9 +53,12 @@ def standalone(settings: config.Settings) -> Auth:
     tokens = static.load(settings.token_auth_file)
     local = policy.builtin(worker=settings.worker_username, plugin=settings.plugin_username)
     local = local + policy.load(settings.policy_file)
+    evaluator = rbac.Evaluator(local)
+    authorization = authorizer.Delegating(evaluator)
     return Auth(
         authentication=authenticator.Chain([bearer.Bearer([bearer.StaticTokens(tokens)])]),
-        authorization=authorizer.Delegating(rbac.Evaluator(local)),
+        authorization=authorization,
+        routes=selfreviews.routes(authorization, evaluator.rules_for),
         guards=guards.StatusGuards(
             worker=worker.WorkerIdentity.configured(settings.worker_username),
             plugin=guards.Plugin(settings.plugin_namespace, settings.plugin_service_account),

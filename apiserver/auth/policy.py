@@ -4,8 +4,10 @@ Standalone mode has no kube-apiserver to ask, so it judges requests with local R
 (``apiserver.auth.rbac``) over:
 
 - kube's own defaults that matter here: ``system:discovery`` (discovery, OpenAPI, ``/version``
-  for every authenticated user) and ``system:public-info-viewer`` (health and ``/version`` for
-  everyone, anonymous included);
+  for every authenticated user), ``system:basic-user`` (every authenticated user may ask about
+  its own access and identity: the self reviews ``kubectl auth can-i`` and ``whoami`` send),
+  ``system:public-info-viewer`` (health and ``/version`` for everyone, anonymous included) and
+  ``cluster-admin`` for ``system:masters``;
 - the chart's ClusterRoles for this API group, bound to the identities standalone mode creates:
   ``model-manager-worker`` (the worker: reads artifacts, writes their status, owns
   NodeModelStores) and ``model-manager-node`` (the node plugin: reads artifacts and stores, writes
@@ -42,6 +44,19 @@ PUBLIC_INFO = rbac.Role("system:public-info-viewer", (rbac.Rule(
     non_resource_urls=("/healthz", "/livez", "/readyz", "/version", "/version/"),
 ),))
 
+BASIC_USER = rbac.Role("system:basic-user", (
+    # what kube grants every authenticated user: ask about one's own access and identity
+    rbac.Rule(("create",), ("authorization.k8s.io",),
+              ("selfsubjectaccessreviews", "selfsubjectrulesreviews")),
+    rbac.Rule(("create",), ("authentication.k8s.io",), ("selfsubjectreviews",)),
+))
+CLUSTER_ADMIN = rbac.Role("cluster-admin", (
+    rbac.Rule(("*",), ("*",), ("*",)),
+    rbac.Rule(("*",), non_resource_urls=("*",)),
+))
+"""kube's cluster-admin, bound to system:masters: the masters are allowed before RBAC is asked,
+so it changes no verdict; it makes their SelfSubjectRulesReview say what they may do."""
+
 WORKER = rbac.Role(WORKER_ROLE, (
     # resolve artifacts and aggregate node progress
     rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelartifacts",)),
@@ -73,10 +88,14 @@ def builtin(*, worker: str, plugin: str) -> rbac.Policy:
         return rbac.Subject("User", name)
 
     return rbac.Policy(
-        roles=(DISCOVERY, PUBLIC_INFO, WORKER, PLUGIN),
+        roles=(DISCOVERY, PUBLIC_INFO, BASIC_USER, CLUSTER_ADMIN, WORKER, PLUGIN),
         bindings=(
             rbac.Binding("system:discovery", "ClusterRole", DISCOVERY.name,
                          (group(users.AUTHENTICATED),)),
+            rbac.Binding("system:basic-user", "ClusterRole", BASIC_USER.name,
+                         (group(users.AUTHENTICATED),)),
+            rbac.Binding("cluster-admin", "ClusterRole", CLUSTER_ADMIN.name,
+                         (group(users.MASTERS),)),
             rbac.Binding("system:public-info-viewer", "ClusterRole", PUBLIC_INFO.name,
                          (group(users.AUTHENTICATED), group(users.UNAUTHENTICATED))),
             rbac.Binding(WORKER_ROLE, "ClusterRole", WORKER_ROLE, (subject(worker),)),

@@ -150,6 +150,23 @@ class Evaluator:
                 return binding, subject
         return None
 
+    def rules_for(self, user: users.UserInfo, namespace: str) -> tuple[Rule, ...]:
+        """Every rule granted to ``user`` in ``namespace`` (kube's ``RulesFor``, behind a
+        SelfSubjectRulesReview): its ClusterRoleBindings' rules, then its RoleBindings' in that
+        namespace; a RoleBinding's non-resource rules grant nothing and are left out."""
+        found: list[Rule] = []
+        for binding in self._ordered:
+            if binding.namespace and binding.namespace != namespace:
+                continue
+            if not any(subject.matches(user) for subject in binding.subjects):
+                continue
+            for rule in self._rules_of(binding):
+                if binding.namespace and not rule.resources:
+                    continue
+                if rule not in found:
+                    found.append(rule)
+        return tuple(found)
+
     async def authorize(self, attributes: attrs.Attributes) -> authorizer.Verdict:
         found = self.allowing(attributes)
         if found is None:
