@@ -11,25 +11,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.integration.apiserver import test_standalone_authorization as authorization_suite
 from tests.support import apiserver as support
 from tests.support import kubectl as kubectl_support
 from tests.support.kubectl import Kubectl
 
-POLICY = """
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: model-artifact-reader, namespace: team-a}
-rules:
-  - apiGroups: [worker.gpustack.ai]
-    resources: [modelartifacts, modelartifacts/progress]
-    verbs: [get, list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: alice-reader, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: model-artifact-reader}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
-"""
+POLICY = authorization_suite.POLICY  # alice reads team-a's artifacts and their progress
 BINARIES = [pytest.param(kubectl_support.OLDEST, id="1.27"),
             pytest.param(kubectl_support.NEWEST, id="1.33")]
 
