@@ -1,0 +1,92 @@
+"""The GPUStack server's client (``kube.gpustack``) against the real standalone server, its
+embedded controllers resolving against the fixture hub: create, wait, progress, node stores and
+the nodes holding a digest, the typed errors, and the blocking variant."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+import kube
+from kube import gpustack
+from kube.resources import NodeModelStore
+from tests.support import apiserver as support
+from tests.support import fakehub
+
+NODE = "node-a"
+REPO = "org/tiny-client"
+COMMIT = "c" * 40
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[fakehub.FakeHub]:
+    with fakehub.run_fakehub() as running:
+        running.add_repo(REPO, {"config.json": b"{}", "model.safetensors": 4096}, commit=COMMIT)
+        yield running
+
+
+@pytest.fixture(scope="module")
+def server(hub: fakehub.FakeHub, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[support.RunningServer]:
+    with support.running(tmp_path_factory.mktemp("gpustack-client"), extra_args=[
+            "--node", NODE, "--controllers=embedded", "--huggingface-endpoint", hub.endpoint,
+    ]) as running:
+        running.wait_for(f"/apis/worker.gpustack.ai/v1/nodemodelstores/{NODE}")
+        yield running
+
+
+async def test_create_wait_progress_and_the_nodes_holding_it(
+        server: support.RunningServer) -> None:
+    async with gpustack.ModelManager.from_kubeconfig(str(server.kubeconfig)) as models:
+        created = await models.create_artifact(
+            "team-a", "tiny", gpustack.HubSource("huggingFace", REPO), labels={"app": "gpustack"})
+        assert (created.namespace, created.name, created.resolved) == ("team-a", "tiny", False)
+        resolved = await models.wait_resolved("team-a", "tiny", timeout=60)
+        assert resolved.resolved and resolved.revision == COMMIT
+        assert resolved.manifest_digest.startswith("sha256:") and resolved.size_bytes == 4098
+        progress = await models.progress("team-a", "tiny")
+        assert progress["manifestDigest"] == resolved.manifest_digest
+        assert progress["ready"] == 0
+        (store,) = await models.node_stores()
+        assert store.node == NODE and not store.holds(resolved.manifest_digest)
+        assert await models.nodes_holding(resolved.manifest_digest) == []
+        # the node's plugin reports the digest published: now that node holds it
+        async with kube.Client.from_kubeconfig(server.plugin_kubeconfig) as plugin:
+            await plugin.patch(NodeModelStore.Status, NODE, {"status": {"models": [
+                {"digest": resolved.manifest_digest, "state": "Ready", "sizeBytes": 4098}]}})
+        assert await models.nodes_holding(resolved.manifest_digest) == [NODE]
+        await models.delete_artifact("team-a", "tiny")
+        with pytest.raises(kube.NotFound):
+            await models.get_artifact("team-a", "tiny")
+
+
+async def test_typed_errors(server: support.RunningServer) -> None:
+    async with gpustack.ModelManager.from_kubeconfig(str(server.kubeconfig)) as models:
+        await models.create_artifact("team-a", "missing", gpustack.HubSource(
+            "huggingFace", "org/not-on-the-hub"))
+        with pytest.raises(gpustack.ResolutionTimeout) as late:
+            await models.wait_resolved("team-a", "missing", timeout=3)
+        assert late.value.artifact.name == "missing"
+        with pytest.raises(kube.AlreadyExists):
+            await models.create_artifact("team-a", "missing", gpustack.HubSource(
+                "huggingFace", "org/not-on-the-hub"))
+        with pytest.raises(kube.Invalid, match=r"spec\.source\.image\.reference"):
+            await models.create_artifact("team-a", "tagged", gpustack.ImageSource("busybox:1"))
+        await models.delete_artifact("team-a", "missing")
+    async with gpustack.ModelManager.from_kubeconfig(str(server.plugin_kubeconfig)) as plugin:
+        with pytest.raises(kube.Forbidden):
+            await plugin.create_artifact("team-a", "nope", gpustack.HubSource("huggingFace",
+                                                                               REPO))
+
+
+def test_the_blocking_client(server: support.RunningServer, tmp_path: pathlib.Path) -> None:
+    with gpustack.SyncModelManager(str(server.kubeconfig)) as models:
+        models.create_artifact("team-b", "tiny", gpustack.HubSource("huggingFace", REPO,
+                                                                     revision="main"))
+        resolved = models.wait_resolved("team-b", "tiny", timeout=60)
+        assert resolved.revision == COMMIT
+        assert models.progress("team-b", "tiny")["manifestDigest"] == resolved.manifest_digest
+        assert [store.node for store in models.node_stores()] == [NODE]
+        models.delete_artifact("team-b", "tiny")
