@@ -15,7 +15,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from kube import client as clients
 from kube import errors, resources
@@ -23,7 +23,7 @@ from openapi import reasons, sources
 from openapi import resources as contract
 
 Obj = dict[str, Any]
-HubKind = Literal["huggingFace", "modelScope"]
+HubKind = sources.HubKind
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
