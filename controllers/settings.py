@@ -8,6 +8,7 @@ import dataclasses
 import pathlib
 
 from hub import config as hub_config
+from openapi import nodestore
 from timing import durations
 
 DEFAULT_INTERVAL = 24 * 3600.0
@@ -75,10 +76,11 @@ def add_flags(p: argparse.ArgumentParser, *, serving: bool = True) -> None:
                    help="how often a resolved artifact's access is checked again, at least 1m "
                    "(default: 24h; "
                    "a cluster's settings ConfigMap key model-artifact-revalidate-interval wins)")
-    g.add_argument("--huggingface-endpoint", default="https://huggingface.co",
-                   help="the Hugging Face endpoint (default: https://huggingface.co)")
-    g.add_argument("--modelscope-endpoint", default="https://www.modelscope.cn",
-                   help="the ModelScope endpoint (default: https://www.modelscope.cn)")
+    hf, ms = nodestore.HUGGING_FACE_ENDPOINT.default, nodestore.MODEL_SCOPE_ENDPOINT.default
+    g.add_argument("--huggingface-endpoint", default=hf,
+                   help=f"the Hugging Face endpoint (default: {hf})")
+    g.add_argument("--modelscope-endpoint", default=ms,
+                   help=f"the ModelScope endpoint (default: {ms})")
     g.add_argument("--https-proxy", default="",
                    help="proxy for HTTPS requests to the hubs, without credentials (default: none)")
     g.add_argument("--no-proxy", default="",

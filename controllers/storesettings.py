@@ -1,13 +1,14 @@
 """The settings every node's NodeModelStore ``spec`` is merged from, and how they are checked.
 
 The base is the server's own flags (the hub endpoints, proxy and no-proxy it resolves through)
-and the contract's defaults (watermarks 80/70, 8 requests, unlimited bandwidth). In a cluster the
-settings ConfigMap (``--settings-configmap``) overrides them key by key:
+and the contract's defaults (``openapi.nodestore``, read from the NodeModelStore schema). In a
+cluster the settings ConfigMap (``--settings-configmap``) overrides them key by key, each within
+the schema's bounds:
 
 =================================== ========================================================
-``model-store-high-watermark``      integer, above the low watermark, at most 95
-``model-store-low-watermark``       integer, at least 1, below the high watermark
-``model-store-download-concurrency`` concurrent requests per node, 1 to 64
+``model-store-high-watermark``      integer, above the low watermark
+``model-store-low-watermark``       integer, below the high watermark
+``model-store-download-concurrency`` concurrent requests per node
 ``model-store-download-bandwidth``  bytes per second per node as a quantity (``200Mi``); 0 is
                                     unlimited
 ``model-artifact-huggingface-endpoint``, ``-modelscope-endpoint``, ``-https-proxy``,
@@ -31,7 +32,7 @@ from typing import Any
 from controllers import events, informer
 from hub import config as hub_config
 from hub import errors as hub_errors
-from openapi import names, quantity
+from openapi import names, nodestore, quantity
 
 STORE = "model-store-"
 ARTIFACT = "model-artifact-"
@@ -44,6 +45,19 @@ HUB_KEYS = {
     ARTIFACT + "no-proxy": "no_proxy",
 }
 CA_BUNDLE = ARTIFACT + "ca-bundle"
+# The keys that set a spec field with a default or bounds, each with the contract's definition of
+# that field: merge checks by it, and the chart's values are checked against it.
+CONTRACT: Mapping[str, nodestore.Setting] = {
+    HIGH: nodestore.HIGH_PERCENT,
+    LOW: nodestore.LOW_PERCENT,
+    CONCURRENCY: nodestore.CONCURRENCY,
+    BANDWIDTH: nodestore.BYTES_PER_SECOND,
+    ARTIFACT + "huggingface-endpoint": nodestore.HUGGING_FACE_ENDPOINT,
+    ARTIFACT + "modelscope-endpoint": nodestore.MODEL_SCOPE_ENDPOINT,
+}
+_INTEGERS = ((HIGH, "high_percent", nodestore.HIGH_PERCENT),
+             (LOW, "low_percent", nodestore.LOW_PERCENT),
+             (CONCURRENCY, "concurrency", nodestore.CONCURRENCY))
 MAX_SHOWN = 64
 INVALID = "InvalidSetting"
 
@@ -52,12 +66,12 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StoreSettings:
-    high_percent: int = 80
-    low_percent: int = 70
-    concurrency: int = 8
-    bytes_per_second: int = 0
-    huggingface_endpoint: str = "https://huggingface.co"
-    modelscope_endpoint: str = "https://www.modelscope.cn"
+    high_percent: int = nodestore.HIGH_PERCENT.default
+    low_percent: int = nodestore.LOW_PERCENT.default
+    concurrency: int = nodestore.CONCURRENCY.default
+    bytes_per_second: int = nodestore.BYTES_PER_SECOND.default
+    huggingface_endpoint: str = nodestore.HUGGING_FACE_ENDPOINT.default
+    modelscope_endpoint: str = nodestore.MODEL_SCOPE_ENDPOINT.default
     https_proxy: str = ""
     no_proxy: str = ""
     ca_bundle_configmap: str = ""
@@ -88,13 +102,13 @@ def base_of(hub: hub_config.HubConfig) -> StoreSettings:
     )
 
 
-def _integer(key: str, text: str, low: int, high: int) -> int:
+def _integer(key: str, text: str, field: nodestore.Bounded) -> int:
     try:
         value = int(text)
     except ValueError:
         raise ValueError(f"{key}: {_shown(text)} is not an integer") from None
-    if not low <= value <= high:
-        raise ValueError(f"{key}: {value} must be from {low} to {high}")
+    if not field.minimum <= value <= field.maximum:
+        raise ValueError(f"{key}: {value} must be from {field.minimum} to {field.maximum}")
     return value
 
 
@@ -109,12 +123,11 @@ def merge(data: Mapping[str, str], base: StoreSettings,
     def value(key: str) -> str:
         return str(data.get(key) or "").strip()
 
-    for key, field, low, high in ((HIGH, "high_percent", 2, 95), (LOW, "low_percent", 1, 94),
-                                  (CONCURRENCY, "concurrency", 1, 64)):
+    for key, field, contract in _INTEGERS:
         merged[field] = getattr(base, field)
         if value(key):
             try:
-                merged[field] = _integer(key, value(key), low, high)
+                merged[field] = _integer(key, value(key), contract)
             except ValueError as exc:
                 problems.append(str(exc))
                 merged[field] = getattr(last, field)

@@ -15,12 +15,13 @@ import ssl
 import httpx
 
 from hub import errors
+from openapi import nodestore
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class HubConfig:
-    huggingface_endpoint: str = "https://huggingface.co"
-    modelscope_endpoint: str = "https://www.modelscope.cn"
+    huggingface_endpoint: str = nodestore.HUGGING_FACE_ENDPOINT.default
+    modelscope_endpoint: str = nodestore.MODEL_SCOPE_ENDPOINT.default
     https_proxy: str | None = None
     # Comma-separated hosts, ``.domain`` suffixes, IPs, CIDRs, ``host:port``, or ``*``.
     no_proxy: str = ""

@@ -6,15 +6,13 @@ are supported, which is all the artifact's ``huggingface`` source names.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import AsyncGenerator
 from typing import NotRequired, TypedDict, cast
 from urllib import parse
 
 import httpx
 
-from hub import blocking, errors, fetch, files, source
+from hub import blocking, endpoint, errors, fetch, files, source
 from openapi import grammar
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -104,60 +102,26 @@ def parse_entry(raw: object, what: str) -> files.RemoteFile | None:
     return files.RemoteFile(path, size, "gitsha1", oid, False)
 
 
-class HuggingFace:
-    """One hub endpoint over a shared client; the token is per call, for that repository only."""
+class HuggingFace(endpoint.Endpoint):
+    """One Hugging Face Hub endpoint (``endpoint.Endpoint`` downloads and revalidates)."""
+
+    label = "huggingface.co"
 
     def __init__(
         self, client: httpx.AsyncClient, endpoint: str, *,
         connections: blocking.Connections | None = None,
     ) -> None:
-        self._client = client
-        self._endpoint = endpoint.rstrip("/")
-        self._ranges = blocking.Ranges(connections, self._endpoint, label="huggingface.co",
-                                       mapper=map_error)
-
-    @property
-    def can_open_ranges(self) -> bool:
-        """Whether ``open_range`` (the blocking fast path) is available."""
-        return self._ranges.available
-
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    async def _json(self, url: str, *, token: str | None, what: str) -> tuple[object, str | None]:
-        """GET a JSON document; returns it and the ``rel="next"`` link, if any."""
-        async with fetch.open_response(
-            self._client,
-            "GET",
-            url,
-            endpoint=self._endpoint,
-            token=token,
-            what=what,
-            mapper=map_error,
-            headers={"accept": "application/json"},
-        ) as response:
-            try:
-                await response.aread()
-                document: object = response.json()
-            except httpx.HTTPError as exc:
-                raise errors.from_transport(exc, what) from exc
-            except ValueError as exc:
-                raise errors.HubError("SourceUnavailable", f"{what}: answer is not JSON") from exc
-            next_link = response.links.get("next", {}).get("url")
-            if next_link is not None:
-                next_link = str(response.url.join(next_link))
-            return document, next_link
+        super().__init__(client, endpoint, mapper=map_error, connections=connections)
 
     async def resolve_revision(self, repo: str, revision: str, *, token: str | None) -> str:
         """The commit ``revision`` names; a 40-hex revision too is confirmed by the Hub."""
         source.check_repo(repo)
         source.check_revision(revision)
-        what = f"huggingface.co model {repo}"
+        what = self.describe(repo)
         url = (
             f"{self._endpoint}/api/models/{repo}/revision/{parse.quote(revision, safe='')}"
         )
-        document, _ = await self._json(url, token=token, what=what)
+        document, _ = await self.get_json(url, token=token, what=what)
         sha = document.get("sha") if isinstance(document, dict) else None
         if not isinstance(sha, str) or not grammar.is_commit(sha):
             raise errors.HubError("SourceUnavailable", f"{what}: revision answer has no commit")
@@ -173,7 +137,7 @@ class HuggingFace:
         """Every file of the commit, walking every ``Link: rel="next"`` page."""
         source.check_repo(repo)
         source.check_commit(commit)
-        what = f"huggingface.co model {repo}"
+        what = self.describe(repo)
         url: str | None = (
             f"{self._endpoint}/api/models/{repo}/tree/{commit}?recursive=true&expand=false"
         )
@@ -187,7 +151,7 @@ class HuggingFace:
             if fetch.origin(httpx.URL(url)) != home:
                 raise _bad_listing(what, "a next page on another origin")
             seen_pages.add(url)
-            document, url = await self._json(url, token=token, what=what)
+            document, url = await self.get_json(url, token=token, what=what)
             if not isinstance(document, list):
                 raise _bad_listing(what, "not a list")
             for raw in document:
@@ -203,68 +167,14 @@ class HuggingFace:
     def file_url(self, repo: str, commit: str, path: str) -> str:
         return f"{self._endpoint}/{repo}/resolve/{commit}/{parse.quote(path)}"
 
-    async def stream(
-        self,
-        repo: str,
-        commit: str,
-        path: str,
-        *,
-        start: int = 0,
-        end: int | None = None,
-        token: str | None,
-    ) -> AsyncGenerator[bytes, None]:
-        """Bytes ``start``..``end`` (inclusive, as in HTTP ``Range``; None = to the end).
+    def head_url(self, repo: str, commit: str, path: str) -> str:
+        """Revalidation asks the API's resolve route (``docs/controllers.md``, Revalidation)."""
+        return f"{self._endpoint}/api/models/{repo}/resolve/{commit}/{parse.quote(path)}"
 
-        Use under ``contextlib.aclosing`` so an abandoned stream releases its connection.
-        """
-        source.check_repo(repo)
-        source.check_commit(commit)
-        chunks = fetch.stream_range(
-            self._client,
-            self.file_url(repo, commit, path),
-            endpoint=self._endpoint,
-            token=token,
-            what=f"huggingface.co model {repo} file {path}",
-            mapper=map_error,
-            start=start,
-            end=end,
-        )
-        async with contextlib.aclosing(chunks) as body:
-            async for chunk in body:
-                yield chunk
-
-    def open_range(
-        self, repo: str, commit: str, path: str, *, start: int, end: int, token: str | None,
-        read_timeout: float | None = None,
-    ) -> blocking.RangeBody:
-        """``stream``'s bytes read by a worker thread (blocking; ``can_open_ranges`` first)."""
-        source.check_repo(repo)
-        source.check_commit(commit)
-        return self._ranges.open(self.file_url(repo, commit, path), repo=repo, path=path,
-                                 token=token, start=start, end=end, read_timeout=read_timeout)
-
-    async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:
-        """Revalidation: one HEAD of a file at the commit, redirects not followed."""
-        source.check_repo(repo)
-        source.check_commit(commit)
-        what = f"huggingface.co model {repo}"
-        async with fetch.open_response(
-            self._client,
-            "HEAD",
-            f"{self._endpoint}/api/models/{repo}/resolve/{commit}/{parse.quote(path)}",
-            endpoint=self._endpoint,
-            token=token,
-            what=what,
-            mapper=_head_error,
-            follow=False,
-        ):
-            return
-
-
-def _head_error(response: httpx.Response, body: bytes, what: str) -> errors.HubError:
-    # At revalidation every 404 is an access refusal, whatever its X-Error-Code says.
-    if response.status_code == 404:
-        return errors.HubError(
-            "AccessDenied", f"{what} {errors.NOT_ACCESSIBLE}", status=response.status_code
-        )
-    return map_error(response, body, what)
+    def head_mapper(self, response: httpx.Response, body: bytes, what: str) -> errors.HubError:
+        # At revalidation every 404 is an access refusal, whatever its X-Error-Code says.
+        if response.status_code == 404:
+            return errors.HubError(
+                "AccessDenied", f"{what} {errors.NOT_ACCESSIBLE}", status=response.status_code
+            )
+        return map_error(response, body, what)

@@ -5,16 +5,14 @@ identified by the hub's ``Sha256``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator
 from typing import NotRequired, TypedDict, cast
 from urllib import parse
 
 import httpx
 
-from hub import blocking, errors, fetch, files, gitrefs, source
+from hub import blocking, endpoint, errors, fetch, files, gitrefs, source
 from openapi import grammar
 
 TRUNCATION_LIMIT = 3000
@@ -74,47 +72,21 @@ def _error_for(
     return errors.HubError("InvalidRequest", f"{what}: HTTP {status} code {code}", status=status)
 
 
-class ModelScope:
-    """One ModelScope endpoint over a shared client; the token is per call."""
+class ModelScope(endpoint.Endpoint):
+    """One ModelScope endpoint (``endpoint.Endpoint`` downloads and revalidates)."""
+
+    label = "modelscope"
 
     def __init__(
         self, client: httpx.AsyncClient, endpoint: str, *, truncation_limit: int = TRUNCATION_LIMIT,
         connections: blocking.Connections | None = None,
     ) -> None:
-        self._client = client
-        self._endpoint = endpoint.rstrip("/")
+        super().__init__(client, endpoint, mapper=map_error, connections=connections)
         self._truncation_limit = truncation_limit
-        self._ranges = blocking.Ranges(connections, self._endpoint, label="modelscope",
-                                       mapper=map_error)
-
-    @property
-    def can_open_ranges(self) -> bool:
-        """Whether ``open_range`` (the blocking fast path) is available."""
-        return self._ranges.available
-
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
 
     async def _data(self, url: str, *, token: str | None, what: str) -> object:
         """GET an enveloped answer and return its ``Data``; ``Code`` must be 200."""
-        async with fetch.open_response(
-            self._client,
-            "GET",
-            url,
-            endpoint=self._endpoint,
-            token=token,
-            what=what,
-            mapper=map_error,
-            headers={"accept": "application/json"},
-        ) as response:
-            try:
-                await response.aread()
-                document = response.json()
-            except httpx.HTTPError as exc:
-                raise errors.from_transport(exc, what) from exc
-            except ValueError as exc:
-                raise errors.HubError("SourceUnavailable", f"{what}: answer is not JSON") from exc
+        document, _ = await self.get_json(url, token=token, what=what)
         if not isinstance(document, dict) or not isinstance(document.get("Code"), int):
             raise errors.HubError("SourceUnavailable", f"{what}: answer has no Code")
         envelope = cast(Envelope, document)
@@ -131,7 +103,7 @@ class ModelScope:
         if grammar.is_commit(revision):
             return revision
         source.check_revision(revision)
-        what = f"modelscope model {repo}"
+        what = self.describe(repo)
         query = parse.urlencode({"Ref": revision, "PageNumber": 1, "PageSize": 1})
         data = await self._data(
             f"{self._endpoint}/api/v1/models/{repo}/commits?{query}", token=token, what=what
@@ -162,25 +134,15 @@ class ModelScope:
         """``GET /openapi/v1/users/me``: ``AccessDenied`` when the hub rejects the token (the
         repository endpoints cannot tell a mistyped token from a missing grant)."""
         what = "modelscope token check"
-        async with fetch.open_response(
-            self._client, "GET", f"{self._endpoint}/openapi/v1/users/me",
-            endpoint=self._endpoint, token=token, what=what, mapper=_token_error,
-            headers={"accept": "application/json"},
-        ) as response:
-            try:
-                await response.aread()
-                document = response.json()
-            except httpx.HTTPError as exc:
-                raise errors.from_transport(exc, what) from exc
-            except ValueError as exc:
-                raise errors.HubError("SourceUnavailable", f"{what}: answer is not JSON") from exc
+        document, _ = await self.get_json(f"{self._endpoint}/openapi/v1/users/me", token=token,
+                                          what=what, mapper=_token_error)
         if not isinstance(document, dict) or document.get("success") is not True:
             raise errors.HubError("AccessDenied", f"{what}: the hub did not accept the token")
 
     async def _page(
         self, repo: str, commit: str, root: str, recursive: bool, *, token: str | None
     ) -> list[RepoFile]:
-        what = f"modelscope model {repo}"
+        what = self.describe(repo)
         params = {"Revision": commit, "Recursive": "True" if recursive else "False"}
         if root:
             params["Root"] = root
@@ -203,7 +165,7 @@ class ModelScope:
         if len(children) >= self._truncation_limit:
             raise errors.HubError(
                 "SourceUnavailable",
-                f"modelscope model {repo}: directory {root or '/'} has {self._truncation_limit} or "
+                f"{self.describe(repo)}: directory {root or '/'} has {self._truncation_limit} or "
                 "more entries, which the API cannot enumerate",
             )
         found = [child for child in children if child.get("Type") != "tree"]
@@ -212,7 +174,7 @@ class ModelScope:
                 path = child.get("Path")
                 if not isinstance(path, str) or not path or path == root:
                     raise errors.HubError(
-                        "SourceUnavailable", f"modelscope model {repo}: bad directory entry"
+                        "SourceUnavailable", f"{self.describe(repo)}: bad directory entry"
                     )
                 found.extend(await self._walk(repo, commit, path, token=token))
         return found
@@ -223,7 +185,7 @@ class ModelScope:
         """Every file of the commit; each must carry the hub's ``Sha256``."""
         source.check_repo(repo)
         source.check_commit(commit)
-        what = f"modelscope model {repo}"
+        what = self.describe(repo)
         listed: dict[str, files.RemoteFile] = {}
         for raw in await self._walk(repo, commit, "", token=token):
             if raw.get("Type") == "tree":
@@ -243,63 +205,6 @@ class ModelScope:
     def file_url(self, repo: str, commit: str, path: str) -> str:
         query = parse.urlencode({"Revision": commit, "FilePath": path}, quote_via=parse.quote_plus)
         return f"{self._endpoint}/api/v1/models/{repo}/repo?{query}"
-
-    async def stream(
-        self,
-        repo: str,
-        commit: str,
-        path: str,
-        *,
-        start: int = 0,
-        end: int | None = None,
-        token: str | None,
-    ) -> AsyncGenerator[bytes, None]:
-        """Bytes ``start``..``end`` (inclusive, as in HTTP ``Range``; None = to the end).
-
-        Use under ``contextlib.aclosing`` so an abandoned stream releases its connection.
-        """
-        source.check_repo(repo)
-        source.check_commit(commit)
-        chunks = fetch.stream_range(
-            self._client,
-            self.file_url(repo, commit, path),
-            endpoint=self._endpoint,
-            token=token,
-            what=f"modelscope model {repo} file {path}",
-            mapper=map_error,
-            start=start,
-            end=end,
-        )
-        async with contextlib.aclosing(chunks) as body:
-            async for chunk in body:
-                yield chunk
-
-    def open_range(
-        self, repo: str, commit: str, path: str, *, start: int, end: int, token: str | None,
-        read_timeout: float | None = None,
-    ) -> blocking.RangeBody:
-        """``stream``'s bytes read by a worker thread (blocking; ``can_open_ranges`` first)."""
-        source.check_repo(repo)
-        source.check_commit(commit)
-        return self._ranges.open(self.file_url(repo, commit, path), repo=repo, path=path,
-                                 token=token, start=start, end=end, read_timeout=read_timeout)
-
-    async def check_access(self, repo: str, commit: str, path: str, *, token: str | None) -> None:
-        """Revalidation: one HEAD of a file at the commit, redirects not followed."""
-        source.check_repo(repo)
-        source.check_commit(commit)
-        what = f"modelscope model {repo}"
-        async with fetch.open_response(
-            self._client,
-            "HEAD",
-            self.file_url(repo, commit, path),
-            endpoint=self._endpoint,
-            token=token,
-            what=what,
-            mapper=map_error,
-            follow=False,
-        ):
-            return
 
 
 def _token_error(response: httpx.Response, body: bytes, what: str) -> errors.HubError:

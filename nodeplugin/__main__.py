@@ -14,6 +14,7 @@ import kube
 from hub import config as hub_config
 from nodeplugin import plugin, scrub
 from nodeplugin.materialize import download
+from openapi import nodestore
 from timing import durations
 
 
@@ -71,13 +72,11 @@ def add_hub_flags(p: argparse.ArgumentParser) -> None:
         "hub downloads (used without --import-dir; start-up defaults that stand in for the "
         "node's NodeModelStore spec until the plugin has applied it)"
     )
-    g.add_argument("--huggingface-endpoint",
-                   default=_env("HF_ENDPOINT", "https://huggingface.co"),
-                   help="Hugging Face endpoint (default: $HF_ENDPOINT or https://huggingface.co)")
-    g.add_argument("--modelscope-endpoint",
-                   default=_env("MODELSCOPE_ENDPOINT", "https://www.modelscope.cn"),
-                   help="ModelScope endpoint (default: $MODELSCOPE_ENDPOINT or "
-                   "https://www.modelscope.cn)")
+    hf, ms = nodestore.HUGGING_FACE_ENDPOINT.default, nodestore.MODEL_SCOPE_ENDPOINT.default
+    g.add_argument("--huggingface-endpoint", default=_env("HF_ENDPOINT", hf),
+                   help=f"Hugging Face endpoint (default: $HF_ENDPOINT or {hf})")
+    g.add_argument("--modelscope-endpoint", default=_env("MODELSCOPE_ENDPOINT", ms),
+                   help=f"ModelScope endpoint (default: $MODELSCOPE_ENDPOINT or {ms})")
     g.add_argument("--https-proxy", default=_env("HTTPS_PROXY", _env("https_proxy", "")),
                    help="proxy for HTTPS requests to the hubs (default: $HTTPS_PROXY; empty: "
                    "direct)")
@@ -87,19 +86,20 @@ def add_hub_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ca-bundle", metavar="FILE", default=_env("HUB_CA_BUNDLE", ""),
                    help="PEM bundle of the CAs trusted for the hubs and the proxy (default: "
                    "$HUB_CA_BUNDLE; empty: the system's)")
-    g.add_argument("--download-concurrency", type=bounded(1, 64),
-                   default=_env("DOWNLOAD_CONCURRENCY", "8"),
-                   help="open hub requests on the node, 1-64 (default: $DOWNLOAD_CONCURRENCY or 8)")
-    g.add_argument("--download-bytes-per-second", type=bounded(0, None),
-                   default=_env("DOWNLOAD_BYTES_PER_SECOND", "0"),
+    # The spec's defaults and bounds (openapi.nodestore): these stand in for it until it applies.
+    jobs, rate, high = nodestore.CONCURRENCY, nodestore.BYTES_PER_SECOND, nodestore.HIGH_PERCENT
+    g.add_argument("--download-concurrency", type=bounded(jobs.minimum, jobs.maximum),
+                   default=_env("DOWNLOAD_CONCURRENCY", str(jobs.default)),
+                   help=f"open hub requests on the node, {jobs.minimum}-{jobs.maximum} "
+                   f"(default: $DOWNLOAD_CONCURRENCY or {jobs.default})")
+    g.add_argument("--download-bytes-per-second", type=bounded(rate.minimum, None),
+                   default=_env("DOWNLOAD_BYTES_PER_SECOND", str(rate.default)),
                    help="the node's download rate; 0 is unlimited (default: "
-                   "$DOWNLOAD_BYTES_PER_SECOND or 0)")
-    g.add_argument("--high-watermark", type=bounded(2, 95),
-                   default=_env("HIGH_WATERMARK_PERCENT", "80"),
-                   help="percent of the cache filesystem downloads may fill, 2-95 (default: "
-                   "$HIGH_WATERMARK_PERCENT or 80)")
-
-
+                   f"$DOWNLOAD_BYTES_PER_SECOND or {rate.default})")
+    g.add_argument("--high-watermark", type=bounded(high.minimum, high.maximum),
+                   default=_env("HIGH_WATERMARK_PERCENT", str(high.default)),
+                   help=f"percent of the cache filesystem downloads may fill, {high.minimum}-"
+                   f"{high.maximum} (default: $HIGH_WATERMARK_PERCENT or {high.default})")
 
 
 duration = durations.flag(positive=True, bare_seconds=False)

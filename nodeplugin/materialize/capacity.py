@@ -13,6 +13,8 @@ import dataclasses
 import os
 from collections.abc import Awaitable, Callable
 
+from openapi import nodestore
+
 
 class InsufficientCapacity(Exception):
     """The reservation does not fit under the high watermark; ``message`` is safe to show."""
@@ -58,7 +60,7 @@ class Capacity:
         self,
         root: str | os.PathLike[str],
         *,
-        high_percent: int = 80,
+        high_percent: int = nodestore.HIGH_PERCENT.default,
         usage: Callable[[str | os.PathLike[str]], Usage] = statvfs_usage,
         make_room: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:

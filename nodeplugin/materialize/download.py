@@ -34,22 +34,22 @@ from nodeplugin.materialize import (
     receive,
     transfer,
 )
-from openapi import grammar, sources
+from openapi import grammar, nodestore, sources
 
 log = logging.getLogger(__name__)
 
 READ_BYTES = 1 << 20
-MAX_CONCURRENCY = 64
-"""The largest ``download.concurrency`` (the flag's bound)."""
+MAX_CONCURRENCY = nodestore.CONCURRENCY.maximum
+"""The largest ``download.concurrency`` (the spec's bound, and so the flag's)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
-    concurrency: int = 8
+    concurrency: int = nodestore.CONCURRENCY.default
     """``download.concurrency``: open hub requests on the node."""
-    bytes_per_second: int = 0
+    bytes_per_second: int = nodestore.BYTES_PER_SECOND.default
     """``download.bytesPerSecond``; 0 is unlimited."""
-    high_percent: int = 80
+    high_percent: int = nodestore.HIGH_PERCENT.default
     memory_bytes: int = 12 << 20
     """Bytes received and not yet hashed, node-wide (``limits.Budget``): more lets more ranges
     of a file run at once (12 MiB: three 4 MiB parts beside each file's frontier), and is what a
