@@ -12,13 +12,14 @@ from collections.abc import Sequence
 
 from starlette.applications import Starlette
 
-from apiserver import app, cli, config, embedded, server, standalone, wiring, workers
 from apiserver.endpoints import resources
+from apiserver.options import cli, config
 from apiserver.registry import build
-from apiserver.serving import tls
+from apiserver.serving import processes, server, tls
 from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
+from apiserver.wiring import access, app, embedded, standalone
 from openapi import resources as openapi_resources
 
 
@@ -35,13 +36,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("httpx", "httpx2", "httpcore", "httpcore2"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     hooks: list[app.StartupHook] = []
-    listen_fd = workers.worker_fd()
+    listen_fd = processes.inherited_fd()
     if settings.standalone:
         prepared = standalone.prepare(settings)
-        if workers.worker_index() == 0:  # one greeting, not one per worker
+        if processes.index() == 0:  # one greeting, not one per server process
             hooks.append(standalone.greeter(prepared))
     if settings.storage.workers > 1 and listen_fd is None:
-        return workers.supervise(settings, list(sys.argv[1:] if argv is None else argv))
+        return processes.supervise(settings, list(sys.argv[1:] if argv is None else argv))
     serving = server.contexts(settings)
     application = wire(settings, serving, hooks)
     # Everything loaded so far lives as long as the process: keep it out of every collection,
@@ -74,9 +75,18 @@ def open_storage(settings: config.Settings) -> interface.Store:
     return watchcache.Cache(backend, prefixes)
 
 
+def auth_for(settings: config.Settings, serving: tls.ServingContexts) -> access.Auth:
+    """What authenticates, authorizes and guards requests in this mode."""
+    if settings.standalone:
+        return access.standalone(settings)
+    from apiserver.wiring import delegation  # only cluster mode dials kube-apiserver
+
+    return delegation.delegated(settings, serving)
+
+
 def wire(settings: config.Settings, serving: tls.ServingContexts,
          hooks: Sequence[app.StartupHook] = ()) -> Starlette:
-    auth = wiring.for_settings(settings, serving)
+    auth = auth_for(settings, serving)
     storage = open_storage(settings)
     registry = build.build(storage, cluster_version=auth.cluster_version)
     background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,

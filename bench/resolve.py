@@ -14,10 +14,10 @@ import pathlib
 import tempfile
 import time
 
-from apiserver import inprocess
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
+from apiserver.wiring import inprocess
 from bench import result
 from controllers import claims, hubs, informer, passes, resolver, secrets
 from controllers import client as clients

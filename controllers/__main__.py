@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Sequence
 
 import kube
-from controllers import claims, cluster, kubeapi, leader, secrets, settings, worker
+from controllers import claims, cluster, kubeapi, leader, runner, secrets, settings
 from timing import clock as clocks
 
 log = logging.getLogger("controllers")
@@ -63,18 +63,18 @@ async def run(args: argparse.Namespace, config: settings.Settings) -> None:
     theirs = (kube.Client.connect(args.cluster_kubeconfig) if args.cluster_kubeconfig
               else ours) if uses_cluster else None
     api = kubeapi.KubeApi(ours)
-    view = worker.NodeView(api, clock, None)
+    view = runner.NodeView(api, clock, None)
     state = pathlib.Path(tempfile.mkdtemp(prefix="model-manager-controllers-"))
     if theirs is not None:
         found = cluster.sources(kubeapi.KubeApi(theirs), config, clock)
-        running = worker.Worker(api, config, clock, index=view.index,
+        running = runner.Worker(api, config, clock, index=view.index,
                                 secret_source=found.secrets, claim_source=found.claims,
                                 leadership=found.leadership, informers=found.informers,
                                 recorder=found.recorder)
         cluster.watch_settings(found, running, config, state)
     else:
         assert config.secrets_dir is not None
-        running = worker.Worker(api, config, clock, index=view.index,
+        running = runner.Worker(api, config, clock, index=view.index,
                                 secret_source=secrets.DirSecrets(config.secrets_dir, clock),
                                 claim_source=claims.AnyClaim(),
                                 leadership=leader.AlwaysLeader())

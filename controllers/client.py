@@ -1,9 +1,9 @@
 """The seam between controllers and the objects they read and write.
 
 ``Client`` is what a controller needs from an API server: list, watch, get, and a status write.
-Embedded controllers get one over the registry (``apiserver/inprocess.py``: the same code path as
-HTTP requests, with the worker identity's status guard); external controllers and every kube
-object (Secrets, claims, Pods) get one over HTTP. Objects are plain dicts, as on the wire.
+Embedded controllers get one over the registry (``apiserver/wiring/inprocess.py``: the same code
+path as HTTP requests, with the worker identity's status guard); external controllers and every
+kube object (Secrets, claims, Pods) get one over HTTP. Objects are plain dicts, as on the wire.
 """
 
 from __future__ import annotations

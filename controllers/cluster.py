@@ -20,9 +20,9 @@ from controllers import (
     kubeevents,
     kubesecrets,
     leader,
+    runner,
     runtime,
     settings,
-    worker,
 )
 from controllers import client as clients
 from timing import clock as clocks
@@ -64,7 +64,7 @@ def sources(api: kubeapi.KubeApi, config: settings.Settings, clock: clocks.Clock
                    recorder=kubeevents.KubeRecorder(api.kube, clock))
 
 
-def watch_settings(found: Sources, running: worker.Worker, config: settings.Settings,
+def watch_settings(found: Sources, running: runner.Worker, config: settings.Settings,
                    state_dir: pathlib.Path) -> clustersettings.ClusterSettings:
     """Apply the settings ConfigMap to ``running`` now and on every change."""
     watcher = clustersettings.ClusterSettings(

@@ -13,8 +13,8 @@ import logging
 import os
 import pathlib
 
-from apiserver import config
 from apiserver.auth import trust, x509
+from apiserver.options import config
 
 log = logging.getLogger(__name__)
 

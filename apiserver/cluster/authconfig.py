@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from lightkube.resources.core_v1 import ConfigMap
 
 import kube
-from apiserver import config
 from apiserver.auth import trust, trustfiles
+from apiserver.options import config
 
 log = logging.getLogger(__name__)
 

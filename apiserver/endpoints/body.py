@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 import orjson
 import yaml
 
-from apiserver import config, errors
+from apiserver import errors
+from apiserver.options import config
 from openapi import fields
 
 JSON_TYPES = ("application/json", "*/*")

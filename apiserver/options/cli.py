@@ -12,7 +12,7 @@ import pathlib
 import re
 from collections.abc import Sequence
 
-from apiserver import config, storage_flags
+from apiserver.options import config, storage_flags
 from certs import authority
 from controllers import settings as controller_settings
 from timing import durations

@@ -1,1 +1,4 @@
-"""Serving TLS: certificates reloaded on change, and the client's verified chain in the scope."""
+"""Serving: hypercorn over TLS until a signal (``server``), ``--workers`` server processes on one
+socket (``processes``), the guards around hypercorn's flaws (``hypercorn_guards``), TLS
+contexts reloaded when their files change (``tls``) and the client's verified chain in every
+request's scope (``listener``)."""

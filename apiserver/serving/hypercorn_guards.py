@@ -5,10 +5,11 @@
    had in flight raises ``KeyError`` in the connection's task, which tears the whole HTTP/2
    connection down: every other request on it fails (``unexpected EOF`` in kubectl) and a
    traceback is logged. The same lookup for END_STREAM is guarded upstream; DATA is not
-   (hypercorn issue #329; unmerged fixes #312, #334). ``ReadsBodyFirst`` in ``apiserver/app.py``
-   avoids the situation for bodies within its drain budget by reading them before answering; this
-   guard covers the rest (larger bodies, a client that keeps sending after the answer): such DATA
-   is dropped and its flow-control credit returned, as hypercorn does for END_STREAM.
+   (hypercorn issue #329; unmerged fixes #312, #334). ``ReadsBodyFirst`` in
+   ``apiserver/wiring/app.py`` avoids the situation for bodies within its drain budget by reading
+   them before answering; this guard covers the rest (larger bodies, a client that keeps sending
+   after the answer): such DATA is dropped and its flow-control credit returned, as hypercorn does
+   for END_STREAM.
 2. A client whose TLS ends badly. When a client resets the connection, sends data after its
    close_notify (``APPLICATION_DATA_AFTER_CLOSE_NOTIFY``) or a broken record, or never answers
    our close_notify, asyncio stores the ``ssl.SSLError`` (or ``TimeoutError``) and hypercorn's

@@ -55,7 +55,7 @@ def connection_facts(ssl_object: Any) -> dict[str, Any]:
 
 def listen(bind: str, backlog: int) -> socket.socket:
     """A listening TCP socket for ``host:port`` (``[v6]:port`` for IPv6), or the inherited one
-    ``fd://N`` names (a ``--workers`` child, ``apiserver.workers``)."""
+    ``fd://N`` names (a ``--workers`` child, ``apiserver.serving.processes``)."""
     if bind.startswith("fd://"):
         inherited = socket.socket(fileno=int(bind[len("fd://"):]))
         inherited.setblocking(False)

@@ -2,11 +2,14 @@
 
 The parent binds ``--bind``/``--port`` once, then runs N copies of the same command line, each
 inheriting the socket (``fd://`` for hypercorn) and told its index through the environment. The
-kernel hands each new connection to whichever worker accepts first; every worker has its own
+kernel hands each new connection to whichever process accepts first; every process has its own
 event loop, etcd client and watch cache, and etcd keeps them consistent exactly as it keeps
-separate replicas consistent. The parent only supervises: SIGTERM/SIGINT go to every worker (each
-drains its own connections), and a worker that dies is started again after a pause, so one crash
-does not take the socket away from the others.
+separate replicas consistent. The parent only supervises: SIGTERM/SIGINT go to every process
+(each drains its own connections), and a process that dies is started again after a pause, so
+one crash does not take the socket away from the others.
+
+The flag keeps its name (gunicorn's and uvicorn's); everywhere else in this code base "worker"
+is the controllers' identity (``apiserver.auth.worker``).
 """
 
 from __future__ import annotations
@@ -22,23 +25,24 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from apiserver import config
+from apiserver.options import config
 
 log = logging.getLogger(__name__)
 
 FD_ENV = "MODEL_MANAGER_LISTEN_FD"
-INDEX_ENV = "MODEL_MANAGER_WORKER"
+INDEX_ENV = "MODEL_MANAGER_PROCESS_INDEX"
 RESTART_PAUSE = 1.0
-"""Seconds before a dead worker is started again."""
+"""Seconds before a dead server process is started again."""
 
 
-def worker_fd() -> int | None:
-    """In a worker: the inherited listening socket's descriptor (None in a plain server)."""
+def inherited_fd() -> int | None:
+    """In a child: the inherited listening socket's descriptor (None in a plain server)."""
     value = os.environ.get(FD_ENV)
     return int(value) if value else None
 
 
-def worker_index() -> int:
+def index() -> int:
+    """In a child: its index, 0 to N-1 (0 in a plain server)."""
     return int(os.environ.get(INDEX_ENV, "0"))
 
 
@@ -54,7 +58,7 @@ def listen(settings: config.Settings) -> socket.socket:
 
 
 def supervise(settings: config.Settings, argv: Sequence[str]) -> int:
-    """Run ``settings.storage.workers`` workers on one socket until SIGTERM/SIGINT."""
+    """Run ``settings.storage.workers`` server processes on one socket until SIGTERM/SIGINT."""
     count = settings.storage.workers
     sock = listen(settings)
     stopping = threading.Event()
@@ -67,7 +71,7 @@ def supervise(settings: config.Settings, argv: Sequence[str]) -> int:
         )
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        log.info("received %s, stopping %d workers", signal.Signals(signum).name, count)
+        log.info("received %s, stopping %d server processes", signal.Signals(signum).name, count)
         stopping.set()
         for child in children.values():
             if child.poll() is None:
@@ -77,11 +81,11 @@ def supervise(settings: config.Settings, argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, stop)
     for index in range(count):
         spawn(index)
-    log.info("%d workers serving %s", count, settings.url)
+    log.info("%d server processes serving %s", count, settings.url)
     while not stopping.is_set():
         for index, child in list(children.items()):
             if child.poll() is not None and not stopping.is_set():
-                log.error("worker %d (pid %d) exited with %s; starting it again",
+                log.error("server process %d (pid %d) exited with %s; starting it again",
                           index, child.pid, child.returncode)  # fmt: skip
                 time.sleep(RESTART_PAUSE)
                 if not stopping.is_set():

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from hypercorn import config as hypercorn_config
 from starlette.types import ASGIApp
 
-from apiserver import config, hypercorn_guards
-from apiserver.serving import listener, tls
+from apiserver.options import config
+from apiserver.serving import hypercorn_guards, listener, tls
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ async def serve(
     listen_fd: int | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; ``on_stop`` runs first (the app ends its open streams)."""
-    hypercorn_guards.install()  # see apiserver/hypercorn_guards.py
+    hypercorn_guards.install()  # see apiserver/serving/hypercorn_guards.py
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # read by asyncio when each TLS connection is set up (served ones and kube-apiserver calls)

@@ -1,9 +1,10 @@
 """What authenticates, authorizes and guards requests, for each mode: the parts ``__main__``
 hands to the app.
 
-Standalone: static tokens (admin, worker, node plugin) and the local RBAC policy. Cluster: the
-delegated chain of ``apiserver.cluster.wiring`` (front proxy, client certificates, TokenReview,
-SubjectAccessReview), built only when a cluster is configured, since it dials kube-apiserver.
+``Auth`` is what either mode builds. Standalone (here): static tokens (admin, worker, node
+plugin) and the local RBAC policy. Cluster: the delegated chain of ``wiring.delegation`` (front
+proxy, client certificates, TokenReview, SubjectAccessReview), built only when a cluster is
+configured, since it dials kube-apiserver; ``__main__`` picks one by ``--standalone``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from starlette.routing import BaseRoute
 
 import kube
-from apiserver import config
 from apiserver.auth import (
     authenticator,
     authorizer,
@@ -26,8 +26,8 @@ from apiserver.auth import (
     worker,
 )
 from apiserver.endpoints import selfreviews
+from apiserver.options import config
 from apiserver.registry import strategy
-from apiserver.serving import tls
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -65,11 +65,3 @@ def standalone(settings: config.Settings) -> Auth:
             pods=None,  # no cluster: the plugin's token carries its node-name extra
         ),
     )
-
-
-def for_settings(settings: config.Settings, serving: tls.ServingContexts) -> Auth:
-    if settings.standalone:
-        return standalone(settings)
-    from apiserver.cluster import delegation  # only cluster mode needs kube
-
-    return delegation.delegated(settings, serving)

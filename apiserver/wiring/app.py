@@ -24,10 +24,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from apiserver import config, errors
+from apiserver import errors
 from apiserver.auth import authenticator, authorizer, middleware
 from apiserver.endpoints import body as bodies
 from apiserver.endpoints import discovery, health, openapi
+from apiserver.options import config
 from apiserver.storage import interface
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ class ReadsBodyFirst:
     every other stream on it included, when DATA arrives for a stream it already answered. So the
     rest of the body is read and dropped first, up to ``drain`` bytes or ``patience`` seconds (a
     client that stops sending holds nothing); past that the answer goes out anyway
-    (``apiserver.hypercorn_guards`` keeps such a connection alive).
+    (``apiserver.serving.hypercorn_guards`` keeps such a connection alive).
     """
 
     def __init__(self, app: ASGIApp, drain: int = DRAIN_BYTES,

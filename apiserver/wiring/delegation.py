@@ -7,6 +7,7 @@ authorization: system:masters -> always-allowed paths -> SubjectAccessReview (ca
 Trust comes from the flag files when given, else from the watched ConfigMap; both feed the TLS
 handshake bundle. At start, before listening: the trust is read, the worker identity is learned
 (SelfSubjectReview, else TokenReview of the own token) and kube-apiserver's version is read.
+Built from ``apiserver.cluster``'s calls into the ``access.Auth`` either mode hands the app.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import logging
 
 import kube
-from apiserver import config, wiring
 from apiserver.auth import (
     authenticator,
     authorizer,
@@ -30,7 +30,9 @@ from apiserver.auth import (
     worker,
 )
 from apiserver.cluster import authconfig, pods, reviews, version
+from apiserver.options import config
 from apiserver.serving import tls
+from apiserver.wiring import access
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ def _client(path: object) -> kube.Client:
     return kube.Client.connect(path)  # type: ignore[arg-type]
 
 
-def delegated(settings: config.Settings, serving: tls.ServingContexts) -> wiring.Auth:
+def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access.Auth:
     d = settings.delegation
     own = _client(d.kubeconfig)
     authn = own if d.authentication_config() == d.kubeconfig else _client(
@@ -95,7 +97,7 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> wiring
         for client in clients.values():
             await client.aclose()
 
-    return wiring.Auth(
+    return access.Auth(
         authentication=chain,
         authorization=judge,
         guards=status_guards,

@@ -22,10 +22,11 @@ import pathlib
 from collections.abc import Awaitable, Callable
 
 import kube
-from apiserver import config, inprocess, leases
 from apiserver.auth import static
 from apiserver.auth import worker as workers
+from apiserver.options import config
 from apiserver.registry import build
+from apiserver.wiring import inprocess, leases
 from controllers import (
     claims,
     cluster,
@@ -34,9 +35,9 @@ from controllers import (
     leader,
     nodestores,
     plugins,
+    runner,
     secrets,
     storesettings,
-    worker,
 )
 from controllers import client as clients
 from timing import clock as clocks
@@ -50,15 +51,16 @@ Hook = Callable[[], Awaitable[None]]
 class Hooks:
     start: list[Hook] = dataclasses.field(default_factory=list)
     stop: list[Hook] = dataclasses.field(default_factory=list)
-    node_view: worker.NodeView | None = None
-    worker: worker.Worker | None = None
+    node_view: runner.NodeView | None = None
+    controllers: runner.Worker | None = None
+    """The resolver and the aggregation (``--controllers=embedded``)."""
     node_stores: nodestores.NodeStores | None = None
 
 
 def node_stores(
     settings: config.Settings,
     api: inprocess.RegistryClient,
-    view: worker.NodeView,
+    view: runner.NodeView,
     theirs: kubeapi.KubeApi | None,
     found: cluster.Sources | None,
     cluster_client: kube.Client | None,
@@ -174,7 +176,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         locator = plugins.PodPlugins(pods, cs.plugin_port)
         token = client_token(cluster_client)
     reader = plugins.HttpDownloads(locator, token, ca_file=cs.plugin_ca_file)
-    view = worker.NodeView(api, clock, reader)
+    view = runner.NodeView(api, clock, reader)
     hooks = Hooks(node_view=view)
 
     async def start_view() -> None:
@@ -212,7 +214,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         hooks.start.append(_runner(stores, extra, hooks_tasks))
         return hooks
     if found is not None:
-        running = worker.Worker(api, cs, clock, index=view.index, secret_source=found.secrets,
+        running = runner.Worker(api, cs, clock, index=view.index, secret_source=found.secrets,
                                 claim_source=found.claims, leadership=found.leadership,
                                 informers=found.informers,
                                 recorder=found.recorder, node_stores=stores)
@@ -220,13 +222,13 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     else:
         secret_source: secrets.Secrets = (
             secrets.DirSecrets(cs.secrets_dir, clock) if cs.secrets_dir else secrets.NoSecrets())
-        running = worker.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
+        running = runner.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
                                 claim_source=claims.AnyClaim(),
                                 leadership=standalone_leadership(settings, registry, clock),
                                 node_stores=stores)
-    hooks.worker = running
+    hooks.controllers = running
 
-    async def start_worker() -> None:
+    async def start_controllers() -> None:
         known = current()
         if not known.known:
             log.error("the controllers do not start: the worker identity is unknown (%s)",
@@ -234,9 +236,9 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
             return
         running.start()
 
-    async def stop_worker() -> None:
+    async def stop_controllers() -> None:
         await running.stop()
 
-    hooks.start.append(start_worker)
-    hooks.stop.append(stop_worker)
+    hooks.start.append(start_controllers)
+    hooks.stop.append(stop_controllers)
     return hooks

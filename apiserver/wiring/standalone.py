@@ -21,8 +21,9 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 
-from apiserver import config, kubeconfig
 from apiserver.auth import policy, static, user
+from apiserver.options import config
+from apiserver.wiring import kubeconfig
 from certs import authority
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """HTTP/2 and TLS as clients use them: refused requests whose bodies the handler never reads, real
 kubectl commands the server answers 404/405, and clients that end their TLS badly (bodies past the
-drain budget are the guard's: tests/unit/apiserver/test_hypercorn_guards.py). Each keeps the
-connection (later requests on the same HTTP/2 connection are answered), and the server logs no
-traceback.
+drain budget are the guard's: tests/unit/apiserver/serving/test_hypercorn_guards.py). Each keeps
+the connection (later requests on the same HTTP/2 connection are answered), and the server logs
+no traceback.
 
 Before the fix, hypercorn raised ``KeyError`` for DATA on an answered stream and tore down the
 whole connection (kubectl: ``unexpected EOF``), and a client's TLS error at close was logged as

@@ -1,6 +1,6 @@
-"""The embedded controllers with a cluster: the API server's own hooks (``apiserver.embedded``)
-over a real registry, their Secrets, claims, Lease and plugin Pods from the fixture control
-plane, resolving against the fixture hub."""
+"""The embedded controllers with a cluster: the API server's own hooks
+(``apiserver.wiring.embedded``) over a real registry, their Secrets, claims, Lease and plugin Pods
+from the fixture control plane, resolving against the fixture hub."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 import kube
-from apiserver import config, embedded
+from apiserver.options import config
 from apiserver.registry import build
 from apiserver.storage import sqlite
+from apiserver.wiring import embedded
 from controllers import settings as controller_settings
 from hub import config as hub_config
 from tests.support import fakehub, waiting

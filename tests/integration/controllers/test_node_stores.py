@@ -1,4 +1,4 @@
-"""The node stores controller in the API server's hooks (``apiserver.embedded``) over a real
+"""The node stores controller in the API server's hooks (``apiserver.wiring.embedded``) over a real
 registry, the cluster's CSINodes, Nodes, kubelet configz and settings ConfigMap from the fixture
 control plane, on a manual clock: a NodeModelStore per node whose CSINode lists the driver, with
 an ownerReference and its spec; settings reach every spec within a minute and a failing one is
@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 import kube
-from apiserver import config, embedded
+from apiserver.options import config
 from apiserver.registry import build
 from apiserver.storage import sqlite
+from apiserver.wiring import embedded
 from controllers import nodestores
 from controllers import settings as controller_settings
 from hub import config as hub_config

@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from apiserver import inprocess
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
-from controllers import worker
+from apiserver.wiring import inprocess
+from controllers import runner
 from tests.support import etcd
 from timing import clock as clocks
 
@@ -41,11 +41,11 @@ def etcd_server(tmp_path: pathlib.Path) -> Iterator[etcd.Etcd]:
 
 
 @pytest.fixture
-async def progress_view(registry: build.Registry) -> AsyncIterator[worker.NodeView]:
+async def progress_view(registry: build.Registry) -> AsyncIterator[runner.NodeView]:
     """The progress view as the server wires it: a NodeModelStore index kept from the watch
     through the in-process client, plugged into the registry once it has listed."""
     api = inprocess.RegistryClient(registry, user=users.UserInfo(WORKER), worker_username=WORKER)
-    view = worker.NodeView(api, clocks.SystemClock(), None)
+    view = runner.NodeView(api, clocks.SystemClock(), None)
     view.start()
     await view.index.wait_synced()
     registry.progress_view.view = view.progress

@@ -4,8 +4,8 @@ expanded the way kubelet does) go through the real parsers of ``python -m apiser
 (or invented in the chart) fails here. Files the flags name are mounted from the chart's
 volumes; they are created in a temporary directory standing in for the container.
 
-Nothing is started: ``apiserver.cli.parse`` and ``nodeplugin.__main__.problem``/``config_from``
-only read flags and check files exist.
+Nothing is started: ``apiserver.options.cli.parse`` and
+``nodeplugin.__main__.problem``/``config_from`` only read flags and check files exist.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from apiserver import cli as apiserver_cli
-from apiserver import config as apiserver_config
+from apiserver.options import cli as apiserver_cli
+from apiserver.options import config as apiserver_config
 from nodeplugin import __main__ as plugin_cli
 from tests.support import helm
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from apiserver import config
 from apiserver.auth import policy, rbac
+from apiserver.options import config
 from tests.support import helm
 
 GROUP = "worker.gpustack.ai"

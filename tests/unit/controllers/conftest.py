@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from apiserver import inprocess
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
+from apiserver.wiring import inprocess
 from controllers import claims, events, hubs, informer, passes, resolver, runtime, secrets
 from controllers import client as clients
 from hub import config as hub_config

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from apiserver import inprocess
 from apiserver.auth import user as users
 from apiserver.registry import build
+from apiserver.wiring import inprocess
 from controllers import aggregate, informer, nodeindex
 from controllers import client as clients
 from tests.support import clock as manual

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from apiserver import inprocess
 from apiserver.auth import user as users
 from apiserver.registry import build
+from apiserver.wiring import inprocess
 from controllers import client as clients
 from controllers import informer, nodestores, storesettings
 from hub import config as hub_config

@@ -9,13 +9,14 @@ import pytest
 from starlette import applications, requests, responses
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from apiserver import app, errors
+from apiserver import errors
 from apiserver.auth import guards
 from apiserver.auth import user as users
 from apiserver.auth import worker as workers
 from apiserver.endpoints import resources
 from apiserver.registry import build
-from controllers import worker
+from apiserver.wiring import app
+from controllers import runner
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 PLUGIN = "system:serviceaccount:gpustack-system:model-manager-node"
@@ -55,7 +56,7 @@ async def _render(request: requests.Request, exc: Exception) -> responses.Respon
 
 @pytest.fixture
 async def client(registry: build.Registry,
-                 progress_view: worker.NodeView) -> AsyncIterator[httpx.AsyncClient]:
+                 progress_view: runner.NodeView) -> AsyncIterator[httpx.AsyncClient]:
     app = applications.Starlette(routes=resources.routes(registry, status_guards()),
                                  exception_handlers={errors.StatusError: _render})
     transport = httpx.ASGITransport(app=FakeIdentity(app))

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from apiserver import __main__ as entry
-from apiserver import config, errors
+from apiserver import errors
+from apiserver.options import config
 from apiserver.registry import build, events, options
 from apiserver.storage import interface, watchcache
 from tests.support import etcd

@@ -20,7 +20,7 @@ from hypercorn import config as hypercorn_config
 from hypercorn.protocol import h2 as hypercorn_h2
 from starlette.types import Receive, Scope, Send
 
-from apiserver import hypercorn_guards
+from apiserver.serving import hypercorn_guards
 from tests.support import apiserver as support
 from tests.support import h2client
 

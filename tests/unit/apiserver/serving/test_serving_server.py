@@ -5,7 +5,8 @@ from __future__ import annotations
 import pathlib
 import ssl
 
-from apiserver import config, server
+from apiserver.options import config
+from apiserver.serving import server
 from certs import authority
 
 

@@ -8,7 +8,7 @@ import stat
 
 import yaml
 
-from apiserver import kubeconfig
+from apiserver.wiring import kubeconfig
 
 
 def test_written_private_and_nothing_planted_is_followed(tmp_path: pathlib.Path) -> None:

@@ -15,9 +15,10 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from apiserver import app, errors
+from apiserver import errors
 from apiserver.auth import authenticator, authorizer, bearer, policy, rbac, static
 from apiserver.storage import sqlite
+from apiserver.wiring import app
 
 TOKEN = "unit-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

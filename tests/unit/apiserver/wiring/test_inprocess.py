@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from apiserver import inprocess
 from apiserver.auth import user as users
 from apiserver.registry import build
+from apiserver.wiring import inprocess
 from controllers import client as clients
 from controllers import errors, status
-from tests.unit.controllers.conftest import WORKER
+from tests.unit.apiserver.conftest import WORKER
 
 
 def _artifact(name: str = "m") -> dict[str, Any]:

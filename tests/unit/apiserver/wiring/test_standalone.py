@@ -7,8 +7,9 @@ import stat
 
 import yaml
 
-from apiserver import cli, standalone
 from apiserver.auth import static, user
+from apiserver.options import cli
+from apiserver.wiring import standalone
 
 
 def _prepare(data_dir: pathlib.Path, *extra: str) -> standalone.Prepared:
