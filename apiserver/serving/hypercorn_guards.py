@@ -1,4 +1,7 @@
-"""Two guards around hypercorn 0.18 (its latest release) for what clients do every day.
+"""Two guards around hypercorn 0.17-0.18 for what clients do every day, as subclasses of the
+classes this server instantiates itself (``apiserver.serving.listener`` runs hypercorn's
+per-connection ``TCPServer``): nothing in hypercorn is patched, and another hypercorn user in the
+same process (the tests' fixture servers) keeps hypercorn's own behaviour.
 
 1. DATA for a stream already answered. hypercorn looks every DATA frame's stream up in its table
    of open streams without a guard; once a response has ended its stream, DATA the client still
@@ -7,81 +10,82 @@
    traceback is logged. The same lookup for END_STREAM is guarded upstream; DATA is not
    (hypercorn issue #329; unmerged fixes #312, #334). ``ReadsBodyFirst`` in
    ``apiserver/wiring/app.py`` avoids the situation for bodies within its drain budget by reading
-   them before answering; this guard covers the rest (larger bodies, a client that keeps sending
+   them before answering; ``H2`` covers the rest (larger bodies, a client that keeps sending
    after the answer): such DATA is dropped and its flow-control credit returned, as hypercorn does
    for END_STREAM.
 2. A client whose TLS ends badly. When a client resets the connection, sends data after its
    close_notify (``APPLICATION_DATA_AFTER_CLOSE_NOTIFY``) or a broken record, or never answers
    our close_notify, asyncio stores the ``ssl.SSLError`` (or ``TimeoutError``) and hypercorn's
    connection close re-raises it (hypercorn issues #261, #291, #264): logged as an unhandled
-   error with a traceback, and at shutdown it even escapes ``serve``. Such a close is an ordinary
-   disconnect: logged at debug, without a traceback.
+   error with a traceback, and at shutdown it even escapes ``serve``. ``Connection._close`` logs
+   such a close at debug, without a traceback: it is an ordinary disconnect.
 
-``install`` patches each only when this hypercorn still has the flaw, and only once.
+The seams are hypercorn's: ``TCPServer`` assigns its ``ProtocolWrapper`` to ``self.protocol``,
+the wrapper assigns its ``H2Protocol`` to ``self.protocol`` before initiating it (on ALPN ``h2``
+and on the two upgrades from HTTP/1.1), and the two overridden methods keep their signatures.
+``tests/unit/apiserver/serving/test_hypercorn_seams.py`` fails when a hypercorn release moves one.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h2.events
 from hypercorn.asyncio import tcp_server
+from hypercorn.protocol import ProtocolWrapper
 from hypercorn.protocol import h2 as hypercorn_h2
 
 log = logging.getLogger(__name__)
 
-_MARK = "_model_manager_guarded"
 
-HandleEvents = Callable[[Any, list[h2.events.Event]], Awaitable[None]]
-Close = Callable[[Any], Awaitable[None]]
+class H2(hypercorn_h2.H2Protocol):
+    """hypercorn's HTTP/2 protocol, dropping DATA for a stream that is no longer open."""
 
-
-def install() -> None:
-    protocol = hypercorn_h2.H2Protocol
-    if not getattr(protocol, _MARK, False) and data_lookup_unguarded():
-        setattr(protocol, "_handle_events", guard_data(protocol._handle_events))  # noqa: B010
-        setattr(protocol, _MARK, True)
-    server = tcp_server.TCPServer
-    if not getattr(server, _MARK, False):
-        setattr(server, "_close", guard_close(server._close))  # noqa: B010
-        setattr(server, _MARK, True)
-
-
-def data_lookup_unguarded() -> bool:
-    """Whether this hypercorn indexes its streams for DATA without a guard."""
-    source = inspect.getsource(hypercorn_h2.H2Protocol._handle_events)
-    data = source.split("h2.events.DataReceived", 1)[-1].split("elif", 1)[0]
-    return "self.streams[event.stream_id]" in data
-
-
-def guard_data(original: HandleEvents) -> HandleEvents:
-    """``original`` applied one event at a time, DATA for a stream no longer open dropped.
-
-    One at a time because a stream can close while an earlier event of the same batch is
-    handled (the response is sent from the request's own task)."""
-
-    async def handle_events(self: Any, events: list[h2.events.Event]) -> None:
+    async def _handle_events(self, events: list[h2.events.Event]) -> None:
+        # one event at a time: a stream can close while an earlier event of the same batch is
+        # handled (the response is sent from the request's own task)
         for event in events:
             if isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
                 self.connection.acknowledge_received_data(event.flow_controlled_length,
                                                           event.stream_id)
                 await self._flush()
                 continue
-            await original(self, [event])
-
-    return handle_events
+            await super()._handle_events([event])
 
 
-def guard_close(original: Close) -> Close:
-    """``original``, with a TLS or socket failure of the client's making logged at debug."""
+class Protocols(ProtocolWrapper):
+    """hypercorn's protocol choice, with ``H2`` wherever it would run its own HTTP/2 protocol."""
 
-    async def close(self: Any) -> None:
+    @property
+    def protocol(self) -> Any:
+        return self._chosen
+
+    @protocol.setter
+    def protocol(self, chosen: Any) -> None:
+        if type(chosen) is hypercorn_h2.H2Protocol:
+            # not yet initiated: every assignment comes straight from the constructor
+            chosen.__class__ = H2
+        self._chosen = chosen
+
+
+class Connection(tcp_server.TCPServer):
+    """hypercorn's per-connection server with both guards."""
+
+    @property
+    def protocol(self) -> Any:
+        return self._wrapper
+
+    @protocol.setter
+    def protocol(self, wrapper: Any) -> None:
+        if type(wrapper) is ProtocolWrapper:
+            inner = vars(wrapper).pop("protocol")
+            wrapper.__class__ = Protocols
+            wrapper.protocol = inner
+        self._wrapper = wrapper
+
+    async def _close(self) -> None:
         try:
-            await original(self)
+            await super()._close()
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
             log.debug("client connection ended uncleanly: %s", exc)
-
-    return close

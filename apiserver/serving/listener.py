@@ -23,12 +23,11 @@ from typing import Any
 from hypercorn import config as hypercorn_config
 from hypercorn.app_wrappers import ASGIWrapper
 from hypercorn.asyncio.lifespan import Lifespan
-from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from starlette.types import ASGIApp
 
 from apiserver.auth import middleware
-from apiserver.serving import tls
+from apiserver.serving import hypercorn_guards, tls
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +75,11 @@ def listen(bind: str, backlog: int) -> socket.socket:
 
 
 async def serve(app: ASGIApp, config: hypercorn_config.Config, contexts: tls.ServingContexts,
-                *, shutdown_trigger: Trigger) -> None:
+                *, shutdown_trigger: Trigger, ssl_shutdown_timeout: float | None = None) -> None:
     """Serve on ``config.bind`` until ``shutdown_trigger`` returns; listening starts once the
-    app's lifespan startup finished (as hypercorn does)."""
+    app's lifespan startup finished (as hypercorn does). ``ssl_shutdown_timeout`` bounds how long
+    a connection's close waits for the client's close_notify (asyncio's default, 30 s, when
+    None)."""
     loop = asyncio.get_running_loop()
     wrapped = ASGIWrapper(app)  # type: ignore[arg-type]
     state: dict[str, Any] = {}
@@ -99,8 +100,8 @@ async def serve(app: ASGIApp, config: hypercorn_config.Config, contexts: tls.Ser
             task.add_done_callback(connections.discard)
         facts = connection_facts(writer.get_extra_info("ssl_object"))
         try:
-            await TCPServer(WithPeer(wrapped, facts), loop, config, context, state, reader,
-                            writer)
+            await hypercorn_guards.Connection(WithPeer(wrapped, facts), loop, config, context,
+                                              state, reader, writer)
         except (ssl.SSLError, ConnectionError, TimeoutError) as exc:
             # a client that went away mid-close (APPLICATION_DATA_AFTER_CLOSE_NOTIFY, resets, a
             # close_notify never answered):
@@ -110,6 +111,7 @@ async def serve(app: ASGIApp, config: hypercorn_config.Config, contexts: tls.Ser
     servers = [
         await asyncio.start_server(connected, sock=sock, ssl=contexts.base,
                                    ssl_handshake_timeout=config.ssl_handshake_timeout,
+                                   ssl_shutdown_timeout=ssl_shutdown_timeout,
                                    backlog=config.backlog)
         for sock in sockets
     ]

@@ -17,14 +17,15 @@ from hypercorn import config as hypercorn_config
 from starlette.types import ASGIApp
 
 from apiserver.options import config
-from apiserver.serving import hypercorn_guards, listener, tls
+from apiserver.serving import listener, tls
 
 log = logging.getLogger(__name__)
 
 SSL_SHUTDOWN_SECONDS = 2.0
 """How long closing a TLS connection waits for the peer's close_notify.
 
-asyncio waits 30 s by default, and hypercorn offers no setting for it. A pooled client that keeps
+asyncio waits 30 s by default and hypercorn offers no setting for it, so the listener passes it
+to ``asyncio.start_server`` for the served connections only. A pooled client that keeps
 an idle connection without reading (urllib3, informers) never answers, so every such connection
 would hold a graceful stop for 30 s after the grace period already ran out.
 """
@@ -64,16 +65,14 @@ async def serve(
     listen_fd: int | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; ``on_stop`` runs first (the app ends its open streams)."""
-    hypercorn_guards.install()  # see apiserver/serving/hypercorn_guards.py
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    # read by asyncio when each TLS connection is set up (served ones and kube-apiserver calls)
-    asyncio.constants.SSL_SHUTDOWN_TIMEOUT = SSL_SHUTDOWN_SECONDS  # type: ignore[attr-defined]
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stopper(stop, signum, on_stop))
     try:
         await listener.serve(app, hypercorn_settings(settings, listen_fd), serving,
-                             shutdown_trigger=stop.wait)
+                             shutdown_trigger=stop.wait,
+                             ssl_shutdown_timeout=SSL_SHUTDOWN_SECONDS)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -1,31 +1,43 @@
-"""The hypercorn guards, against a real hypercorn serving an app that answers before reading.
+"""The hypercorn guards, against real hypercorn connections serving an app that answers before
+reading.
 
 The app answers every request at once and never reads its body, the case ``ReadsBodyFirst``
 cannot cover (a body past its drain budget): the client's remaining DATA reaches a stream hypercorn
-already closed. Unguarded, hypercorn raised ``KeyError`` and tore the connection down.
+already closed. Unguarded, hypercorn raised ``KeyError`` and tore the connection down. Served both
+as the API server serves (the listener: TLS, HTTP/2 chosen by ALPN) and over cleartext with prior
+knowledge, where hypercorn starts on HTTP/1.1 and switches to HTTP/2 (its other construction path).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import pathlib
 import ssl
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from hypercorn import asyncio as hypercorn_asyncio
 from hypercorn import config as hypercorn_config
+from hypercorn.app_wrappers import ASGIWrapper
+from hypercorn.asyncio import tcp_server
+from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.protocol import h2 as hypercorn_h2
 from starlette.types import Receive, Scope, Send
 
-from apiserver.serving import hypercorn_guards
+from apiserver.serving import hypercorn_guards, listener, tls
 from tests.support import apiserver as support
 from tests.support import h2client
+from tests.support.controlplane import Authority
 
 
 async def answers_at_once(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            await send({"type": message["type"] + ".complete"})
+            if message["type"] == "lifespan.shutdown":
+                return
     if scope["type"] != "http":
         return
     await send({"type": "http.response.start", "status": 404,
@@ -33,42 +45,69 @@ async def answers_at_once(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": b"nothing here"})
 
 
-@pytest.fixture
-async def port() -> AsyncIterator[int]:
-    hypercorn_guards.install()
-    chosen = support.free_port()
-    config = hypercorn_config.Config()
-    config.bind = [f"127.0.0.1:{chosen}"]
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    stop = asyncio.Event()
-    serving = asyncio.create_task(hypercorn_asyncio.serve(
-        answers_at_once, config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
+async def _listening(port: int) -> None:
     for _ in range(200):  # wait for the listening socket (failure guard: ~10 s)
         try:
-            _, writer = await asyncio.open_connection("127.0.0.1", chosen)
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
             await asyncio.sleep(0.05)
             continue
         writer.close()
         await writer.wait_closed()
-        break
-    yield chosen
+        return
+
+
+def _config(port: int) -> hypercorn_config.Config:
+    config = hypercorn_config.Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    return config
+
+
+@pytest.fixture
+async def over_tls(tmp_path: pathlib.Path) -> AsyncIterator[tuple[int, str]]:
+    authority = Authority("server-ca")
+    cert, key = authority.serving(("localhost", "127.0.0.1")).write(tmp_path, "serving")
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(authority.cert_pem)
+    port = support.free_port()
+    stop = asyncio.Event()
+    serving = asyncio.create_task(listener.serve(
+        answers_at_once, _config(port), tls.ServingContexts(cert, key),  # type: ignore[arg-type]
+        shutdown_trigger=stop.wait, ssl_shutdown_timeout=2.0))
+    await _listening(port)
+    yield port, str(ca_file)
     stop.set()
-    await serving
+    await asyncio.wait_for(serving, 30)
 
 
-def _exchange(port: int, body: bytes) -> dict[str, Any]:
-    with h2client.Connection("127.0.0.1", port, None, timeout=60) as connection:
+@pytest.fixture
+async def cleartext() -> AsyncIterator[int]:
+    port = support.free_port()
+    loop = asyncio.get_running_loop()
+    config, context = _config(port), WorkerContext(None)
+
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await hypercorn_guards.Connection(ASGIWrapper(answers_at_once), loop,  # type: ignore[arg-type]
+                                          config, context, {}, reader, writer)
+
+    server = await asyncio.start_server(connected, "127.0.0.1", port)
+    yield port
+    await context.terminated.set()
+    server.close()
+    await server.wait_closed()
+
+
+def _exchange(port: int, ca_file: str | None, body: bytes) -> dict[str, Any]:
+    with h2client.Connection("127.0.0.1", port, ca_file, timeout=60) as connection:
         first = connection.request("POST", "/anything", body)
         second = connection.request("GET", "/next")
         return {"first": first, "second": second, "terminated": connection.terminated}
 
 
-async def test_data_for_an_answered_stream_keeps_the_connection(
-        port: int, caplog: pytest.LogCaptureFixture) -> None:
-    body = b"x" * (2 * 1024 * 1024)
-    result = await asyncio.to_thread(_exchange, port, body)
+def _keeps_the_connection(result: dict[str, Any], body: bytes,
+                          caplog: pytest.LogCaptureFixture) -> None:
     first, second = result["first"], result["second"]
     assert first.status == 404 and first.sent == len(body)
     assert first.sent_at_response is not None and first.sent_at_response < len(body)
@@ -77,13 +116,37 @@ async def test_data_for_an_answered_stream_keeps_the_connection(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def test_install_is_idempotent_and_marks_what_it_patched() -> None:
-    hypercorn_guards.install()
-    patched = hypercorn_h2.H2Protocol._handle_events
-    hypercorn_guards.install()
-    assert hypercorn_h2.H2Protocol._handle_events is patched
-    assert not hypercorn_guards.data_lookup_unguarded() or getattr(
-        hypercorn_h2.H2Protocol, "_model_manager_guarded", False)
+async def test_data_for_an_answered_stream_keeps_the_connection(
+        over_tls: tuple[int, str], caplog: pytest.LogCaptureFixture) -> None:
+    body = b"x" * (2 * 1024 * 1024)
+    port, ca_file = over_tls
+    _keeps_the_connection(await asyncio.to_thread(_exchange, port, ca_file, body), body, caplog)
+
+
+async def test_the_guard_covers_http2_reached_from_http1(
+        cleartext: int, caplog: pytest.LogCaptureFixture) -> None:
+    body = b"x" * (2 * 1024 * 1024)
+    _keeps_the_connection(await asyncio.to_thread(_exchange, cleartext, None, body), body, caplog)
+
+
+def test_hypercorn_itself_is_left_alone() -> None:
+    # the guards are subclasses used by this server's listener; nothing is patched in place
+    assert "_handle_events" not in vars(hypercorn_guards.Protocols)
+    assert hypercorn_h2.H2Protocol._handle_events is not hypercorn_guards.H2._handle_events
+    assert issubclass(hypercorn_guards.H2, hypercorn_h2.H2Protocol)
+
+
+def _guarded(close: Any) -> hypercorn_guards.Connection:
+    """A ``Connection`` whose hypercorn close is ``close`` (no socket: only the close is tested)."""
+
+    class Failing(tcp_server.TCPServer):
+        _close = close
+
+    class Guarded(hypercorn_guards.Connection, Failing):  # the guard's super() is Failing
+        def __init__(self) -> None:
+            pass
+
+    return Guarded()
 
 
 @pytest.mark.parametrize("failure", [
@@ -99,10 +162,10 @@ async def test_a_client_ending_its_tls_badly_is_a_debug_line(
         calls.append(self)
         raise failure
 
-    guarded = hypercorn_guards.guard_close(close)
+    guarded = _guarded(close)
     with caplog.at_level(logging.DEBUG, logger=hypercorn_guards.__name__):
-        await guarded(threading)  # any object stands for the TCPServer
-    assert calls == [threading]
+        await guarded._close()
+    assert calls == [guarded]
     [record] = [r for r in caplog.records if r.name == hypercorn_guards.__name__]
     assert record.levelno == logging.DEBUG and record.exc_info is None
     assert "ended uncleanly" in record.getMessage()
@@ -113,4 +176,4 @@ async def test_other_failures_at_close_still_surface() -> None:
         raise ValueError("a bug")
 
     with pytest.raises(ValueError, match="a bug"):
-        await hypercorn_guards.guard_close(close)(object())
+        await _guarded(close)._close()
