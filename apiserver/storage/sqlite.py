@@ -14,6 +14,13 @@ background in small steps that queue behind writes like any other write, keeping
 
 One Store (one process) per file: watchers only hear about writes made through this Store. A
 second process writing the same file would still be kept honest by the log's unique index.
+
+Because every write goes through this Store, it also keeps the live records in memory
+(``live.Live``, loaded at start, updated on the loop with each commit before the write is
+acknowledged): a get and a list at the current revision are answered from memory without a thread
+hop, and are exactly what a read snapshot taken at that moment would hold. Reads of an older
+revision, history and watch replays read the log. The memory cost is the live objects' stored
+bytes, as a watch cache over etcd holds them.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent import futures
 from typing import TypeVar
 
-from apiserver.storage import broadcast, interface, logtable
+from apiserver.storage import broadcast, interface, live, logtable
 
 _T = TypeVar("_T")
 
@@ -85,6 +92,7 @@ class Store(interface.Store):
         self._read_local = threading.local()
         self._conns_lock = threading.Lock()
         self._ring = broadcast.Ring(1, last=0)
+        self._live = live.Live()
         self._pending: collections.deque[
             tuple[_WriteJob, asyncio.Future[interface.Event]]
         ] = collections.deque()
@@ -104,11 +112,13 @@ class Store(interface.Store):
             self._reader_count, thread_name_prefix="sqlite-reader"
         )
         try:
-            current, compacted = await self._loop.run_in_executor(self._writer, self._open_writer)
+            current, compacted, records = await self._loop.run_in_executor(
+                self._writer, self._open_writer)
         except BaseException:
             await asyncio.to_thread(self._shutdown)
             raise
         self._ring = broadcast.Ring(self._ring_size, last=current)
+        self._live = live.Live(records)
         self._compacted = compacted
         self._open = True
 
@@ -122,14 +132,16 @@ class Store(interface.Store):
             await asyncio.gather(self._compactor, return_exceptions=True)
         await asyncio.to_thread(self._shutdown)
 
-    def _open_writer(self) -> tuple[int, int]:
+    def _open_writer(self) -> tuple[int, int, list[interface.Record]]:
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             _owner_only(self._path)
             conn = logtable.connect(self._path, writer=True)
             self._write_conn = conn
+            everything = logtable.list_at(conn, "", 0, "", 0)  # one snapshot
             with logtable.transaction(conn, write=False):
-                return logtable.current(conn), logtable.compacted(conn)
+                compacted = logtable.compacted(conn)
+            return everything.revision, compacted, everything.records
         except (OSError, sqlite3.Error) as exc:
             raise interface.StorageError(f"cannot open {self._path}: {exc}") from exc
 
@@ -160,7 +172,8 @@ class Store(interface.Store):
         return self._compacted
 
     async def get(self, key: str) -> interface.Record | None:
-        return await self._read(lambda conn: logtable.get(conn, key))
+        self._check_open()
+        return self._live.get(key)
 
     async def list(
         self,
@@ -172,6 +185,10 @@ class Store(interface.Store):
     ) -> interface.Page:
         if revision < 0 or limit < 0:
             raise ValueError("revision and limit must not be negative")
+        self._check_open()
+        current = self._ring.last
+        if revision in (0, current):
+            return self._live.page(prefix, current, start_after=start_after, limit=limit)
         return await self._read(
             lambda conn: logtable.list_at(conn, prefix, revision, start_after, limit)
         )
@@ -297,6 +314,7 @@ class Store(interface.Store):
                 future.set_exception(outcome)
 
     def _publish(self, event: interface.Event) -> None:
+        self._live.apply(event)
         self._ring.publish(event)
         revision = event.record.revision
         # Compact in bursts of at least a tenth of the history, not after every write.

@@ -4,7 +4,7 @@ Fed by a single backend watch (``watchcache.Cache`` owns the feeding); read by l
 recent state and by every watcher of the resource, each with only its own cursor. Everything runs
 on the event loop thread; feeding never waits for a reader.
 
-Invariants: ``state`` is the resource as of ``revision``; the ring holds, in revision order, every
+Invariants: ``live`` is the resource as of ``revision``; the ring holds, in revision order, every
 event with a revision in ``(floor, revision]``. ``generation`` changes when the window is rebuilt
 from a fresh list (history lost), and every watcher of an older generation must start over.
 """
@@ -12,9 +12,8 @@ from a fresh list (history lost), and every watcher of an older generation must 
 from __future__ import annotations
 
 import asyncio
-import bisect
 
-from apiserver.storage import interface, keyrange
+from apiserver.storage import interface, live
 
 
 class Window:
@@ -23,9 +22,7 @@ class Window:
             raise ValueError("window capacity must be at least 1")
         self.prefix = prefix
         self.capacity = capacity
-        self.state: dict[str, interface.Record] = {}
-        self.keys: list[str] = []
-        """``state``'s keys, sorted (lists are ordered by key)."""
+        self.live = live.Live()
         self.revision = 0
         self.floor = 0
         self.generation = 0
@@ -41,8 +38,7 @@ class Window:
 
     def reset(self, records: list[interface.Record], revision: int) -> None:
         """Start over from a full list read at ``revision``; older watchers must start over."""
-        self.state = {record.key: record for record in records}
-        self.keys = sorted(self.state)
+        self.live = live.Live(records)
         self.revision = self.floor = revision
         self._slots = [None] * self.capacity
         self._next = 0
@@ -55,14 +51,7 @@ class Window:
         record = event.record
         if record.revision <= self.revision:
             return
-        if event.type is interface.EventType.DELETE:
-            if self.state.pop(record.key, None) is not None:
-                index = bisect.bisect_left(self.keys, record.key)
-                del self.keys[index]
-        else:
-            if record.key not in self.state:
-                bisect.insort(self.keys, record.key)
-            self.state[record.key] = record
+        self.live.apply(event)
         slot = self._next % self.capacity
         evicted = self._slots[slot]
         if evicted is not None:
@@ -100,16 +89,7 @@ class Window:
 
     def page(self, prefix: str, limit: int) -> interface.Page:
         """Live records under ``prefix`` as of ``revision``, ordered by key."""
-        start = bisect.bisect_left(self.keys, prefix)
-        bound = keyrange.prefix_end(prefix)
-        end = len(self.keys) if bound is None else bisect.bisect_left(self.keys, bound, lo=start)
-        chosen = self.keys[start:end]
-        more = bool(limit) and len(chosen) > limit
-        remaining = len(chosen) - limit if more else 0
-        if more:
-            chosen = chosen[:limit]
-        records = [self.state[key] for key in chosen]
-        return interface.Page(records, self.revision, more, remaining)
+        return self.live.page(prefix, self.revision, limit=limit)
 
     def seek(self, after: int) -> int:
         """The sequence number of the first event with a revision above ``after``; requires

@@ -250,3 +250,44 @@ async def test_files_an_older_run_left_readable_are_made_owner_only(
                                                                 "store.db-wal": 0o600}
     finally:
         await again.close()
+
+
+def _reader_threads() -> int:
+    import threading
+
+    return sum(t.name.startswith("sqlite-reader") for t in threading.enumerate())
+
+
+async def test_current_reads_come_from_memory_and_match_the_log(tmp_path: pathlib.Path) -> None:
+    store = sqlite.Store(tmp_path / "s.db")
+    await store.start()
+    try:
+        first = await store.create("/m/a", b"1")
+        await store.create("/m/b", b"2")
+        await store.update("/m/a", b"3", expected_revision=first.revision)
+        gone = await store.create("/m/c", b"4")
+        await store.delete("/m/c", expected_revision=gone.revision)
+        # acknowledged writes are visible at once, without a reader thread
+        got = await store.get("/m/a")
+        assert got is not None and got.value == b"3"
+        assert await store.get("/m/c") is None
+        current = await store.list("/m/")
+        assert [(r.key, r.value) for r in current.records] == [("/m/a", b"3"), ("/m/b", b"2")]
+        assert current.revision == await store.current_revision()
+        paged = await store.list("/m/", start_after="/m/a", limit=1)
+        assert [r.key for r in paged.records] == ["/m/b"] and not paged.more
+        assert _reader_threads() == 0
+        # the same state read from the log at that revision (a reader thread)
+        at = await store.list("/m/", revision=current.revision - 1)
+        assert [r.key for r in at.records] == ["/m/a", "/m/b", "/m/c"]
+        assert _reader_threads() == 1
+    finally:
+        await store.close()
+    reopened = sqlite.Store(tmp_path / "s.db")
+    await reopened.start()
+    try:  # loaded from the file at start
+        again = await reopened.list("/m/")
+        assert [(r.key, r.value, r.revision) for r in again.records] == [
+            (r.key, r.value, r.revision) for r in current.records]
+    finally:
+        await reopened.close()
