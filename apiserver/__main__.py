@@ -88,14 +88,14 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
          hooks: Sequence[app.StartupHook] = ()) -> Starlette:
     auth = auth_for(settings, serving)
     storage = open_storage(settings)
-    registry = build.build(storage, cluster_version=auth.cluster_version)
+    registry = build.build(storage, admission=auth.admission)
     background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,
-                                      identity=lambda: auth.guards.worker)
+                                      identity=lambda: auth.admission.facts.worker)
     application = app.build(
         storage=storage,
         authentication=auth.authentication,
         authorization=auth.authorization,
-        resource_routes=[*resources.routes(registry, auth.guards), *auth.routes],
+        resource_routes=[*resources.routes(registry, auth.admission), *auth.routes],
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],
         # stopped in reverse: the controllers first, then what they talk to kube-apiserver with

@@ -1,10 +1,11 @@
 """An informer: a local copy of one resource kept by list-then-watch, with change handlers.
 
-It lists, then watches from the list's resourceVersion (bookmarks move it on). When the watch
-ends it watches again from the last version seen; when that version is gone (410) or the watch
-fails it lists again and reports the difference (adds, updates, deletes) as events, after a
-backoff on repeated failures. Every ``resync`` seconds handlers see every object again as an
-update, so controllers re-check what nothing changed. Handlers run on the event loop and must
+The list-and-watch loop is ``kube.informer.Reflector``, the one every informer of ours runs (it
+lists, watches from the list's resourceVersion with bookmarks moving it on, watches again from
+the last version seen when a watch ends or fails, lists again on a 410, backs off on the clock
+after repeated failures). This module keeps the copy: a relist is reported as the difference
+(adds, updates, deletes) as events. Every ``resync`` seconds handlers see every object again as
+an update, so controllers re-check what nothing changed. Handlers run on the event loop and must
 not block: they enqueue keys.
 """
 
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 from controllers import client as clients
 from controllers import errors, queue
+from kube import informer as reflectors
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -27,8 +29,7 @@ Handler = Callable[[Obj | None, Obj | None], None]
 IndexFunc = Callable[[Obj], Iterable[str]]
 
 
-def version_of(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+version_of = reflectors.version_of
 
 
 class Informer:
@@ -49,14 +50,21 @@ class Informer:
         self._namespace = namespace
         self._selector = label_selector
         self._resync = resync
-        self._backoff = backoff
         self._objects: dict[Key, Obj] = {}
         self._handlers: list[Handler] = []
         self._indexers: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[Key]]] = {}
         self._indexed: dict[str, dict[Key, tuple[str, ...]]] = {}
         self.synced = asyncio.Event()
-        self.last_error = ""
+        self._reflector = reflectors.Reflector(
+            _ListWatch(self), _Sink(self), what=f"{resource.plural} informer", clock=clock,
+            backoff=reflectors.Backoff(backoff.base, backoff.cap), expired=(errors.Expired,),
+            describe=_describe)
+
+    @property
+    def last_error(self) -> str:
+        """Why the last list or watch failed; empty once a list succeeds."""
+        return self._reflector.last_error
 
     # reading ------------------------------------------------------------------------------
 
@@ -150,57 +158,49 @@ class Informer:
 
     async def run(self) -> None:
         """List and watch until cancelled."""
-        failures = 0
         resync_task = asyncio.create_task(self._resync_loop()) if self._resync else None
         try:
-            while True:
-                try:
-                    version = await self._list()
-                    failures = 0
-                    await self._watch(version)
-                except asyncio.CancelledError:
-                    raise
-                except errors.Expired:
-                    log.debug("%s: watch expired; listing again", self.resource.plural)
-                    continue
-                except Exception as exc:
-                    failures += 1
-                    self.last_error = _describe(exc)
-                    delay = self._backoff.delay(failures)
-                    log.warning("%s informer: %s; retrying in %.1fs", self.resource.plural,
-                                self.last_error, delay)
-                    await clocks.sleep(self._clock, delay)
+            await self._reflector.run()
         finally:
             if resync_task is not None:
                 resync_task.cancel()
                 await asyncio.gather(resync_task, return_exceptions=True)
-
-    async def _list(self) -> str:
-        listed = await self._api.list(self.resource, namespace=self._namespace,
-                                      label_selector=self._selector)
-        self._replace(listed.items)
-        self.last_error = ""
-        self.synced.set()
-        return listed.resource_version
-
-    async def _watch(self, version: str) -> None:
-        while True:
-            stream = self._api.watch(self.resource, resource_version=version,
-                                     namespace=self._namespace, label_selector=self._selector)
-            async for event in stream:
-                seen = version_of(event.object)
-                if event.type == "BOOKMARK":
-                    version = seen or version
-                    continue
-                key = clients.key_of(event.object)
-                self._apply(key, None if event.type == "DELETED" else event.object)
-                version = seen or version
 
     async def _resync_loop(self) -> None:
         assert self._resync is not None
         while True:
             await clocks.sleep(self._clock, self._resync)
             self.resync_now()
+
+
+class _ListWatch:
+    def __init__(self, owner: Informer) -> None:
+        self._owner = owner
+
+    async def list(self) -> reflectors.Listed:
+        o = self._owner
+        listed = await o._api.list(o.resource, namespace=o._namespace,
+                                   label_selector=o._selector)
+        return reflectors.Listed(listed.items, listed.resource_version)
+
+    async def watch(self, resource_version: str) -> AsyncIterator[reflectors.Event]:
+        o = self._owner
+        async for event in o._api.watch(o.resource, resource_version=resource_version,
+                                        namespace=o._namespace, label_selector=o._selector):
+            yield reflectors.Event(event.type, event.object)
+
+
+class _Sink:
+    def __init__(self, owner: Informer) -> None:
+        self._owner = owner
+
+    async def replace(self, listed: reflectors.Listed) -> None:
+        self._owner._replace(listed.items)
+        self._owner.synced.set()
+
+    async def apply(self, event: reflectors.Event) -> None:
+        key = clients.key_of(event.object)
+        self._owner._apply(key, None if event.type == "DELETED" else event.object)
 
 
 def _describe(exc: BaseException) -> str:

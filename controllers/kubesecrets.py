@@ -2,7 +2,8 @@
 changes (every namespace) so the artifacts naming a changed Secret are checked at once.
 
 The watcher keeps only each Secret's resourceVersion, never its data; after a relist it reports
-only the Secrets whose version differs from what it had.
+only the Secrets whose version differs from what it had. Its list-and-watch loop is
+``kube.informer.Reflector``, the one every informer of ours runs.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from controllers import client as clients
 from controllers import errors, queue, secrets
+from kube import informer as reflectors
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -55,38 +58,61 @@ class KubeSecrets:
             listener(*key)
 
     async def run(self) -> None:
-        failures = 0
         first = True
-        while True:
-            try:
-                listed = await self._api.list(clients.SECRETS)
-                fresh = {clients.key_of(o): _version(o) for o in listed.items}
-                if not first:
-                    for key in sorted(fresh.keys() | self._versions.keys()):
-                        if fresh.get(key) != self._versions.get(key):
-                            self._tell(key)
-                self._versions, first, failures = fresh, False, 0
-                version = listed.resource_version
-                while True:
-                    async for event in self._api.watch(clients.SECRETS,
-                                                       resource_version=version):
-                        version = _version(event.object) or version
-                        if event.type == "BOOKMARK":
-                            continue
-                        key = clients.key_of(event.object)
-                        if event.type == "DELETED":
-                            self._versions.pop(key, None)
-                        else:
-                            self._versions[key] = _version(event.object)
+
+        async def relisted(listed: reflectors.Listed) -> None:
+            nonlocal first
+            fresh = {clients.key_of(o): _version(o) for o in listed.items}
+            if not first:
+                for key in sorted(fresh.keys() | self._versions.keys()):
+                    if fresh.get(key) != self._versions.get(key):
                         self._tell(key)
-            except errors.Expired:
-                continue
-            except errors.ApiError as exc:
-                failures += 1
-                delay = self._backoff.delay(failures)
-                log.warning("watching Secrets: HTTP %s %s; again in %.1fs", exc.code,
-                            exc.message, delay)
-                await clocks.sleep(self._clock, delay)
+            self._versions, first = fresh, False
+
+        every = _Secrets(self._api, relisted, self._changed)
+        await reflectors.Reflector(
+            every, every, what="watching Secrets", clock=self._clock,
+            backoff=reflectors.Backoff(self._backoff.base, self._backoff.cap),
+            expired=(errors.Expired,), describe=_describe).run()
+
+    async def _changed(self, event: reflectors.Event) -> None:
+        key = clients.key_of(event.object)
+        if event.type == "DELETED":
+            self._versions.pop(key, None)
+        else:
+            self._versions[key] = _version(event.object)
+        self._tell(key)
+
+
+class _Secrets:
+    """Every Secret, as the reflector's ``ListWatch`` and ``Sink``."""
+
+    def __init__(self, api: clients.Client,
+                 relisted: Callable[[reflectors.Listed], Awaitable[None]],
+                 changed: Callable[[reflectors.Event], Awaitable[None]]) -> None:
+        self._api = api
+        self._relisted = relisted
+        self._changed = changed
+
+    async def replace(self, listed: reflectors.Listed) -> None:
+        await self._relisted(listed)
+
+    async def apply(self, event: reflectors.Event) -> None:
+        await self._changed(event)
+
+    async def list(self) -> reflectors.Listed:
+        listed = await self._api.list(clients.SECRETS)
+        return reflectors.Listed(listed.items, listed.resource_version)
+
+    async def watch(self, resource_version: str) -> AsyncIterator[reflectors.Event]:
+        async for event in self._api.watch(clients.SECRETS, resource_version=resource_version):
+            yield reflectors.Event(event.type, event.object)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, errors.ApiError):
+        return f"HTTP {exc.code} {exc.message}"
+    return type(exc).__name__ + (f": {exc}" if str(exc) else "")
 
 
 def _version(obj: clients.Obj) -> str:

@@ -138,7 +138,7 @@ def merge(data: Mapping[str, str], base: StoreSettings,
         except quantity.QuantityError as exc:
             problems.append(f"{BANDWIDTH}: {exc}")
             merged["bytes_per_second"] = last.bytes_per_second
-    if merged["low_percent"] >= merged["high_percent"]:
+    if nodestore.watermarks_problem(merged["high_percent"], merged["low_percent"]):
         problems.append(f"{LOW}: {merged['low_percent']} must be below {HIGH} "
                         f"({merged['high_percent']})")
         merged["high_percent"], merged["low_percent"] = last.high_percent, last.low_percent

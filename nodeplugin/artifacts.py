@@ -1,8 +1,9 @@
 """An in-memory copy of every ModelArtifact, kept by list + watch (the informer).
 
 Mount authorization reads it by ``(namespace, name)`` in O(1). Until the first complete list the
-cache is not ``synced`` and mounts answer Unavailable. After a disconnect the watch resumes from the
-last resource version seen (events and bookmarks); a 410 Gone lists again from scratch.
+cache is not ``synced`` and mounts answer Unavailable. The loop is ``kube.informer.Reflector``,
+the one every informer of ours runs: after a disconnect the watch resumes from the last resource
+version seen (events and bookmarks); a 410 Gone lists again from scratch.
 """
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+from kube import informer as reflectors
 from nodeplugin import apiclient
 from openapi import sources
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
-QUICK_END_SECONDS = 1.0
 HUB_KINDS = sources.HUB_KINDS
 SOURCE_KINDS = sources.KINDS
 
@@ -84,13 +85,27 @@ class Informer:
         self._client = client
         self._items: dict[tuple[str, str], Artifact] = {}
         self._synced = asyncio.Event()
-        self._retry_initial = retry_initial
-        self._retry_max = retry_max
-        self.resource_version = ""
-        self.last_error = ""
+        self._reflector = reflectors.Reflector(
+            self, self, what="artifact informer", expired=(apiclient.Gone,),
+            backoff=reflectors.Backoff(retry_initial, retry_max))
+
+    @property
+    def resource_version(self) -> str:
+        return self._reflector.resource_version
+
+    @property
+    def last_error(self) -> str:
         """Why the last list or watch failed (for the Unavailable message); never a token."""
-        self.lists = 0
+        return self._reflector.last_error
+
+    @last_error.setter
+    def last_error(self, why: str) -> None:
+        self._reflector.last_error = why
+
+    @property
+    def lists(self) -> int:
         """How many complete lists were made (tests read it to see a re-list)."""
+        return self._reflector.lists
 
     @property
     def synced(self) -> bool:
@@ -106,67 +121,47 @@ class Informer:
         return len(self._items)
 
     async def run(self) -> None:
-        delay = self._retry_initial
-        need_list = True
-        while True:
-            try:
-                if need_list:
-                    await self._list()
-                    need_list = False
-                began = time.monotonic()
-                await self._watch()
-                if time.monotonic() - began >= QUICK_END_SECONDS:
-                    delay = self._retry_initial  # a watch that ran its course: resume at once
-                    continue
-                # A watch that ends at once, again and again, must not spin: back off.
-            except apiclient.Gone:
-                log.info("artifact watch: resource version %s too old; listing again",
-                         self.resource_version)
-                need_list = True
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.last_error = str(exc) or type(exc).__name__
-                log.warning("artifact informer: %s; retrying in %.1fs", self.last_error, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self._retry_max)
+        await self._reflector.run()
 
-    async def _list(self) -> None:
-        items: dict[tuple[str, str], Artifact] = {}
+    # the reflector's ListWatch ----------------------------------------------------------------
+
+    async def list(self) -> reflectors.Listed:
+        items: list[dict[str, Any]] = []
         token = ""
         version = ""
         while True:
             page = await self._client.list_page(limit=PAGE_SIZE, continue_token=token)
-            for obj in page["items"]:
-                art = from_object(obj)
-                items[(art.namespace, art.name)] = art
+            items.extend(page["items"])
             version = page["resourceVersion"] or version
             token = page["continueToken"]
             if not token:
-                break
-        self._items = items
-        self.resource_version = version
-        self.lists += 1
-        self.last_error = ""
-        if not self._synced.is_set():
-            log.info("artifact informer synced: %d artifacts at version %s", len(items), version)
-        self._synced.set()
+                return reflectors.Listed(items, version)
 
-    async def _watch(self) -> None:
-        async for event in self._client.watch(self.resource_version):
-            kind = event["type"]
-            obj = event["object"]
+    async def watch(self, resource_version: str) -> AsyncIterator[reflectors.Event]:
+        async for event in self._client.watch(resource_version):
+            kind, obj = event["type"], event["object"]
             if kind == "ERROR":
                 if obj.get("code") == 410:
                     raise apiclient.Gone(str(obj.get("message", "expired")))
                 raise apiclient.ApiError(f"watch error: {obj.get('message', '')}")
-            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-            if kind in ("ADDED", "MODIFIED"):
-                art = from_object(obj)
-                self._items[(art.namespace, art.name)] = art
-            elif kind == "DELETED":
-                art = from_object(obj)
-                self._items.pop((art.namespace, art.name), None)
-            if version:
-                self.resource_version = version
+            yield reflectors.Event(kind, obj)
+
+    # the reflector's Sink ---------------------------------------------------------------------
+
+    async def replace(self, listed: reflectors.Listed) -> None:
+        items: dict[tuple[str, str], Artifact] = {}
+        for obj in listed.items:
+            art = from_object(obj)
+            items[(art.namespace, art.name)] = art
+        self._items = items
+        if not self._synced.is_set():
+            log.info("artifact informer synced: %d artifacts at version %s", len(items),
+                     listed.resource_version)
+        self._synced.set()
+
+    async def apply(self, event: reflectors.Event) -> None:
+        art = from_object(event.object)
+        if event.type in ("ADDED", "MODIFIED"):
+            self._items[(art.namespace, art.name)] = art
+        elif event.type == "DELETED":
+            self._items.pop((art.namespace, art.name), None)

@@ -4,7 +4,8 @@ Both are rendered from one operation table built from ``resources`` and the sche
 What kubectl relies on (docs/api.md, "OpenAPI documents"): exact paths, an object-valued
 ``x-kubernetes-group-version-kind`` on operations and a list-valued one on component schemas, a
 ``fieldValidation`` query parameter on every PATCH (so kubectl validates server-side), and PATCH
-bodies of only JSON patch and merge patch (so client-side apply never sends a strategic merge).
+bodies of JSON patch, merge patch and server-side apply, never strategic merge (so client-side
+apply sends merge patches).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 from openapi import meta, resources
 from openapi import schema as schemas
 
-PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json")
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
+               "application/apply-patch+yaml")
 _BASE = f"/apis/{resources.GROUP}/{resources.VERSION}"
 _TAG = "workerGpustackAi_v1"
 _GROUP_CAMEL = "WorkerGpustackAiV1"
@@ -28,6 +30,8 @@ _PARAMETERS: dict[str, tuple[str, str, str]] = {
     "pretty": ("query", "string", "If 'true', indent the output."),
     "dryRun": ("query", "string", "All: check and answer the request without persisting it."),
     "fieldManager": ("query", "string", "The name of the actor making the change."),
+    "force": ("query", "boolean",
+              "Apply patches only: take the fields other managers own that conflict."),
     "fieldValidation": ("query", "string",
                         "What to do with unknown or duplicate fields: Ignore drops them, Warn "
                         "(the default) drops them and answers a Warning header, Strict refuses "
@@ -51,6 +55,7 @@ _LIST_QUERY = ("pretty", "allowWatchBookmarks", "continue", "fieldSelector", "la
                "limit", "resourceVersion", "resourceVersionMatch", "sendInitialEvents",
                "timeoutSeconds", "watch")
 _WRITE_QUERY = ("pretty", "dryRun", "fieldManager", "fieldValidation")
+_PATCH_QUERY = (*_WRITE_QUERY, "force")
 _DELETE_QUERY = ("pretty", "dryRun", "gracePeriodSeconds", "orphanDependents",
                  "propagationPolicy")
 
@@ -119,7 +124,7 @@ def _paths_for(info: resources.ResourceInfo) -> list[Path]:
         item.append(op("put", "put", "replace", f"Replace a {kind}.", query=_WRITE_QUERY,
                        body=_name(kind), responses=(("200", _name(kind)), ("201", _name(kind)))))
     if "patch" in verbs:
-        item.append(op("patch", "patch", "patch", f"Patch a {kind}.", query=_WRITE_QUERY,
+        item.append(op("patch", "patch", "patch", f"Patch a {kind}.", query=_PATCH_QUERY,
                        body=meta.PATCH, consumes=PATCH_TYPES,
                        responses=(("200", _name(kind)), ("201", _name(kind)))))
     if "delete" in verbs:
@@ -141,7 +146,7 @@ def _paths_for(info: resources.ResourceInfo) -> list[Path]:
                               responses=(("200", _name(kind)), ("201", _name(kind)))))
         if "patch" in sub.verbs:
             sub_ops.append(op("patch", "patch", "patch", f"Patch the status of a {kind}.",
-                              sub=camel, query=_WRITE_QUERY, body=meta.PATCH,
+                              sub=camel, query=_PATCH_QUERY, body=meta.PATCH,
                               consumes=PATCH_TYPES,
                               responses=(("200", _name(kind)), ("201", _name(kind)))))
         paths.append(Path(f"{prefix}/{info.plural}/{{name}}/{sub.name}", (*ns_params, "name"),

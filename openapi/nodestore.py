@@ -5,13 +5,18 @@
 start-up flags and the hub clients' default endpoints take them from here; the Helm chart, which
 cannot import Python, is checked against them (``tests/unit/charts/test_settings_contract.py``
 fails naming the setting that drifts).
+
+It also owns the one rule between two settings: the low watermark is below the high one
+(``watermarks_problem``), which admission, the node plugin's spec check and the worker's
+ConfigMap merge all ask, and the chart's helper is checked against.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from openapi import schema
+from openapi import fields, schema
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,3 +77,22 @@ MODEL_SCOPE_ENDPOINT = _string("hub", "modelScopeEndpoint")
 SETTINGS: tuple[Setting, ...] = (HIGH_PERCENT, LOW_PERCENT, CONCURRENCY, BYTES_PER_SECOND,
                                  HUGGING_FACE_ENDPOINT, MODEL_SCOPE_ENDPOINT)
 """Every field of ``spec.watermarks``, ``spec.download`` and ``spec.hub`` with a default."""
+
+
+def watermarks_problem(high: int, low: int) -> str:
+    """Why ``low`` cannot go with ``high`` (collection stops at low, starts above high); ``""``
+    when it can. The one owner of the rule."""
+    return "" if low < high else f"must be below highPercent ({high})"
+
+
+def watermark_errors(obj: dict[str, Any]) -> list[fields.FieldError]:
+    """The rule on a NodeModelStore (a mistyped field is the schema's to report)."""
+    spec = obj.get("spec")
+    marks = spec.get("watermarks") if isinstance(spec, dict) else None
+    if not isinstance(marks, dict):
+        return []
+    high, low = marks.get("highPercent"), marks.get("lowPercent")
+    if not (isinstance(high, int) and isinstance(low, int)):
+        return []
+    problem = watermarks_problem(high, low)
+    return [fields.invalid(LOW_PERCENT.path, low, problem)] if problem else []

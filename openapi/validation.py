@@ -1,9 +1,10 @@
-"""Schema validation of spec and status (and the progress view's fields), plus cross-field rules.
+"""Schema validation of spec and status (and the progress view's fields).
 
 Driven entirely by ``openapi.schema``: types, nullability, required fields, enums, numeric and
 length limits, item counts, patterns and list keys. Metadata has its own rules
 (``openapi.objectmeta``, which runs ``check`` on the ObjectMeta schema first); ``apiVersion`` and
-``kind`` are the registry's.
+``kind`` are the registry's. Rules across fields are admission's (``apiserver.admission``), over
+owners in ``openapi`` (the watermarks: ``openapi.nodestore``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ def validate(kind: str, obj: dict[str, Any]) -> list[fields.FieldError]:
         if name in _SKIPPED or name not in obj:
             continue
         _check(sub, obj[name], name, errors)
-    errors.extend(_CROSS_FIELD.get(kind, _no_rules)(obj))
     return errors
 
 
@@ -170,24 +170,3 @@ def _check_array(body: schemas.Schema, value: list[Any], path: str,
             if key in seen_keys:
                 errors.append(fields.duplicate(f"{path}[{index}].{keys[0]}", key[0]))
             seen_keys.add(key)
-
-
-def _no_rules(obj: dict[str, Any]) -> list[fields.FieldError]:
-    return []
-
-
-def _node_model_store_rules(obj: dict[str, Any]) -> list[fields.FieldError]:
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return []
-    marks = spec.get("watermarks")
-    if not isinstance(marks, dict):
-        return []
-    high, low = marks.get("highPercent"), marks.get("lowPercent")
-    if isinstance(high, int) and isinstance(low, int) and low >= high:
-        return [fields.invalid("spec.watermarks.lowPercent", low,
-                               f"must be below highPercent ({high})")]
-    return []
-
-
-_CROSS_FIELD = {"NodeModelStore": _node_model_store_rules}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from lightkube.resources.core_v1 import Pod
 
 import kube
-from apiserver.auth import guards
+from apiserver.admission import facts
 from apiserver.cluster import reviews
 
 
@@ -14,7 +14,7 @@ class Pods:
     def __init__(self, client: kube.Client) -> None:
         self.client = client
 
-    async def pod(self, namespace: str, name: str) -> guards.PodFacts | None:
+    async def pod(self, namespace: str, name: str) -> facts.PodFacts | None:
         try:
             found = await self.client.get(Pod, name, namespace=namespace)
         except kube.NotFound:
@@ -22,5 +22,5 @@ class Pods:
         except kube.KubeError as exc:
             raise reviews.unavailable(exc) from None
         metadata, spec = found.metadata, found.spec
-        return guards.PodFacts(uid=(metadata.uid if metadata else None) or "",
+        return facts.PodFacts(uid=(metadata.uid if metadata else None) or "",
                                node_name=(spec.nodeName if spec else None) or "")

@@ -1,4 +1,5 @@
-"""PATCH bodies: JSON patch (RFC 6902) and JSON merge patch (RFC 7386); 415 for the rest.
+"""PATCH bodies: JSON patch (RFC 6902) and JSON merge patch (RFC 7386); server-side apply is
+``apply.py``'s; 415 for the rest (strategic merge among them).
 
 What a patch may produce is bounded before anything looks at the result, as kube-apiserver
 bounds it: at most ``MAX_OPERATIONS`` operations, ``copy`` operations adding at most
@@ -23,6 +24,7 @@ from apiserver.endpoints import body as bodies
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
 ACCEPTED = (JSON_PATCH, MERGE_PATCH)
 MAX_OPERATIONS = 10_000
 """kube-apiserver's limit on the operations of one JSON patch."""
@@ -55,7 +57,7 @@ def _looks_like_json_patch(document: Any) -> bool:
 def unsupported() -> errors.UnsupportedMediaType:
     return errors.UnsupportedMediaType(
         "the body of the request was in an unknown format - accepted media types include: "
-        + ", ".join(ACCEPTED))
+        + ", ".join((*ACCEPTED, APPLY_PATCH)))
 
 
 async def patcher(content_type: str, body: bytes,

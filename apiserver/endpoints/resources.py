@@ -4,7 +4,7 @@ Generic over the registry, which is built from ``openapi.resources.SERVED``: eac
 its collection (list, watch, create), its items (get, update, patch, delete) and its
 subresources, each method allowed exactly when the resource's verbs name it; every other method
 answers 405. Subresources are served by the handler ``SUBRESOURCES`` names for them: ``status``
-(reads; writes pass the status guards of ``apiserver.auth.guards``: the worker for a
+(reads; writes pass the status writers' rules of ``apiserver.admission``: the worker for a
 ModelArtifact, the node plugin of that node for a NodeModelStore) and ``progress`` (computed).
 RBAC already allowed each request (``apiserver.auth.middleware``), judging the request's one
 parse (``apiserver.request.info``): every handler takes its verb, namespace, name and options from
@@ -22,11 +22,14 @@ from starlette import requests, routing
 from starlette import responses as starlette_responses
 
 from apiserver import errors
-from apiserver.auth import guards, middleware
+from apiserver.admission import chain
+from apiserver.auth import middleware
 from apiserver.auth import user as users
+from apiserver.endpoints import apply as applying
 from apiserver.endpoints import body as bodies
 from apiserver.endpoints import negotiation, patch, request, responses, table, watch
 from apiserver.registry import build, codec, options, store
+from apiserver.registry.fieldmanager import tracking
 from apiserver.request import info as infos
 from openapi import resources
 
@@ -64,7 +67,7 @@ Endpoint = Callable[[requests.Request], Awaitable[Response]]
 class Handlers:
     """The handlers of one stored resource; its verbs decide which methods it answers."""
 
-    def __init__(self, resource: store.ResourceStore, status_guards: guards.StatusGuards,
+    def __init__(self, resource: store.ResourceStore, status_guards: chain.Chain,
                  limits: bodies.Limits = bodies.DEFAULT,
                  tuning: watch.Tuning = watch.DEFAULT) -> None:
         self.store = resource
@@ -120,8 +123,10 @@ class Handlers:
                 and (namespace or not self.info.namespaced)):
             wo = found.write_options
             obj, warnings = await self._body_object(req, wo.field_validation)
-            created = await self.store.create(obj, namespace=namespace, dry_run=wo.dry_run,
-                                              from_body=True)
+            with tracking.writing(applying.writer(req, wo, status=False)) as writer:
+                tracking.take_reset(obj, writer)
+                created = await self.store.create(obj, namespace=namespace, dry_run=wo.dry_run,
+                                                  from_body=True)
             return self._one(req, created, 201, warnings)
         raise _not_allowed()
 
@@ -208,12 +213,14 @@ class Handlers:
         wo = _write_options(found)
         namespace, name = found.namespace, found.name
         obj, warnings = await self._body_object(req, wo.field_validation)
-        if status:
-            updated = await self.store.update_status(obj, namespace=namespace, name=name,
-                                                     dry_run=wo.dry_run, from_body=True)
-        else:
-            updated = await self.store.update(obj, namespace=namespace, name=name,
-                                              dry_run=wo.dry_run, from_body=True)
+        with tracking.writing(applying.writer(req, wo, status=status)) as writer:
+            tracking.take_reset(obj, writer)
+            if status:
+                updated = await self.store.update_status(obj, namespace=namespace, name=name,
+                                                         dry_run=wo.dry_run, from_body=True)
+            else:
+                updated = await self.store.update(obj, namespace=namespace, name=name,
+                                                  dry_run=wo.dry_run, from_body=True)
         return self._one(req, updated, 200, warnings)
 
     async def _patch(self, req: requests.Request, found: infos.RequestInfo, *,
@@ -221,19 +228,30 @@ class Handlers:
         wo = _write_options(found)
         namespace, name = found.namespace, found.name
         content_type = req.headers.get("content-type", "")
-        if bodies.media_type(content_type) not in patch.ACCEPTED:
+        media = bodies.media_type(content_type)
+        if media == applying.APPLY_PATCH:
+            body = await request.read_body(req, self.limits.max_bytes)
+            result, created, applied_warnings = await applying.apply(
+                self.store, req, found, wo, body, self.limits, status=status)
+            return self._one(req, result, 201 if created else 200, applied_warnings)
+        if media not in patch.ACCEPTED:
             raise patch.unsupported()
+        applying.check_patch_options(wo, is_apply=False)
         apply = await patch.patcher(
             content_type, await request.read_body(req, self.limits.max_bytes), self.limits)
         warnings: list[str] = []
+        writer = applying.writer(req, wo, status=status)
 
         def change(current: Obj) -> Obj:
             patched = apply(current)
+            writer.reset = False
+            tracking.take_reset(patched, writer)
             warnings[:] = request.unknown_fields(self.info.kind, patched, wo.field_validation)
             return patched
 
-        updated = await self.store.modify(namespace, name, change, status=status,
-                                          dry_run=wo.dry_run, pruned=True)
+        with tracking.writing(writer):
+            updated = await self.store.modify(namespace, name, change, status=status,
+                                              dry_run=wo.dry_run, pruned=True)
         return self._one(req, updated, 200, warnings)
 
     async def _delete(self, req: requests.Request, found: infos.RequestInfo) -> Response:
@@ -288,7 +306,7 @@ SUBRESOURCES: dict[str, Callable[[build.Registry, Handlers], Endpoint]] = {
 }
 
 
-def routes(registry: build.Registry, status_guards: guards.StatusGuards,
+def routes(registry: build.Registry, status_guards: chain.Chain,
            limits: bodies.Limits = bodies.DEFAULT,
            tuning: watch.Tuning = watch.DEFAULT) -> list[routing.BaseRoute]:
     """Every route of every resource in the registry (built from the one resource table);

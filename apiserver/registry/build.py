@@ -1,9 +1,10 @@
 """Wire the registry: one ResourceStore per served resource over one storage backend.
 
-The resources come from the one table, ``openapi.resources.SERVED``; each gets the strategy
-``strategy.for_resource`` names. The routes and discovery are built from the same table, so a
-new resource needs its row there, its schema and (only if it has rules beyond the schema) a
-strategy.
+The resources come from the one table, ``openapi.resources.SERVED``; each gets the one strategy
+(wrapped so every write records its field manager, ``fieldmanager.tracking``) and the admission
+chain the caller built (``apiserver.admission.chain.build``). The routes and
+discovery are built from the same table, so a new resource needs its row there, its schema and
+(only if it has rules beyond the schema) an admission rule.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apiserver.registry import progress, store, strategy
+from apiserver.registry.fieldmanager import tracking
 from apiserver.storage import interface
 from openapi import resources
 
@@ -22,6 +24,8 @@ class Registry:
     storage: interface.Store
     stores: Mapping[str, store.ResourceStore]
     """By URL plural, in the table's order."""
+    admission: strategy.Admission
+    """The chain every store asks; the status writers' rules are on it too."""
     progress_view: progress.Slot = dataclasses.field(default_factory=progress.Slot)
     """Where the progress view plugs in (it watches this registry, so it comes later)."""
 
@@ -40,11 +44,12 @@ class Registry:
 
 def build(storage: interface.Store,
           served: Sequence[resources.ResourceInfo] = resources.SERVED, *,
-          cluster_version: strategy.ClusterVersion = strategy.floor_met) -> Registry:
-    """``cluster_version``: kube-apiserver's version in cluster mode (the image-source floor)."""
+          admission: strategy.Admission) -> Registry:
+    """``admission``: the chain (``apiserver.admission.chain.build``), with the cluster's facts."""
     return Registry(
         storage=storage,
         stores={info.plural: store.ResourceStore(
-            storage, strategy.for_resource(info, cluster_version=cluster_version))
+            storage, tracking.tracked(strategy.for_resource(info)), admission=admission)
             for info in served},
+        admission=admission,
     )

@@ -11,7 +11,6 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from apiserver import errors
 from apiserver.registry import codec, options, selectors, statuses
 from apiserver.storage import interface
 
@@ -59,12 +58,8 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
             else:  # "0" or NotOlderThan: the watch cache may answer
                 page = await storage.list_recent(
                     prefix, not_older_than=options.parse_revision(opts.resource_version))
-        except interface.FutureRevision as exc:
-            yield WatchEvent("ERROR", status=statuses.too_large(exc.current, exc.requested).body())
-            return
-        except interface.StorageError:
-            failed = errors.InternalError("the storage is unavailable; retry later")
-            yield WatchEvent("ERROR", status=failed.body())
+        except interface.StorageError as exc:
+            yield WatchEvent("ERROR", status=statuses.from_storage(exc).body())
             return
         for record in page.records:
             if matches(record, labels, fields, split_key):
@@ -90,12 +85,9 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
                 translated = _translate(event, labels, fields, split_key)
                 if translated is not None:
                     yield translated
-    except interface.Compacted as exc:
-        gone = errors.Gone(f"too old resource version: {start} ({exc.oldest})")
-        yield WatchEvent("ERROR", status=gone.body())
-    except interface.StorageError:
-        failed = errors.InternalError("the storage ended the watch; list and watch again")
-        yield WatchEvent("ERROR", status=failed.body())
+    except interface.StorageError as exc:
+        # a compacted start names the revision the client asked for, not the storage's cursor
+        yield WatchEvent("ERROR", status=statuses.from_storage(exc, requested=start).body())
 
 
 def _translate(event: interface.Event, labels: selectors.LabelSelector,

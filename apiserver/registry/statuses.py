@@ -1,4 +1,6 @@
-"""The Status errors the registry raises, worded and detailed as kube-apiserver does.
+"""The Status errors the registry raises, worded and detailed as kube-apiserver does, and the one
+mapping of storage errors to them (``from_storage``): the store, the watch stream, the app's
+handler for a storage error raised outside the registry, and the server's own leases all ask it.
 
 Object errors name the resource as ``<plural>.<group>`` and carry ``details.kind = <plural>``;
 validation (422) carries the Kind and one cause per field error.
@@ -72,3 +74,39 @@ def expired(exc: interface.Compacted, *, continuing: bool) -> errors.Gone:
             " You can start a new list without the continue parameter."
         )
     return errors.Gone(f"too old resource version: {exc.requested} ({exc.oldest})")
+
+
+def from_storage(exc: interface.StorageError, info: resources.ResourceInfo | None = None,
+                 name: str = "", *, continuing: bool = False, requested: int | None = None,
+                 current: int | None = None) -> errors.StatusError:
+    """The Status of a storage failure; the one place one is chosen.
+
+    ``info`` and ``name``: the object a key error concerns (without them, as for the server's
+    own leases, the key is named); ``continuing``: the revision was a continue token's;
+    ``requested``: the revision the client asked for, when the storage reports a later cursor;
+    ``current``: the store's revision, for a revision newer than it. A failure of the backend
+    itself says only what happened (down, hung, broken), never more (the details go to the log).
+    """
+    if isinstance(exc, interface.KeyNotFound):
+        return not_found(info, name) if info else errors.NotFound(str(exc))
+    if isinstance(exc, interface.KeyExists):
+        return exists(info, name) if info else errors.AlreadyExists(str(exc))
+    if isinstance(exc, interface.RevisionConflict):
+        return stale(info, name) if info else errors.Conflict(str(exc))
+    if isinstance(exc, interface.Compacted):
+        if requested is not None:
+            exc = interface.Compacted(requested, exc.oldest)
+        return expired(exc, continuing=continuing)
+    if isinstance(exc, interface.FutureRevision):
+        return too_large(exc.current if current is None else current, exc.requested)
+    if isinstance(exc, interface.Timeout):
+        return errors.Timeout(
+            "Timeout: the storage did not answer within the request timeout",
+            details={"retryAfterSeconds": 1}, headers={"Retry-After": "1"},
+        )
+    if isinstance(exc, interface.Unavailable):
+        return errors.InternalError(
+            "the storage is unavailable; retry later",
+            details={"retryAfterSeconds": 1}, headers={"Retry-After": "1"},
+        )
+    return errors.InternalError("the storage failed to serve the request")

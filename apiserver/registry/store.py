@@ -2,7 +2,8 @@
 
 One ``ResourceStore`` per resource, parametrized by its ``strategy.Strategy``. Objects in and out
 are plain dicts (``*_record`` variants hand out storage records so the HTTP layer can copy stored
-bytes). Storage exceptions become ``apiserver.errors`` statuses here and nowhere else.
+bytes). Storage exceptions become ``apiserver.errors`` statuses here, through the one mapping
+(``statuses.from_storage``).
 """
 
 from __future__ import annotations
@@ -79,11 +80,15 @@ class ResourceStore:
     def __init__(self, storage: interface.Store, rules: strategy.Strategy,
                  offload: Callable[[Callable[[], list[fields.FieldError]]],
                                    Awaitable[list[fields.FieldError]]] = _in_thread,
-                 generate_name: Callable[[str], str] = meta.generate_name) -> None:
+                 generate_name: Callable[[str], str] = meta.generate_name, *,
+                 admission: strategy.Admission) -> None:
         """``offload`` runs the checks of large metadata away from the event loop;
-        ``generate_name`` makes a name from a ``generateName`` prefix."""
+        ``generate_name`` makes a name from a ``generateName`` prefix; ``admission`` judges
+        every object the strategy prepared (required: a store without it would admit anything
+        its schema allows)."""
         self.storage = storage
         self.strategy = rules
+        self.admission = admission
         self.info = rules.info
         self._offload = offload
         self._generate_name = generate_name
@@ -164,10 +169,9 @@ class ResourceStore:
                 else:
                     page = await self.storage.list(prefix, revision=revision,
                                                    start_after=start_after, limit=want)
-            except interface.Compacted as exc:
-                raise statuses.expired(exc, continuing=bool(opts.continue_token)) from exc
-            except interface.FutureRevision as exc:
-                raise statuses.too_large(await self._current(), exc.requested) from exc
+            except (interface.Compacted, interface.FutureRevision) as exc:
+                raise statuses.from_storage(exc, continuing=bool(opts.continue_token),
+                                            current=await self._current()) from exc
             revision = page.revision
             for index, record in enumerate(page.records):
                 if filtered and not self.matches(record, opts.label_selector,
@@ -215,7 +219,7 @@ class ResourceStore:
                 problems = objectmeta.name_problems("metadata.name", metadata["name"])
             else:
                 problems = []
-            problems.extend(self.strategy.check_create(obj))
+            problems.extend(self.admission.admit(strategy.Write("CREATE", self.info, obj)))
             if problems:
                 raise statuses.invalid(self.info, metadata["name"], problems)
             key = self.key(metadata.get("namespace", ""), metadata["name"])
@@ -227,7 +231,7 @@ class ResourceStore:
                 record = await self.storage.create(key, codec.encode(obj))
             except interface.KeyExists as exc:
                 if name or attempt == _GENERATE_ATTEMPTS - 1:
-                    raise statuses.exists(self.info, metadata["name"]) from exc
+                    raise statuses.from_storage(exc, self.info, metadata["name"]) from exc
                 continue
             return codec.decode(record)
         raise errors.InternalError("could not generate a unique name")  # pragma: no cover
@@ -369,10 +373,12 @@ class ResourceStore:
         name = old["metadata"]["name"]
         if status:
             new = self.strategy.prepare_for_status_update(new, old, pruned=pruned)
-            problems = self.strategy.check_status_update(new)
+            problems = self.admission.admit(
+                strategy.Write("UPDATE", self.info, new, old, subresource="status"))
         else:
             self.strategy.prepare_for_update(new, old, pruned=pruned)
             problems = self.strategy.check_update(new, old)
+            problems.extend(self.admission.admit(strategy.Write("UPDATE", self.info, new, old)))
         if problems:
             raise statuses.invalid(self.info, name, problems)
         if _unversioned(new) == _unversioned(old):
@@ -391,18 +397,14 @@ class ResourceStore:
                     name: str) -> interface.Record:
         try:
             return await self.storage.update(record.key, value, expected_revision=record.revision)
-        except interface.RevisionConflict as exc:
-            raise statuses.stale(self.info, name) from exc
-        except interface.KeyNotFound as exc:
-            raise statuses.not_found(self.info, name) from exc
+        except (interface.RevisionConflict, interface.KeyNotFound) as exc:
+            raise statuses.from_storage(exc, self.info, name) from exc
 
     async def _remove(self, record: interface.Record, name: str) -> interface.Record:
         try:
             return await self.storage.delete(record.key, expected_revision=record.revision)
-        except interface.RevisionConflict as exc:
-            raise statuses.stale(self.info, name) from exc
-        except interface.KeyNotFound as exc:
-            raise statuses.not_found(self.info, name) from exc
+        except (interface.RevisionConflict, interface.KeyNotFound) as exc:
+            raise statuses.from_storage(exc, self.info, name) from exc
 
     # delete ---------------------------------------------------------------------------------
 

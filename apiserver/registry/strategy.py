@@ -1,41 +1,54 @@
-"""Per-resource rules: server-managed fields on create and update, and the checks refusing a write.
+"""The rules every resource shares: server-managed fields on create and update, the metadata
+checks, and the seam through which the store asks admission about the object.
 
 Like kube's registry strategies: ``prepare_for_create`` clears status and sets generation 1,
 ``prepare_for_update`` keeps the stored status and bumps generation only on a spec change, the
-status path keeps everything except ``status``. Checks return field errors the store turns into one
-422.
+status path keeps everything except ``status``. The strategy is the same for every resource;
+what a kind adds (its schema, its admission rules) is ``apiserver.admission``'s, which the store
+calls through ``Admission`` after the strategy prepared the object. Checks return field errors
+the store turns into one 422.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import dataclasses
+from typing import Any, Literal, Protocol
 
-from openapi import admission, defaults, fields, objectmeta, pruning, resources, validation
+from openapi import defaults, fields, objectmeta, pruning, resources
 
 # Metadata only the server writes; an update keeps the stored value.
 _SERVER_METADATA = ("creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                     "generation", "uid", "managedFields", "selfLink")
 
-
-ClusterVersion = Callable[[], "tuple[int, int] | None"]
-"""The (major, minor) of the cluster workloads run on, None when it cannot be read."""
+Operation = Literal["CREATE", "UPDATE"]
 
 
-def floor_met() -> tuple[int, int] | None:
-    """Standalone mode: no cluster whose Pods could lose an image volume (docs/api.md)."""
-    return admission.IMAGE_VOLUME_FLOOR
+@dataclasses.dataclass(frozen=True, slots=True)
+class Write:
+    """One write as admission sees it, after the strategy prepared ``obj``."""
+
+    operation: Operation
+    info: resources.ResourceInfo
+    obj: dict[str, Any]
+    old: dict[str, Any] | None = None
+    """The stored object (an update)."""
+    subresource: str = ""
+    """``""`` for the main resource, ``"status"`` for the status path."""
+
+
+class Admission(Protocol):
+    """What the store asks of admission (``apiserver.admission.chain.Chain``)."""
+
+    def admit(self, write: Write) -> list[fields.FieldError]:
+        """Mutate ``write.obj``, then every way it is refused (empty: admitted)."""
+        ...
 
 
 class Strategy:
-    """The rules every resource shares; subclasses add admission.
+    """The rules every resource shares."""
 
-    ``cluster_version`` is what admission may ask of the cluster (the image-source floor)."""
-
-    def __init__(self, info: resources.ResourceInfo, *,
-                 cluster_version: ClusterVersion = floor_met) -> None:
+    def __init__(self, info: resources.ResourceInfo) -> None:
         self.info = info
-        self.cluster_version = cluster_version
 
     # create ------------------------------------------------------------------------------
 
@@ -53,13 +66,6 @@ class Strategy:
         """ObjectMeta as sent (types, names, labels, annotations, finalizers, owners, managed
         fields); the store runs it first on every write, before anything reads the metadata."""
         return objectmeta.validate(metadata)
-
-    def check_create(self, obj: dict[str, Any]) -> list[fields.FieldError]:
-        return self.admit_create(obj)
-
-    def admit_create(self, obj: dict[str, Any]) -> list[fields.FieldError]:
-        """Schema checks of a new object; a resource with admission rules adds them."""
-        return validation.validate(self.info.kind, obj)
 
     # update of the main resource ------------------------------------------------------------
 
@@ -86,13 +92,9 @@ class Strategy:
             new_meta["generation"] = int(old_meta.get("generation") or 0) + 1
 
     def check_update(self, new: dict[str, Any], old: dict[str, Any]) -> list[fields.FieldError]:
-        problems = self._metadata_update_problems(new, old)
-        problems.extend(self.admit_update(old, new))
-        return problems
-
-    def admit_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[fields.FieldError]:
-        """Schema checks of a changed object; a resource with admission rules adds them."""
-        return validation.validate(self.info.kind, new)
+        """The metadata rules of an update (the immutable uid, no finalizer added while the
+        object is being deleted); the object's own rules are admission's."""
+        return self._metadata_update_problems(new, old)
 
     # the status path --------------------------------------------------------------------------
 
@@ -109,9 +111,6 @@ class Strategy:
         if not pruned:
             pruning.prune(self.info.kind, result)
         return result
-
-    def check_status_update(self, new: dict[str, Any]) -> list[fields.FieldError]:
-        return validation.validate(self.info.kind, new)
 
     # shared -----------------------------------------------------------------------------------
 
@@ -145,25 +144,7 @@ class Strategy:
         return problems
 
 
-class ModelArtifactStrategy(Strategy):
-    """ModelArtifact: in-process admission (schema included); the spec is immutable; image
-    sources are refused while the cluster is below the floor (asked at every create)."""
-
-    def admit_create(self, obj: dict[str, Any]) -> list[fields.FieldError]:
-        return admission.admit_create(obj, cluster_version=self.cluster_version())
-
-    def admit_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[fields.FieldError]:
-        return admission.admit_update(old, new)
-
-
-
-# Kinds whose rules go beyond their schema; every other served kind gets the generic Strategy.
-BY_KIND: dict[str, type[Strategy]] = {
-    resources.MODEL_ARTIFACT.kind: ModelArtifactStrategy,
-}
-
-
-def for_resource(info: resources.ResourceInfo, *,
-                 cluster_version: ClusterVersion = floor_met) -> Strategy:
-    """The strategy of a served resource."""
-    return BY_KIND.get(info.kind, Strategy)(info, cluster_version=cluster_version)
+def for_resource(info: resources.ResourceInfo) -> Strategy:
+    """The strategy of a served resource: the same for every kind (what a kind adds is
+    admission's, ``apiserver.admission``)."""
+    return Strategy(info)

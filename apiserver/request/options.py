@@ -26,6 +26,8 @@ class WriteOptions:
     dry_run: bool = False
     field_validation: str = "Warn"
     field_manager: str = ""
+    force: bool | None = None
+    """``force`` (an apply's, to take conflicting fields over); None when not sent."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,9 +89,10 @@ def write_options(query: queries.Query, kind: str) -> WriteOptions:
         problems.append(fields.invalid("fieldManager", manager,
                                        "must only contain printable characters"))
     dry = dry_run(query.all("dryRun"), kind)
+    force = query.boolean("force")
     if problems:
         raise options.invalid(kind, problems)
-    return WriteOptions(dry_run=dry, field_validation=mode, field_manager=manager)
+    return WriteOptions(dry_run=dry, field_validation=mode, field_manager=manager, force=force)
 
 
 def delete_query(query: queries.Query) -> DeleteQuery:

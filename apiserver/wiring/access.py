@@ -15,19 +15,17 @@ from collections.abc import Awaitable, Callable
 from starlette.routing import BaseRoute
 
 import kube
+from apiserver.admission import chain, facts
 from apiserver.auth import (
     authenticator,
     authorizer,
     bearer,
-    guards,
     policy,
     rbac,
     static,
-    worker,
 )
 from apiserver.endpoints import selfreviews
 from apiserver.options import config
-from apiserver.registry import strategy
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -36,9 +34,9 @@ Hook = Callable[[], Awaitable[None]]
 class Auth:
     authentication: authenticator.Chain
     authorization: authorizer.Authorizer
-    guards: guards.StatusGuards
-    """``guards.worker`` is the worker identity (``known``, ``reason``) the controllers check."""
-    cluster_version: strategy.ClusterVersion = strategy.floor_met
+    admission: chain.Chain
+    """The admission chain over this mode's cluster facts; ``admission.facts.worker`` is the
+    worker identity (``known``, ``reason``) the controllers check."""
     startup: list[Hook] = dataclasses.field(default_factory=list)
     shutdown: list[Hook] = dataclasses.field(default_factory=list)
     cluster_client: kube.Client | None = None
@@ -59,9 +57,8 @@ def standalone(settings: config.Settings) -> Auth:
         authentication=authenticator.Chain([bearer.Bearer([bearer.StaticTokens(tokens)])]),
         authorization=authorization,
         routes=selfreviews.routes(authorization, evaluator.rules_for),
-        guards=guards.StatusGuards(
-            worker=worker.WorkerIdentity.configured(settings.worker_username),
-            plugin=guards.Plugin(settings.plugin_namespace, settings.plugin_service_account),
-            pods=None,  # no cluster: the plugin's token carries its node-name extra
-        ),
+        # no cluster: no Pods to look up (the plugin's token carries its node-name extra)
+        admission=chain.build(facts.standalone(
+            settings.worker_username,
+            facts.Plugin(settings.plugin_namespace, settings.plugin_service_account))),
     )

@@ -29,6 +29,7 @@ from apiserver.auth import authenticator, authorizer, middleware
 from apiserver.endpoints import body as bodies
 from apiserver.endpoints import discovery, health, openapi
 from apiserver.options import config
+from apiserver.registry import statuses
 from apiserver.storage import interface
 
 log = logging.getLogger(__name__)
@@ -115,27 +116,13 @@ async def render(request: Request, exc: Exception) -> Response:
     return status_response(exc)
 
 
-def storage_status(exc: interface.StorageError) -> errors.StatusError:
-    """A storage failure the registry did not turn into a status: the backend is down, hung or
-    broken. The message says which, never more (the details go to the log)."""
-    if isinstance(exc, interface.Timeout):
-        return errors.Timeout(
-            "Timeout: the storage did not answer within the request timeout",
-            details={"retryAfterSeconds": 1}, headers={"Retry-After": "1"},
-        )
-    if isinstance(exc, interface.Unavailable):
-        return errors.InternalError(
-            "the storage is unavailable; retry later",
-            details={"retryAfterSeconds": 1}, headers={"Retry-After": "1"},
-        )
-    return errors.InternalError("the storage failed to serve the request")
-
-
 async def render_storage(request: Request, exc: Exception) -> Response:
+    """A storage failure the registry did not turn into a status (the backend is down, hung or
+    broken), rendered through the one mapping, ``registry.statuses.from_storage``."""
     if not isinstance(exc, interface.StorageError):  # starlette dispatches by class; never taken
         raise exc
     log.warning("storage failure serving %s %s: %s", request.method, request.url.path, exc)
-    return status_response(storage_status(exc))
+    return status_response(statuses.from_storage(exc))
 
 
 async def render_http(request: Request, exc: Exception) -> Response:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 
 import kube
+from apiserver.admission import chain as admission_chain
+from apiserver.admission import facts
 from apiserver.auth import (
     authenticator,
     authorizer,
     bearer,
     clientcert,
-    guards,
     requestheader,
     sar,
     static,
@@ -75,11 +76,11 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access
                                 allowed_ttl=d.authorized_cache_ttl,
                                 denied_ttl=d.unauthorized_cache_ttl),
         always_allow_paths=d.always_allow_paths)
-    status_guards = guards.StatusGuards(
-        worker=worker.UNKNOWN_YET,
-        plugin=guards.Plugin(settings.plugin_namespace, settings.plugin_service_account),
-        pods=pods.Pods(own))
     cluster_version = version.ClusterVersion(own)
+    cluster = facts.ClusterFacts(
+        worker=worker.UNKNOWN_YET,
+        plugin=facts.Plugin(settings.plugin_namespace, settings.plugin_service_account),
+        pods=pods.Pods(own), kubernetes_version=cluster_version.current)
     identity = reviews.OwnIdentity(own, authn)
 
     async def trust_sources() -> None:
@@ -89,7 +90,7 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access
 
     async def learn_worker() -> None:
         learned = await worker.learn(identity, identity)
-        status_guards.worker = worker.expect(learned, settings.worker_username)
+        cluster.worker = worker.expect(learned, settings.worker_username)
 
     async def stop() -> None:
         await configmap.stop()
@@ -100,8 +101,7 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access
     return access.Auth(
         authentication=chain,
         authorization=judge,
-        guards=status_guards,
-        cluster_version=cluster_version.current,
+        admission=admission_chain.build(cluster),
         startup=[trust_sources, learn_worker, cluster_version.start],
         shutdown=[stop],
         cluster_client=own,

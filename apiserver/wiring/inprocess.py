@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 from apiserver import errors
-from apiserver.auth import guards
+from apiserver.admission import writers
 from apiserver.auth import user as users
 from apiserver.auth import worker as workers
 from apiserver.registry import build, codec, options, selectors, store
@@ -102,7 +102,7 @@ class RegistryClient:
             resource_store = self._store(resource)
             identity = self._worker()
             who = self._user or identity.user or users.UserInfo("")
-            guards.require_worker(who, identity, what=f"a {resource.kind}'s status")
+            writers.require_worker(who, identity, what=f"a {resource.kind}'s status")
             return await resource_store.update_status(obj, namespace=namespace, name=name)
         except errors.StatusError as exc:
             raise _translate(exc) from exc

@@ -5,7 +5,8 @@ configured.
 ``controllers.leader.LeaseApi`` over ``storage.interface.Store``: a ``coordination.k8s.io/v1``
 Lease object stored as JSON at ``/leases/<namespace>/<name>``, its storage revision serving as
 its resourceVersion, so create and update are compare-and-swap exactly as on kube-apiserver.
-The keys are the server's own (no API serves them).
+The keys are the server's own (no API serves them). Storage failures take their Status from the
+registry's one mapping (``statuses.from_storage``) and reach the elector as its client's errors.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from apiserver.registry import statuses
 from apiserver.storage import interface
 from controllers import errors
 
@@ -39,6 +41,11 @@ def _encode(lease: Obj) -> tuple[str, bytes, int]:
     return key, body, int(version) if version.isdigit() else 0
 
 
+def _failed(exc: interface.StorageError) -> errors.ApiError:
+    status = statuses.from_storage(exc)
+    return errors.from_status(status.code, status.message)
+
+
 class StoreLeases:
     def __init__(self, storage: interface.Store) -> None:
         self._storage = storage
@@ -47,7 +54,7 @@ class StoreLeases:
         try:
             record = await self._storage.get(_key(namespace, name))
         except interface.StorageError as exc:
-            raise errors.ApiError(f"storage: {type(exc).__name__}", code=503) from None
+            raise _failed(exc) from None
         if record is None:
             raise errors.NotFound(f"lease {namespace}/{name} not found")
         return _decode(record)
@@ -56,18 +63,12 @@ class StoreLeases:
         key, body, _ = _encode(lease)
         try:
             return _decode(await self._storage.create(key, body))
-        except interface.KeyExists:
-            raise errors.Conflict("the lease already exists") from None
         except interface.StorageError as exc:
-            raise errors.ApiError(f"storage: {type(exc).__name__}", code=503) from None
+            raise _failed(exc) from None
 
     async def update(self, lease: Obj) -> Obj:
         key, body, version = _encode(lease)
         try:
             return _decode(await self._storage.update(key, body, expected_revision=version))
-        except interface.RevisionConflict:
-            raise errors.Conflict("the lease changed") from None
-        except interface.KeyNotFound:
-            raise errors.NotFound("the lease is gone") from None
         except interface.StorageError as exc:
-            raise errors.ApiError(f"storage: {type(exc).__name__}", code=503) from None
+            raise _failed(exc) from None

@@ -103,14 +103,50 @@ def check_patches(conformance_run: Run, admin: Api) -> None:
     assert response.json()["metadata"]["annotations"] == {"a": "1", "b": "2"}
 
 
-@rule("patch.unsupported", "strategic merge and apply patches are 415 UnsupportedMediaType")
+@rule("patch.unsupported", "strategic merge patches are 415 UnsupportedMediaType")
 def check_unsupported_patches(conformance_run: Run, admin: Api) -> None:
     conformance_run.create_artifact("patch-415")
     path = a.artifacts(conformance_run.namespace, "patch-415")
-    for content_type, body in ((a.STRATEGIC_PATCH, {"metadata": {"labels": {"c": "3"}}}),
-                               (a.APPLY_PATCH, b"metadata: {labels: {c: '3'}}")):  # fmt: skip
-        response = admin.patch(path, body, content_type, params={"fieldManager": "conformance"})
-        assert response.status_code == 415, (content_type, response.status_code)
+    response = admin.patch(path, {"metadata": {"labels": {"c": "3"}}}, a.STRATEGIC_PATCH,
+                           params={"fieldManager": "conformance"})
+    assert response.status_code == 415, response.status_code
+
+
+@rule("patch.apply", "server-side apply creates (201), re-applies without changing ownership, "
+      "needs a fieldManager (422), answers another manager's field with 409 Conflict naming it, "
+      "and force takes it over")  # fmt: skip
+def check_server_side_apply(conformance_run: Run, admin: Api) -> None:
+    name = "patch-apply"
+    path = a.artifacts(conformance_run.namespace, name)
+    conformance_run.ensure_namespaces()
+    body = conformance_run.artifact_body(name)
+
+    def apply(manager: str, team: str, **params: str) -> Any:
+        config = {**body, "metadata": {**body["metadata"],
+                                       "labels": {**body["metadata"]["labels"], "team": team}}}
+        return admin.patch(path, config, a.APPLY_PATCH,
+                           params={"fieldManager": manager, **params} if manager else params)
+
+    assert apply("", "a").status_code == 422
+    created = apply("conformance-a", "a")
+    assert created.status_code == 201, created.text[:300]
+    conformance_run.track(conformance_run.namespace, name)
+    entries = created.json()["metadata"]["managedFields"]
+    assert [(e["manager"], e["operation"]) for e in entries] == [("conformance-a", "Apply")]
+    again = apply("conformance-a", "a")
+    assert again.status_code == 200
+    # controllers may write the status meanwhile, so the ownership is compared, not the version
+    assert again.json()["metadata"]["managedFields"][0] == entries[0]
+    conflict = apply("conformance-b", "b")
+    assert conflict.status_code == 409, conflict.text[:300]
+    status = conflict.json()
+    assert status["reason"] == "Conflict"
+    assert status["message"] == ('Apply failed with 1 conflict: conflict with "conformance-a":'
+                                 " .metadata.labels.team")
+    assert status["details"]["causes"][0]["type"] == "FieldManagerConflict"
+    forced = apply("conformance-b", "b", force="true")
+    assert forced.status_code == 200, forced.text[:300]
+    assert forced.json()["metadata"]["labels"]["team"] == "b"
 
 
 @rule("crud.delete", "a delete answers 200 and the object is then gone (404)")

@@ -5,8 +5,10 @@ ConfigMap its spec names, and where its status goes.
 keeps both watches running and calls ``changed(obj, ca)`` whenever the object's generation, its
 UID or the CA ConfigMap's data change. Status-only changes of the object (the plugin's own
 writes among them) are not changes of anything the plugin applies, so they never call it back.
-While the object does not exist the source keeps watching for it; failures back off from
-0.5 s doubling to 30 s.
+While the object does not exist the source keeps watching for it. Both are followed by
+``kube.informer.Reflector``, the one list-and-watch loop every informer of ours runs (a watch
+resumes from the last version seen, a 410 lists again); failures back off from 0.5 s doubling
+to 30 s.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Protocol
 from lightkube.resources.core_v1 import ConfigMap
 
 import kube
+from kube import informer as reflectors
 from kube import resources
 
 log = logging.getLogger(__name__)
@@ -27,7 +30,6 @@ log = logging.getLogger(__name__)
 CA_KEY = "ca.crt"
 RETRY_INITIAL = 0.5
 RETRY_MAX = 30.0
-QUICK_END_SECONDS = 1.0
 
 Obj = dict[str, Any]
 
@@ -112,6 +114,36 @@ class CA:
 
 
 Changed = Callable[[Obj | None, CA], Awaitable[None]]
+Take = Callable[[str, "Obj | None"], Awaitable[None]]
+"""``(how, obj)``: ``how`` is ``"LISTED"`` or the event's type, ``obj`` None when absent."""
+
+
+class _One:
+    """One object by name, as the reflector's ``ListWatch`` and ``Sink``."""
+
+    def __init__(self, list_one: Callable[[], Awaitable[tuple[Obj | None, str]]],
+                 watch_one: Callable[[str], AsyncIterator[tuple[str, Obj]]],
+                 take: Take) -> None:
+        self._list_one = list_one
+        self._watch_one = watch_one
+        self._take = take
+
+    async def list(self) -> reflectors.Listed:
+        obj, version = await self._list_one()
+        return reflectors.Listed([] if obj is None else [obj], version)
+
+    async def watch(self, resource_version: str) -> AsyncIterator[reflectors.Event]:
+        async for kind, obj in self._watch_one(resource_version):
+            yield reflectors.Event(kind, obj)
+
+    async def replace(self, listed: reflectors.Listed) -> None:
+        await self._take("LISTED", listed.items[0] if listed.items else None)
+
+    async def apply(self, event: reflectors.Event) -> None:
+        if event.type == "DELETED":
+            await self._take("DELETED", None)
+        elif event.type in ("ADDED", "MODIFIED"):
+            await self._take(event.type, event.object)
 
 
 class Source:
@@ -133,25 +165,35 @@ class Source:
         self._lock = asyncio.Lock()
 
     async def run(self) -> None:
+        store = _One(lambda: self._api.list_store(self._node),
+                     lambda version: self._api.watch_store(self._node, version),
+                     self._take_store)
         try:
-            await _retrying(self._watch_store, f"NodeModelStore {self._node}", self)
+            await self._reflector(store, f"NodeModelStore {self._node}").run()
         finally:
             await self._stop_ca()
 
-    async def _watch_store(self) -> None:
-        obj, version = await self._api.list_store(self._node)
-        if obj is None and not self.listed.is_set():
+    def _reflector(self, one: _One, what: str,
+                   failed: Callable[[], None] = lambda: None) -> reflectors.Reflector:
+        def record() -> None:
+            self.last_error = reflector.last_error
+            failed()
+
+        reflector = reflectors.Reflector(
+            one, one, what=what, backoff=reflectors.Backoff(self._retry_initial, self._retry_max),
+            describe=lambda exc: f"{what}: {_why(exc)}", failed=record)
+        return reflector
+
+    async def _take_store(self, how: str, obj: Obj | None) -> None:
+        if how == "LISTED" and obj is None and not self.listed.is_set():
             log.info("NodeModelStore %s does not exist yet; waiting for the worker to create it",
                      self._node)
+        if how == "DELETED":
+            log.warning("NodeModelStore %s was deleted; waiting for the worker to recreate it",
+                        self._node)
         await self._take(obj)
-        self.listed.set()
-        async for kind, event in self._api.watch_store(self._node, version):
-            if kind == "DELETED":
-                log.warning("NodeModelStore %s was deleted; waiting for the worker to recreate "
-                            "it", self._node)
-                await self._take(None)
-            elif kind in ("ADDED", "MODIFIED"):
-                await self._take(event)
+        if how == "LISTED":
+            self.listed.set()
 
     async def _take(self, obj: Obj | None) -> None:
         meta = (obj or {}).get("metadata") or {}
@@ -193,16 +235,13 @@ class Source:
             self._ca_task = None
 
     async def _run_ca(self, name: str, first: asyncio.Event) -> None:
-        async def once() -> None:
-            cm, version = await self._api.list_config_map(self._namespace, name)
+        async def take(how: str, cm: Obj | None) -> None:
             await self._take_ca(name, cm, first)
-            async for kind, event in self._api.watch_config_map(self._namespace, name, version):
-                if kind == "DELETED":
-                    await self._take_ca(name, None, first)
-                elif kind in ("ADDED", "MODIFIED"):
-                    await self._take_ca(name, event, first)
 
-        await _retrying(once, f"ConfigMap {self._namespace}/{name}", self, failed=first.set)
+        ca = _One(lambda: self._api.list_config_map(self._namespace, name),
+                  lambda version: self._api.watch_config_map(self._namespace, name, version),
+                  take)
+        await self._reflector(ca, f"ConfigMap {self._namespace}/{name}", failed=first.set).run()
 
     async def _take_ca(self, name: str, cm: Obj | None, first: asyncio.Event) -> None:
         data = (cm or {}).get("data") or {}
@@ -217,34 +256,7 @@ class Source:
             await self._notify()
 
 
-async def _retrying(
-    body: Callable[[], Awaitable[None]], what: str, owner: Source,
-    failed: Callable[[], None] = lambda: None,
-) -> None:
-    """Run ``body`` again and again: at once after an expired version or a watch that ran its
-    course, backing off after a failure (and after a watch that ends at once, which must not
-    spin)."""
-    delay = owner._retry_initial
-    loop = asyncio.get_running_loop()
-    while True:
-        began = loop.time()
-        try:
-            await body()
-            if loop.time() - began >= QUICK_END_SECONDS:
-                delay = owner._retry_initial
-                continue
-        except kube.Expired:
-            log.info("%s: resource version expired; listing again", what)
-            continue
-        except asyncio.CancelledError:
-            raise
-        except kube.KubeError as exc:
-            owner.last_error = f"{what}: {exc.message or exc.reason}"
-            failed()
-            log.warning("%s; retrying in %.1fs", owner.last_error, delay)
-        except Exception as exc:
-            owner.last_error = f"{what}: {type(exc).__name__}: {exc}"
-            failed()
-            log.exception("reading %s failed; retrying in %.1fs", what, delay)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, owner._retry_max)
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, kube.KubeError):
+        return exc.message or exc.reason
+    return f"{type(exc).__name__}: {exc}"

@@ -16,7 +16,7 @@ from typing import Any
 
 from hub import config as hub_config
 from hub import errors as hub_errors
-from openapi import defaults, quantity, validation
+from openapi import defaults, nodestore, quantity, validation
 from openapi import resources as contract
 
 MAX_SHOWN = 200
@@ -83,6 +83,7 @@ def parse(obj: dict[str, Any]) -> NodeSpec:
     }
     defaults.apply_defaults(contract.NODE_MODEL_STORE.kind, body)
     problems = validation.validate(contract.NODE_MODEL_STORE.kind, body)
+    problems.extend(nodestore.watermark_errors(body))
     if problems:
         raise SpecError(_shown("; ".join(str(p) for p in problems[:3])))
     spec = body["spec"]

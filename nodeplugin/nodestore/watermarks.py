@@ -20,6 +20,7 @@ import math
 import os
 
 from nodeplugin.nodestore import spec as specs
+from openapi import nodestore as contract
 from openapi import quantity
 
 DEFAULT_NODEFS = decimal.Decimal(10)
@@ -91,7 +92,7 @@ def effective(high: int, low: int, known: specs.Kubelet | None, *, total_bytes: 
             f"{MARGIN}-point margin"
         )
         high = cap
-    if low >= high:
+    if contract.watermarks_problem(high, low):  # the cap broke the one rule: keep it
         lowered = max(1, high - 1)
         notes.append(f"the low watermark is lowered to {lowered}% with the cap (the setting is "
                      f"{low}%)")

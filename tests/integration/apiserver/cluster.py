@@ -10,6 +10,7 @@ from typing import Any
 
 from apiserver.registry import build
 from apiserver.storage import sqlite
+from tests.support import admitting
 from tests.support.aggregator import ALICE, PLUGIN_A
 from tests.support.controlplane import ControlPlane, Role, Rule, Subject, UserInfo
 from tests.support.controlplane import resources as kinds
@@ -61,7 +62,7 @@ def seed_store(data_dir: pathlib.Path) -> None:
         store = sqlite.Store(data_dir / "store.db")
         await store.start()
         try:
-            registry = build.build(store)
+            registry = build.build(store, admission=admitting.standalone())
             for node in ("node-a", "node-b"):
                 await registry.nodemodelstores.create({"metadata": {"name": node}, "spec": {}})
             for namespace in ("team-a", "team-b"):

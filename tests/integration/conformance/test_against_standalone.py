@@ -126,7 +126,8 @@ def test_every_rule_passes_with_a_tenant(
     failed_or_skipped = {rule: r for rule, r in outcomes.items() if r["outcome"] != "pass"}
     assert failed_or_skipped == {}
     for expected in ("discovery.legacy", "discovery.aggregated", "openapi.v3", "openapi.explain",
-                     "crud.update", "patch.unsupported", "watch.events", "columns.kubectl-wide",
+                     "crud.update", "patch.unsupported", "patch.apply", "watch.events",
+                     "columns.kubectl-wide",
                      "validation.one-source", "status.preserved", "status.artifact-guard",
                      "status.nodemodelstore-guard", "progress.names-no-node", "version.info",
                      "version.kubectl", "nodemodelstores.create-refused", "cleanup",

@@ -18,7 +18,7 @@ from apiserver.storage import sqlite
 from apiserver.wiring import embedded
 from controllers import settings as controller_settings
 from hub import config as hub_config
-from tests.support import fakehub, waiting
+from tests.support import admitting, fakehub, waiting
 from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -33,7 +33,7 @@ async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fak
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp, \
             fakehub.run_fakehub() as hub:
         try:
-            yield cp, hub, build.build(store)
+            yield cp, hub, build.build(store, admission=admitting.standalone())
         finally:
             await store.close()
 

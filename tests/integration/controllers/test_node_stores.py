@@ -22,8 +22,8 @@ from apiserver.wiring import embedded
 from controllers import nodestores
 from controllers import settings as controller_settings
 from hub import config as hub_config
+from tests.support import admitting, waiting
 from tests.support import clock as manual
-from tests.support import waiting
 from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -89,7 +89,7 @@ async def world(tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> Async
             Rule(("create",), ("",), ("events",)),
         ])  # fmt: skip
         kubeconfig = cp.write_kubeconfig(tmp_path / "worker.kubeconfig", token="worker-token")
-        registry = build.build(store)
+        registry = build.build(store, admission=admitting.standalone())
         settings = config.Settings(
             data_dir=tmp_path, tls_cert_file=tmp_path / "c", tls_private_key_file=tmp_path / "k",
             token_auth_file=tmp_path / "t", worker_username=WORKER,

@@ -13,7 +13,7 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
 from controllers import runner
-from tests.support import etcd
+from tests.support import admitting, etcd
 from timing import clock as clocks
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -31,7 +31,7 @@ async def storage(tmp_path: pathlib.Path) -> AsyncIterator[sqlite.Store]:
 
 @pytest.fixture
 def registry(storage: sqlite.Store) -> build.Registry:
-    return build.build(storage)
+    return build.build(storage, admission=admitting.standalone())
 
 
 @pytest.fixture

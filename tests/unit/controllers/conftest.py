@@ -19,8 +19,8 @@ from apiserver.wiring import inprocess
 from controllers import claims, events, hubs, informer, passes, resolver, runtime, secrets
 from controllers import client as clients
 from hub import config as hub_config
+from tests.support import admitting, fakehub, waiting
 from tests.support import clock as manual
-from tests.support import fakehub, waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 DAY = 86400.0
@@ -136,7 +136,7 @@ async def registry(tmp_path: pathlib.Path) -> AsyncIterator[build.Registry]:
     store = sqlite.Store(tmp_path / "store.db")
     await store.start()
     try:
-        yield build.build(store)
+        yield build.build(store, admission=admitting.standalone())
     finally:
         await store.close()
 

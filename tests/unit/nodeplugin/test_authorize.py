@@ -15,7 +15,7 @@ DIGEST = fakes.DIGEST
 async def _informer(*objects: dict[str, Any]) -> artifacts.Informer:
     client = fakes.FakeClient([fakes.page(list(objects), "5")])
     informer = artifacts.Informer(client)
-    await informer._list()
+    await informer.replace(await informer.list())  # one list, no watch
     return informer
 
 

@@ -16,8 +16,9 @@ from apiserver.registry import selectors
 from hub import errors as hub_errors
 from hub import source
 from nodeplugin.cache import layout
-from openapi import admission, grammar, names, sources, validation
+from openapi import grammar, names, sources, validation
 from openapi import schema as schemas
+from tests.support import admitting as admission
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 

@@ -1,11 +1,13 @@
-"""ModelArtifact admission: each rule accepted and refused, with the field path and the reason."""
+"""ModelArtifact admission (the chain's artifact rules after the schema): each rule accepted and
+refused, with the field path and the reason."""
 
 import copy
 from typing import Any
 
 import pytest
 
-from openapi import admission, grammar
+from openapi import grammar
+from tests.support import admitting as admission
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 IMAGE = "registry.example.com:5000/team/qwen@" + DIGEST

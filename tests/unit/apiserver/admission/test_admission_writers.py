@@ -1,17 +1,20 @@
-"""The status guards: only the worker writes ModelArtifact status; only the plugin of a node
-writes that node's NodeModelStore status, by three rules, each refusal naming its rule."""
+"""The admission chain's writers' stage (the status guards): only the worker writes ModelArtifact
+status; only the plugin of a node writes that node's NodeModelStore status, by three rules, each
+refusal naming its rule."""
 
 from __future__ import annotations
 
 import pytest
 
 from apiserver import errors
-from apiserver.auth import guards, webhook
+from apiserver.admission import chain, writers
+from apiserver.admission import facts as admission_facts
 from apiserver.auth import user as users
+from apiserver.auth import webhook
 from apiserver.auth import worker as workers
 from openapi import resources
 
-PLUGIN = guards.Plugin("gpustack-system", "model-manager-node")
+PLUGIN = admission_facts.Plugin("gpustack-system", "model-manager-node")
 PLUGIN_USER = PLUGIN.username
 WORKER = workers.WorkerIdentity.configured("system:serviceaccount:gpustack-system:worker")
 
@@ -29,24 +32,24 @@ def plugin(node: str | None = "node-a", *, pod: str = "plugin-a",
 
 
 class Pods:
-    def __init__(self, pods: dict[str, guards.PodFacts] | None = None, *,
+    def __init__(self, pods: dict[str, admission_facts.PodFacts] | None = None, *,
                  down: bool = False) -> None:
         self.pods = pods or {}
         self.down = down
         self.asked: list[tuple[str, str]] = []
 
-    async def pod(self, namespace: str, name: str) -> guards.PodFacts | None:
+    async def pod(self, namespace: str, name: str) -> admission_facts.PodFacts | None:
         self.asked.append((namespace, name))
         if self.down:
             raise webhook.Unavailable("connection refused")
         return self.pods.get(name)
 
 
-def _guards(pods: Pods | None = None) -> guards.StatusGuards:
-    return guards.StatusGuards(worker=WORKER, plugin=PLUGIN, pods=pods)
+def _guards(pods: Pods | None = None) -> chain.Chain:
+    return chain.build(admission_facts.ClusterFacts(worker=WORKER, plugin=PLUGIN, pods=pods))
 
 
-async def _refusal(guard: guards.StatusGuards, user: users.UserInfo, name: str) -> str:
+async def _refusal(guard: chain.Chain, user: users.UserInfo, name: str) -> str:
     with pytest.raises(errors.Forbidden) as refused:
         await guard.check(resources.NODE_MODEL_STORE, user, name)
     assert refused.value.code == 403
@@ -54,9 +57,9 @@ async def _refusal(guard: guards.StatusGuards, user: users.UserInfo, name: str) 
 
 
 def test_only_the_worker_writes_artifact_status() -> None:
-    guards.require_worker(users.UserInfo(WORKER.name), WORKER)
+    writers.require_worker(users.UserInfo(WORKER.name), WORKER)
     with pytest.raises(errors.Forbidden) as refused:
-        guards.require_worker(users.UserInfo("alice"), WORKER)
+        writers.require_worker(users.UserInfo("alice"), WORKER)
     assert "only the worker writes a ModelArtifact's status" in refused.value.message
     assert '"alice"' in refused.value.message
 
@@ -65,13 +68,13 @@ def test_masters_and_the_plugin_are_refused_artifact_status() -> None:
     admin = users.UserInfo("admin", groups=(users.MASTERS, users.AUTHENTICATED))
     for who in (admin, plugin()):
         with pytest.raises(errors.Forbidden):
-            guards.require_worker(who, WORKER)
+            writers.require_worker(who, WORKER)
 
 
 def test_unknown_worker_identity_refuses_everyone_and_says_why() -> None:
     unknown = workers.WorkerIdentity.unknown("kube-apiserver does not serve SelfSubjectReview")
     with pytest.raises(errors.Forbidden) as refused:
-        guards.require_worker(users.UserInfo(""), unknown)
+        writers.require_worker(users.UserInfo(""), unknown)
     assert "worker identity is unknown" in refused.value.message
     assert "SelfSubjectReview" in refused.value.message
 
@@ -123,7 +126,7 @@ async def test_rule_3_without_node_name_and_without_cluster_is_refused() -> None
 
 
 async def test_rule_3_pod_lookup_by_uid_and_node() -> None:
-    pods = Pods({"plugin-a": guards.PodFacts(uid="1db066b1", node_name="node-a")})
+    pods = Pods({"plugin-a": admission_facts.PodFacts(uid="1db066b1", node_name="node-a")})
     guard = _guards(pods)
     await guard.check(resources.NODE_MODEL_STORE, plugin(None), "node-a")
     assert pods.asked == [("gpustack-system", "plugin-a")]
@@ -134,10 +137,11 @@ async def test_rule_3_pod_lookup_by_uid_and_node() -> None:
 
 @pytest.mark.parametrize(("facts", "says"), [
     (None, "does not exist"),
-    (guards.PodFacts(uid="another", node_name="node-a"), "UID differs"),
-    (guards.PodFacts(uid="1db066b1", node_name=""), "not scheduled"),
+    (admission_facts.PodFacts(uid="another", node_name="node-a"), "UID differs"),
+    (admission_facts.PodFacts(uid="1db066b1", node_name=""), "not scheduled"),
 ])  # fmt: skip
-async def test_rule_3_pod_lookup_refusals(facts: guards.PodFacts | None, says: str) -> None:
+async def test_rule_3_pod_lookup_refusals(facts: admission_facts.PodFacts | None,
+                                          says: str) -> None:
     pods = Pods({"plugin-a": facts} if facts else {})
     message = await _refusal(_guards(pods), plugin(None), "node-a")
     assert "refused by rule 3 (same node)" in message and says in message

@@ -14,7 +14,7 @@ from apiserver import errors
 from apiserver.options import config
 from apiserver.registry import build, events, options
 from apiserver.storage import interface, watchcache
-from tests.support import etcd
+from tests.support import admitting, etcd
 from tests.unit.apiserver.registry.conftest import artifact
 
 NS = "ns"
@@ -37,7 +37,7 @@ async def wired(etcd_server: etcd.Etcd,
     assert sorted(storage.windows) == ["/modelartifacts/", "/nodemodelstores/"]
     await storage.start()
     try:
-        yield build.build(storage)
+        yield build.build(storage, admission=admitting.standalone())
     finally:
         etcd_server.resume()
         await storage.close()
@@ -84,7 +84,7 @@ async def test_watch_bookmarks_follow_etcd_progress(tmp_path: pathlib.Path) -> N
         storage = entry.open_storage(_settings(member, tmp_path))
         await storage.start()
         try:
-            registry = build.build(storage)
+            registry = build.build(storage, admission=admitting.standalone())
             created = await registry.modelartifacts.create(artifact("c"), namespace=NS)
             rv = created["metadata"]["resourceVersion"]
             stream = registry.modelartifacts.watch(NS, options.WatchOptions(

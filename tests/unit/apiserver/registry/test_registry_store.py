@@ -13,6 +13,7 @@ from apiserver import errors
 from apiserver.registry import build, meta, options, store, strategy
 from apiserver.storage import sqlite
 from openapi import fields, resources
+from tests.support import admitting
 from tests.unit.apiserver.registry.conftest import artifact
 
 
@@ -74,7 +75,8 @@ async def test_generate_name_keeps_58_chars_and_retries_collisions(
 
     names = iter(["job-aaaaa", "job-aaaaa", "job-bbbbb"])
     colliding = store.ResourceStore(storage, strategy.for_resource(resources.MODEL_ARTIFACT),
-                                    generate_name=lambda prefix: next(names))
+                                    generate_name=lambda prefix: next(names),
+                                    admission=admitting.standalone())
     body["metadata"]["generateName"] = "job-"
     first = await colliding.create(body, namespace="a")
     second = await colliding.create(body, namespace="a")
@@ -257,7 +259,7 @@ async def test_large_metadata_is_checked_off_the_event_loop(storage: sqlite.Stor
         return await asyncio.to_thread(work)
 
     resource = store.ResourceStore(storage, strategy.for_resource(resources.MODEL_ARTIFACT),
-                                   offload)
+                                   offload, admission=admitting.standalone())
     await resource.create(artifact("few", labels={"a": "b"}), namespace="a")
     assert offloaded == []
     many = {f"k{i}": "v" for i in range(store.INLINE_ENTRIES + 1)}

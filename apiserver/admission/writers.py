@@ -1,13 +1,14 @@
-"""Status write guards: who may write a ModelArtifact's or a NodeModelStore's status.
+"""The writers' stage: who may write a ModelArtifact's or a NodeModelStore's status.
 
-RBAC says who may ``update``/``patch`` a status at all; these guards, which the status endpoints
-call after authorization, narrow it to the one writer the design allows (docs/auth.md, "Status
-guards"):
+RBAC says who may ``update``/``patch`` a status at all; these rules, which the chain runs on the
+request after authorization and before its body is read, narrow it to the one writer the design
+allows (docs/auth.md, "Status guards"):
 
-- ModelArtifact status: only the worker identity (``apiserver.auth.worker``). Nobody else, not
-  even ``system:masters``: mounts are authorized from that status, so nobody hand-writes it.
-- NodeModelStore status: only the node plugin on the node the object is named after, by three
-  rules, each refusal naming its rule:
+- ModelArtifact status (``ArtifactStatus``): only the worker identity
+  (``apiserver.auth.worker``). Nobody else, not even ``system:masters``: mounts are authorized
+  from that status, so nobody hand-writes it.
+- NodeModelStore status (``NodeStoreStatus``): only the node plugin on the node the object is
+  named after, by three rules, each refusal naming its rule:
   1. plugin service account: the caller is ``system:serviceaccount:<plugin ns>:<plugin sa>``;
   2. pod-bound token: exactly one ``authentication.kubernetes.io/pod-name`` and one ``pod-uid``
      extra;
@@ -19,40 +20,16 @@ guards"):
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Protocol
 
 from apiserver import errors
+from apiserver.admission import attributes, facts
 from apiserver.auth import user as users
 from apiserver.auth import webhook
 from apiserver.auth import worker as workers
 from openapi import resources
 
 MAX_REMEMBERED_PODS = 4096
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PodFacts:
-    uid: str
-    node_name: str
-
-
-class PodLookup(Protocol):
-    async def pod(self, namespace: str, name: str) -> PodFacts | None:
-        """The Pod, None when it does not exist; raises ``webhook.Unavailable``."""
-        ...
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Plugin:
-    """The node plugin's ServiceAccount."""
-
-    namespace: str
-    service_account: str
-
-    @property
-    def username(self) -> str:
-        return users.service_account(self.namespace, self.service_account)
 
 
 def require_worker(user: users.UserInfo, identity: workers.WorkerIdentity, *,
@@ -75,32 +52,47 @@ def _cut(text: str, limit: int = 256) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-class StatusGuards:
-    """The guards the status endpoints call; ``worker`` is set once the identity is learned."""
+class ArtifactStatus:
+    """Every status but a NodeModelStore's is the worker's to write (today: ModelArtifact's)."""
 
-    def __init__(self, *, worker: workers.WorkerIdentity, plugin: Plugin,
-                 pods: PodLookup | None) -> None:
-        self.worker = worker
-        self.plugin = plugin
-        self.pods = pods
+    name = "WorkerWritesStatus"
+
+    def __init__(self, cluster: facts.ClusterFacts) -> None:
+        self.cluster = cluster
+
+    def handles(self, request: attributes.WriteRequest) -> bool:
+        return (request.subresource == "status"
+                and request.info.kind != resources.NODE_MODEL_STORE.kind)
+
+    async def judge(self, request: attributes.WriteRequest) -> None:
+        require_worker(request.user, self.cluster.worker,
+                       what=f"a {request.info.kind}'s status")
+
+
+class NodeStoreStatus:
+    """The node plugin of that node writes a NodeModelStore's status (rules 1-3 above)."""
+
+    name = "NodePluginWritesNodeStoreStatus"
+
+    def __init__(self, cluster: facts.ClusterFacts) -> None:
+        self.cluster = cluster
         self._placed: dict[tuple[str, str], str] = {}
         """(pod name, pod uid) -> node name: a Pod's node never changes, so a hit is final."""
 
-    async def check(self, info: resources.ResourceInfo, user: users.UserInfo,
-                    name: str) -> None:
-        if info.kind == resources.NODE_MODEL_STORE.kind:
-            await self.node_store(user, name)
-        else:
-            require_worker(user, self.worker, what=f"a {info.kind}'s status")
+    def handles(self, request: attributes.WriteRequest) -> bool:
+        return (request.subresource == "status"
+                and request.info.kind == resources.NODE_MODEL_STORE.kind)
 
-    async def node_store(self, user: users.UserInfo, name: str) -> None:
+    async def judge(self, request: attributes.WriteRequest) -> None:
+        user, name, plugin = request.user, request.name, self.cluster.plugin
+
         def refuse(rule: str, why: str) -> errors.Forbidden:
             return errors.Forbidden(
                 f'nodemodelstores/status "{_cut(name)}": refused by rule {rule}: {why}')
 
-        if user.name != self.plugin.username:
+        if user.name != plugin.username:
             raise refuse("1 (plugin service account)",
-                         f"only the node plugin's ServiceAccount {self.plugin.username} writes a "
+                         f"only the node plugin's ServiceAccount {plugin.username} writes a "
                          f'NodeModelStore\'s status, not user "{_cut(user.name)}"')
         pod_names, pod_uids = user.extra_values(users.POD_NAME), user.extra_values(users.POD_UID)
         if len(pod_names) != 1 or len(pod_uids) != 1 or not pod_names[0] or not pod_uids[0]:
@@ -125,28 +117,29 @@ class StatusGuards:
         remembered = self._placed.get((pod, uid))
         if remembered is not None:
             return remembered
-        if self.pods is None:
+        pods, namespace = self.cluster.pods, self.cluster.plugin.namespace
+        if pods is None:
             raise refuse("3 (same node)",
                          f"the token carries no {users.NODE_NAME} extra, and without a cluster "
                          "there is no Pod to look up")
         try:
-            facts = await self.pods.pod(self.plugin.namespace, pod)
+            found = await pods.pod(namespace, pod)
         except webhook.Unavailable as exc:
             raise errors.ServiceUnavailable(
                 f"rule 3 (same node) could not be checked: looking up the plugin's Pod failed "
                 f"({exc.reason}); try again") from None
-        if facts is None:
+        if found is None:
             raise refuse("3 (same node)", f'the token\'s Pod "{_cut(pod)}" does not exist in '
-                         f'namespace "{self.plugin.namespace}"')
-        if facts.uid != uid:
+                         f'namespace "{namespace}"')
+        if found.uid != uid:
             raise refuse("3 (same node)", f'the Pod "{_cut(pod)}" is not the one the token was '
                          "issued for (its UID differs)")
-        if not facts.node_name:
+        if not found.node_name:
             raise refuse("3 (same node)", f'the Pod "{_cut(pod)}" is not scheduled to a node')
         if len(self._placed) >= MAX_REMEMBERED_PODS:
             self._placed.clear()
-        self._placed[(pod, uid)] = facts.node_name
-        return facts.node_name
+        self._placed[(pod, uid)] = found.node_name
+        return found.node_name
 
 
 class _Refuse(Protocol):

@@ -1,20 +1,18 @@
-"""ModelArtifact admission, in process: the rules a schema cannot say, with messages in our words.
-
-``admit_create`` and ``admit_update`` are the whole answer for a write of the main resource: they
-run the schema validation first and add the admission rules, skipping a rule on a field the
-schema already refused, so each field gets one clear cause.
-"""
+"""The ModelArtifact's rules beyond its schema, with messages in our words: one source and the
+grammar of each kind (``OneSource``), the image-volume floor of the cluster
+(``ImageVolumeFloor``) and the spec fixed at creation (``ImmutableSpec``)."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
-from openapi import defaults, fields, grammar, names, sources, validation
+from apiserver.admission import attributes, facts
+from apiserver.registry import strategy
+from openapi import defaults, fields, grammar, names, resources, sources
 
-KIND = "ModelArtifact"
-# Image volumes are on by default from Kubernetes 1.35; below it the Pod would lose the volume.
-IMAGE_VOLUME_FLOOR = (1, 35)
+KIND = resources.MODEL_ARTIFACT.kind
 
 _SUBDOMAIN_RULE = (
     "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending "
@@ -30,37 +28,91 @@ _TAG_REFUSAL = (
 )
 
 
-def admit_create(
-    obj: dict[str, Any], *, cluster_version: tuple[int, int] | None = IMAGE_VOLUME_FLOOR
-) -> list[fields.FieldError]:
-    """Schema validation plus every admission rule for a new ModelArtifact.
+def _creates_artifact(write: strategy.Write) -> bool:
+    return write.info.kind == KIND and write.operation == "CREATE"
 
-    ``cluster_version`` is the (major, minor) of the cluster the workloads run on, or None when
-    it cannot be read; an image source is refused below ``IMAGE_VOLUME_FLOOR`` and when unknown.
-    """
-    errors = validation.validate(KIND, obj)
+
+def _source(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     spec = obj.get("spec")
-    if isinstance(spec, dict):
-        refused = {error.field for error in errors}
-        extra = _spec_rules(spec, cluster_version)
-        errors.extend(e for e in extra if not any(_covers(f, e.field) for f in refused))
-    return errors
+    if not isinstance(spec, dict):
+        return None
+    source = spec.get("source")
+    return (spec, source) if isinstance(source, dict) else None
 
 
-def admit_update(old: dict[str, Any], new: dict[str, Any]) -> list[fields.FieldError]:
-    """Schema validation of ``new``; its spec must equal the stored one (defaults considered).
+def _chosen(source: dict[str, Any]) -> list[str]:
+    return [name for name in sources.KINDS if source.get(name) is not None]
 
-    Metadata stays mutable and status is the registry's to preserve, so neither is compared.
-    """
-    errors = validation.validate(KIND, new)
-    # Equal as sent means equal once defaulted too; defaulting copies, so only when they differ.
-    if old.get("spec") != new.get("spec") and _defaulted_spec(old) != _defaulted_spec(new):
-        errors.append(fields.forbidden(
+
+class OneSource:
+    """Exactly one source; its repository, revision, Secret, claim, path or image reference by
+    ``openapi.grammar``/``names``; patterns and ``expectedDigest`` only where they mean
+    something. Skips a field the schema refused already, so each field gets one clear cause."""
+
+    name = "ArtifactSource"
+
+    def handles(self, write: strategy.Write) -> bool:
+        return _creates_artifact(write)
+
+    def validate(self, write: strategy.Write,
+                 found: Sequence[fields.FieldError]) -> list[fields.FieldError]:
+        return attributes.unrefused(found, _spec_rules(write.obj))
+
+
+class ImageVolumeFloor:
+    """An image source needs a cluster at ``facts.IMAGE_VOLUME_FLOOR`` or later; refused too when
+    the version cannot be read (asked at every create, from the facts)."""
+
+    name = "ImageVolumeFloor"
+
+    def __init__(self, cluster: facts.ClusterFacts) -> None:
+        self.cluster = cluster
+
+    def handles(self, write: strategy.Write) -> bool:
+        return _creates_artifact(write)
+
+    def validate(self, write: strategy.Write,
+                 found: Sequence[fields.FieldError]) -> list[fields.FieldError]:
+        parts = _source(write.obj)
+        if parts is None:
+            return []
+        chosen = _chosen(parts[1])
+        if not chosen or chosen[0] != sources.IMAGE or not isinstance(parts[1][sources.IMAGE],
+                                                                      dict):
+            return []
+        version = self.cluster.kubernetes_version()
+        if version is not None and version >= facts.IMAGE_VOLUME_FLOOR:
+            return []
+        seen = "could not be read" if version is None else f"is {version[0]}.{version[1]}"
+        floor = f"{facts.IMAGE_VOLUME_FLOOR[0]}.{facts.IMAGE_VOLUME_FLOOR[1]}"
+        return attributes.unrefused(found, [fields.forbidden(
+            f"spec.source.{sources.IMAGE}",
+            f"image sources need Kubernetes {floor} or later (image volumes), and this cluster's "
+            f"version {seen}; use a huggingFace, modelScope or persistentVolumeClaim source "
+            f"instead")])
+
+
+class ImmutableSpec:
+    """The spec cannot change after creation (defaults considered); metadata stays mutable and
+    status is the strategy's to preserve."""
+
+    name = "ImmutableArtifactSpec"
+
+    def handles(self, write: strategy.Write) -> bool:
+        return (write.info.kind == KIND and write.operation == "UPDATE"
+                and write.subresource == "" and write.old is not None)
+
+    def validate(self, write: strategy.Write,
+                 found: Sequence[fields.FieldError]) -> list[fields.FieldError]:
+        old, new = write.old or {}, write.obj
+        # Equal as sent means equal once defaulted too; defaulting copies, so only when they differ.
+        if old.get("spec") == new.get("spec") or _defaulted_spec(old) == _defaulted_spec(new):
+            return []
+        return [fields.forbidden(
             "spec",
             "the spec cannot change after creation: an artifact names one set of weights; to use "
             "other weights or another revision, create a new ModelArtifact",
-        ))
-    return errors
+        )]
 
 
 def _defaulted_spec(obj: dict[str, Any]) -> Any:
@@ -69,16 +121,12 @@ def _defaulted_spec(obj: dict[str, Any]) -> Any:
     return body["spec"]
 
 
-def _covers(refused: str, field: str) -> bool:
-    return field == refused or field.startswith(refused + ".") or field.startswith(refused + "[")
-
-
-def _spec_rules(spec: dict[str, Any],
-                cluster_version: tuple[int, int] | None) -> list[fields.FieldError]:
-    source = spec.get("source")
-    if not isinstance(source, dict):
+def _spec_rules(obj: dict[str, Any]) -> list[fields.FieldError]:
+    parts = _source(obj)
+    if parts is None:
         return []
-    chosen = [name for name in sources.KINDS if source.get(name) is not None]
+    spec, source = parts
+    chosen = _chosen(source)
     errors: list[fields.FieldError] = []
     if not chosen:
         errors.append(fields.required(
@@ -98,7 +146,7 @@ def _spec_rules(spec: dict[str, Any],
     elif kind == sources.CLAIM:
         errors.extend(_claim_rules(f"spec.source.{sources.CLAIM}", member))
     else:
-        errors.extend(_image_rules(f"spec.source.{sources.IMAGE}", member, cluster_version))
+        errors.extend(_image_rules(f"spec.source.{sources.IMAGE}", member))
     if kind in sources.WHOLE_KINDS:
         whole = "a claim is mounted whole" if kind == sources.CLAIM else \
             "an image is mounted whole"
@@ -157,34 +205,23 @@ def _claim_rules(path: str, member: dict[str, Any]) -> list[fields.FieldError]:
     return errors
 
 
-def _image_rules(path: str, member: dict[str, Any],
-                 cluster_version: tuple[int, int] | None) -> list[fields.FieldError]:
-    errors: list[fields.FieldError] = []
+def _image_rules(path: str, member: dict[str, Any]) -> list[fields.FieldError]:
     reference = member.get("reference")
-    if isinstance(reference, str):
-        name, at, digest = reference.partition("@")
-        if not at:
-            errors.append(fields.invalid(f"{path}.reference", reference, _TAG_REFUSAL))
-        elif not grammar.is_digest(digest):
-            errors.append(fields.invalid(
-                f"{path}.reference", reference,
-                "the digest after '@' must be sha256: followed by 64 lowercase hexadecimal "
-                "digits"))
-        elif not grammar.is_image_name(name):
-            errors.append(fields.invalid(
-                f"{path}.reference", reference,
-                "is not an image name: [registry[:port]/]path[:tag]@sha256:<digest>, with "
-                "lowercase path components"))
-    if cluster_version is None or cluster_version < IMAGE_VOLUME_FLOOR:
-        seen = "could not be read" if cluster_version is None else \
-            f"is {cluster_version[0]}.{cluster_version[1]}"
-        floor = f"{IMAGE_VOLUME_FLOOR[0]}.{IMAGE_VOLUME_FLOOR[1]}"
-        errors.append(fields.forbidden(
-            path,
-            f"image sources need Kubernetes {floor} or later (image volumes), and this cluster's "
-            f"version {seen}; use a huggingFace, modelScope or persistentVolumeClaim source "
-            f"instead"))
-    return errors
+    if not isinstance(reference, str):
+        return []
+    name, at, digest = reference.partition("@")
+    if not at:
+        return [fields.invalid(f"{path}.reference", reference, _TAG_REFUSAL)]
+    if not grammar.is_digest(digest):
+        return [fields.invalid(
+            f"{path}.reference", reference,
+            "the digest after '@' must be sha256: followed by 64 lowercase hexadecimal digits")]
+    if not grammar.is_image_name(name):
+        return [fields.invalid(
+            f"{path}.reference", reference,
+            "is not an image name: [registry[:port]/]path[:tag]@sha256:<digest>, with "
+            "lowercase path components")]
+    return []
 
 
 def _pattern_rules(path: str, patterns: Any) -> list[fields.FieldError]:
@@ -195,4 +232,3 @@ def _pattern_rules(path: str, patterns: Any) -> list[fields.FieldError]:
         for index, pattern in enumerate(patterns)
         if isinstance(pattern, str) and grammar.has_control(pattern)
     ]
-

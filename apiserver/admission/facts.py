@@ -1,0 +1,64 @@
+"""What admission knows of the cluster, in one object the mode fills and every rule reads."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Protocol
+
+from apiserver.auth import user as users
+from apiserver.auth import worker as workers
+
+IMAGE_VOLUME_FLOOR = (1, 35)
+"""Image volumes are on by default from Kubernetes 1.35; below it a Pod would lose the volume."""
+
+Version = Callable[[], "tuple[int, int] | None"]
+"""The (major, minor) of the cluster workloads run on, None when it cannot be read."""
+
+
+def floor_met() -> tuple[int, int] | None:
+    """Standalone mode: no cluster whose Pods could lose an image volume (docs/api.md)."""
+    return IMAGE_VOLUME_FLOOR
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodFacts:
+    uid: str
+    node_name: str
+
+
+class PodLookup(Protocol):
+    async def pod(self, namespace: str, name: str) -> PodFacts | None:
+        """The Pod, None when it does not exist; raises ``webhook.Unavailable``."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plugin:
+    """The node plugin's ServiceAccount."""
+
+    namespace: str
+    service_account: str
+
+    @property
+    def username(self) -> str:
+        return users.service_account(self.namespace, self.service_account)
+
+
+@dataclasses.dataclass
+class ClusterFacts:
+    """The one object cluster facts reach admission through.
+
+    ``worker`` is set again once the identity is learned (cluster mode, at start);
+    ``kubernetes_version`` is asked at every create of an image source; ``pods`` is None without
+    a cluster (there is no Pod to look up, so a plugin token must carry its node-name extra)."""
+
+    worker: workers.WorkerIdentity
+    plugin: Plugin
+    pods: PodLookup | None = None
+    kubernetes_version: Version = floor_met
+
+
+def standalone(worker_username: str, plugin: Plugin) -> ClusterFacts:
+    """No cluster: a configured worker, no Pods to look up, the image-volume floor met."""
+    return ClusterFacts(worker=workers.WorkerIdentity.configured(worker_username), plugin=plugin)

@@ -1,0 +1,37 @@
+"""The admission chain as the tests build it: standalone's facts, or a given cluster version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apiserver.admission import chain, facts
+from apiserver.registry import strategy
+from openapi import fields, resources
+
+WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
+PLUGIN = facts.Plugin("gpustack-system", "model-manager-node")
+
+
+def standalone(worker: str = WORKER) -> chain.Chain:
+    """The chain of a standalone server whose worker is ``worker``."""
+    return chain.build(facts.standalone(worker, PLUGIN))
+
+
+def at_version(version: tuple[int, int] | None) -> chain.Chain:
+    """The chain in a cluster whose kube-apiserver is ``version`` (None: it cannot be read)."""
+    cluster = facts.standalone(WORKER, PLUGIN)
+    cluster.kubernetes_version = lambda: version
+    return chain.build(cluster)
+
+
+def admit_create(obj: dict[str, Any], *,
+                 cluster_version: tuple[int, int] | None = facts.IMAGE_VOLUME_FLOOR
+                 ) -> list[fields.FieldError]:
+    """Every refusal of a new ModelArtifact (the schema and every admission rule)."""
+    write = strategy.Write("CREATE", resources.MODEL_ARTIFACT, obj)
+    return at_version(cluster_version).admit(write)
+
+
+def admit_update(old: dict[str, Any], new: dict[str, Any]) -> list[fields.FieldError]:
+    """Every refusal of ``new`` replacing the stored ``old`` ModelArtifact (main resource)."""
+    return standalone().admit(strategy.Write("UPDATE", resources.MODEL_ARTIFACT, new, old))
