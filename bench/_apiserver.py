@@ -18,7 +18,7 @@ from apiserver.registry import build
 from apiserver.storage import interface, sqlite
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from tests.support import apiserver, etcd  # the same harness the integration tests use
+from tests.support import admitting, apiserver, etcd  # the same harness the integration tests use
 
 GROUP = "/apis/worker.gpustack.ai/v1"
 NAMESPACE = "bench"
@@ -100,7 +100,7 @@ async def _seed(store: interface.Store, count: int) -> None:
     """Create ``count`` artifacts in-process through the registry (rules and all), 50 at a time."""
     await store.start()
     try:
-        registry = build.build(store)
+        registry = build.build(store, admission=admitting.standalone())
         for start in range(0, count, 50):
             await asyncio.gather(
                 *(
@@ -150,6 +150,12 @@ class Totals:
         self.seconds = 0.0
         self.server_cpu = 0.0
         self.latencies: list[float] = []
+        self.rounds: list[tuple[int, float, float]] = []
+        """(requests, wall seconds, server CPU seconds) of each measured round."""
+
+    @property
+    def round_capacities(self) -> list[float]:
+        return [requests / cpu if cpu else 0.0 for requests, _, cpu in self.rounds]
 
     @property
     def capacity(self) -> float:
@@ -159,6 +165,13 @@ class Totals:
     @property
     def observed(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
+
+    def add(self, requests: int, seconds: float, server_cpu: float) -> None:
+        """One measured round."""
+        self.requests += requests
+        self.seconds += seconds
+        self.server_cpu += server_cpu
+        self.rounds.append((requests, seconds, server_cpu))
 
 
 async def measure_gets(pid: int, senders: Sequence[Send], seconds: float, into: Totals,
@@ -183,6 +196,4 @@ async def measure_gets(pid: int, senders: Sequence[Send], seconds: float, into: 
     cpu_before = cpu_seconds(pid)
     started = time.perf_counter()
     await asyncio.gather(*(worker(send) for send in senders))
-    into.seconds += time.perf_counter() - started
-    into.server_cpu += cpu_seconds(pid) - cpu_before
-    into.requests += count
+    into.add(count, time.perf_counter() - started, cpu_seconds(pid) - cpu_before)

@@ -86,12 +86,14 @@ async def _run(server: clustermode.ClusterServer) -> None:
               "static_p99_ms": round(_apiserver.percentile(static.latencies, 0.99) * 1000, 2)}
     result.report(
         "get-delegated", warm.capacity, "req/cpu-s", static.capacity, higher_is_better=True,
+        rounds=list(zip(warm.round_capacities, static.round_capacities, strict=True)),
         params={**common, "target_ratio": 0.9, "observed_req_s": round(warm.observed),
                 "p99_ms": round(_apiserver.percentile(warm.latencies, 0.99) * 1000, 2)},
     )  # fmt: skip
     result.report(
         "get-delegated-cold", cold.capacity, "req/cpu-s", static.capacity,
         higher_is_better=True,
+        rounds=list(zip(cold.round_capacities, static.round_capacities, strict=True)),
         params={**common, "observed_req_s": round(cold.observed),
                 "p99_ms": round(_apiserver.percentile(cold.latencies, 0.99) * 1000, 2)},
     )  # fmt: skip

@@ -77,6 +77,8 @@ class Variant:
         self.seconds = 0.0
         self.server_cpu = 0.0
         self.etcd_cpu = 0.0
+        self.rates: list[float] = []
+        """Requests per second of each round."""
 
     def round(self, member: etcd.Etcd, token: str) -> None:
         urls = [f"{server.url}{TARGET}" for server in self.servers]
@@ -89,6 +91,7 @@ class Variant:
         self.server_cpu += _cpu(pids) - before
         self.etcd_cpu += _cpu([member.process.pid]) - etcd_before
         self.requests += rate * SECONDS
+        self.rates.append(rate)
         self.seconds += SECONDS
 
     @property
@@ -145,7 +148,8 @@ def main() -> None:
         **one.params(), **replicas.params(), **workers.params(),
     }  # fmt: skip
     result.report("get-replicas", replicas.rate, "req/s", one.rate, higher_is_better=True,
-                  params=params)  # fmt: skip
+                  params=params,
+                  rounds=list(zip(replicas.rates, one.rates, strict=True)))  # fmt: skip
     print(f"  --workers 2: {workers.rate:.0f} req/s ({workers.rate / one.rate:.2f}x of one)")
 
 

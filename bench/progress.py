@@ -25,7 +25,7 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from bench import _apiserver, result
 from certs import authority
-from tests.support import apiserver
+from tests.support import admitting, apiserver
 
 STORES = 10_000
 HOLDERS = 300
@@ -142,7 +142,7 @@ async def _seed(path: pathlib.Path) -> None:
     store = sqlite.Store(path)
     await store.start()
     try:
-        registry = build.build(store)
+        registry = build.build(store, admission=admitting.standalone())
         for name, digest in (("big", DIGEST), ("slow", SLOW_DIGEST)):
             created = await registry.modelartifacts.create({
                 "metadata": {"name": name},

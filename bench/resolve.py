@@ -22,7 +22,7 @@ from bench import result
 from controllers import claims, hubs, informer, passes, resolver, secrets
 from controllers import client as clients
 from hub import config as hub_config
-from tests.support import fakehub
+from tests.support import admitting, fakehub
 from timing import clock as clocks
 
 REPOS = 100
@@ -63,7 +63,7 @@ async def _create(registry: build.Registry, names: list[tuple[str, int, int]]) -
 async def run(hub: fakehub.FakeHub, directory: pathlib.Path) -> dict[str, float]:
     store = sqlite.Store(directory / "store.db")
     await store.start()
-    registry = build.build(store)
+    registry = build.build(store, admission=admitting.standalone())
     clock = clocks.SystemClock()
     api = inprocess.RegistryClient(registry, user=users.UserInfo(WORKER),
                                    worker_username=WORKER)
