@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import gc
-import logging
 import signal
 import sys
 from collections.abc import Sequence
 
 from starlette.applications import Starlette
 
+import logs
 from apiserver.endpoints import resources
 from apiserver.options import cli, config
 from apiserver.registry import build
@@ -27,14 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = cli.parse(argv)
     # `kill -USR1 <pid>` dumps every thread's stack to stderr: the way to see a stuck server
     faulthandler.register(signal.SIGUSR1)
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # the HTTP clients log every request at INFO; the server logs what matters itself
-    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    logs.setup(settings.log_level)
     hooks: list[app.StartupHook] = []
     listen_fd = processes.inherited_fd()
     if settings.standalone:
@@ -96,6 +89,7 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         authentication=auth.authentication,
         authorization=auth.authorization,
         resource_routes=[*resources.routes(registry, auth.admission), *auth.routes],
+        groups=auth.groups,
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],
         # stopped in reverse: the controllers first, then what they talk to kube-apiserver with

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Sequence
 
 import kube
+import logs
 from controllers import claims, cluster, kubeapi, leader, runner, secrets, settings
 from timing import clock as clocks
 
@@ -104,8 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--leader-elect needs a cluster for its Lease (--cluster-kubeconfig)")
     if args.leader_elect_renew_deadline >= args.leader_elect_lease_duration:
         p.error("--leader-elect-renew-deadline must be shorter than the lease duration")
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.log_level)
     try:
         asyncio.run(run(args, configure(args)))
     except kube.ConfigError as exc:

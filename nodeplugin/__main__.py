@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 import kube
+import logs
 from hub import config as hub_config
 from nodeplugin import plugin, scrub
 from nodeplugin.materialize import download
@@ -206,13 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if wrong is not None:
         print(wrong, file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # One line per API request (every watch resumption, every status write) is noise at INFO.
-    logging.getLogger("httpx2").setLevel(max(logging.WARNING, logging.root.level))
+    logs.setup(args.log_level)
     return asyncio.run(serve(config_from(args)))
 
 

@@ -24,8 +24,6 @@ class Registry:
     storage: interface.Store
     stores: Mapping[str, store.ResourceStore]
     """By URL plural, in the table's order."""
-    admission: strategy.Admission
-    """The chain every store asks; the status writers' rules are on it too."""
     progress_view: progress.Slot = dataclasses.field(default_factory=progress.Slot)
     """Where the progress view plugs in (it watches this registry, so it comes later)."""
 
@@ -51,5 +49,4 @@ def build(storage: interface.Store,
         stores={info.plural: store.ResourceStore(
             storage, tracking.tracked(strategy.for_resource(info)), admission=admission)
             for info in served},
-        admission=admission,
     )

@@ -10,10 +10,22 @@ import threading
 import time
 from collections.abc import Sequence
 
+import pytest
+
 DEFAULT = pathlib.Path("/usr/bin/kubectl")
 SDK = pathlib.Path("/usr/lib/google-cloud-sdk/bin")
 OLDEST = SDK / "kubectl.1.27"
 NEWEST = SDK / "kubectl.1.33"
+VERSIONS = [pytest.param(OLDEST, id="1.27"), pytest.param(NEWEST, id="1.33")]
+"""The oldest and newest kubectl this product supports, for ``pytest.fixture(params=...)``."""
+
+
+def of_version(binary: pathlib.Path, kubeconfig: pathlib.Path, cache_dir: pathlib.Path
+               ) -> Kubectl:
+    """``binary`` against ``kubeconfig``; the test fails (never skips) when the machine lacks it."""
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing on this machine")
+    return Kubectl(kubeconfig, cache_dir, binary)
 
 
 @dataclasses.dataclass

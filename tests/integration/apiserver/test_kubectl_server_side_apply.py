@@ -14,10 +14,7 @@ import yaml
 from tests.support import apiserver as support
 from tests.support import kubectl as kubectl_support
 
-BINARIES = [
-    pytest.param(kubectl_support.OLDEST, id="1.27"),
-    pytest.param(kubectl_support.NEWEST, id="1.33"),
-]
+BINARIES = kubectl_support.VERSIONS
 GV = "worker.gpustack.ai/v1"
 
 
@@ -25,10 +22,7 @@ GV = "worker.gpustack.ai/v1"
 def kubectl(
     request: pytest.FixtureRequest, apiserver: support.RunningServer, tmp_path: pathlib.Path
 ) -> kubectl_support.Kubectl:
-    binary: pathlib.Path = request.param
-    if not binary.exists():
-        pytest.fail(f"{binary} is missing on this machine")
-    return kubectl_support.Kubectl(apiserver.kubeconfig, tmp_path / "cache", binary)
+    return kubectl_support.of_version(request.param, apiserver.kubeconfig, tmp_path / "cache")
 
 
 def _namespace(kubectl: kubectl_support.Kubectl, what: str) -> str:

@@ -27,17 +27,14 @@ from starlette.types import Receive, Scope, Send
 
 from apiserver.serving import hypercorn_guards, listener, tls
 from tests.support import apiserver as support
-from tests.support import h2client
+from tests.support import asgi, h2client
 from tests.support.controlplane import Authority
 
 
 async def answers_at_once(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            await send({"type": message["type"] + ".complete"})
-            if message["type"] == "lifespan.shutdown":
-                return
+        await asgi.lifespan(receive, send)
+        return
     if scope["type"] != "http":
         return
     await send({"type": "http.response.start", "status": 404,

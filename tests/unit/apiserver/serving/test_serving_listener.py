@@ -17,17 +17,15 @@ from hypercorn import config as hypercorn_config
 
 from apiserver.auth import middleware
 from apiserver.serving import listener, tls
+from tests.support import asgi
 from tests.support.apiserver import free_port
 from tests.support.controlplane import Authority
 
 
 async def chain_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            await send({"type": message["type"] + ".complete"})
-            if message["type"] == "lifespan.shutdown":
-                return
+        await asgi.lifespan(receive, send)
+        return
     names = [x509.load_der_x509_certificate(der).subject.rfc4514_string()
              for der in middleware.peer_chain(scope)]
     body = orjson.dumps({"chain": names, "http": scope["http_version"]})
