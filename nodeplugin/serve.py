@@ -15,7 +15,6 @@ import pathlib
 from collections.abc import Callable, Sequence
 from typing import Literal, TypedDict
 
-from hypercorn import asyncio as hypercorn_asyncio
 from hypercorn import config as hypercorn_config
 from prometheus_client import exposition, registry
 from starlette import applications, requests, responses, routing
@@ -23,15 +22,16 @@ from starlette import applications, requests, responses, routing
 from certs import authority
 from nodeplugin import reviews
 from nodeplugin.materialize import interface
+from tlsserver import listener
 
 log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 2.0
 SSL_SHUTDOWN_SECONDS = 2.0
-"""How long closing a TLS connection waits for the peer's close_notify. asyncio waits 30 s, and
-hypercorn has no setting for it: a scraper that keeps an idle connection would hold a stop that
-long after the grace period. The plugin's own client connections (to the API, to the hubs) only
-lose a wait for an answer nobody needs."""
+"""How long closing a served TLS connection waits for the peer's close_notify. asyncio waits
+30 s and hypercorn has no setting for it: a scraper that keeps an idle connection would hold a
+stop that long after the grace period. Set on the port's own connections only
+(``tlsserver.listener``); the plugin's client connections keep asyncio's default."""
 
 
 class Download(TypedDict):
@@ -175,14 +175,12 @@ async def serve(
 ) -> None:
     """Serve until ``stop`` is set. A failure (say, the port is taken) is logged, not raised:
     the CSI socket matters more to the node than its metrics."""
-    # read by asyncio when each TLS connection is set up
-    asyncio.constants.SSL_SHUTDOWN_TIMEOUT = SSL_SHUTDOWN_SECONDS  # type: ignore[attr-defined]
     try:
-        await hypercorn_asyncio.serve(
-            app,  # type: ignore[arg-type]
-            cfg,
-            shutdown_trigger=stop.wait,
-        )
+        context = cfg.create_ssl_context()
+        if context is None:
+            raise ValueError("the HTTPS port needs --tls-cert-file and --tls-private-key-file")
+        await listener.serve(app, cfg, context, shutdown_trigger=stop.wait,
+                             ssl_shutdown_timeout=SSL_SHUTDOWN_SECONDS)
     except asyncio.CancelledError:
         raise
     except Exception:

@@ -184,7 +184,7 @@ class ReadsBodyFirst:
     every other stream on it included, when DATA arrives for a stream it already answered. So the
     rest of the body is read and dropped first, up to ``drain`` bytes or ``patience`` seconds (a
     client that stops sending holds nothing); past that the answer goes out anyway
-    (``apiserver.serving.hypercorn_guards`` keeps such a connection alive).
+    (``tlsserver.guards`` keeps such a connection alive).
     """
 
     def __init__(self, app: ASGIApp, drain: int = DRAIN_BYTES,

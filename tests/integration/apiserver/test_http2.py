@@ -1,6 +1,6 @@
 """HTTP/2 and TLS as clients use them: refused requests whose bodies the handler never reads, real
 kubectl commands the server answers 404/405, and clients that end their TLS badly (bodies past the
-drain budget are the guard's: tests/unit/apiserver/serving/test_hypercorn_guards.py). Each keeps
+drain budget are the guard's: tests/unit/tlsserver/test_guards.py). Each keeps
 the connection (later requests on the same HTTP/2 connection are answered), and the server logs
 no traceback.
 

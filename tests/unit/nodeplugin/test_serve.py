@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
+import ssl
 from collections.abc import Sequence
 
 import httpx
@@ -10,8 +12,10 @@ import pytest
 from cryptography import x509
 from prometheus_client import registry
 
+from certs import authority
 from nodeplugin import metrics, serve
 from nodeplugin.materialize import interface
+from tests.support import apiserver as support
 
 DIGEST = "sha256:" + "0f" * 32
 TOKEN = "worker-token-1234"
@@ -116,3 +120,34 @@ def test_hypercorn_config_brackets_ipv6() -> None:
     cfg = serve.hypercorn_config_for("::", 32444, "c", "k")
     assert cfg.bind == ["[::]:32444"]
     assert serve.hypercorn_config_for("127.0.0.1", 1, "c", "k").bind == ["127.0.0.1:1"]
+
+
+async def test_the_port_serves_tls_without_touching_asyncios_process_wide_timeout(
+        tmp_path: pathlib.Path) -> None:
+    """The served connections get the short close_notify wait; the process keeps asyncio's."""
+    before = asyncio.constants.SSL_SHUTDOWN_TIMEOUT  # type: ignore[attr-defined]
+    cert, key = serve.tls_files(tmp_path / "tls", None, None, ["localhost"])
+    ca = authority.Files.under(tmp_path / "tls").ca_cert
+    port = support.free_port()
+    app = serve.make_app(metrics=_registry(), ready=lambda: None, running=lambda: (),
+                         token_file=None)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(serve.serve(
+        app, serve.hypercorn_config_for("127.0.0.1", port, cert, key), stop))
+    try:
+        async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=ca),
+                                     http2=True) as client:
+            for _ in range(100):
+                try:
+                    answer = await client.get(f"https://localhost:{port}/livez")
+                    break
+                except httpx.ConnectError:
+                    await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the HTTPS port never answered")
+        assert answer.status_code == 200
+        assert answer.http_version == "HTTP/2"
+        assert before == asyncio.constants.SSL_SHUTDOWN_TIMEOUT  # type: ignore[attr-defined]
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 10)

@@ -1,5 +1,5 @@
 """Two guards around hypercorn 0.17-0.18 for what clients do every day, as subclasses of the
-classes this server instantiates itself (``apiserver.serving.listener`` runs hypercorn's
+classes this server instantiates itself (``tlsserver.listener`` runs hypercorn's
 per-connection ``TCPServer``): nothing in hypercorn is patched, and another hypercorn user in the
 same process (the tests' fixture servers) keeps hypercorn's own behaviour.
 
@@ -23,7 +23,7 @@ same process (the tests' fixture servers) keeps hypercorn's own behaviour.
 The seams are hypercorn's: ``TCPServer`` assigns its ``ProtocolWrapper`` to ``self.protocol``,
 the wrapper assigns its ``H2Protocol`` to ``self.protocol`` before initiating it (on ALPN ``h2``
 and on the two upgrades from HTTP/1.1), and the two overridden methods keep their signatures.
-``tests/unit/apiserver/serving/test_hypercorn_seams.py`` fails when a hypercorn release moves one.
+``tests/unit/tlsserver/test_guard_seams.py`` fails when a hypercorn release moves one.
 """
 
 from __future__ import annotations

@@ -25,10 +25,11 @@ from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.protocol import h2 as hypercorn_h2
 from starlette.types import Receive, Scope, Send
 
-from apiserver.serving import hypercorn_guards, listener, tls
 from tests.support import apiserver as support
 from tests.support import asgi, h2client
 from tests.support.controlplane import Authority
+from tlsserver import guards as hypercorn_guards
+from tlsserver import listener
 
 
 async def answers_at_once(scope: Scope, receive: Receive, send: Send) -> None:
@@ -70,9 +71,12 @@ async def over_tls(tmp_path: pathlib.Path) -> AsyncIterator[tuple[int, str]]:
     ca_file.write_bytes(authority.cert_pem)
     port = support.free_port()
     stop = asyncio.Event()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    context.set_alpn_protocols(["h2", "http/1.1"])
     serving = asyncio.create_task(listener.serve(
-        answers_at_once, _config(port), tls.ServingContexts(cert, key),  # type: ignore[arg-type]
-        shutdown_trigger=stop.wait, ssl_shutdown_timeout=2.0))
+        answers_at_once, _config(port), context, shutdown_trigger=stop.wait,
+        ssl_shutdown_timeout=2.0))
     await _listening(port)
     yield port, str(ca_file)
     stop.set()

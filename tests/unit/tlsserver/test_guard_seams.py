@@ -1,4 +1,4 @@
-"""The hypercorn seams ``apiserver.serving.hypercorn_guards`` stands on, checked on the installed
+"""The hypercorn seams ``tlsserver.guards`` stands on, checked on the installed
 hypercorn: when a release renames, re-signs or stops assigning one, this fails here, naming it,
 instead of the guards silently no longer applying. The pinned range is the one tested
 (pyproject: hypercorn >=0.17,<0.19)."""
@@ -16,7 +16,7 @@ from hypercorn.asyncio import tcp_server
 from hypercorn.protocol import ProtocolWrapper
 from hypercorn.protocol import h2 as hypercorn_h2
 
-from apiserver.serving import hypercorn_guards
+from tlsserver import guards as hypercorn_guards
 
 
 def _parameters(function: Callable[..., Any]) -> list[str]:
