@@ -47,6 +47,6 @@ def build(storage: interface.Store,
     return Registry(
         storage=storage,
         stores={info.plural: store.ResourceStore(
-            storage, tracking.tracked(strategy.for_resource(info)), admission=admission)
+            storage, tracking.Tracking(info), admission=admission)
             for info in served},
     )

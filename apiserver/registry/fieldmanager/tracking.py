@@ -1,8 +1,8 @@
 """Recording ``managedFields`` on every write a request makes, after the strategy prepared it.
 
-The strategy of every resource is wrapped (``for_resource``) so that, once it has set the
-server's fields, defaulted the object and kept what the path may not change, the write's
-manager is recorded on exactly what will be stored: an Update over the stored object, or the
+The registry builds every resource's strategy as a ``Tracking`` (the shared strategy, recording
+after each prepare), so that once it has set the server's fields, defaulted the object and kept
+what the path may not change, the write's manager is recorded on exactly what will be stored: an Update over the stored object, or the
 entries an apply computed. Who writes is the request's business, so the endpoint says it for
 the writes it makes (``writing``); a write without a writer (the embedded controllers' in-process
 client) keeps the stored entries as they are.
@@ -18,7 +18,7 @@ import contextlib
 import contextvars
 import dataclasses
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 from apiserver.registry import meta, strategy
 from apiserver.registry.fieldmanager import managed
@@ -74,7 +74,7 @@ def manager_of(field_manager: str, user_agent: str) -> str:
 
 
 class Tracking(strategy.Strategy):
-    """Placed before a resource's strategy class: records the writer after each prepare."""
+    """The shared strategy, recording the writer after each prepare."""
 
     def prepare_for_create(self, obj: dict[str, Any], *, pruned: bool = False) -> None:
         given = obj.get("metadata", {}).get("managedFields")
@@ -118,12 +118,3 @@ class Tracking(strategy.Strategy):
             metadata["managedFields"] = encoded
         else:
             metadata.pop("managedFields", None)
-
-
-def tracked(rules: strategy.Strategy) -> strategy.Strategy:
-    """``rules`` (a strategy instance) recording the writes' managers after each prepare."""
-    base = type(rules)
-    if not isinstance(rules, Tracking):
-        rules.__class__ = cast(type[strategy.Strategy],
-                               type(f"Tracked{base.__name__}", (Tracking, base), {}))
-    return rules
