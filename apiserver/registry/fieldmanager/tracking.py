@@ -2,10 +2,10 @@
 
 The registry builds every resource's strategy as a ``Tracking`` (the shared strategy, recording
 after each prepare), so that once it has set the server's fields, defaulted the object and kept
-what the path may not change, the write's manager is recorded on exactly what will be stored: an Update over the stored object, or the
-entries an apply computed. Who writes is the request's business, so the endpoint says it for
-the writes it makes (``writing``); a write without a writer (the embedded controllers' in-process
-client) keeps the stored entries as they are.
+what the path may not change, the write's manager is recorded on exactly what will be stored:
+an Update over the stored object, or the entries an apply computed. Who writes is the request's
+business, so the endpoint says it for the writes it makes (``writing``); a write without a
+writer (the embedded controllers' in-process client) keeps the stored entries as they are.
 
 As kube-apiserver: entries a request sends replace the stored ones when they decode (so a client
 may edit them), are ignored when they do not or when they come to a subresource, and
