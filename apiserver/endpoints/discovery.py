@@ -6,12 +6,17 @@ and v2beta1) when ``Accept`` asks for them, with an ETag, ``304`` on a matching
 ``If-None-Match`` and ``Vary: Accept``; it answers 406 when ``Accept`` names only aggregated types
 this server does not serve (kube-aggregator 1.26-1.28.1 fall back to legacy discovery only on
 406), and the legacy ``APIGroupList`` otherwise.
+
+A mode may add groups it serves beside this API (``Group``: standalone mode's review APIs,
+``endpoints.selfreviews.GROUPS``); they are listed before ours, as kube lists its built-in groups
+before aggregated ones, and get their own ``/apis/<group>`` and ``/apis/<group>/<version>``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -27,6 +32,31 @@ DISCOVERY_GROUP = "apidiscovery.k8s.io"
 AGGREGATED_AS = "APIGroupDiscoveryList"
 AGGREGATED_VERSIONS = ("v2", "v2beta1")
 LEGACY = "legacy"
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """A resource of another group, as discovery names it (no subresources, no short names)."""
+
+    plural: str
+    singular: str
+    kind: str
+    verbs: tuple[str, ...]
+    namespaced: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    version: str
+    resources: tuple[Resource, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """A group served beside ``worker.gpustack.ai``; ``versions`` preferred first."""
+
+    name: str
+    versions: tuple[Version, ...]
 
 
 def choose(accept: str) -> str | None:
@@ -49,12 +79,12 @@ def choose(accept: str) -> str | None:
     return None
 
 
-def group_list() -> dict[str, Any]:
+def group_list(extra: Sequence[Group] = ()) -> dict[str, Any]:
     version = {"groupVersion": resources.GROUP_VERSION, "version": resources.VERSION}
     return {
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": [_group_body(version)],
+        "groups": [*(_other_group_body(group) for group in extra), _group_body(version)],
     }
 
 
@@ -98,8 +128,39 @@ def resource_list(served: Sequence[resources.ResourceInfo] = resources.SERVED) -
     }
 
 
+def other_api_group(group: Group) -> dict[str, Any]:
+    return {"kind": "APIGroup", "apiVersion": "v1", **_other_group_body(group)}
+
+
+def other_resource_list(group: Group, version: Version) -> dict[str, Any]:
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group.name}/{version.version}",
+        "resources": [{"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+                       "kind": r.kind, "verbs": list(r.verbs)} for r in version.resources],
+    }
+
+
+def _other_aggregated(group: Group) -> dict[str, Any]:
+    return {
+        "metadata": {"name": group.name},
+        "versions": [
+            {"version": version.version, "freshness": "Current", "resources": [
+                {"resource": r.plural,
+                 "responseKind": {"group": group.name, "version": version.version,
+                                  "kind": r.kind},
+                 "scope": "Namespaced" if r.namespaced else "Cluster",
+                 "singularResource": r.singular, "verbs": list(r.verbs)}
+                for r in version.resources]}
+            for version in group.versions
+        ],
+    }
+
+
 def aggregated(version: str,
-               served: Sequence[resources.ResourceInfo] = resources.SERVED) -> dict[str, Any]:
+               served: Sequence[resources.ResourceInfo] = resources.SERVED,
+               extra: Sequence[Group] = ()) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for info in served:
         entry: dict[str, Any] = {
@@ -126,6 +187,7 @@ def aggregated(version: str,
         "apiVersion": f"{DISCOVERY_GROUP}/{version}",
         "metadata": {},
         "items": [
+            *(_other_aggregated(group) for group in extra),
             {
                 "metadata": {"name": resources.GROUP},
                 "versions": [
@@ -154,13 +216,23 @@ def etag_matches(if_none_match: str, tag: str) -> bool:
 
 
 class Documents:
-    """The discovery bodies of ``served`` (the one resource table), encoded once."""
+    """The discovery bodies of ``served`` (the one resource table) and of the ``extra`` groups,
+    encoded once."""
 
-    def __init__(self, served: Sequence[resources.ResourceInfo] = resources.SERVED) -> None:
-        self.group_list = orjson.dumps(group_list())
+    def __init__(self, served: Sequence[resources.ResourceInfo] = resources.SERVED,
+                 extra: Sequence[Group] = ()) -> None:
+        self.group_list = orjson.dumps(group_list(extra))
         self.api_group = orjson.dumps(api_group())
         self.resource_list = orjson.dumps(resource_list(served))
-        self.aggregated = {v: orjson.dumps(aggregated(v, served)) for v in AGGREGATED_VERSIONS}
+        self.aggregated = {v: orjson.dumps(aggregated(v, served, extra))
+                           for v in AGGREGATED_VERSIONS}
+        self.others: dict[str, bytes] = {}
+        """Path -> body of the extra groups' ``/apis/<group>`` and ``/apis/<group>/<v>``."""
+        for group in extra:
+            self.others[f"/apis/{group.name}"] = orjson.dumps(other_api_group(group))
+            for each in group.versions:
+                self.others[f"/apis/{group.name}/{each.version}"] = orjson.dumps(
+                    other_resource_list(group, each))
         self.etags = {v: etag(body) for v, body in self.aggregated.items()}
 
     async def apis(self, request: Request) -> Response:
@@ -190,19 +262,34 @@ class Documents:
             Route("/apis", self.apis, methods=["GET"]),
             Route(f"/apis/{resources.GROUP}", self.group, methods=["GET"]),
             Route(f"/apis/{resources.GROUP_VERSION}", self.version, methods=["GET"]),
+            *(Route(path, _serve(body), methods=["GET"]) for path, body in self.others.items()),
         ]
 
 
-def routes(served: Sequence[resources.ResourceInfo] = resources.SERVED) -> list[BaseRoute]:
-    return Documents(served).routes()
+def routes(served: Sequence[resources.ResourceInfo] = resources.SERVED,
+           extra: Sequence[Group] = ()) -> list[BaseRoute]:
+    return Documents(served, extra).routes()
 
 
 def _group_body(version: dict[str, str]) -> dict[str, Any]:
     return {"name": resources.GROUP, "versions": [version], "preferredVersion": version}
 
 
+def _other_group_body(group: Group) -> dict[str, Any]:
+    versions = [{"groupVersion": f"{group.name}/{v.version}", "version": v.version}
+                for v in group.versions]
+    return {"name": group.name, "versions": versions, "preferredVersion": versions[0]}
+
+
 def _kind(kind: str) -> dict[str, str]:
     return {"group": resources.GROUP, "version": resources.VERSION, "kind": kind}
+
+
+def _serve(body: bytes) -> Callable[[Request], Awaitable[Response]]:
+    async def document(request: Request) -> Response:
+        return _json(body)
+
+    return document
 
 
 def _json(body: bytes, headers: dict[str, str] | None = None) -> Response:

@@ -1,7 +1,8 @@
 """The self reviews of standalone mode: what ``kubectl auth can-i`` and ``kubectl auth whoami`` ask.
 
 In a cluster kube-apiserver answers them; standalone mode has no kube-apiserver, so it serves
-them itself, decided by the same local policy that judges every request:
+them itself (``wiring.access`` adds these routes and ``GROUPS`` to discovery in that mode only),
+decided by the same local policy that judges every request (``auth.selfreviews``):
 
 - ``authorization.k8s.io/v1`` ``selfsubjectaccessreviews``: may the caller (after impersonation,
   so ``--as`` works) do this? The full authorizer answers (system:masters included);
@@ -11,13 +12,16 @@ them itself, decided by the same local policy that judges every request:
   kubectl ask for): who the caller is.
 
 Each is a create that stores nothing (201, the review with its status), as in kube. Every
-authenticated user may create them (``system:basic-user`` in ``apiserver.auth.policy``). A spec
-that is not one kube accepts is a 422 naming the field. Bodies come as JSON, YAML or, as
-client-go sends built-in kinds, protobuf (``kubeprotobuf``); answers are JSON.
+authenticated user may create them (``system:basic-user`` in ``apiserver.auth.policy``). Bodies
+come as JSON, YAML or, as client-go sends built-in kinds, protobuf (``kubeprotobuf``); answers are
+JSON. A body of another kind or version is a 400, a spec kube would refuse a 422 naming the field;
+neither echoes more than a bounded piece of what was sent, and the answer carries back only the
+attributes read (each at most ``MAX_FIELD`` characters).
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,9 +31,10 @@ from starlette import responses as starlette_responses
 from apiserver import errors
 from apiserver.auth import attributes as attrs
 from apiserver.auth import authorizer, middleware, rbac
+from apiserver.auth import selfreviews as decide
 from apiserver.auth import user as users
 from apiserver.endpoints import body as bodies
-from apiserver.endpoints import kubeprotobuf, request, responses
+from apiserver.endpoints import discovery, kubeprotobuf, request, responses
 from apiserver.registry import statuses
 from apiserver.request import info as infos
 from openapi import fields
@@ -42,6 +47,21 @@ MAX_FIELD = 1024
 """Characters of one attribute kept; longer is a 422 (no real attribute comes near)."""
 _RESOURCE_FIELDS = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
 _NON_RESOURCE_FIELDS = ("path", "verb")
+_EMPTY_METADATA = ("creationTimestamp", "managedFields")
+"""What a client's empty metadata may still carry (client-go sends ``creationTimestamp: null``)."""
+
+_ACCESS = discovery.Resource("selfsubjectaccessreviews", "selfsubjectaccessreview",
+                             "SelfSubjectAccessReview", ("create",))
+_RULES = discovery.Resource("selfsubjectrulesreviews", "selfsubjectrulesreview",
+                            "SelfSubjectRulesReview", ("create",))
+_IDENTITY = discovery.Resource("selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview",
+                               ("create",))
+GROUPS = (
+    discovery.Group(AUTHENTICATION, tuple(discovery.Version(v, (_IDENTITY,))
+                                          for v in REVIEW_VERSIONS)),
+    discovery.Group(AUTHORIZATION, (discovery.Version("v1", (_ACCESS, _RULES)),)),
+)
+"""The groups of these routes as discovery lists them (kube's order: authentication first)."""
 
 Obj = dict[str, Any]
 Endpoint = Callable[[requests.Request], Any]
@@ -54,19 +74,36 @@ def _invalid(kind: str, group: str, problems: list[fields.FieldError]) -> errors
                                    "causes": statuses.causes(problems)})
 
 
-async def _document(req: requests.Request, limits: bodies.Limits) -> Obj:
+async def _document(req: requests.Request, limits: bodies.Limits, kind: str,
+                    api_version: str) -> Obj:
+    """The body as an object of ``kind`` in ``api_version`` (both may be left out, as in kube)."""
     infos.served(req.scope)
     body = await request.read_body(req, limits.max_bytes)
     content_type = req.headers.get("content-type", "")
     if bodies.media_type(content_type) == kubeprotobuf.MEDIA_TYPE:
-        return kubeprotobuf.decode(body)  # what client-go (kubectl) sends
-    if not body.strip():
-        return {}
-    return (await bodies.decode(body, content_type, limits)).document
+        document = kubeprotobuf.decode(body)  # what client-go (kubectl) sends
+    elif not body.strip():
+        document = {}
+    else:
+        document = (await bodies.decode(body, content_type, limits)).document
+    if not isinstance(document, dict):
+        raise errors.BadRequest(f"the body must be a {kind} object, not {fields.shown(document)}")
+    sent_version = document.get("apiVersion") or api_version
+    if sent_version != api_version:
+        raise errors.BadRequest(
+            f"the API version in the data ({fields.shown(sent_version)}) does not match the"
+            f" expected API version ({api_version})")
+    sent_kind = document.get("kind") or kind
+    if sent_kind != kind:
+        raise errors.BadRequest(
+            f"the object provided is unrecognized (must be of type {kind}):"
+            f" kind {fields.shown(sent_kind)}")
+    return document
 
 
 def _strings(where: str, value: Any, names: Sequence[str]) -> tuple[dict[str, str],
                                                                      list[fields.FieldError]]:
+    """The string fields ``names`` of the object ``value`` (absent or null: empty), bounded."""
     found: dict[str, str] = {}
     problems: list[fields.FieldError] = []
     if not isinstance(value, dict):
@@ -84,17 +121,41 @@ def _strings(where: str, value: Any, names: Sequence[str]) -> tuple[dict[str, st
     return found, problems
 
 
-def _echo(document: Obj, kind: str, group: str, version: str) -> Obj:
-    return {"kind": kind, "apiVersion": f"{group}/{version}",
-            "metadata": {"creationTimestamp": None}, "spec": document.get("spec") or {}}
+def _spec(document: Obj) -> Any:
+    spec = document.get("spec")
+    return {} if spec is None else spec
+
+
+def _set(values: dict[str, str]) -> dict[str, str]:
+    """The attributes as kube writes them back: empty ones left out (``omitempty``)."""
+    return {name: value for name, value in values.items() if value}
+
+
+def _answer(kind: str, api_version: str, spec: Obj, status: Any) -> starlette_responses.Response:
+    # kube-apiserver 1.36 leaves an unset creationTimestamp out of the metadata
+    return responses.json_response({"kind": kind, "apiVersion": api_version, "metadata": {},
+                                    "spec": spec, "status": status}, 201)
+
+
+def _metadata_problems(document: Obj) -> list[fields.FieldError]:
+    """kube refuses an access review whose metadata is not empty (a name, labels...)."""
+    metadata = document.get("metadata")
+    if metadata is None:
+        return []
+    if not isinstance(metadata, dict):
+        return [fields.invalid("metadata", metadata, "must be an object")]
+    if any(key not in _EMPTY_METADATA or (key == "creationTimestamp" and value is not None)
+           for key, value in metadata.items()):
+        return [fields.invalid("metadata", metadata, "must be empty")]
+    return []
 
 
 def access_review(judge: authorizer.Authorizer, limits: bodies.Limits) -> Endpoint:
-    kind = "SelfSubjectAccessReview"
+    kind, api_version = "SelfSubjectAccessReview", f"{AUTHORIZATION}/v1"
 
     async def review(req: requests.Request) -> starlette_responses.Response:
-        document = await _document(req, limits)
-        spec = document.get("spec") or {}
+        document = await _document(req, limits, kind, api_version)
+        spec = _spec(document)
         if not isinstance(spec, dict):
             raise _invalid(kind, AUTHORIZATION, [fields.invalid("spec", spec, "must be an object")])
         resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
@@ -110,68 +171,50 @@ def access_review(judge: authorizer.Authorizer, limits: bodies.Limits) -> Endpoi
                 api_group=values.get("group", ""), api_version=values.get("version", ""),
                 namespace=values.get("namespace", ""), resource=values.get("resource", ""),
                 subresource=values.get("subresource", ""), name=values.get("name", ""))
+            echoed: Obj = {"resourceAttributes": _set(values)}
         else:
             values, problems = _strings("spec.nonResourceAttributes", non_resource,
                                         _NON_RESOURCE_FIELDS)
             target = attrs.Attributes(user=user, verb=values.get("verb", ""),
                                       path=values.get("path", ""))
+            echoed = {"nonResourceAttributes": _set(values)}
+        problems += _metadata_problems(document)
         if problems:
             raise _invalid(kind, AUTHORIZATION, problems)
-        verdict = await judge.authorize(target)
-        status: Obj = {"allowed": verdict.allowed}
-        if verdict.reason:
-            status["reason"] = verdict.reason
-        if verdict.error:
-            status["evaluationError"] = fields.cut(verdict.error)
-        answer = _echo(document, kind, AUTHORIZATION, "v1")
-        answer["status"] = status
-        return responses.json_response(answer, 201)
+        return _answer(kind, api_version, echoed, await decide.access(judge, target))
 
     return review
-
-
-def _rule(rule: rbac.Rule) -> tuple[str, Obj]:
-    if rule.non_resource_urls:
-        return "nonResourceRules", {"verbs": list(rule.verbs),
-                                    "nonResourceURLs": list(rule.non_resource_urls)}
-    found: Obj = {"verbs": list(rule.verbs), "apiGroups": list(rule.api_groups),
-                  "resources": list(rule.resources)}
-    if rule.resource_names:
-        found["resourceNames"] = list(rule.resource_names)
-    return "resourceRules", found
 
 
 def rules_review(rules_for: RulesFor, limits: bodies.Limits) -> Endpoint:
-    kind = "SelfSubjectRulesReview"
+    kind, api_version = "SelfSubjectRulesReview", f"{AUTHORIZATION}/v1"
 
     async def review(req: requests.Request) -> starlette_responses.Response:
-        document = await _document(req, limits)
-        values, problems = _strings("spec", document.get("spec") or {}, ("namespace",))
+        document = await _document(req, limits, kind, api_version)
+        values, problems = _strings("spec", _spec(document), ("namespace",))
         if problems:
             raise _invalid(kind, AUTHORIZATION, problems)
-        status: Obj = {"resourceRules": [], "nonResourceRules": [], "incomplete": False}
-        for rule in rules_for(middleware.user_of(req.scope), values.get("namespace", "")):
-            key, shown = _rule(rule)
-            status[key].append(shown)
-        answer = _echo(document, kind, AUTHORIZATION, "v1")
-        answer["status"] = status
-        return responses.json_response(answer, 201)
+        granted = rules_for(middleware.user_of(req.scope), values.get("namespace", ""))
+        # kube answers a new review holding only the status: the spec comes back empty
+        return _answer(kind, api_version, {}, decide.rules(granted))
 
     return review
 
 
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def identity_review(version: str, limits: bodies.Limits) -> Endpoint:
+    api_version = f"{AUTHENTICATION}/{version}"
+
     async def review(req: requests.Request) -> starlette_responses.Response:
-        await _document(req, limits)
-        user = middleware.user_of(req.scope)
-        info: Obj = {"username": user.name, "groups": list(user.groups)}
-        if user.uid:
-            info["uid"] = user.uid
-        if user.extra:
-            info["extra"] = {key: list(values) for key, values in user.extra.items()}
+        await _document(req, limits, "SelfSubjectReview", api_version)
+        info = decide.user_info(middleware.user_of(req.scope))
+        # kube stamps the review it makes; it has no spec
         return responses.json_response({
-            "kind": "SelfSubjectReview", "apiVersion": f"{AUTHENTICATION}/{version}",
-            "metadata": {"creationTimestamp": None}, "status": {"userInfo": info}}, 201)
+            "kind": "SelfSubjectReview", "apiVersion": api_version,
+            "metadata": {"creationTimestamp": _now()}, "status": {"userInfo": info}}, 201)
 
     return review
 

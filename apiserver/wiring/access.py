@@ -24,7 +24,7 @@ from apiserver.auth import (
     rbac,
     static,
 )
-from apiserver.endpoints import selfreviews
+from apiserver.endpoints import discovery, selfreviews
 from apiserver.options import config
 
 Hook = Callable[[], Awaitable[None]]
@@ -44,6 +44,9 @@ class Auth:
     routes: list[BaseRoute] = dataclasses.field(default_factory=list)
     """Routes only this mode serves (standalone: the self reviews kube-apiserver answers in a
     cluster)."""
+    groups: tuple[discovery.Group, ...] = ()
+    """The groups of those routes, for discovery (standalone: ``authorization.k8s.io``,
+    ``authentication.k8s.io``)."""
 
 
 def standalone(settings: config.Settings) -> Auth:
@@ -57,6 +60,7 @@ def standalone(settings: config.Settings) -> Auth:
         authentication=authenticator.Chain([bearer.Bearer([bearer.StaticTokens(tokens)])]),
         authorization=authorization,
         routes=selfreviews.routes(authorization, evaluator.rules_for),
+        groups=selfreviews.GROUPS,
         # no cluster: no Pods to look up (the plugin's token carries its node-name extra)
         admission=chain.build(facts.standalone(
             settings.worker_username,

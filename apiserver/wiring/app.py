@@ -48,12 +48,14 @@ def build(
     authentication: authenticator.Chain,
     authorization: authorizer.Authorizer,
     resource_routes: Sequence[BaseRoute],
+    groups: Sequence[discovery.Group] = (),
     startup: Sequence[StartupHook] = (),
     stop: Sequence[StartupHook] = (),
     max_body_bytes: int = config.MAX_BODY_BYTES,
 ) -> Starlette:
     """The API server app. ``resource_routes`` serve everything under the group version except
-    its discovery document; ``startup`` hooks run after storage started, before readiness;
+    its discovery document; ``groups`` are the other groups this mode serves (listed in
+    discovery); ``startup`` hooks run after storage started, before readiness;
     ``stop`` hooks run (in reverse order) before storage closes."""
 
     @contextlib.asynccontextmanager
@@ -76,7 +78,7 @@ def build(
     # discovery first: it owns the exact group-version path the resource routes leave alone
     routes: list[BaseRoute] = [
         *health.routes(),
-        *discovery.routes(),
+        *discovery.routes(extra=groups),
         *openapi.routes(),
         *resource_routes,
     ]

@@ -136,3 +136,20 @@ async def test_a_rotated_front_proxy_ca_is_honoured_without_restart(
             await old.aclose()
             await new.aclose()
             assert server.process.poll() is None  # no restart
+
+
+async def test_the_self_reviews_are_left_to_kube_apiserver(
+        server: clustermode.ClusterServer) -> None:
+    # standalone mode serves them; behind the aggregator kube-apiserver answers, so this server
+    # neither lists their groups nor routes their paths
+    async with server.aggregator() as agg:
+        legacy = await agg.get("/apis", aggregator.LEGACY_DISCOVERY, accept="application/json")
+        assert [group["name"] for group in legacy.json()["groups"]] == ["worker.gpustack.ai"]
+        aggregated = await agg.get("/apis", aggregator.AGGREGATED_DISCOVERY,
+                                   accept=aggregator.DISCOVERY_V2_ACCEPT)
+        assert [item["metadata"]["name"] for item in aggregated.json()["items"]] == [
+            "worker.gpustack.ai"]
+        for path in ("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                     "/apis/authentication.k8s.io/v1/selfsubjectreviews"):
+            answer = await agg.request("POST", path, aggregator.ADMIN, json={})
+            assert answer.status_code == 404, (path, answer.text)
