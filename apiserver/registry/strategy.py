@@ -142,9 +142,3 @@ class Strategy:
                     f" finalizers {fields.render(added)}",
                 ))
         return problems
-
-
-def for_resource(info: resources.ResourceInfo) -> Strategy:
-    """The strategy of a served resource: the same for every kind (what a kind adds is
-    admission's, ``apiserver.admission``)."""
-    return Strategy(info)

@@ -15,6 +15,7 @@ from starlette import applications
 from apiserver import errors
 from apiserver.endpoints import discovery, resources
 from apiserver.registry import build, strategy
+from apiserver.registry.fieldmanager import tracking
 from apiserver.storage import sqlite
 from openapi import resources as table
 from tests.support import admitting
@@ -51,14 +52,18 @@ async def test_a_smaller_table_serves_only_its_rows(stores_only: httpx.AsyncClie
                                                         "nodemodelstores/status"]
 
 
-def test_every_served_kind_has_a_strategy_and_every_subresource_a_handler() -> None:
+def test_every_served_kind_has_a_strategy_and_every_subresource_a_handler(
+        storage: sqlite.Store) -> None:
+    registry = build.build(storage, admission=admitting.standalone())
     for info in table.SERVED:
-        assert strategy.for_resource(info).info is info
+        assert registry.stores[info.plural].strategy.info is info
         for sub in info.subresources:
             assert sub.name in resources.SUBRESOURCES, f"{info.plural}/{sub.name}"
-    # one strategy for every kind; what a kind adds is the admission chain's (issue 20)
-    assert type(strategy.for_resource(table.MODEL_ARTIFACT)) is strategy.Strategy
-    assert type(strategy.for_resource(table.NODE_MODEL_STORE)) is strategy.Strategy
+    # one strategy for every kind (recording managedFields); what a kind adds is the admission
+    # chain's (issue 20)
+    for rules in (registry.stores[info.plural].strategy for info in table.SERVED):
+        assert type(rules) is tracking.Tracking
+        assert type(rules).__mro__[1] is strategy.Strategy
 
 
 def _item_path(info: table.ResourceInfo) -> str:

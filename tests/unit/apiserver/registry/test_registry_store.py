@@ -74,7 +74,7 @@ async def test_generate_name_keeps_58_chars_and_retries_collisions(
     assert all(char in meta.NAME_ALPHABET for char in name[58:])
 
     names = iter(["job-aaaaa", "job-aaaaa", "job-bbbbb"])
-    colliding = store.ResourceStore(storage, strategy.for_resource(resources.MODEL_ARTIFACT),
+    colliding = store.ResourceStore(storage, strategy.Strategy(resources.MODEL_ARTIFACT),
                                     generate_name=lambda prefix: next(names),
                                     admission=admitting.standalone())
     body["metadata"]["generateName"] = "job-"
@@ -258,7 +258,7 @@ async def test_large_metadata_is_checked_off_the_event_loop(storage: sqlite.Stor
         offloaded.append(1)
         return await asyncio.to_thread(work)
 
-    resource = store.ResourceStore(storage, strategy.for_resource(resources.MODEL_ARTIFACT),
+    resource = store.ResourceStore(storage, strategy.Strategy(resources.MODEL_ARTIFACT),
                                    offload, admission=admitting.standalone())
     await resource.create(artifact("few", labels={"a": "b"}), namespace="a")
     assert offloaded == []
