@@ -15,23 +15,10 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from tests.support import apiserver as support
+from tests.support import policies
 from tests.support.kubectl import Kubectl
 
-POLICY = """
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: model-artifact-reader, namespace: team-a}
-rules:
-  - apiGroups: [worker.gpustack.ai]
-    resources: [modelartifacts, modelartifacts/progress]
-    verbs: [get, list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: alice-reader, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: model-artifact-reader}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
----
+POLICY = policies.tenant_reader("team-a") + """---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: getter, namespace: team-a}

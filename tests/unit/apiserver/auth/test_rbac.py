@@ -9,6 +9,7 @@ import yaml
 
 from apiserver.auth import attributes, authorizer, policy, rbac
 from apiserver.auth import user as users
+from tests.support import policies
 
 G = "/apis/worker.gpustack.ai/v1"
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -16,21 +17,7 @@ PLUGIN = "system:serviceaccount:gpustack-system:model-manager-node"
 ALICE = users.UserInfo("alice", groups=("tenants", users.AUTHENTICATED))
 GETTER = users.UserInfo("getter", groups=(users.AUTHENTICATED,))
 
-TENANTS = """
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: model-artifact-reader, namespace: team-a}
-rules:
-  - apiGroups: [worker.gpustack.ai]
-    resources: [modelartifacts, modelartifacts/progress]
-    verbs: [get, list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: alice-reader, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: model-artifact-reader}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
----
+TENANTS = policies.tenant_reader("team-a") + """---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: artifact-getter}
