@@ -7,10 +7,11 @@ HELM   := $(VENV)/bin/helm
 LOCAL  ?= .local
 PORT   ?= 8443
 BENCH  ?=
+REGISTRAR_BINARY ?= ../shared/kube/bin/csi-node-driver-registrar.xz
 NODE   ?= $(shell hostname | tr '[:upper:]' '[:lower:]')
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint bench demo chart-readme csi-proto etcd-proto clean
+.PHONY: help install run test lint bench demo chart-readme csi-proto etcd-proto image clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -61,6 +62,12 @@ demo: $(STAMP) ## the whole flow on this machine: server, fixture hub, node plug
 
 chart-readme: $(STAMP) ## regenerate the values table of charts/model-manager/README.md from the schema
 	$(PY) charts/model-manager/readme.py --write
+
+image: $(STAMP) ## build the model-manager image (and the tests' registrar image) as OCI archives in $(LOCAL)/images (root, mmdebstrap; images/Containerfile is the recipe)
+	$(PY) images/build.py image --out $(LOCAL)/images
+	@if [ -f $(REGISTRAR_BINARY) ]; then \
+	  $(PY) images/build.py registrar --binary $(REGISTRAR_BINARY) --out $(LOCAL)/images; \
+	else echo "no $(REGISTRAR_BINARY): the registrar test image is not built"; fi
 
 bench: $(STAMP) ## run the benchmarks (BENCH=name for one); results in bench/results/
 	$(PY) -m bench $(BENCH)

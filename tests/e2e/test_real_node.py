@@ -1,0 +1,328 @@
+"""model-manager installed with its chart on a real one-node cluster (``tests/support/realnode``):
+the images ``make image`` builds, kube-apiserver's aggregator, a real kubelet calling the CSI
+plugin through its plugin registry, Pods reading the mounted weights. The steps run in order and
+share one cluster; each waits generously and fails with the cluster's pods, events and logs."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import textwrap
+from typing import Any
+
+import pytest
+
+from tests.support import fakehub, helm
+from tests.support.realnode import rig
+from tests.support.realnode.release_values import NAMESPACE, RELEASE
+
+pytestmark = [pytest.mark.integration, pytest.mark.root]
+
+DRIVER = "model.csi.gpustack.ai"
+TENANT = "team-a"
+OTHER = "team-b"
+ARTIFACT = "tiny"
+REPOSITORY = "e2e/tiny"
+FILES: dict[str, bytes | int] = {
+    "config.json": b'{"model_type": "e2e", "hidden_size": 8}\n',
+    "tokenizer.json": b'{"version": "1.0", "vocab": {"a": 0, "b": 1}}\n',
+    "model.safetensors": 6 << 20,
+    "nested/part-00001.bin": 1 << 20,
+}
+BUSYBOX = "docker.io/library/busybox:latest"
+
+
+def _json(cluster: rig.Rig, *args: str, user: str = "admin") -> Any:
+    return json.loads(cluster.kubectl(*args, "-o", "json", user=user).stdout)
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    for condition in obj.get("status", {}).get("conditions", []):
+        if condition.get("type") == kind:
+            return str(condition.get("status"))
+    return None
+
+
+def _reader_pod(name: str, namespace: str, attributes: dict[str, str]) -> str:
+    # no readOnly on the volumeMount: EROFS must come from the plugin's own mount
+    script = ("cd /models && find . -type f | sort | xargs sha256sum && echo '--- write' && "
+              "(echo x > /models/probe) 2>&1; echo \"--- done $?\"; exec sleep 3600")
+    return textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}, namespace: {namespace}, labels: {{e2e: reader}}}}
+        spec:
+          restartPolicy: Never
+          terminationGracePeriodSeconds: 1
+          containers:
+            - name: reader
+              image: {BUSYBOX}
+              imagePullPolicy: Never
+              command: [sh, -c, {json.dumps(script)}]
+              volumeMounts: [{{name: model, mountPath: /models}}]
+          volumes:
+            - name: model
+              csi:
+                driver: {DRIVER}
+                volumeAttributes: {json.dumps(attributes)}
+        """)
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: rig.Rig, hub: fakehub.FakeHub, release: str) -> rig.Rig:
+    hub.add_repo(REPOSITORY, FILES)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def state() -> dict[str, Any]:
+    return {}
+
+
+def test_apiservice_available(installed: rig.Rig) -> None:
+    def available() -> bool:
+        service = _json(installed, "get", "apiservice", "v1.worker.gpustack.ai")
+        return _condition(service, "Available") == "True"
+
+    installed.wait("APIService v1.worker.gpustack.ai Available", available, timeout=240,
+                   namespace=NAMESPACE)  # fmt: skip
+    pod = _json(installed, "get", "pods", "-n", NAMESPACE, "-l",
+                "app.kubernetes.io/component=apiserver")["items"][0]  # fmt: skip
+    context = pod["spec"]["containers"][0]["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True
+    # as it really runs: uid 65532, and the image's files cannot be written
+    probe = ("import os\nprint(os.getuid())\ntry:\n    open('/opt/model-manager/probe', 'w')\n"
+             "except OSError as e:\n    print(e.strerror)")  # fmt: skip
+    done = installed.kubectl("exec", "-n", NAMESPACE, pod["metadata"]["name"], "--",
+                             "python", "-c", probe)  # fmt: skip
+    assert done.stdout.split("\n")[:2] == ["65532", "Read-only file system"], done.stdout
+
+
+def test_driver_registered(installed: rig.Rig) -> None:
+    def registered() -> bool:
+        node = _json(installed, "get", "csinode", installed.node_name)
+        return DRIVER in [d["name"] for d in node["spec"].get("drivers") or []]
+
+    installed.wait(f"CSINode lists {DRIVER}", registered, timeout=180, namespace=NAMESPACE)
+
+
+def test_node_store_ready(installed: rig.Rig) -> None:
+    def ready() -> bool:
+        store = _json(installed, "get", "nodemodelstores", installed.node_name)
+        return _condition(store, "Ready") == "True"
+
+    installed.wait("NodeModelStore Ready", ready, timeout=180, namespace=NAMESPACE)
+
+
+def test_tenant_artifact_resolves(installed: rig.Rig, state: dict[str, Any]) -> None:
+    installed.kubectl("create", "namespace", TENANT)
+    installed.kubectl("create", "namespace", OTHER)
+    installed.apply(textwrap.dedent(f"""\
+        apiVersion: rbac.authorization.k8s.io/v1
+        kind: Role
+        metadata: {{name: model-artifact-user, namespace: {TENANT}}}
+        rules:
+          - apiGroups: [worker.gpustack.ai]
+            resources: [modelartifacts, modelartifacts/progress]
+            verbs: [get, list, watch, create]
+        ---
+        apiVersion: rbac.authorization.k8s.io/v1
+        kind: RoleBinding
+        metadata: {{name: alice, namespace: {TENANT}}}
+        roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: model-artifact-user}}
+        subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
+        """))
+    installed.apply(textwrap.dedent(f"""\
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelArtifact
+        metadata: {{name: {ARTIFACT}, namespace: {TENANT}}}
+        spec:
+          source:
+            huggingFace: {{repository: {REPOSITORY}}}
+        """), user="alice")  # fmt: skip
+
+    def resolved() -> dict[str, Any] | None:
+        artifact = _json(installed, "get", "modelartifacts", ARTIFACT, "-n", TENANT, user="alice")
+        return artifact if _condition(artifact, "Resolved") == "True" else None
+
+    artifact = installed.wait("ModelArtifact resolved", resolved, timeout=120,
+                              namespace=NAMESPACE)  # fmt: skip
+    assert isinstance(artifact, dict)
+    state["attributes"] = {
+        "artifact": ARTIFACT,
+        "artifactUID": artifact["metadata"]["uid"],
+        "manifestDigest": artifact["status"]["resolved"]["manifestDigest"],
+    }
+
+
+def _wait_running(cluster: rig.Rig, name: str, namespace: str) -> None:
+    def running() -> bool:
+        pod = _json(cluster, "get", "pod", name, "-n", namespace)
+        return bool(pod["status"].get("phase") == "Running")
+
+    cluster.wait(f"Pod {namespace}/{name} Running", running, timeout=240, namespace=namespace)
+
+
+def _reader_output(cluster: rig.Rig, name: str, namespace: str) -> str:
+    def done() -> str | None:
+        out = cluster.kubectl("logs", "-n", namespace, name).stdout
+        return out if "--- done" in out else None
+
+    out = cluster.wait(f"Pod {namespace}/{name} read the model", done, timeout=120,
+                       namespace=namespace)  # fmt: skip
+    assert isinstance(out, str)
+    return out
+
+
+def test_consumer_reads_every_byte(installed: rig.Rig, hub: fakehub.FakeHub,
+                                   state: dict[str, Any]) -> None:  # fmt: skip
+    installed.apply(_reader_pod("reader-1", TENANT, state["attributes"]))
+    _wait_running(installed, "reader-1", TENANT)
+    out = _reader_output(installed, "reader-1", TENANT)
+    listing, _, rest = out.partition("--- write")
+    seen = {}
+    for line in listing.strip().splitlines():
+        digest, path = line.split(maxsplit=1)
+        seen[path.removeprefix("./")] = digest
+    # the plugin's two markers: the canonical manifest (its digest is the artifact's) and the
+    # digest the tree was published under
+    assert seen.pop(".gpustack-manifest") == state["attributes"]["manifestDigest"].split(":")[1]
+    assert seen.pop(".gpustack-digest"), out
+    want = {path: hub.content(REPOSITORY, path).sha256 for path in FILES}
+    assert seen == want, out
+    assert "Read-only file system" in rest, out
+    state["served"] = hub.bytes_served(REPOSITORY)
+    assert state["served"] >= sum(len(c) if isinstance(c, bytes) else c for c in FILES.values())
+
+
+def test_progress_through_the_aggregator(installed: rig.Rig, state: dict[str, Any]) -> None:
+    path = (f"/apis/worker.gpustack.ai/v1/namespaces/{TENANT}/modelartifacts/{ARTIFACT}"
+            "/progress")  # fmt: skip
+    body = json.loads(installed.kubectl("get", "--raw", path, user="alice").stdout)
+    assert body["kind"] == "ModelArtifactProgress", body
+    assert body["manifestDigest"] == state["attributes"]["manifestDigest"], body
+    # the one node holds it, nothing is downloading or failed
+    assert (body["ready"], body["downloading"], body["failed"]) == (1, 0, 0), body
+    total = sum(len(c) if isinstance(c, bytes) else c for c in FILES.values())
+    assert body["sizeBytes"] == total, body
+
+
+def test_second_pod_downloads_nothing(installed: rig.Rig, hub: fakehub.FakeHub,
+                                      state: dict[str, Any]) -> None:  # fmt: skip
+    installed.apply(_reader_pod("reader-2", TENANT, state["attributes"]))
+    _wait_running(installed, "reader-2", TENANT)
+    out = _reader_output(installed, "reader-2", TENANT)
+    assert "Read-only file system" in out
+    assert hub.bytes_served(REPOSITORY) == state["served"]
+
+
+def _refused(cluster: rig.Rig, name: str, namespace: str, attributes: dict[str, str]) -> str:
+    """Start a reader that must not mount; its FailedMount message, once it stays
+    ContainerCreating."""
+    cluster.apply(_reader_pod(name, namespace, attributes))
+
+    def refused() -> str | None:
+        events = _json(cluster, "get", "events", "-n", namespace, "--field-selector",
+                       f"involvedObject.name={name}")["items"]  # fmt: skip
+        messages = [e.get("message", "") for e in events if e.get("reason") == "FailedMount"]
+        return next((m for m in messages if "PermissionDenied" in m), None)
+
+    message = cluster.wait(f"{namespace}/{name}'s FailedMount event", refused, timeout=120,
+                           namespace=namespace)  # fmt: skip
+    pod = _json(cluster, "get", "pod", name, "-n", namespace)
+    waiting = pod["status"]["containerStatuses"][0]["state"].get("waiting", {})
+    assert waiting.get("reason") == "ContainerCreating", pod["status"]
+    cluster.kubectl("delete", "pod", name, "-n", namespace, "--wait=false")
+    return str(message)
+
+
+def test_other_namespace_is_refused(installed: rig.Rig, state: dict[str, Any]) -> None:
+    # the Pod also claims the tenant's namespace: kubelet writes the Pod's own over it
+    forged = {**state["attributes"], "csi.storage.k8s.io/pod.namespace": TENANT}
+    message = _refused(installed, "intruder", OTHER, forged)
+    assert f"no ModelArtifact '{ARTIFACT}' in namespace '{OTHER}'" in message, message
+
+
+def test_forged_digest_is_refused(installed: rig.Rig, state: dict[str, Any]) -> None:
+    forged = {**state["attributes"], "manifestDigest": "sha256:" + "1" * 64}
+    message = _refused(installed, "forger", TENANT, forged)
+    assert f"not the volume's manifestDigest {forged['manifestDigest']}" in message, message
+
+
+def test_roll_keeps_the_mount_readable(installed: rig.Rig) -> None:
+    installed.kubectl("rollout", "restart", "-n", NAMESPACE, f"daemonset/{RELEASE}-node")
+    installed.kubectl("rollout", "status", "-n", NAMESPACE, f"daemonset/{RELEASE}-node",
+                      "--timeout=180s", timeout=200)  # fmt: skip
+    done = installed.kubectl("exec", "-n", TENANT, "reader-1", "--", "sha256sum",
+                             "/models/config.json")  # fmt: skip
+    assert done.stdout.split()[0] == _sha256(FILES["config.json"])
+
+
+def _sha256(data: bytes | int) -> str:
+    import hashlib
+
+    assert isinstance(data, bytes)
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_deleting_pods_unpublishes(installed: rig.Rig) -> None:
+    uids = [_json(installed, "get", "pod", name, "-n", TENANT)["metadata"]["uid"]
+            for name in ("reader-1", "reader-2")]  # fmt: skip
+    assert all(_mounted(uid) for uid in uids)
+    installed.kubectl("delete", "pods", "-n", TENANT, "-l", "e2e=reader", "--timeout=120s",
+                      timeout=150)  # fmt: skip
+    installed.wait("the readers' volumes unmounted", lambda: not any(map(_mounted, uids)),
+                   timeout=60, namespace=TENANT)  # fmt: skip
+
+
+def _mounted(uid: str) -> bool:
+    return any(f"/pods/{uid}/volumes/kubernetes.io~csi/" in point
+               for point in rig.mounts_under(rig.KUBELET_DIR))  # fmt: skip
+
+
+def test_csi_sanity(installed: rig.Rig) -> None:
+    """csi-sanity's identity and node suites against the DaemonSet's plugin, over the socket
+    kubelet uses. Its targets live under the kubelet directory (the plugin refuses any other);
+    the cases that need a controller to create a volume first are left out (a node-only,
+    ephemeral-only driver has none)."""
+    sanity = rig.KUBE_BIN / "csi-sanity"
+    base = rig.KUBELET_DIR / "csi-sanity"
+    base.mkdir(exist_ok=True)
+    socket = rig.KUBELET_DIR / "plugins" / DRIVER / "csi.sock"
+    argv = [str(sanity), f"--csi.endpoint=unix://{socket}", f"--csi.mountdir={base}/target",
+            f"--csi.stagingdir={base}/staging", "--ginkgo.focus=Node Service|Identity Service",
+            "--ginkgo.skip=" + SANITY_SKIP, "--ginkgo.no-color"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+# each of these creates its volume through a Controller service first (CreateVolume): a
+# node-only, ephemeral-only driver has none, so they would test csi-sanity's assumption
+SANITY_SKIP = ("should work|should remove target path|"
+               "should fail when volume does not exist on the specified path")  # fmt: skip
+
+
+def test_uninstall_leaves_nothing(installed: rig.Rig) -> None:
+    done = helm.run("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait",
+                    "--kubeconfig", str(installed.kubeconfig))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    selector = f"app.kubernetes.io/instance={RELEASE}"
+
+    def gone() -> bool:
+        left = installed.kubectl("get", "all,configmap,secret,serviceaccount,role,rolebinding",
+                                 "-n", NAMESPACE, "-l", selector, "-o", "name").stdout
+        cluster_wide = installed.kubectl(
+            "get", "apiservice,csidriver,clusterrole,clusterrolebinding", "-l", selector,
+            "-o", "name").stdout  # fmt: skip
+        return not left.strip() and not cluster_wide.strip()
+
+    installed.wait("every object of the release gone", gone, timeout=120, namespace=NAMESPACE)
+    models = str(installed.work / "models")
+    # the cache directory itself is the harness's shared bind mount; nothing may stay below it
+    # or in kubelet's directory from the plugin
+    leftover = [p for p in rig.mounts_under(rig.KUBELET_DIR, pathlib.Path(models))
+                if "kubernetes.io~csi" in p or p.startswith(models + "/")]  # fmt: skip
+    assert not leftover, leftover
+
+
