@@ -303,6 +303,64 @@ SANITY_SKIP = ("should work|should remove target path|"
                "should fail when volume does not exist on the specified path")  # fmt: skip
 
 
+HELM_CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: tenant-models\nversion: 0.1.0\n",
+    "values.yaml": "team: a\ntier: ''\n",
+    "templates/artifact.yaml": textwrap.dedent(f"""\
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelArtifact
+        metadata:
+          name: helm-tiny
+          labels:
+            team: {{{{ .Values.team | quote }}}}
+            {{{{- if .Values.tier }}}}
+            tier: {{{{ .Values.tier | quote }}}}
+            {{{{- end }}}}
+        spec:
+          source:
+            huggingFace:
+              repository: {REPOSITORY}
+        """),
+}
+
+
+def test_helm4_applies_a_chart_of_model_artifacts(installed: rig.Rig) -> None:
+    """Helm 4 applies server-side by default: install and upgrade a chart holding a
+    ModelArtifact through the aggregator (its releases in kube-apiserver's Secrets)."""
+    chart = installed.work / "tenant-models"
+    for name, text in HELM_CHART.items():
+        (chart / name).parent.mkdir(parents=True, exist_ok=True)
+        (chart / name).write_text(text)
+    common = ("--namespace", TENANT, "--kubeconfig", str(installed.kubeconfig),
+              "--kube-context", "admin")
+
+    def artifact() -> dict[str, Any]:
+        got: dict[str, Any] = _json(installed, "get", "modelartifacts.worker.gpustack.ai",
+                                    "helm-tiny", "-n", TENANT, "--show-managed-fields")
+        return got
+
+    def managers(obj: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(e["manager"], e["operation"]) for e in obj["metadata"]["managedFields"]]
+
+    done = helm.run("install", "tenant-models", str(chart), "--set", "tier=gold", *common)
+    assert done.returncode == 0, f"helm install:\n{done.stdout}\n{done.stderr}"
+    first = artifact()
+    assert first["metadata"]["labels"]["team"] == "a"
+    assert first["metadata"]["labels"]["tier"] == "gold"
+    assert ("helm", "Apply") in managers(first), first["metadata"]["managedFields"]
+    done = helm.run("upgrade", "tenant-models", str(chart), "--set", "team=b", *common)
+    assert done.returncode == 0, f"helm upgrade:\n{done.stdout}\n{done.stderr}"
+    second = artifact()
+    assert second["metadata"]["labels"]["team"] == "b"
+    # the upgrade no longer applies tier: Helm gave it up and nobody else owns it
+    assert "tier" not in second["metadata"]["labels"]
+    done = helm.run("uninstall", "tenant-models", "--wait", *common)
+    assert done.returncode == 0, done.stderr
+    left = installed.kubectl("get", "modelartifacts.worker.gpustack.ai", "-n", TENANT,
+                             "-o", "name").stdout
+    assert "helm-tiny" not in left
+
+
 def test_uninstall_leaves_nothing(installed: rig.Rig) -> None:
     done = helm.run("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait",
                     "--kubeconfig", str(installed.kubeconfig))  # fmt: skip
