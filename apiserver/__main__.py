@@ -84,6 +84,8 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
     registry = build.build(storage, admission=auth.admission)
     background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,
                                       identity=lambda: auth.admission.facts.worker)
+    if background.artifacts is not None:  # a prefetch's artifact is looked at from here on
+        auth.admission.facts.artifacts = embedded.InformerArtifacts(background.artifacts)
     application = app.build(
         storage=storage,
         authentication=auth.authentication,

@@ -29,6 +29,11 @@ def artifacts(namespace: str, name: str = "") -> str:
     return f"{path}/{name}" if name else path
 
 
+def prefetches(namespace: str, name: str = "") -> str:
+    path = f"{GV}/namespaces/{namespace}/modelprefetches"
+    return f"{path}/{name}" if name else path
+
+
 def stores(name: str = "") -> str:
     return f"{GV}/nodemodelstores/{name}" if name else f"{GV}/nodemodelstores"
 

@@ -39,6 +39,7 @@ def _served(info: resources.ResourceInfo) -> Resource:
 
 MODEL_ARTIFACTS = _served(resources.MODEL_ARTIFACT)
 NODE_MODEL_STORES = _served(resources.NODE_MODEL_STORE)
+MODEL_PREFETCHES = _served(resources.MODEL_PREFETCH)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PODS = Resource("", "v1", "pods", "Pod", True)

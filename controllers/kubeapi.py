@@ -105,6 +105,24 @@ class KubeApi:
             raise translate(exc) from None
         return _plain(written)
 
+    # the prefetches' warm-up Pods (controllers/warmup.py) ------------------------------------
+
+    async def create_pod(self, pod: Obj) -> Obj:
+        """A Pod (the prefetches' warm-up Pods); ``errors.Conflict`` when the name is taken."""
+        try:
+            created = await self.kube.create(
+                cast(core_v1.Pod, core_v1.Pod.from_dict(pod)),
+                namespace=str(pod["metadata"]["namespace"]))
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        return _plain(created)
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            await self.kube.delete(core_v1.Pod, name, namespace=namespace)
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+
     # leader.LeaseApi ----------------------------------------------------------------------
 
     def leases(self) -> LeaseClient:

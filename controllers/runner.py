@@ -70,22 +70,29 @@ class Worker:
         informers: Sequence[informer.Informer] = (),
         recorder: events.Recorder | None = None,
         node_stores: runtime.Runnable | None = None,
+        prefetches: runtime.Runnable | None = None,
+        artifacts: informer.Informer | None = None,
     ) -> None:
-        """``node_stores`` (only in the API server's process) runs with the other
-        controllers, while this replica leads."""
+        """``node_stores`` and ``prefetches`` (only in the API server's process) run with the
+        other controllers, while this replica leads. ``artifacts``: the artifact informer when
+        the caller runs it (the API server's, which admission reads too); one of its own
+        otherwise."""
         self.hubs = hubs.Hubs(config.hub)
         self.recorder = recorder or events.LogRecorder()
         self.cache = hubs.ListingCache()
-        self.artifacts = informer.Informer(api, clients.MODEL_ARTIFACTS, clock, resync=RESYNC)
+        shared = [artifacts] if artifacts is not None else []
+        # not ``artifacts or ...``: an informer with nothing in it is falsy (it has a length)
+        self.artifacts = artifacts if artifacts is not None else informer.Informer(
+            api, clients.MODEL_ARTIFACTS, clock, resync=RESYNC)
         self.resolver = resolver.Resolver(
             api, self.artifacts, passes.Passes(self.hubs, self.cache), self.hubs, secret_source,
             claim_source, clock, interval=config.revalidate_interval, recorder=self.recorder,
             workers=config.resolver_workers)
         self.aggregator = aggregate.Aggregator(api, self.artifacts, index, clock)
         running: list[runtime.Runnable] = [self.resolver, self.aggregator]
-        if node_stores is not None:
-            running.append(node_stores)
-        self.manager = runtime.Manager([self.artifacts, *informers], running, leadership)
+        running.extend(extra for extra in (node_stores, prefetches) if extra is not None)
+        own = [] if shared else [self.artifacts]
+        self.manager = runtime.Manager([*own, *informers], running, leadership, shared=shared)
         self._secrets = secret_source
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -153,8 +153,11 @@ class Manager:
         sync_timeout: float | None = None,
         grace: float = 5.0,
         on_started: Callable[[], None] | None = None,
+        shared: Sequence[informer.Informer] = (),
     ) -> None:
+        """``shared``: informers someone else runs, waited for like the others."""
         self._informers = list(informers)
+        self._shared = list(shared)
         self._controllers = list(controllers)
         self._leadership = leadership
         self._grace = grace
@@ -171,7 +174,7 @@ class Manager:
         self._main = asyncio.create_task(self._lead(), name="controller manager")
 
     async def synced(self) -> None:
-        await asyncio.gather(*(inf.synced.wait() for inf in self._informers))
+        await asyncio.gather(*(inf.synced.wait() for inf in (*self._informers, *self._shared)))
 
     async def _lead(self) -> None:
         await self.synced()

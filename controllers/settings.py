@@ -32,6 +32,10 @@ def interval(text: str) -> float:
     return seconds
 
 
+DEFAULT_WARMUP_IMAGE = "gpustack/mirrored-python:3.12-alpine"
+"""Needs only a shell, find and sha256sum; the reference's default setting."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     hub: hub_config.HubConfig = dataclasses.field(default_factory=hub_config.HubConfig)
@@ -54,12 +58,17 @@ class Settings:
     retry_period: float = 2.0
     identity: str = ""
     resolver_workers: int = 8
+    prefetch_warmup_image: str = DEFAULT_WARMUP_IMAGE
+    """The image of the prefetches' warm-up Pods (cluster mode; controllers/warmup.py)."""
 
 
 def add_flags(p: argparse.ArgumentParser, *, serving: bool = True) -> None:
     """The controllers' flags; ``serving`` adds those of the progress view (the API server's:
     where the plugins answer and how to trust them)."""
     g = p.add_argument_group("controllers (docs/controllers.md)")
+    g.add_argument("--prefetch-warmup-image", default=DEFAULT_WARMUP_IMAGE, metavar="IMAGE",
+                   help="cluster mode: the image of the ModelPrefetch warm-up Pods, which need "
+                   f"only a shell, find and sha256sum (default: {DEFAULT_WARMUP_IMAGE})")
     g.add_argument("--leader-elect", action="store_true",
                    help="cluster mode: run the controllers only while holding the Lease "
                    f"{DEFAULT_LEASE} in --namespace, so one of several replicas resolves "

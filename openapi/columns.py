@@ -148,6 +148,18 @@ def _store_downloading(obj: dict[str, Any], now: datetime.datetime) -> Any:
     return sum(1 for m in models if isinstance(m, dict) and m.get("state") == "Downloading")
 
 
+def _prefetch_ready(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    ready, desired = _get(obj, "status", "readyNodes"), _get(obj, "status", "desiredNodes")
+    if not isinstance(ready, int) or not isinstance(desired, int):
+        return None
+    return f"{ready}/{desired}"
+
+
+def _prefetch_pinned(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    pinned = _get(obj, "spec", "retention", "pinned")
+    return pinned if isinstance(pinned, bool) else None
+
+
 _NAME = (_column("Name", "string", "The object's name.", fmt="name"),
          lambda obj, now: _get(obj, "metadata", "name"))
 _AGE = (_column("Age", "date", "Time since the object was created.", priority=1), _age)
@@ -176,6 +188,20 @@ _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
         (_column("Used", "string", "Usage of the cache filesystem."), _store_used),
         (_column("Models", "integer", "Entries in status.models."), _store_models),
         (_column("Downloading", "integer", "Entries being downloaded."), _store_downloading),
+        _AGE,
+    ],
+    "ModelPrefetch": [
+        _NAME,
+        (_column("Artifact", "string", "The ModelArtifact it warms."),
+         lambda obj, now: _get(obj, "spec", "artifactRef", "name")),
+        (_column("Ready", "string", "Ready target nodes out of the target nodes."),
+         _prefetch_ready),
+        (_column("Downloading", "integer", "Target nodes downloading."),
+         lambda obj, now: _get(obj, "status", "downloadingNodes")),
+        (_column("Pinned", "boolean", "Whether the digest is pinned on the target nodes."),
+         _prefetch_pinned),
+        (_column("Available", "string", "Status of the Available condition."),
+         lambda obj, now: _condition(obj, "Available")),
         _AGE,
     ],
 }

@@ -29,8 +29,11 @@ RESOLVED = "Resolved"
 DEGRADED = "Degraded"
 READY = "Ready"
 CAPACITY_LOW = "CapacityLow"
+AVAILABLE = "Available"
+PROGRESSING = "Progressing"
 ARTIFACT_CONDITIONS = (RESOLVED, DEGRADED)
 STORE_CONDITIONS = (READY, CAPACITY_LOW)
+PREFETCH_CONDITIONS = (AVAILABLE, PROGRESSING, DEGRADED)
 
 # Reasons of a ModelArtifact's Resolved condition; Degraded says Healthy or one of these.
 # (``Resolved`` is both the condition type and the reason of its success.)
@@ -54,6 +57,20 @@ SERVING = "Serving"
 INVALID_CONFIGURATION = "InvalidConfiguration"
 WITHIN_WATERMARKS = "WithinWatermarks"
 NOTHING_TO_REMOVE = "NothingToRemove"
+
+# Reasons of a ModelPrefetch's conditions and of its nodes' entries (docs/api.md, "ModelPrefetch").
+ARTIFACT_NOT_FOUND = "ArtifactNotFound"
+ARTIFACT_NOT_RESOLVED = "ArtifactNotResolved"
+NO_TARGETS = "NoTargets"
+ENOUGH_READY = "EnoughReady"
+TOO_FEW_READY = "TooFewReady"
+WARMING = "Warming"
+COMPLETE = "Complete"
+NODES_FAILED = "NodesFailed"
+NO_NODE_STORE = "NoNodeStore"
+"""A target node without a NodeModelStore: the plugin does not run there."""
+DELIVERY_FAILED = "DeliveryFailed"
+"""The warm-up (Pod or plugin request) failed before the node reported the digest."""
 
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 """What any condition reason must look like: a CamelCase word (kube's metav1.Condition rule)."""

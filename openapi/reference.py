@@ -11,7 +11,8 @@ from openapi import grammar, reasons
 from openapi import schema as schemas
 
 _LIMITS = (("minimum", "min"), ("maximum", "max"), ("multipleOf", "step"),
-           ("minLength", "min length"), ("maxLength", "max length"), ("maxItems", "max items"))
+           ("minLength", "min length"), ("maxLength", "max length"), ("maxItems", "max items"),
+           ("maxProperties", "max entries"))
 _PATTERNS = {grammar.DIGEST_PATTERN: "sha256 digest",
              reasons.CONDITION_REASON_PATTERN: "CamelCase word"}
 

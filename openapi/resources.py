@@ -86,6 +86,25 @@ NODE_MODEL_STORE = ResourceInfo(
     subresources=(Subresource("status", ("get", "patch", "update"), "NodeModelStore"),),
 )
 
+# A tenant's intent to warm one artifact on a set of nodes (docs/api.md, "ModelPrefetch"). Its
+# status is the worker's: like the ModelArtifact's, the status path serves the worker only and is
+# not in discovery.
+MODEL_PREFETCH = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="ModelPrefetch",
+    list_kind="ModelPrefetchList",
+    plural="modelprefetches",
+    singular="modelprefetch",
+    short_names=("mpf",),
+    categories=("gpustack",),
+    namespaced=True,
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    subresources=(
+        Subresource("status", ("get", "patch", "update"), "ModelPrefetch", discovered=False),
+    ),
+)
+
 # Computed per request and never written: a kind without storage, served only as
 # ``modelartifacts/{name}/progress``.
 MODEL_ARTIFACT_PROGRESS = ResourceInfo(
@@ -105,7 +124,7 @@ MODEL_ARTIFACT_PROGRESS = ResourceInfo(
 
 # The table of stored resources: the registry, the routes, discovery and the OpenAPI documents are
 # all built from it (with each kind's schema in ``schema.KINDS`` and, in the server, its strategy).
-SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE)
+SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREFETCH)
 
 # The stored resources, by URL plural.
 BY_PLURAL: dict[str, ResourceInfo] = {info.plural: info for info in SERVED}

@@ -23,6 +23,10 @@ MAX_IMAGE_REFERENCE_LENGTH = 4096
 MAX_PINNED = 256
 MAX_MODELS = 256
 MAX_MESSAGE_LENGTH = 32768
+MAX_TARGET_NODES = 256
+MAX_SELECTOR_LABELS = 64
+MAX_PREFETCH_NODES = 256
+PREFETCH_PHASES = ("Pending", "Downloading", "Ready", "Failed")
 
 
 def string(description: str, **extra: Any) -> Schema:
@@ -290,6 +294,96 @@ NODE_MODEL_STORE_STATUS = obj(
 )
 
 
+MODEL_PREFETCH_SPEC = obj(
+    "Which artifact to warm, on which nodes, and how long the warmed copies are kept.",
+    {
+        "artifactRef": obj(
+            "The ModelArtifact to warm, in the prefetch's namespace; fixed at creation. It "
+            "must be a huggingFace or modelScope artifact.",
+            {"name": string("The artifact's name.", minLength=1, maxLength=253)},
+            ("name",),
+        ),
+        "targets": obj(
+            "The nodes to warm: those named plus those the selector matches (a union). At "
+            "least one of nodeNames and nodeSelector is set.",
+            {
+                "nodeNames": array(
+                    f"Nodes by name; at most {MAX_TARGET_NODES}.",
+                    string("A node's name.", minLength=1, maxLength=253),
+                    maxItems=MAX_TARGET_NODES, **{"x-kubernetes-list-type": "set"},
+                ),
+                "nodeSelector": {
+                    "type": "object",
+                    "description": "Nodes whose labels hold every one of these pairs; {} "
+                                   "selects every node running the node plugin.",
+                    "additionalProperties": string("A label value.", maxLength=63),
+                    "maxProperties": MAX_SELECTOR_LABELS,
+                },
+                "minReady": integer(
+                    "How many Ready nodes make the prefetch Available; 0 means every target "
+                    "node.", "int32", minimum=0, maximum=MAX_TARGET_NODES * 64, default=0),
+            },
+        ),
+        "retention": obj(
+            "How long the warmed copies are kept against collection.",
+            {
+                "pinned": {"type": "boolean", "default": True,
+                           "description": "Pin the digest on every target node while this "
+                                          "prefetch exists (false: warm only, and let "
+                                          "collection reclaim it like any unused content)."},
+                "ttlAfterLastUse": string(
+                    "With pinned: lift a node's pin once its copy went unused this long (a "
+                    "duration such as 72h, at least 1h; hour granularity, from the node's "
+                    "lastUsedTime). Empty keeps the pin while the prefetch exists.",
+                    maxLength=64),
+            },
+            default={},
+        ),
+    },
+    ("artifactRef", "targets"),
+)
+
+MODEL_PREFETCH_STATUS = obj(
+    "What the target nodes report for the artifact's digest. Written by the worker only.",
+    {
+        "observedGeneration": integer("The generation the worker last acted on.", minimum=0),
+        "manifestDigest": string("The artifact's digest this prefetch warms and pins.",
+                                 pattern=grammar.DIGEST_PATTERN),
+        "desiredNodes": count("Target nodes the spec selects now."),
+        "readyNodes": count("Target nodes holding the content published."),
+        "downloadingNodes": count("Target nodes downloading it."),
+        "failedNodes": count("Target nodes whose attempt failed."),
+        "nodes": array(
+            f"One entry per target node, by name; at most {MAX_PREFETCH_NODES} (the counts "
+            "cover every node).",
+            obj(
+                "One target node.",
+                {
+                    "name": string("The node's name.", maxLength=253),
+                    "phase": string("Pending, Downloading, Ready or Failed.",
+                                    enum=list(PREFETCH_PHASES)),
+                    "sizeBytes": integer("The manifest's size, once the node listed it.",
+                                         minimum=0),
+                    "downloadedBytes": integer("What the node's current attempt holds.",
+                                               minimum=0),
+                    "pinned": {"type": "boolean",
+                               "description": "The digest is in this node's spec.pinned for "
+                                              "this prefetch."},
+                    "reason": string("Why the node is Pending or Failed; empty otherwise.",
+                                     maxLength=reasons.CONDITION_REASON_MAX),
+                    "message": string("What the reason means here.",
+                                      maxLength=MAX_MESSAGE_LENGTH),
+                },
+                ("name", "phase"),
+            ),
+            maxItems=MAX_PREFETCH_NODES,
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        ),
+        "conditions": conditions(reasons.PREFETCH_CONDITIONS),
+    },
+)
+
+
 def _kind(info: resources.ResourceInfo, description: str, body: dict[str, Schema],
           required: tuple[str, ...] = ()) -> Schema:
     properties: dict[str, Schema] = {
@@ -317,6 +411,14 @@ NODE_MODEL_STORE = _kind(
     "One node's model cache: its configuration (spec, by the worker) and its content (status, by "
     "the node plugin).",
     {"spec": NODE_MODEL_STORE_SPEC, "status": NODE_MODEL_STORE_STATUS},
+)
+
+MODEL_PREFETCH = _kind(
+    resources.MODEL_PREFETCH,
+    "A tenant's intent to have one artifact downloaded on a set of nodes ahead of use, and "
+    "kept there (pinned) while it exists.",
+    {"spec": MODEL_PREFETCH_SPEC, "status": MODEL_PREFETCH_STATUS},
+    ("spec",),
 )
 
 MODEL_ARTIFACT_PROGRESS = _kind(
@@ -372,6 +474,7 @@ def definition_name(kind: str) -> str:
 KINDS: dict[str, Schema] = {
     "ModelArtifact": MODEL_ARTIFACT,
     "NodeModelStore": NODE_MODEL_STORE,
+    "ModelPrefetch": MODEL_PREFETCH,
     "ModelArtifactProgress": MODEL_ARTIFACT_PROGRESS,
 }
 

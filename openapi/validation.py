@@ -135,7 +135,9 @@ def _check_object(body: schemas.Schema, value: dict[str, Any], path: str,
         if name in value and not (value[name] is None and name in body.get("required", [])):
             _check(child, value[name], f"{path}.{name}" if path else name, errors, unique)
     extra = body.get("additionalProperties")
-    if isinstance(extra, dict):
+    if "maxProperties" in body and len(value) > body["maxProperties"]:
+        errors.append(fields.too_many(path, len(value), body["maxProperties"]))
+    elif isinstance(extra, dict):
         for name, item in value.items():
             _check(extra, item, f"{path}[{name}]", errors, unique)
 

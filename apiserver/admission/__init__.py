@@ -10,7 +10,8 @@ Like kube-apiserver's admission plugins, in three stages, each rule in one of th
    applied by the registry's strategy before admission, as kube-apiserver defaults on decoding);
 3. **validating**: the schema (``rules.Schema``), then the rules it cannot say
    (``artifacts``: one source and its grammars, the image-volume floor, the immutable spec;
-   ``rules.Watermarks``: ``openapi.nodestore``'s low-below-high rule).
+   ``rules.Watermarks``: ``openapi.nodestore``'s low-below-high rule; ``prefetches``: a
+   ModelPrefetch's names, targets and retention, its artifact a hub source, its artifact fixed).
 
 What a rule needs of the cluster (the worker identity, the plugin's ServiceAccount, its Pods,
 kube-apiserver's version) reaches the chain through one object, ``facts.ClusterFacts``, which

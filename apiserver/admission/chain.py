@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from apiserver.admission import artifacts, facts, rules, writers
+from apiserver.admission import artifacts, facts, prefetches, rules, writers
 from apiserver.admission.attributes import WriteRequest
 from apiserver.auth import user as users
 from apiserver.registry import strategy
@@ -95,5 +95,8 @@ def build(cluster: facts.ClusterFacts) -> Chain:
             artifacts.ImageVolumeFloor(cluster),
             artifacts.ImmutableSpec(),
             rules.Watermarks(),
+            prefetches.PrefetchSpec(),
+            prefetches.PrefetchArtifact(cluster),
+            prefetches.ImmutableArtifactRef(),
         ],
     )

@@ -33,6 +33,13 @@ class PodLookup(Protocol):
         ...
 
 
+class Artifacts(Protocol):
+    def source_of(self, namespace: str, name: str) -> str | None:
+        """The source kind (``openapi.sources``) of the stored ModelArtifact, None when it is not
+        known (absent, or not read yet)."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Plugin:
     """The node plugin's ServiceAccount."""
@@ -51,12 +58,15 @@ class ClusterFacts:
 
     ``worker`` is set again once the identity is learned (cluster mode, at start);
     ``kubernetes_version`` is asked at every create of an image source; ``pods`` is None without
-    a cluster (there is no Pod to look up, so a plugin token must carry its node-name extra)."""
+    a cluster (there is no Pod to look up, so a plugin token must carry its node-name extra);
+    ``artifacts`` is set once the server reads its artifacts (``wiring.embedded``), None
+    before: a prefetch's artifact is then not looked at."""
 
     worker: workers.WorkerIdentity
     plugin: Plugin
     pods: PodLookup | None = None
     kubernetes_version: Version = floor_met
+    artifacts: Artifacts | None = None
 
 
 def standalone(worker_username: str, plugin: Plugin) -> ClusterFacts:

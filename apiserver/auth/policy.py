@@ -12,6 +12,9 @@ Standalone mode has no kube-apiserver to ask, so it judges requests with local R
   ``model-manager-worker`` (the worker: reads artifacts, writes their status, owns
   NodeModelStores) and ``model-manager-node`` (the node plugin: reads artifacts and stores, writes
   ``nodemodelstores/status``);
+- the tenant ClusterRoles ``model-manager-tenant-reader`` and ``-editor`` (artifacts, their
+  progress and prefetches), bound to nobody: a RoleBinding in a tenant's namespace grants them
+  there only;
 - the documents of the policy file (``DATA_DIR/policy.yaml``): Roles, ClusterRoles and bindings
   the operator adds, e.g. the ``model-artifact-reader`` Role for a tenant.
 
@@ -33,6 +36,8 @@ from openapi import resources
 GROUP = resources.GROUP
 WORKER_ROLE = "model-manager-worker"
 PLUGIN_ROLE = "model-manager-node"
+TENANT_READER_ROLE = "model-manager-tenant-reader"
+TENANT_EDITOR_ROLE = "model-manager-tenant-editor"
 
 DISCOVERY = rbac.Role("system:discovery", (rbac.Rule(
     verbs=("get",),
@@ -65,6 +70,9 @@ WORKER = rbac.Role(WORKER_ROLE, (
     # one NodeModelStore per node running the plugin: create, configure, recreate, read
     rbac.Rule(("get", "list", "watch", "create", "update", "patch", "delete"), (GROUP,),
               ("nodemodelstores",)),
+    # warm the prefetched artifacts: resolve targets, write pins, report per-node status
+    rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelprefetches",)),
+    rbac.Rule(("get", "update", "patch"), (GROUP,), ("modelprefetches/status",)),
 ))
 PLUGIN = rbac.Role(PLUGIN_ROLE, (
     # mount authorization: the artifacts of the Pods' namespaces
@@ -73,6 +81,19 @@ PLUGIN = rbac.Role(PLUGIN_ROLE, (
     rbac.Rule(("get", "list", "watch"), (GROUP,), ("nodemodelstores",)),
     # its own node's facts; the status guard narrows this to the plugin's own node
     rbac.Rule(("get", "update", "patch"), (GROUP,), ("nodemodelstores/status",)),
+))
+
+# What a tenant is granted in its own namespace: ClusterRoles nobody is bound to by default, bound
+# with a RoleBinding in the tenant's namespace, so they grant nothing anywhere else. A prefetch
+# names its artifact by name in its own namespace, so a tenant prefetches only its own artifacts.
+TENANT_READER = rbac.Role(TENANT_READER_ROLE, (
+    rbac.Rule(("get", "list", "watch"), (GROUP,),
+              ("modelartifacts", "modelartifacts/progress", "modelprefetches")),
+))
+TENANT_EDITOR = rbac.Role(TENANT_EDITOR_ROLE, (
+    rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelartifacts/progress",)),
+    rbac.Rule(("create", "delete", "get", "list", "patch", "update", "watch"), (GROUP,),
+              ("modelartifacts", "modelprefetches")),
 ))
 
 
@@ -88,7 +109,8 @@ def builtin(*, worker: str, plugin: str) -> rbac.Policy:
         return rbac.Subject("User", name)
 
     return rbac.Policy(
-        roles=(DISCOVERY, PUBLIC_INFO, BASIC_USER, CLUSTER_ADMIN, WORKER, PLUGIN),
+        roles=(DISCOVERY, PUBLIC_INFO, BASIC_USER, CLUSTER_ADMIN, WORKER, PLUGIN,
+               TENANT_READER, TENANT_EDITOR),
         bindings=(
             rbac.Binding("system:discovery", "ClusterRole", DISCOVERY.name,
                          (group(users.AUTHENTICATED),)),

@@ -269,6 +269,7 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
             retry_period=args.leader_elect_retry_period,
             namespace=namespace,
             plugin_namespace=plugin_namespace,
+            prefetch_warmup_image=args.prefetch_warmup_image,
         ),
         "plugin_service_account": args.plugin_service_account,
         "shutdown_timeout": args.shutdown_timeout, "log_level": args.log_level,

@@ -35,6 +35,10 @@ class Registry:
     def nodemodelstores(self) -> store.ResourceStore:
         return self.stores[resources.NODE_MODEL_STORE.plural]
 
+    @property
+    def modelprefetches(self) -> store.ResourceStore:
+        return self.stores[resources.MODEL_PREFETCH.plural]
+
     async def progress(self, namespace: str, name: str) -> dict[str, Any]:
         """``GET modelartifacts/{name}/progress``: computed now, never stored."""
         return await progress.read(self.modelartifacts, self.progress_view, namespace, name)

@@ -35,11 +35,14 @@ from controllers import (
     leader,
     nodestores,
     plugins,
+    prefetches,
     runner,
     secrets,
     storesettings,
+    warmup,
 )
 from controllers import client as clients
+from openapi import sources
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,46 @@ class Hooks:
     controllers: runner.Worker | None = None
     """The resolver and the aggregation (``--controllers=embedded``)."""
     node_stores: nodestores.NodeStores | None = None
+    prefetches: prefetches.Prefetches | None = None
+    artifacts: informer.Informer | None = None
+    """The artifact informer every replica runs (admission reads it; the Worker shares it)."""
+
+
+class InformerArtifacts:
+    """``admission.facts.Artifacts`` over the artifact informer: unknown until it synced."""
+
+    def __init__(self, artifacts: informer.Informer) -> None:
+        self._artifacts = artifacts
+
+    def source_of(self, namespace: str, name: str) -> str | None:
+        if not self._artifacts.synced.is_set():
+            return None
+        found = self._artifacts.get(namespace, name)
+        source = ((found or {}).get("spec") or {}).get("source") or {}
+        return next((kind for kind in sources.KINDS if kind in source), None)
+
+
+def prefetch_controller(
+    settings: config.Settings,
+    api: inprocess.RegistryClient,
+    view: runner.NodeView,
+    artifacts: informer.Informer,
+    theirs: kubeapi.KubeApi | None,
+    clock: clocks.Clock,
+) -> tuple[prefetches.Prefetches, list[informer.Informer]]:
+    """The prefetch controller and the informers it needs run beside it: its prefetches and, in
+    a cluster, the Nodes (labels) and the warm-up Pods (delivery)."""
+    found = informer.Informer(api, clients.MODEL_PREFETCHES, clock)
+    if theirs is None:
+        return prefetches.Prefetches(api, found, artifacts, view.informer, clock), [found]
+    nodes = informer.Informer(theirs, clients.NODES, clock)
+    pods = informer.Informer(theirs, clients.PODS, clock, label_selector=warmup.SELECTOR)
+    delivery = warmup.WarmupPods(pods, theirs.create_pod, theirs.delete_pod, clock,
+                                 image=settings.controller_settings.prefetch_warmup_image)
+    controller = prefetches.Prefetches(
+        api, found, artifacts, view.informer, clock, labels=prefetches.NodeLabels(nodes),
+        nodes=nodes, delivery=delivery)
+    return controller, [found, nodes, pods]
 
 
 def node_stores(
@@ -83,15 +126,16 @@ def node_stores(
         configz=nodestores.KubeConfigz(cluster_client.node_configz))
 
 
-def _runner(stores: nodestores.NodeStores, informers: list[informer.Informer],
-            tasks: list[asyncio.Task[None]]) -> Hook:
-    """Run the node stores on their own (no Lease: every replica converges on the same spec,
-    and a create that loses a race is a conflict, read again)."""
+def _runner(stores: nodestores.NodeStores, pf: prefetches.Prefetches,
+            informers: list[informer.Informer], tasks: list[asyncio.Task[None]]) -> Hook:
+    """Run the node stores and the prefetches on their own (no Lease: every replica converges
+    on the same spec and pins, and a write that loses a race is a conflict, read again)."""
 
     async def start() -> None:
         for found in informers:
             tasks.append(asyncio.create_task(found.run(), name=f"informer {found.resource.plural}"))
         tasks.append(asyncio.create_task(stores.run(), name="node stores"))
+        tasks.append(asyncio.create_task(pf.run(), name="prefetches"))
 
     return start
 
@@ -177,10 +221,12 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         token = client_token(cluster_client)
     reader = plugins.HttpDownloads(locator, token, ca_file=cs.plugin_ca_file)
     view = runner.NodeView(api, clock, reader)
-    hooks = Hooks(node_view=view)
+    artifacts = informer.Informer(api, clients.MODEL_ARTIFACTS, clock, resync=runner.RESYNC)
+    hooks = Hooks(node_view=view, artifacts=artifacts)
 
     async def start_view() -> None:
         view.start()
+        hooks_tasks.append(asyncio.create_task(artifacts.run(), name="informer modelartifacts"))
         if pods is not None:
             hooks_tasks.append(asyncio.create_task(pods.run(), name="informer plugin pods"))
 
@@ -207,17 +253,20 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     found = cluster.sources(theirs, cs, clock) if theirs is not None else None
     stores = node_stores(settings, api, view, theirs, found, cluster_client, clock)
     hooks.node_stores = stores
+    pf, pf_informers = prefetch_controller(settings, api, view, artifacts, theirs, clock)
+    hooks.prefetches = pf
     if settings.controllers != "embedded":
-        log.info("controllers: %s (node stores run here, the rest out of this process)",
-                 settings.controllers)
+        log.info("controllers: %s (node stores and prefetches run here, the rest out of this "
+                 "process)", settings.controllers)
         extra = [found.configmaps] if found is not None else []
-        hooks.start.append(_runner(stores, extra, hooks_tasks))
+        hooks.start.append(_runner(stores, pf, [*extra, *pf_informers], hooks_tasks))
         return hooks
     if found is not None:
         running = runner.Worker(api, cs, clock, index=view.index, secret_source=found.secrets,
                                 claim_source=found.claims, leadership=found.leadership,
-                                informers=found.informers,
-                                recorder=found.recorder, node_stores=stores)
+                                informers=[*found.informers, *pf_informers],
+                                recorder=found.recorder, node_stores=stores, prefetches=pf,
+                                artifacts=artifacts)
         cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
     else:
         secret_source: secrets.Secrets = (
@@ -225,7 +274,8 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         running = runner.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
                                 claim_source=claims.AnyClaim(),
                                 leadership=standalone_leadership(settings, registry, clock),
-                                node_stores=stores)
+                                informers=pf_informers, node_stores=stores, prefetches=pf,
+                                artifacts=artifacts)
     hooks.controllers = running
 
     async def start_controllers() -> None:

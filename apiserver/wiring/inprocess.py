@@ -38,6 +38,7 @@ class RegistryClient:
         self._stores = {
             clients.MODEL_ARTIFACTS: registry.modelartifacts,
             clients.NODE_MODEL_STORES: registry.nodemodelstores,
+            clients.MODEL_PREFETCHES: registry.modelprefetches,
         }
 
     def _store(self, resource: clients.Resource) -> store.ResourceStore:

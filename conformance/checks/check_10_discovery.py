@@ -14,6 +14,7 @@ RESOURCES = {
     "modelartifacts/progress": (True, ["get"]),
     "nodemodelstores": (False, ["delete", "get", "list", "watch"]),
     "nodemodelstores/status": (False, ["get", "patch", "update"]),
+    "modelprefetches": (True, ["create", "delete", "get", "list", "patch", "update", "watch"]),
 }
 
 
@@ -27,7 +28,7 @@ def check_group(admin: Api) -> None:
     assert {"groupVersion": f"{a.GROUP}/v1", "version": "v1"} in body["versions"]
 
 
-@rule("discovery.legacy", "GET /apis/worker.gpustack.ai/v1 lists exactly the four resources, "
+@rule("discovery.legacy", "GET /apis/worker.gpustack.ai/v1 lists exactly the five resources, "
       "their scope and verbs, short names and category")  # fmt: skip
 def check_legacy(admin: Api) -> None:
     response = admin.get(a.GV)
@@ -43,7 +44,9 @@ def check_legacy(admin: Api) -> None:
     assert served["nodemodelstores"]["kind"] == "NodeModelStore"
     assert "mart" in served["modelartifacts"].get("shortNames", [])
     assert served["nodemodelstores"].get("shortNames") == ["nms"]
-    for name in ("modelartifacts", "nodemodelstores"):
+    assert served["modelprefetches"]["kind"] == "ModelPrefetch"
+    assert served["modelprefetches"].get("shortNames") == ["mpf"]
+    for name in ("modelartifacts", "nodemodelstores", "modelprefetches"):
         assert "gpustack" in served[name].get("categories", []), name
 
 

@@ -55,8 +55,10 @@ def test_api_resources(kubectl: kubectl_support.Kubectl) -> None:
         "nms", "worker.gpustack.ai/v1", "false", "NodeModelStore",
     ]  # fmt: skip
     assert rows["nodemodelstores"][-1] == "gpustack"
+    assert rows["modelprefetches"][1:5] == ["mpf", "worker.gpustack.ai/v1", "true", "ModelPrefetch"]
     names = kubectl.run("api-resources", "--categories=gpustack", "-o", "name").stdout.split()
-    assert set(names) == {"modelartifacts.worker.gpustack.ai", "nodemodelstores.worker.gpustack.ai"}
+    assert set(names) == {"modelartifacts.worker.gpustack.ai", "nodemodelstores.worker.gpustack.ai",
+                          "modelprefetches.worker.gpustack.ai"}
 
 
 def test_apply_twice_updates_labels(kubectl: kubectl_support.Kubectl) -> None:

@@ -49,6 +49,7 @@ async def test_embedded_controllers_use_the_clusters_sources(
     cp.add_token("worker-token", UserInfo(WORKER, uid="w"))
     cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),
                                   ("secrets", "persistentvolumeclaims", "configmaps", "pods")),
+                             Rule(("list", "watch"), ("",), ("nodes",)),  # prefetch selectors
                              Rule(("get", "create", "update"), ("coordination.k8s.io",),
                                   ("leases",)),
                              Rule(("create",), ("",), ("events",))])

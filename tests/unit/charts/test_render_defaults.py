@@ -35,6 +35,8 @@ def test_kinds(default_docs: list[dict[str, Any]]) -> None:
         ("APIService", "v1.worker.gpustack.ai"),
         ("CSIDriver", "model.csi.gpustack.ai"),
         ("ClusterRole", "model-manager-node"),
+        ("ClusterRole", "model-manager-tenant-editor"),
+        ("ClusterRole", "model-manager-tenant-reader"),
         ("ClusterRole", "model-manager-worker"),
         ("ClusterRoleBinding", "model-manager-node"),
         ("ClusterRoleBinding", "model-manager-worker"),
@@ -158,6 +160,8 @@ def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any
     group = "worker.gpustack.ai"
     assert cluster == {
         ("", "nodes", "get"),
+        *{("", "nodes", v) for v in ("list", "watch")},
+        *{("", "pods", v) for v in ("create", "delete", "list", "watch")},
         ("", "nodes/proxy", "get"),
         *{("storage.k8s.io", "csinodes", v) for v in ("list", "watch")},
         *{("", "secrets", v) for v in ("get", "list", "watch")},
@@ -167,6 +171,8 @@ def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any
         *{(group, "modelartifacts/status", v) for v in ("get", "update", "patch")},
         *{(group, "nodemodelstores", v)
           for v in ("get", "list", "watch", "create", "update", "patch", "delete")},
+        *{(group, "modelprefetches", v) for v in ("get", "list", "watch")},
+        *{(group, "modelprefetches/status", v) for v in ("get", "update", "patch")},
     }  # fmt: skip
     role = helm.one(default_docs, "Role", "model-manager-worker")
     assert role["metadata"]["namespace"] == NS

@@ -20,6 +20,10 @@ EXPECTED_PATHS = {
     f"{BASE}/nodemodelstores": {"get"},
     f"{BASE}/nodemodelstores/{{name}}": {"get", "delete"},
     f"{BASE}/nodemodelstores/{{name}}/status": {"get", "put", "patch"},
+    f"{NS}/modelprefetches": {"get", "post"},
+    f"{NS}/modelprefetches/{{name}}": {"get", "put", "patch", "delete"},
+    f"{BASE}/modelprefetches": {"get"},
+    f"{NS}/modelprefetches/{{name}}/status": {"get", "put", "patch"},
 }
 METHODS = {"get", "put", "post", "patch", "delete"}
 
@@ -49,10 +53,11 @@ def test_every_operation_names_its_action_and_an_object_gvk(doc: dict[str, Any])
         assert isinstance(gvk, dict)
         assert gvk["group"] == "worker.gpustack.ai" and gvk["version"] == "v1"
         expected = "ModelArtifactProgress" if url.endswith("/progress") else (
-            "ModelArtifact" if "modelartifacts" in url else "NodeModelStore")
+            "ModelArtifact" if "modelartifacts" in url else
+            "ModelPrefetch" if "modelprefetches" in url else "NodeModelStore")
         assert gvk["kind"] == expected, (url, method)
     list_ops = [op for url, m, op in operations(doc) if op["x-kubernetes-action"] == "list"]
-    assert len(list_ops) == 3
+    assert len(list_ops) == 5
 
 
 def query_names(operation: dict[str, Any]) -> set[str]:
@@ -61,7 +66,8 @@ def query_names(operation: dict[str, Any]) -> set[str]:
 
 def test_writes_carry_field_validation_and_friends(doc: dict[str, Any]) -> None:
     writes = [(u, m, op) for u, m, op in operations(doc) if m in ("post", "put", "patch")]
-    assert len(writes) == 7  # create, replace+patch of MA, of its status, of NMS status
+    # create, replace and patch of MA and of MP, replace and patch of every status
+    assert len(writes) == 12
     for _, _, operation in writes:
         assert {"fieldValidation", "fieldManager", "dryRun", "pretty"} <= query_names(operation)
         # force belongs to apply patches only, as in kube's documents
@@ -99,8 +105,8 @@ def test_patch_accepts_only_json_patch_and_merge_patch() -> None:
 def test_component_schemas_carry_list_gvks() -> None:
     components = documents.openapi_v3()["components"]["schemas"]
     definitions = documents.openapi_v2()["definitions"]
-    for kind in ("ModelArtifact", "NodeModelStore", "ModelArtifactProgress",
-                 "ModelArtifactList", "NodeModelStoreList"):
+    for kind in ("ModelArtifact", "NodeModelStore", "ModelPrefetch", "ModelArtifactProgress",
+                 "ModelArtifactList", "NodeModelStoreList", "ModelPrefetchList"):
         for table in (components, definitions):
             gvk = table[f"io.gpustack.worker.v1.{kind}"]["x-kubernetes-group-version-kind"]
             assert gvk == [{"group": "worker.gpustack.ai", "kind": kind, "version": "v1"}]
@@ -158,7 +164,8 @@ def schema_paths(schema: dict[str, Any], prefix: str, table: dict[str, Any],
         yield from schema_paths(schema["items"], f"{prefix}[]", table, prefix_ref)
 
 
-@pytest.mark.parametrize("kind", ["ModelArtifact", "NodeModelStore", "ModelArtifactProgress"])
+@pytest.mark.parametrize("kind", ["ModelArtifact", "NodeModelStore", "ModelPrefetch",
+                                  "ModelArtifactProgress"])
 def test_every_schema_property_reaches_both_documents(kind: str) -> None:
     source = set(schema_paths(schemas.for_kind(kind), kind, schemas.DEFINITIONS,
                               "#/components/schemas/"))
@@ -183,7 +190,7 @@ def test_documents_are_deterministic_and_independent() -> None:
 def test_document_headers() -> None:
     assert documents.openapi_v3()["openapi"].startswith("3.0")
     assert documents.openapi_v2()["swagger"] == "2.0"
-    assert set(resources.BY_PLURAL) == {"modelartifacts", "nodemodelstores"}
+    assert set(resources.BY_PLURAL) == {"modelartifacts", "nodemodelstores", "modelprefetches"}
 
 
 def _is_patch(operation: dict[str, Any]) -> bool:

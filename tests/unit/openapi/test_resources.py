@@ -38,10 +38,24 @@ def test_node_model_store_is_cluster_scoped_and_read_delete_only() -> None:
     assert set(status.verbs) == {"get", "patch", "update"}
 
 
+def test_model_prefetch_is_namespaced_with_a_worker_only_status() -> None:
+    info = resources.MODEL_PREFETCH
+    assert (info.kind, info.list_kind, info.plural, info.singular) == (
+        "ModelPrefetch", "ModelPrefetchList", "modelprefetches", "modelprefetch")
+    assert info.namespaced and info.short_names == ("mpf",) and info.categories == ("gpustack",)
+    assert set(info.verbs) == {"create", "delete", "get", "list", "patch", "update", "watch"}
+    assert "deletecollection" not in info.verbs
+    status = info.subresource("status")
+    assert status is not None and set(status.verbs) == {"get", "patch", "update"}
+    assert not status.discovered  # the worker's, like the ModelArtifact's
+    assert [sub.name for sub in info.subresources] == ["status"]
+
+
 def test_lookup_tables() -> None:
     assert resources.BY_PLURAL == {
         "modelartifacts": resources.MODEL_ARTIFACT,
         "nodemodelstores": resources.NODE_MODEL_STORE,
+        "modelprefetches": resources.MODEL_PREFETCH,
     }
     progress = resources.BY_KIND["ModelArtifactProgress"]
     assert progress is resources.MODEL_ARTIFACT_PROGRESS

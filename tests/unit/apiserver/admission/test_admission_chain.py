@@ -39,7 +39,7 @@ def test_the_rules_run_in_one_documented_order() -> None:
     assert admitting.standalone().names == (
         "WorkerWritesStatus", "NodePluginWritesNodeStoreStatus",
         "Schema", "ArtifactSource", "ImageVolumeFloor", "ImmutableArtifactSpec",
-        "NodeStoreWatermarks")
+        "NodeStoreWatermarks", "PrefetchSpec", "PrefetchArtifact", "ImmutablePrefetchArtifact")
     docs = (REPO / "docs" / "architecture.md").read_text()
     for name in admitting.standalone().names:
         assert f"`{name}`" in docs, f"docs/architecture.md does not list the rule {name}"

@@ -18,4 +18,28 @@ def test_the_documented_roles_are_the_built_in_ones() -> None:
     reader = rbac.Role("model-artifact-reader", (rbac.Rule(
         ("get", "list", "watch"), (policy.GROUP,), ("modelartifacts", "modelartifacts/progress")),),
         "team-a")  # seed 001's tenant Role
-    assert documented.roles == (policy.WORKER, policy.PLUGIN, reader)
+    assert documented.roles == (policy.WORKER, policy.PLUGIN, policy.TENANT_READER,
+                                policy.TENANT_EDITOR, reader)
+
+
+async def test_a_tenant_editor_bound_in_its_namespace_prefetches_there_only() -> None:
+    from apiserver.auth import attributes as attrs
+    from apiserver.auth import user as users
+
+    binding = rbac.Binding("alice-editor", "ClusterRole", policy.TENANT_EDITOR_ROLE,
+                           (rbac.Subject("User", "alice"),), "team-a")
+    evaluator = rbac.Evaluator(policy.builtin(worker="w", plugin="p")
+                               + rbac.Policy(bindings=(binding,)))
+    alice = users.UserInfo(name="alice")
+
+    async def allowed(verb: str, namespace: str, resource: str, subresource: str = "") -> bool:
+        verdict = await evaluator.authorize(attrs.Attributes(
+            user=alice, verb=verb, namespace=namespace, api_group=policy.GROUP,
+            resource=resource, subresource=subresource, resource_request=True, path=""))
+        return verdict.allowed
+
+    assert await allowed("create", "team-a", "modelprefetches")
+    assert await allowed("delete", "team-a", "modelprefetches")
+    assert not await allowed("create", "team-b", "modelprefetches")
+    assert not await allowed("list", "", "modelprefetches")  # all namespaces: no
+    assert not await allowed("update", "team-a", "modelprefetches", "status")  # the worker's

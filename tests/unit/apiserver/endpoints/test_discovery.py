@@ -64,7 +64,12 @@ async def test_resource_list() -> None:
         "modelartifacts/progress",
         "nodemodelstores",
         "nodemodelstores/status",
+        "modelprefetches",
     }
+    mpf = by_name["modelprefetches"]
+    assert mpf["namespaced"] is True and mpf["kind"] == "ModelPrefetch"
+    assert mpf["shortNames"] == ["mpf"] and mpf["categories"] == ["gpustack"]
+    assert mpf["verbs"] == ["create", "delete", "get", "list", "patch", "update", "watch"]
     mart = by_name["modelartifacts"]
     assert mart["namespaced"] is True
     assert mart["kind"] == "ModelArtifact"
@@ -118,6 +123,9 @@ async def test_aggregated(accept: str, version: str) -> None:
     ]
     assert by_name["nodemodelstores"]["scope"] == "Cluster"
     assert by_name["nodemodelstores"]["categories"] == ["gpustack"]
+    assert by_name["modelprefetches"]["scope"] == "Namespaced"
+    assert by_name["modelprefetches"]["responseKind"]["kind"] == "ModelPrefetch"
+    assert by_name["modelprefetches"].get("subresources", []) == []  # status is the worker's
 
 
 async def test_aggregated_etag_304() -> None:

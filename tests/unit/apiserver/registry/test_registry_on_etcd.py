@@ -34,7 +34,8 @@ async def wired(etcd_server: etcd.Etcd,
                 tmp_path: pathlib.Path) -> AsyncIterator[build.Registry]:
     storage = entry.open_storage(_settings(etcd_server, tmp_path))
     assert isinstance(storage, watchcache.Cache)
-    assert sorted(storage.windows) == ["/modelartifacts/", "/nodemodelstores/"]
+    assert sorted(storage.windows) == ["/modelartifacts/", "/modelprefetches/",
+                                       "/nodemodelstores/"]
     await storage.start()
     try:
         yield build.build(storage, admission=admitting.standalone())

@@ -1,0 +1,166 @@
+"""ModelPrefetch against the standalone server with embedded controllers and the fixture hub: served
+with CRUD, table columns and explain; a claim artifact refused at admission naming why; a tenant
+bound to the editor role in its namespace prefetches there and nowhere else; the pin reaches the
+target node's NodeModelStore, the node's report becomes the prefetch's status, and deleting the
+prefetch withdraws the pin."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import apiserver as support
+from tests.support import fakehub, kubectl
+
+REPO = "org/prefetch-model"
+NAMESPACE = "team-a"
+GROUP = "/apis/worker.gpustack.ai/v1"
+NS = f"{GROUP}/namespaces/{NAMESPACE}"
+PLUGIN = "system:serviceaccount:gpustack-system:model-manager-node"
+POLICY = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: alice-editor, namespace: {NAMESPACE}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole,
+          name: model-manager-tenant-editor}}
+subjects:
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}
+"""
+
+
+@pytest.fixture
+def hub() -> Iterator[fakehub.FakeHub]:
+    with fakehub.run_fakehub() as running:
+        running.add_repo(REPO, {"config.json": b"{}\n", "model.safetensors": 4096})
+        yield running
+
+
+def _wait(what: str, check: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(0.05)
+
+
+def _artifact(name: str, source: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"source": source}}
+
+
+def _prefetch(name: str, artifact: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelPrefetch",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"artifactRef": {"name": artifact}, **spec}}
+
+
+def _resolved(client: httpx.Client, name: str) -> dict[str, Any] | None:
+    found = client.get(f"{NS}/modelartifacts/{name}").json()
+    conditions = (found.get("status") or {}).get("conditions") or []
+    done = any(c["type"] == "Resolved" and c["status"] == "True" for c in conditions)
+    return found if done else None
+
+
+def _pinned(client: httpx.Client, node: str) -> list[str]:
+    spec = client.get(f"{GROUP}/nodemodelstores/{node}").json().get("spec") or {}
+    return list(spec.get("pinned") or [])
+
+
+def test_prefetch_admission_status_and_pins(hub: fakehub.FakeHub, tmp_path: pathlib.Path) -> None:
+    data = tmp_path / "api"
+    data.mkdir()
+    (data / "policy.yaml").write_text(POLICY)
+    with support.running(data, extra_args=[
+        "--controllers=embedded", "--huggingface-endpoint", hub.endpoint,
+        "--node", "node-1=https://127.0.0.1:9", "--node", "node-2=https://127.0.0.1:9",
+    ]) as server:
+        try:
+            _scenario(server, tmp_path)
+        except BaseException:
+            print("--- server log\n" + server.log()[-12000:])
+            raise
+
+
+def _scenario(server: support.RunningServer, base: pathlib.Path) -> None:
+    server.wait_for(f"{GROUP}/nodemodelstores/node-1")
+    server.wait_for(f"{GROUP}/nodemodelstores/node-2")
+    plugin_token = support.read_tokens(server.data_dir / "tokens.csv")[PLUGIN]
+    with server.client() as admin, server.client(token=plugin_token) as plugin:
+        assert admin.post(f"{NS}/modelartifacts", json=_artifact(
+            "qwen", {"huggingFace": {"repository": REPO}})).status_code == 201
+        assert admin.post(f"{NS}/modelartifacts", json=_artifact(
+            "on-claim", {"persistentVolumeClaim": {"claimName": "models"}})).status_code == 201
+        artifact = _wait("resolved", lambda: _resolved(admin, "qwen"))
+        digest = artifact["status"]["resolved"]["manifestDigest"]
+        _wait("claim resolved", lambda: _resolved(admin, "on-claim"))
+
+        # admission: a claim artifact cannot be prefetched, and says why
+        refused = admin.post(f"{NS}/modelprefetches", json=_prefetch(
+            "bad", "on-claim", targets={"nodeNames": ["node-1"]}))
+        assert refused.status_code == 422, refused.text
+        (cause,) = refused.json()["details"]["causes"]
+        assert cause["field"] == "spec.artifactRef.name"
+        assert "persistentVolumeClaim source" in cause["message"]
+        no_targets = admin.post(f"{NS}/modelprefetches", json=_prefetch("bad", "qwen"))
+        assert no_targets.status_code == 422
+        assert no_targets.json()["details"]["causes"][0]["field"] == "spec.targets"
+
+        # a tenant with the editor role prefetches in its namespace only
+        alice = {"Impersonate-User": "alice"}
+        created = admin.post(f"{NS}/modelprefetches", headers=alice, json=_prefetch(
+            "warm", "qwen", targets={"nodeNames": ["node-1"]}))
+        assert created.status_code == 201, created.text
+        elsewhere = admin.post(f"{GROUP}/namespaces/team-b/modelprefetches", headers=alice,
+                               json={**_prefetch("warm", "qwen"),
+                                     "metadata": {"name": "warm", "namespace": "team-b"}})
+        assert elsewhere.status_code == 403
+        status_write = admin.put(f"{NS}/modelprefetches/warm/status", headers=alice,
+                                 json=created.json())
+        assert status_write.status_code == 403
+
+        # the pin reaches node-1 only, and the status says Pending until the node reports
+        _wait("pinned", lambda: _pinned(admin, "node-1") == [digest])
+        assert _pinned(admin, "node-2") == []
+
+        def status() -> dict[str, Any]:
+            found: dict[str, Any] = admin.get(f"{NS}/modelprefetches/warm").json()
+            return dict(found.get("status") or {})
+
+        first = _wait("status", lambda: status().get("nodes") and status())
+        assert first["nodes"] == [{"name": "node-1", "phase": "Pending", "pinned": True}]
+        assert first["manifestDigest"] == digest and first["desiredNodes"] == 1
+
+        # node-1's plugin reports the digest Ready: the prefetch becomes Available
+        reported = plugin.patch(
+            f"{GROUP}/nodemodelstores/node-1/status",
+            headers={"Content-Type": "application/merge-patch+json"},
+            json={"status": {"models": [{"digest": digest, "state": "Ready",
+                                         "sizeBytes": 4099}]}})
+        assert reported.status_code == 200, reported.text
+
+        def available() -> bool:
+            conditions = status().get("conditions") or []
+            return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+
+        _wait("available", available)
+        assert status()["readyNodes"] == 1
+
+        ctl = kubectl.Kubectl(server.kubeconfig, base / "kubectl-cache")
+        table = ctl.run("get", "mpf", "-n", NAMESPACE).stdout.splitlines()
+        assert table[0].split() == ["NAME", "ARTIFACT", "READY", "DOWNLOADING", "PINNED",
+                                    "AVAILABLE"]
+        assert table[1].split() == ["warm", "qwen", "1/1", "0", "true", "True"]
+        explained = ctl.run("explain", "modelprefetches.spec.targets").stdout
+        assert "nodeSelector" in explained and "minReady" in explained
+
+        # deleting the prefetch withdraws the pin on the next pass
+        assert admin.delete(f"{NS}/modelprefetches/warm").status_code == 200
+        _wait("unpinned", lambda: _pinned(admin, "node-1") == [])
