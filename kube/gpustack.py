@@ -2,10 +2,10 @@
 
 ``ModelManager`` (async) and ``SyncModelManager`` (the same calls, blocking, for code without an
 event loop): create an artifact from a source, wait until it is resolved (with a timeout), read
-its progress, list the node stores and the nodes that hold a digest, delete an artifact. Every
-call goes through ``kube.Client``, so it uses the caller's kubeconfig and RBAC, and fails with
-the product's typed errors (``kube.NotFound``, ``kube.Forbidden``, ``kube.Invalid`` ... and
-``ResolutionTimeout`` here). Prefetching (ModelPrefetch) is not served yet, so it has no helper.
+its progress, list the node stores and the nodes that hold a digest, delete an artifact, create
+and delete a prefetch. Every call goes through ``kube.Client``, so it uses the caller's kubeconfig
+and RBAC, and fails with the product's typed errors (``kube.NotFound``, ``kube.Forbidden``,
+``kube.Invalid`` ... and ``ResolutionTimeout`` here).
 """
 
 from __future__ import annotations
@@ -69,6 +69,35 @@ Source = HubSource | ClaimSource | ImageSource
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class PrefetchSpec:
+    """A ModelPrefetch's spec: warm ``artifact`` (same namespace) on the nodes named and those
+    ``node_selector`` matches; ``min_ready`` Ready nodes make it Available (0: every target);
+    ``pinned`` keeps the copies against collection while the prefetch exists, until a copy went
+    unused for ``ttl_after_last_use`` (a duration such as ``72h``; empty: no limit)."""
+
+    artifact: str
+    node_names: tuple[str, ...] = ()
+    node_selector: Mapping[str, str] | None = None
+    min_ready: int = 0
+    pinned: bool = True
+    ttl_after_last_use: str = ""
+
+    def spec(self) -> Obj:
+        targets: Obj = {}
+        if self.node_names:
+            targets["nodeNames"] = list(self.node_names)
+        if self.node_selector is not None:
+            targets["nodeSelector"] = dict(self.node_selector)
+        if self.min_ready:
+            targets["minReady"] = self.min_ready
+        retention: Obj = {"pinned": self.pinned}
+        if self.ttl_after_last_use:
+            retention["ttlAfterLastUse"] = self.ttl_after_last_use
+        return {"artifactRef": {"name": self.artifact}, "targets": targets,
+                "retention": retention}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Artifact:
     """A ModelArtifact as the GPUStack server reads it."""
 
@@ -112,22 +141,36 @@ class NodeStore:
     stored_bytes: int
     models: tuple[Obj, ...]
     """``status.models``: each a digest, its state and sizes."""
+    used_percent: int | None = None
+    """``status.capacity.usedPercent`` (a multiple of 5), None before the plugin reported."""
+    conditions: tuple[Obj, ...] = ()
+    """``status.conditions``: Ready, CapacityLow."""
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> NodeStore:
         status = obj.get("status") or {}
         capacity = status.get("capacity") or {}
-        ready: Obj = next((c for c in status.get("conditions") or ()
-                      if c.get("type") == reasons.READY), {})
+        conditions = tuple(dict(c) for c in status.get("conditions") or ())
+        ready: Obj = next((c for c in conditions if c.get("type") == reasons.READY), {})
+        used = capacity.get("usedPercent")
         return cls(node=str((obj.get("metadata") or {}).get("name") or ""),
                    ready=ready.get("status") == "True",
                    total_bytes=int(capacity.get("totalBytes") or 0),
                    stored_bytes=int(capacity.get("storedBytes") or 0),
-                   models=tuple(dict(m) for m in status.get("models") or ()))
+                   models=tuple(dict(m) for m in status.get("models") or ()),
+                   used_percent=used if isinstance(used, int) else None,
+                   conditions=conditions)
 
     def holds(self, digest: str) -> bool:
         """The node holds ``digest`` published (state Ready)."""
         return any(m.get("digest") == digest and m.get("state") == "Ready" for m in self.models)
+
+    def entry(self, digest: str) -> Obj | None:
+        """This node's ``status.models`` entry for ``digest`` (any state), None if unlisted."""
+        return next((m for m in self.models if m.get("digest") == digest), None)
+
+    def condition(self, kind: str) -> Obj | None:
+        return next((c for c in self.conditions if c.get("type") == kind), None)
 
 
 class ResolutionTimeout(errors.KubeError):
@@ -193,6 +236,12 @@ class ModelManager:
     async def delete_artifact(self, namespace: str, name: str) -> None:
         await self.api.delete(resources.ModelArtifact, name, namespace=namespace)
 
+    async def list_artifacts(self, namespace: str = "*") -> list[Artifact]:
+        """The artifacts of ``namespace`` (``"*"``: every namespace, which needs a cluster-wide
+        list grant)."""
+        listed = await self.api.list(resources.ModelArtifact, namespace=namespace)
+        return [Artifact.of(_plain(obj)) for obj in listed.items]
+
     async def wait_resolved(self, namespace: str, name: str, timeout: float) -> Artifact:
         """The artifact once its Resolved condition is True; ``ResolutionTimeout`` after
         ``timeout`` seconds (a failure the worker retries is waited through, as it may pass)."""
@@ -206,16 +255,23 @@ class ModelManager:
                     stream = self.api.watch(resources.ModelArtifact, namespace=namespace,
                                             fields={"metadata.name": name},
                                             resource_version=version or None)
-                    async for kind, obj in stream:
-                        if kind == "DELETED":
-                            raise errors.NotFound(404, "NotFound",
-                                                  f"{namespace}/{name} was deleted")
-                        if kind in ("ADDED", "MODIFIED"):
-                            last = Artifact.of(_plain(obj))
-                            version = str(last.raw.get("metadata", {})
-                                          .get("resourceVersion") or version)
-                            if last.resolved:
-                                return last
+                    try:
+                        async for kind, obj in stream:
+                            if kind == "DELETED":
+                                raise errors.NotFound(404, "NotFound",
+                                                      f"{namespace}/{name} was deleted")
+                            if kind in ("ADDED", "MODIFIED"):
+                                last = Artifact.of(_plain(obj))
+                                version = str(last.raw.get("metadata", {})
+                                              .get("resourceVersion") or version)
+                                if last.resolved:
+                                    return last
+                    except errors.Expired:
+                        # the version was compacted away: read the artifact again, watch from it
+                        last = await self.get_artifact(namespace, name)
+                        if last.resolved:
+                            return last
+                        version = str(last.raw.get("metadata", {}).get("resourceVersion") or "")
         except TimeoutError:
             raise ResolutionTimeout(last, timeout) from None
 
@@ -234,6 +290,29 @@ class ModelManager:
     async def nodes_holding(self, digest: str) -> list[str]:
         """The nodes whose cache holds ``digest`` published, by name."""
         return sorted(store.node for store in await self.node_stores() if store.holds(digest))
+
+    async def create_prefetch(self, namespace: str, name: str,
+                              spec: PrefetchSpec | Mapping[str, Any], *,
+                              labels: Mapping[str, str] | None = None) -> Obj:
+        """A ModelPrefetch (a ``PrefetchSpec``, or a spec spelled as the schema spells it); the
+        created object. ``kube.Invalid`` when the spec does not fit the schema (no target, an
+        artifact that is not a hub source), ``kube.Forbidden`` outside the caller's grant."""
+        metadata: Obj = {"name": name, "namespace": namespace}
+        if labels:
+            metadata["labels"] = dict(labels)
+        body = {"apiVersion": contract.GROUP_VERSION, "kind": contract.MODEL_PREFETCH.kind,
+                "metadata": metadata,
+                "spec": spec.spec() if isinstance(spec, PrefetchSpec) else dict(spec)}
+        created = await self.api.create(resources.ModelPrefetch.from_dict(body),
+                                        namespace=namespace)
+        return _plain(created)
+
+    async def get_prefetch(self, namespace: str, name: str) -> Obj:
+        return _plain(await self.api.get(resources.ModelPrefetch, name, namespace=namespace))
+
+    async def delete_prefetch(self, namespace: str, name: str) -> None:
+        """Deleting a prefetch withdraws its intent: its pins leave on the worker's next pass."""
+        await self.api.delete(resources.ModelPrefetch, name, namespace=namespace)
 
 
 class SyncModelManager:
@@ -270,6 +349,9 @@ class SyncModelManager:
     def delete_artifact(self, namespace: str, name: str) -> None:
         self._runner.run(self._async.delete_artifact(namespace, name))
 
+    def list_artifacts(self, namespace: str = "*") -> list[Artifact]:
+        return self._runner.run(self._async.list_artifacts(namespace))
+
     def wait_resolved(self, namespace: str, name: str, timeout: float) -> Artifact:
         return self._runner.run(self._async.wait_resolved(namespace, name, timeout))
 
@@ -281,3 +363,13 @@ class SyncModelManager:
 
     def nodes_holding(self, digest: str) -> list[str]:
         return self._runner.run(self._async.nodes_holding(digest))
+
+    def create_prefetch(self, namespace: str, name: str,
+                        spec: PrefetchSpec | Mapping[str, Any], **options: Any) -> Obj:
+        return self._runner.run(self._async.create_prefetch(namespace, name, spec, **options))
+
+    def get_prefetch(self, namespace: str, name: str) -> Obj:
+        return self._runner.run(self._async.get_prefetch(namespace, name))
+
+    def delete_prefetch(self, namespace: str, name: str) -> None:
+        self._runner.run(self._async.delete_prefetch(namespace, name))

@@ -3,6 +3,7 @@
 ``ModelArtifact`` (namespaced) and ``NodeModelStore`` (cluster-scoped) are lightkube generic
 resources (dict-like objects); each has a ``.Status`` class for its ``status`` subresource, so
 ``client.patch(NodeModelStore.Status, name, {"status": ...})`` writes only the status.
+``ModelPrefetch`` (namespaced) likewise, for the GPUStack helpers' create and delete.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ NodeModelStore: type[GenericGlobalResource] = create_global_resource(
     contract.VERSION,
     contract.NODE_MODEL_STORE.kind,
     contract.NODE_MODEL_STORE.plural,
+)
+
+ModelPrefetch: type[GenericNamespacedResource] = create_namespaced_resource(
+    contract.GROUP,
+    contract.VERSION,
+    contract.MODEL_PREFETCH.kind,
+    contract.MODEL_PREFETCH.plural,
 )
 
 

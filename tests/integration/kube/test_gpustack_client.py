@@ -1,6 +1,6 @@
 """The GPUStack server's client (``kube.gpustack``) against the real standalone server, its
 embedded controllers resolving against the fixture hub: create, wait, progress, node stores and
-the nodes holding a digest, the typed errors, and the blocking variant."""
+the nodes holding a digest, listing, a prefetch, the typed errors, and the blocking variant."""
 
 from __future__ import annotations
 
@@ -57,6 +57,12 @@ async def test_create_wait_progress_and_the_nodes_holding_it(
             await plugin.patch(NodeModelStore.Status, NODE, {"status": {"models": [
                 {"digest": resolved.manifest_digest, "state": "Ready", "sizeBytes": 4098}]}})
         assert await models.nodes_holding(resolved.manifest_digest) == [NODE]
+        (store,) = await models.node_stores()
+        assert store.entry(resolved.manifest_digest) == {
+            "digest": resolved.manifest_digest, "state": "Ready", "sizeBytes": 4098}
+        listed = await models.list_artifacts("team-a")
+        assert [(a.name, a.resolved) for a in listed] == [("tiny", True)]
+        assert "team-a/tiny" in {f"{a.namespace}/{a.name}" for a in await models.list_artifacts()}
         await models.delete_artifact("team-a", "tiny")
         with pytest.raises(kube.NotFound):
             await models.get_artifact("team-a", "tiny")
@@ -89,4 +95,27 @@ def test_the_blocking_client(server: support.RunningServer, tmp_path: pathlib.Pa
         assert resolved.revision == COMMIT
         assert models.progress("team-b", "tiny")["manifestDigest"] == resolved.manifest_digest
         assert [store.node for store in models.node_stores()] == [NODE]
+        assert [a.name for a in models.list_artifacts("team-b")] == ["tiny"]
+        models.create_prefetch("team-b", "warm", gpustack.PrefetchSpec("tiny", node_names=(NODE,)))
+        assert models.get_prefetch("team-b", "warm")["spec"]["artifactRef"] == {"name": "tiny"}
+        models.delete_prefetch("team-b", "warm")
         models.delete_artifact("team-b", "tiny")
+
+
+async def test_a_prefetch_is_created_and_deleted(server: support.RunningServer) -> None:
+    async with gpustack.ModelManager.from_kubeconfig(str(server.kubeconfig)) as models:
+        await models.create_artifact("team-c", "tiny", gpustack.HubSource("huggingFace", REPO))
+        spec = gpustack.PrefetchSpec("tiny", node_names=(NODE,))
+        created = await models.create_prefetch("team-c", "warm", spec, labels={"app": "g"})
+        assert created["spec"]["artifactRef"] == {"name": "tiny"}
+        assert created["spec"]["targets"]["nodeNames"] == [NODE]
+        assert (await models.get_prefetch("team-c", "warm"))["metadata"]["labels"] == {
+            "app": "g"}
+        with pytest.raises(kube.AlreadyExists):
+            await models.create_prefetch("team-c", "warm", spec)
+        with pytest.raises(kube.Invalid, match="targets"):
+            await models.create_prefetch("team-c", "nowhere", gpustack.PrefetchSpec("tiny"))
+        await models.delete_prefetch("team-c", "warm")
+        with pytest.raises(kube.NotFound):
+            await models.delete_prefetch("team-c", "warm")
+        await models.delete_artifact("team-c", "tiny")

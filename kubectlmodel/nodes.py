@@ -1,0 +1,86 @@
+"""``kubectl model nodes``: every NodeModelStore with its cache's use and the content it holds.
+
+A digest is shown with the artifacts that name it where the caller may list artifacts in every
+namespace (an operator); otherwise by digest alone, as the node store itself reports it (it never
+names a tenant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+import kube
+from kube import gpustack
+from kubectlmodel import render
+from openapi import reasons
+
+
+def used_text(store: gpustack.NodeStore) -> str:
+    if not store.total_bytes:
+        return "-"
+    used = f"{render.size(store.stored_bytes)}/{render.size(store.total_bytes)}"
+    return f"{used} ({store.used_percent}% of the filesystem)" if store.used_percent is not None \
+        else used
+
+
+def model_lines(store: gpustack.NodeStore, names: Mapping[str, Sequence[str]]) -> str:
+    found = []
+    for model in store.models:
+        digest = str(model.get("digest") or "")
+        state = str(model.get("state") or "")
+        total = int(model.get("sizeBytes") or 0)
+        held = total if state == "Ready" else int(model.get("downloadedBytes") or 0)
+        text = f"{render.short_digest(digest)} {state} {render.size(held)}/{render.size(total)}"
+        if model.get("reason"):
+            text += f" {model['reason']}"
+        if model.get("referenced"):
+            text += " mounted"
+        if names.get(digest):
+            text += " " + ",".join(names[digest])
+        found.append(text)
+    return "\n".join(found) or "-"
+
+
+def table(stores: Sequence[gpustack.NodeStore], names: Mapping[str, Sequence[str]]) -> Table:
+    grid = Table(box=None, show_edge=False, pad_edge=False)
+    for heading in ("NODE", "READY", "USED/CAPACITY", "MODELS"):
+        grid.add_column(heading, no_wrap=heading != "MODELS")
+    for store in sorted(stores, key=lambda s: s.node):
+        ready = store.condition(reasons.READY)
+        grid.add_row(Text(store.node), str((ready or {}).get("status") or "Unknown"),
+                     used_text(store), Text(model_lines(store, names)))
+    return grid
+
+
+async def artifact_names(models: gpustack.ModelManager) -> dict[str, list[str]]:
+    """digest -> ``namespace/name`` of the artifacts naming it; empty when not permitted."""
+    try:
+        artifacts = await models.list_artifacts("*")
+    except kube.Forbidden:
+        return {}
+    names: dict[str, list[str]] = {}
+    for artifact in artifacts:
+        if artifact.manifest_digest:
+            names.setdefault(artifact.manifest_digest, []).append(
+                f"{artifact.namespace}/{artifact.name}")
+    return {digest: sorted(found) for digest, found in names.items()}
+
+
+async def run(models: gpustack.ModelManager, *, console: Console) -> int:
+    stores = await models.node_stores()
+    if not stores:
+        console.print("No node stores found.", highlight=False)
+        return 0
+    found = table(stores, await artifact_names(models))
+    if console.is_terminal:
+        console.print(found)
+        return 0
+    # a pipe: kubectl's columns, without the padding rich gives the last one
+    with console.capture() as captured:
+        console.print(found)
+    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    return 0

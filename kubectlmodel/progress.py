@@ -1,0 +1,116 @@
+"""``kubectl model progress NAME [--watch] [-o json]``: one look, or looks every ``interval``
+seconds until the artifact is ready somewhere and nothing downloads (``Snapshot.done``).
+
+A terminal gets rich's live table (bars redrawn in place); a pipe gets a line per change; ``-o
+json`` prints the ``progress`` object (again each time it changes, with ``--watch``). While
+watching, an answer that failed on the way (a 5xx, a lost connection) is retried at the next
+look; a refusal or a missing artifact ends the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+import kube
+from kube import gpustack
+from kubectlmodel import render, snapshot
+
+TRANSIENT = (kube.ServerError, kube.ConnectionFailed)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class Command:
+    """One ``progress`` run: its reader, the rates between its looks, where it writes."""
+
+    def __init__(self, models: gpustack.ModelManager, namespace: str, name: str, *,
+                 console: Console, out: TextIO, interval: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 now: Callable[[], datetime.datetime] = _now) -> None:
+        self.reader = snapshot.Reader(models, namespace, name)
+        self.console = console
+        self.out = out
+        self.interval = interval
+        self.monotonic = monotonic
+        self.now = now
+        self.rates = snapshot.Rates()
+
+    async def take(self) -> snapshot.Snapshot:
+        return await self.reader.take(self.monotonic(), self.now())
+
+    async def looks(self, watch: bool) -> snapshot.Snapshot:
+        """The next snapshot; while watching, a transient failure waits for the next look."""
+        while True:
+            try:
+                return await self.take()
+            except TRANSIENT as failure:
+                if not watch or isinstance(failure, kube.TLSError):  # a TLS refusal stays one
+                    raise
+                self.on_transient(failure)
+                await asyncio.sleep(self.interval)
+
+    def on_transient(self, failure: kube.KubeError) -> None:
+        """Said above the live view on a terminal; on stderr when stdout is data."""
+        said = Text(f"retrying: {render.cut(str(failure))}", "yellow")
+        target = self.console if self.console.is_terminal else Console(stderr=True)
+        target.print(said, highlight=False)
+
+    async def json(self, watch: bool) -> int:
+        last: dict[str, object] | None = None
+        while True:
+            shot = await self.looks(watch)
+            body = {k: v for k, v in shot.progress.items() if k != "timestamp"}
+            if body != last:
+                self.out.write(json.dumps(shot.progress, indent=2) + "\n")
+                self.out.flush()
+                last = body
+            if not watch or shot.done:
+                return 0
+            await asyncio.sleep(self.interval)
+
+    async def lines(self, watch: bool) -> int:
+        printed: dict[str, tuple[object, ...]] = {}
+        while True:
+            shot = await self.looks(watch)
+            for line in render.lines(shot, render.rates_for(shot, self.rates)):
+                if printed.get(line.key) != line.change:
+                    self.out.write(line.text + "\n")
+                    printed[line.key] = line.change
+            self.out.flush()
+            if not watch or shot.done:
+                return 0
+            await asyncio.sleep(self.interval)
+
+    async def terminal(self, watch: bool) -> int:
+        shot = await self.looks(watch)
+        if not watch:
+            self.console.print(render.frame(shot, render.rates_for(shot, self.rates)))
+            return 0
+        with Live(render.frame(shot, render.rates_for(shot, self.rates)),
+                  console=self.console, refresh_per_second=4) as live:
+            while not shot.done:
+                await asyncio.sleep(self.interval)
+                shot = await self.looks(watch)
+                live.update(render.frame(shot, render.rates_for(shot, self.rates)))
+        return 0
+
+
+async def run(models: gpustack.ModelManager, namespace: str, name: str, *, watch: bool,
+              output: str, console: Console, out: TextIO, interval: float) -> int:
+    command = Command(models, namespace, name, console=console, out=out, interval=interval)
+    if output == "json":
+        return await command.json(watch)
+    if console.is_terminal:
+        return await command.terminal(watch)
+    return await command.lines(watch)

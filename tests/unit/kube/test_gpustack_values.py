@@ -1,0 +1,71 @@
+"""``kube.gpustack``'s values: the specs the sources and a prefetch send, and what the helpers
+read back from an artifact and a node store."""
+
+from __future__ import annotations
+
+from kube import errors, gpustack
+
+DIGEST = "sha256:" + "ef" * 32
+
+
+def test_sources_spell_the_schema() -> None:
+    assert gpustack.HubSource("huggingFace", "org/m").spec() == {
+        "huggingFace": {"repository": "org/m"}}
+    assert gpustack.HubSource("modelScope", "org/m", "v1", "tok").spec() == {
+        "modelScope": {"repository": "org/m", "revision": "v1", "secretRef": {"name": "tok"}}}
+    assert gpustack.ClaimSource("weights", "qwen").spec() == {
+        "persistentVolumeClaim": {"claimName": "weights", "path": "qwen"}}
+    assert gpustack.ImageSource("r/m@sha256:" + "0" * 64).spec() == {
+        "image": {"reference": "r/m@sha256:" + "0" * 64}}
+
+
+def test_a_prefetch_spec() -> None:
+    assert gpustack.PrefetchSpec("qwen", node_names=("node-a",)).spec() == {
+        "artifactRef": {"name": "qwen"}, "targets": {"nodeNames": ["node-a"]},
+        "retention": {"pinned": True}}
+    assert gpustack.PrefetchSpec("qwen", node_selector={"gpu": "a100"}, min_ready=2,
+                                 ttl_after_last_use="72h").spec() == {
+        "artifactRef": {"name": "qwen"},
+        "targets": {"nodeSelector": {"gpu": "a100"}, "minReady": 2},
+        "retention": {"pinned": True, "ttlAfterLastUse": "72h"}}
+    assert gpustack.PrefetchSpec("qwen", node_selector={}, pinned=False).spec()["targets"] == {
+        "nodeSelector": {}}
+
+
+def test_an_artifact_read_back() -> None:
+    found = gpustack.Artifact.of({
+        "metadata": {"name": "qwen", "namespace": "team-a", "uid": "u1"},
+        "status": {"resolved": {"revision": "c" * 40, "manifestDigest": DIGEST,
+                                "sizeBytes": 7},
+                   "conditions": [{"type": "Degraded", "status": "True"},
+                                  {"type": "Resolved", "status": "True", "reason": "Resolved",
+                                   "message": "ok"}]}})
+    assert (found.resolved, found.reason, found.manifest_digest, found.size_bytes) == (
+        True, "Resolved", DIGEST, 7)
+    blank = gpustack.Artifact.of({"metadata": {"name": "new", "namespace": "team-a"}})
+    assert (blank.resolved, blank.reason, blank.manifest_digest) == (False, "", "")
+    late = gpustack.ResolutionTimeout(gpustack.Artifact.of({
+        "metadata": {"name": "x", "namespace": "n"},
+        "status": {"conditions": [{"type": "Resolved", "status": "False",
+                                   "reason": "AccessDenied", "message": "401"}]}}), 3)
+    assert isinstance(late, errors.KubeError)
+    assert late.message == "n/x was not resolved within 3s (last: AccessDenied: 401)"
+
+
+def test_a_node_store_read_back() -> None:
+    store = gpustack.NodeStore.of({"metadata": {"name": "node-a"}, "status": {
+        "capacity": {"totalBytes": 100, "storedBytes": 30, "usedPercent": 30},
+        "conditions": [{"type": "Ready", "status": "True"},
+                       {"type": "CapacityLow", "status": "False"}],
+        "models": [{"digest": DIGEST, "state": "Downloading", "downloadedBytes": 3},
+                   {"digest": "sha256:" + "0" * 64, "state": "Ready"}]}})
+    assert (store.node, store.ready, store.total_bytes, store.used_percent) == (
+        "node-a", True, 100, 30)
+    assert not store.holds(DIGEST) and store.holds("sha256:" + "0" * 64)
+    assert store.entry(DIGEST) == {"digest": DIGEST, "state": "Downloading",
+                                   "downloadedBytes": 3}
+    assert store.entry("sha256:" + "1" * 64) is None
+    assert store.condition("CapacityLow") == {"type": "CapacityLow", "status": "False"}
+    empty = gpustack.NodeStore.of({"metadata": {"name": "node-b"}})
+    assert (empty.ready, empty.used_percent, empty.models, empty.condition("Ready")) == (
+        False, None, (), None)

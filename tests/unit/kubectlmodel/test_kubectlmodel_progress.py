@@ -1,0 +1,103 @@
+"""``kubectlmodel.progress.Command``: the watch loops over a scripted series of answers (a
+stand-in for ``gpustack.ModelManager``): a line or a JSON document per change, a transient
+failure waited through, a refusal ending the command."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+import kube
+from kube import gpustack
+from kubectlmodel import progress
+
+DIGEST = "sha256:" + "12" * 32
+MIB = 1 << 20
+
+
+class Scripted:
+    """Answers ``get_artifact``/``progress``/``node_stores`` from a list of steps."""
+
+    def __init__(self, steps: list[dict[str, Any] | Exception]) -> None:
+        self.steps: Iterator[dict[str, Any] | Exception] = iter(steps)
+        self.current: dict[str, Any] = {}
+
+    async def get_artifact(self, namespace: str, name: str) -> gpustack.Artifact:
+        step = next(self.steps)
+        if isinstance(step, Exception):
+            raise step
+        self.current = step
+        return gpustack.Artifact.of({
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"source": {"huggingFace": {"repository": "org/m"}}},
+            "status": {"resolved": {"manifestDigest": DIGEST, "sizeBytes": 4 * MIB},
+                       "conditions": [{"type": "Resolved", "status": "True"}]}})
+
+    async def progress(self, namespace: str, name: str) -> dict[str, Any]:
+        have = self.current["have"]
+        done = have >= 4 * MIB
+        return {"kind": "ModelArtifactProgress", "timestamp": str(have),
+                "manifestDigest": DIGEST, "sizeBytes": 4 * MIB, "ready": int(done),
+                "downloading": int(not done), "failed": 0,
+                "downloadingBytes": 0 if done else have, "failureReasons": []}
+
+    async def node_stores(self) -> list[gpustack.NodeStore]:
+        have = self.current["have"]
+        state = "Ready" if have >= 4 * MIB else "Downloading"
+        return [gpustack.NodeStore.of({"metadata": {"name": "node-a"}, "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "models": [{"digest": DIGEST, "state": state, "sizeBytes": 4 * MIB,
+                        "downloadedBytes": have}]}})]
+
+
+def command(steps: list[dict[str, Any] | Exception]) -> tuple[progress.Command, io.StringIO]:
+    out = io.StringIO()
+    ticks = iter(float(n) for n in range(100))
+    console = Console(file=io.StringIO(), force_terminal=False)
+    return progress.Command(Scripted(steps), "team-a", "m", console=console,  # type: ignore[arg-type]
+                            out=out, interval=0, monotonic=lambda: next(ticks)), out
+
+
+async def test_lines_follow_the_download_and_stop_when_ready(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cmd, out = command([{"have": MIB // 2}, {"have": MIB},
+                        kube.ServerError(503, "ServiceUnavailable", "not listed yet"),
+                        {"have": 3 * MIB}, {"have": 4 * MIB}, {"have": 4 * MIB}])
+    assert await cmd.lines(watch=True) == 0
+    lines = out.getvalue().splitlines()
+    assert [line.split("  ")[1] for line in lines] == [
+        "Resolved -, sha256:121212121212, 4.0MiB", "node-a", "total", "node-a", "total",
+        "node-a", "total", "node-a", "total"]
+    assert lines[3] == "m  node-a  Downloading  1.0MiB/4.0MiB  25%  -  eta -"
+    # from 1 MiB at tick 1 to 3 MiB at tick 3 (the failed look took tick 2)
+    assert lines[5] == "m  node-a  Downloading  3.0MiB/4.0MiB  75%  1.0MiB/s  eta 1s"
+    assert lines[7] == "m  node-a  Ready  4.0MiB/4.0MiB  100%"
+    assert capsys.readouterr().err == "retrying: 503 ServiceUnavailable: not listed yet\n"
+
+
+async def test_json_prints_each_changed_object() -> None:
+    cmd, out = command([{"have": MIB}, {"have": MIB}, {"have": 4 * MIB}])
+    assert await cmd.json(watch=True) == 0
+    documents = [json.loads(part) for part in out.getvalue().replace("}\n{", "}\n\x00{")
+                 .split("\x00")]
+    assert [d["downloadingBytes"] for d in documents] == [MIB, 0]
+
+
+async def test_one_look_does_not_wait_through_a_failure() -> None:
+    cmd, _ = command([kube.ConnectionFailed(0, "ConnectionFailed", "refused")])
+    with pytest.raises(kube.ConnectionFailed):
+        await cmd.lines(watch=False)
+
+
+async def test_a_refusal_ends_the_watch() -> None:
+    cmd, _ = command([{"have": MIB}, kube.Forbidden(403, "Forbidden", "no")])
+    with pytest.raises(kube.Forbidden):
+        await cmd.lines(watch=True)
+    untrusted, _ = command([kube.TLSError(0, "TLSError", "certificate verify failed")])
+    with pytest.raises(kube.TLSError):
+        await untrusted.lines(watch=True)
