@@ -15,6 +15,8 @@ import logs
 from hub import config as hub_config
 from nodeplugin import plugin, scrub
 from nodeplugin.materialize import download
+from nodeplugin.peer import assembly as peer_assembly
+from nodeplugin.peer import wire as peer_wire
 from openapi import nodestore
 from timing import durations
 
@@ -65,6 +67,7 @@ def parser() -> argparse.ArgumentParser:
     add_hub_flags(p)
     add_store_flags(p)
     add_https_flags(p)
+    add_peer_flags(p)
     return p
 
 
@@ -140,6 +143,34 @@ def add_https_flags(p: argparse.ArgumentParser) -> None:
                    "(default: $WORKER_USER; empty refuses everyone)")
 
 
+def _address(text: str) -> tuple[str, str]:
+    node, sep, url = text.partition("=")
+    if not sep or not node or not url.startswith("https://"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NODE=https://host:port")
+    return node, url
+
+
+def add_peer_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("node-to-node sync (off unless --peer-port is set)")
+    g.add_argument("--peer-port", type=bounded(0, 65535), default=_env("PEER_PORT", "0"),
+                   help="serve published trees to other plugins on this port and pull from "
+                   "them before the hub; 0 turns node-to-node sync off (default: $PEER_PORT "
+                   "or 0)")
+    g.add_argument("--peer-user", default=_env("PEER_USER", ""),
+                   help="the node plugins' ServiceAccount user, the one identity the peer port "
+                   "admits after a TokenReview (default: $PEER_USER)")
+    g.add_argument("--peer-token-file", default=peer_assembly.TOKEN_FILE,
+                   help="this plugin's projected token for the audience "
+                   f"{peer_wire.AUDIENCE} (default: {peer_assembly.TOKEN_FILE})")
+    g.add_argument("--peer-address", type=_address, action="append", default=[],
+                   metavar="NODE=URL", help="another node's peer port (repeatable)")
+    g.add_argument("--peer-ca-file", default=None,
+                   help="verify peers' certificates against this CA (default: not verified; "
+                   "their content is bound to the digest either way)")
+    g.add_argument("--peer-max-streams", type=bounded(1, 256), default="8",
+                   help="file answers served to peers at once (default: 8)")
+
+
 def config_from(args: argparse.Namespace) -> plugin.Config:
     return plugin.Config(
         node_name=args.node_name,
@@ -169,6 +200,11 @@ def config_from(args: argparse.Namespace) -> plugin.Config:
         worker_user=args.worker_user,
         scrub_interval=args.scrub_interval,
         scrub_bytes_per_second=args.scrub_bytes_per_second,
+        peer=peer_assembly.Settings(
+            port=args.peer_port, plugin_user=args.peer_user, token_file=args.peer_token_file,
+            addresses=dict(args.peer_address), ca_file=args.peer_ca_file,
+            max_streams=args.peer_max_streams,
+        ),
     )
 
 

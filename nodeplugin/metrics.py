@@ -7,13 +7,23 @@ materializations by result, is fed by the materializer's completion callback
 (``Materializer.add_done_callback``) into prometheus-client's own ``Histogram`` and ``Counter``.
 
 No label carries a namespace, an artifact, a repository or a Pod: the only labels are ``source``
-(always ``hub``), ``result`` (a fixed vocabulary) and the Kubernetes client's ``resource`` (the
+(``hub`` or ``peer``), ``result`` (a fixed vocabulary) and the Kubernetes client's ``resource`` (the
 objects from kube-apiserver it skipped as undecodable, ``kube.decoding.UNDECODABLE``).
+
+The node's state for an operator's dashboard and alerts (``NodeState``, read at scrape time like
+the rest; ``state_sources`` adds it): the cache filesystem's used bytes and inodes (the same one
+``statvfs``), the high watermark in force, whether the node's store is Ready, the references
+(bind mounts, and the trees they hold), quarantined trees and quarantines, digests backing off
+and backoffs started (``reason``: a failure reason that backs off), and verification failures
+(``phase``: ``materialize``, fed by the completion callback, ``start`` or ``scrub``; ``reason``:
+``interface.Check``). Counts are totals, never one series per digest.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import os
 from collections.abc import Callable, Iterator, Mapping
 
 import prometheus_client
@@ -21,13 +31,21 @@ from prometheus_client import core, registry
 
 from kube import decoding
 from nodeplugin.cache import inventory, layout
-from nodeplugin.materialize import capacity, interface
+from nodeplugin.materialize import backoff, capacity, interface
 
 PREFIX = "gpustack_model_manager_"
 MOUNT_RESULTS = ("hit", "materialized", "denied", "pending")
 # From a small model on a fast link to a large one on a slow link.
 PUBLISH_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
                    7200.0, 14400.0, float("inf"))
+Check = interface.Check
+VERIFICATIONS: dict[str, tuple[interface.Check, ...]] = {
+    "materialize": (Check.MANIFEST, Check.SIZE, Check.HASH),
+    "start": (Check.SIZE,),
+    "scrub": (Check.SIZE, Check.HASH, Check.UNREADABLE),
+}
+"""Each phase's checks: every series exists from the first scrape (at 0), so a rate is defined."""
+BACKOFF_REASONS = tuple(r.value for r in interface.Reason if r not in backoff.NO_BACKOFF)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,6 +58,70 @@ class Sources:
     stored_bytes: Callable[[], int]
     capacity_bytes: Callable[[], int]
     gc_removed_bytes: Callable[[], int] = lambda: 0
+    peer_bytes: Callable[[], int] = lambda: 0
+    """Bytes received from other nodes' plugins (node-to-node sync)."""
+    state: Callable[[], NodeState] = lambda: NodeState()
+    """The node's state (``state_sources``); one statvfs, the rest from memory."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeState:
+    """What an operator watches besides the traffic, read at scrape time."""
+
+    used_bytes: int = 0
+    """Used space of the cache filesystem, root's reserved blocks included: what the
+    watermarks measure."""
+    inodes: int = 0
+    used_inodes: int = 0
+    high_watermark_percent: int = 0
+    """The high watermark in force (after the capacity rule)."""
+    store_ready: bool = True
+    """The node store's ``Ready`` condition: False while the spec fails the plugin's check."""
+    references: int = 0
+    referenced_trees: int = 0
+    quarantined_trees: int = 0
+    quarantines: int = 0
+    backing_off: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    backoffs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    verification_failures: Mapping[tuple[str, str], int] = dataclasses.field(
+        default_factory=dict)
+    """``(phase, reason)`` of the checks after publication (``start``, ``scrub``)."""
+
+
+def state_sources(
+    sources: Sources,
+    cache: layout.Layout,
+    *,
+    references: Callable[[], tuple[int, int]],
+    quarantined: Callable[[], tuple[int, int]],
+    failures: backoff.Backoff,
+    high_watermark_percent: Callable[[], int],
+    store_ready: Callable[[], bool],
+    verification_failures: Callable[[], Mapping[tuple[str, str], int]],
+) -> Sources:
+    """``sources`` with the node's state: ``references`` answers (bind mounts, trees they
+    hold) and ``quarantined`` (trees held now, quarantines by this process)."""
+
+    def state() -> NodeState:
+        st = os.statvfs(cache.root)
+        mounts, trees = references()
+        held, added = quarantined()
+        return NodeState(
+            used_bytes=(st.f_blocks - st.f_bfree) * st.f_frsize,
+            inodes=st.f_files,
+            used_inodes=st.f_files - st.f_ffree,
+            high_watermark_percent=high_watermark_percent(),
+            store_ready=store_ready(),
+            references=mounts,
+            referenced_trees=trees,
+            quarantined_trees=held,
+            quarantines=added,
+            backing_off={r.value: n for r, n in failures.waiting().items()},
+            backoffs={r.value: n for r, n in failures.started.items()},
+            verification_failures=verification_failures(),
+        )
+
+    return dataclasses.replace(sources, state=state)
 
 
 def sources_for(
@@ -48,6 +130,7 @@ def sources_for(
     stock: inventory.Inventory,
     mounts: Callable[[], Mapping[str, int]],
     gc_removed_bytes: Callable[[], int] = lambda: 0,
+    peer_bytes: Callable[[], int] = lambda: 0,
 ) -> Sources:
     """Sources over a plugin's materializer, cache inventory, Node service and collection."""
 
@@ -60,6 +143,7 @@ def sources_for(
         stored_bytes=stored,
         capacity_bytes=lambda: capacity.statvfs_usage(cache.root).total_bytes,
         gc_removed_bytes=gc_removed_bytes,
+        peer_bytes=peer_bytes,
     )
 
 
@@ -79,6 +163,7 @@ class Collector(registry.Collector):
             PREFIX + "download_bytes", "Bytes received from the source.", labels=["source"]
         )
         downloaded.add_metric(["hub"], s.downloaded_bytes())
+        downloaded.add_metric(["peer"], s.peer_bytes())
         yield downloaded
         mounts = core.CounterMetricFamily(
             PREFIX + "mounts", "NodePublishVolume calls by result.", labels=["result"]
@@ -100,12 +185,80 @@ class Collector(registry.Collector):
         )
 
 
+class StateCollector(registry.Collector):
+    """Builds the node-state families from ``Sources.state`` and the verification failures
+    the completion callback counted (``materialized``: ``(phase, reason)`` to a count)."""
+
+    def __init__(self, sources: Sources,
+                 materialized: Mapping[tuple[str, str], int]) -> None:
+        self._sources = sources
+        self._materialized = materialized
+
+    def describe(self) -> list[core.Metric]:
+        return []
+
+    def collect(self) -> Iterator[core.Metric]:
+        s = self._sources.state()
+        yield core.GaugeMetricFamily(
+            PREFIX + "used_bytes",
+            "Used space of the cache filesystem (what the watermarks measure).", value=s.used_bytes)
+        yield core.GaugeMetricFamily(
+            PREFIX + "capacity_inodes", "Inodes of the cache filesystem.", value=s.inodes)
+        yield core.GaugeMetricFamily(
+            PREFIX + "used_inodes", "Inodes in use on the cache filesystem.", value=s.used_inodes)
+        yield core.GaugeMetricFamily(
+            PREFIX + "high_watermark_ratio",
+            "The high watermark in force (after the capacity rule), a share of the capacity.",
+            value=s.high_watermark_percent / 100)
+        yield core.GaugeMetricFamily(
+            PREFIX + "node_store_ready",
+            "1 while the node's NodeModelStore is Ready (its spec passes the plugin's check).",
+            value=1 if s.store_ready else 0)
+        yield core.GaugeMetricFamily(
+            PREFIX + "references", "Bind mounts of published trees (references).",
+            value=s.references)
+        yield core.GaugeMetricFamily(
+            PREFIX + "referenced_trees", "Published trees with at least one reference.",
+            value=s.referenced_trees)
+        yield core.GaugeMetricFamily(
+            PREFIX + "quarantined_trees", "Published trees held in quarantine.",
+            value=s.quarantined_trees)
+        yield core.CounterMetricFamily(
+            PREFIX + "quarantines", "Trees quarantined after a failed integrity check.",
+            value=s.quarantines)
+        waiting = core.GaugeMetricFamily(
+            PREFIX + "backoff_digests", "Digests waiting for their next attempt, by reason.",
+            labels=["reason"])
+        started = core.CounterMetricFamily(
+            PREFIX + "backoffs", "Failed attempts that started a backoff, by reason.",
+            labels=["reason"])
+        for reason in sorted({*BACKOFF_REASONS, *s.backing_off, *s.backoffs}):
+            waiting.add_metric([reason], s.backing_off.get(reason, 0))
+            started.add_metric([reason], s.backoffs.get(reason, 0))
+        yield waiting
+        yield started
+        counted = collections.Counter(s.verification_failures)
+        counted.update(self._materialized)
+        keys = {(phase, check.value) for phase, checks in VERIFICATIONS.items()
+                for check in checks} | set(counted)
+        failures = core.CounterMetricFamily(
+            PREFIX + "verification_failures",
+            "Content that failed verification, by phase and the check that failed.",
+            labels=["phase", "reason"])
+        for phase, reason in sorted(keys):
+            failures.add_metric([phase, reason], counted.get((phase, reason), 0))
+        yield failures
+
+
 class Metrics:
     """The plugin's registry (no process or platform collectors) and the event-fed metrics."""
 
     def __init__(self, sources: Sources, *, buckets: tuple[float, ...] = PUBLISH_BUCKETS) -> None:
         self.registry = registry.CollectorRegistry(auto_describe=False)
         self.registry.register(Collector(sources))
+        self.verified: collections.Counter[tuple[str, str]] = collections.Counter()
+        """Verification failures of finished attempts, ``("materialize", reason)``."""
+        self.registry.register(StateCollector(sources, self.verified))
         self.registry.register(decoding.UNDECODABLE)  # the process's kube.Client, all of them
         self.publish_durations = prometheus_client.Histogram(
             PREFIX + "publish_duration_seconds",
@@ -125,5 +278,7 @@ class Metrics:
         if done.result == interface.STOPPED:
             return  # the plugin is stopping: not a finished materialization
         self.materializations.labels(done.result).inc()
+        if done.check is not None:
+            self.verified["materialize", done.check.value] += 1
         if done.published:
             self.publish_durations.observe(done.seconds)

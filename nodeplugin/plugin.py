@@ -30,6 +30,7 @@ from nodeplugin.cache import (
     layout,
     locks,
     mounter,
+    origins,
     quarantine,
     refs,
     trees,
@@ -38,9 +39,11 @@ from nodeplugin.cache import (
     volumes,
 )
 from nodeplugin.csi import identity, node, server
-from nodeplugin.materialize import backoff, capacity, download, interface, local
+from nodeplugin.materialize import backoff, capacity, download, interface, local, peers
 from nodeplugin.nodestore import assembly, collect, gate, source, watermarks
 from nodeplugin.nodestore import spec as specs
+from nodeplugin.peer import assembly as peer_assembly
+from nodeplugin.peer import holders as peer_holders
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,8 @@ class Config:
     tls_cert_file: str | None = None
     tls_private_key_file: str | None = None
     downloads_token_file: str | None = None
+    peer: peer_assembly.Settings = dataclasses.field(default_factory=peer_assembly.Settings)
+    """Node-to-node sync (``--peer-port``; off by default)."""
 
 
 @dataclasses.dataclass
@@ -100,6 +105,7 @@ class Plugin:
     """The API clients this plugin built (closed with it)."""
     https_task: asyncio.Task[None] | None = None
     https_stop: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    peer_sync: peer_assembly.PeerSync | None = None
 
     @property
     def registry(self) -> prometheus_registry.CollectorRegistry:
@@ -114,6 +120,8 @@ class Plugin:
         await self.server.stop(grace)
         if self.https_task is not None:
             await asyncio.gather(self.https_task, return_exceptions=True)
+        if self.peer_sync is not None:
+            await self.peer_sync.close()
         self.informer_task.cancel()
         await asyncio.gather(self.informer_task, return_exceptions=True)
         await self.store.stop()
@@ -203,6 +211,8 @@ def default_materializer(
     *,
     space: capacity.Capacity | None = None,
     failures: backoff.Backoff | None = None,
+    holders: peers.Peers | None = None,
+    origin_records: origins.Origins | None = None,
 ) -> interface.Materializer:
     """The local importer with ``--import-dir``, else the hub downloader. A hub configuration
     the downloader refuses keeps the plugin serving published content; new digests then fail
@@ -211,7 +221,8 @@ def default_materializer(
         return local.LocalImporter(cache, config.import_dir, failures=failures)
     try:
         return download.HubMaterializer.from_config(
-            cache, config.hub, config.download, space=space, failures=failures
+            cache, config.hub, config.download, space=space, failures=failures,
+            holders=holders, origin_records=origin_records,
         )
     except hub_errors.HubError as err:
         log.error("the hub configuration is unusable: %s; published models are still mounted, "
@@ -315,7 +326,12 @@ async def start(
     )
     failures = failures or backoff.Backoff(cache)
     ledger = capacity.Capacity(cache.root, high_percent=_flag_high(config, cache))
-    inner = materializer or default_materializer(config, cache, space=ledger, failures=failures)
+    holders = None
+    if config.peer.enabled and cluster_client is not None:
+        holders = peer_assembly.make_holders(config.peer, cluster_client, config.node_name)
+    tree_origins = origins.Origins(cache)
+    inner = materializer or default_materializer(config, cache, space=ledger, failures=failures,
+                                                 holders=holders, origin_records=tree_origins)
     front = gate.Gate(inner, cache)
     stock = Stock(inventory.Inventory(cache))
     tree_facts = trees.Trees(cache)
@@ -324,7 +340,8 @@ async def start(
         settings = dataclasses.replace(config.download, concurrency=spec.concurrency,
                                        bytes_per_second=spec.bytes_per_second)
         return download.HubMaterializer.from_config(cache, hub, settings, space=ledger,
-                                                    failures=failures)
+                                                    failures=failures, holders=holders,
+                                                    origin_records=tree_origins)
 
     store = assembly.NodeStore(
         assembly.Options(config.node_name, config.namespace, config.kubelet_dir,
@@ -334,6 +351,7 @@ async def start(
         digest_locks=digest_locks, materializer=front, failures=failures, quarantined=held,
         ledger=ledger, stock=stock.inventory, tree_facts=tree_facts, clock=clock,
         api=store_api, make_hub=make_hub, read_mountinfo=read_mountinfo,
+        origins=tree_origins.all,
     )  # fmt: skip
     front.on_started = lambda digest: store.changed()
     node_service = node.Node(
@@ -344,9 +362,20 @@ async def start(
         quarantined=held,
         tree_facts=tree_facts,
     )
-    measured = metrics.Metrics(metrics.sources_for(
+    measured_sources = metrics.sources_for(
         cache, front, stock.inventory, lambda: node_service.mount_results,
-        gc_removed_bytes=lambda: store.collector.removed_bytes))
+        gc_removed_bytes=lambda: store.collector.removed_bytes,
+        peer_bytes=lambda: holders.delivered_bytes if holders is not None else 0)
+    measured = metrics.Metrics(metrics.state_sources(
+        measured_sources, cache,
+        references=lambda: (len(references), len(references.digests())),
+        quarantined=lambda: (len(held.all()), held.added), failures=failures,
+        high_watermark_percent=lambda: ledger.high_percent,
+        store_ready=lambda: store.state.invalid is None,
+        verification_failures=lambda: {
+            ("start", metrics.Check.SIZE.value): len(damaged),
+            **{("scrub", check.value): n for check, n in store.scrubber.failures.items()}},
+    ))  # fmt: skip
     front.add_done_callback(measured.completed)
     front.add_done_callback(stock.completed)
     stock.refreshed.append(lambda digest: store.changed())
@@ -363,6 +392,8 @@ async def start(
                      ledger=ledger, reviewer=reviewer, kube_clients=built)
     if config.secure_port:
         running.https_task = await start_https(running, measured.registry)
+    if holders is not None and cluster_client is not None:
+        running.peer_sync = await start_peers(running, holders, cluster_client, clock)
     return running
 
 
@@ -374,6 +405,25 @@ def _flag_high(config: Config, cache: layout.Layout) -> int:
     shared = watermarks.shares_filesystem(cache.root, config.kubelet_dir)
     return watermarks.effective(high, max(1, high - 1), None, total_bytes=total,
                                 shared=shared).high_percent
+
+
+async def start_peers(running: Plugin, holders: peer_holders.Holders, api: kube.Client,
+                      clock: clocks.Clock) -> peer_assembly.PeerSync | None:
+    """The peer port, on the HTTPS port's certificate; without one it logs why and serves
+    none (pulling from peers still works)."""
+    config = running.config
+    try:
+        cert, key = await asyncio.to_thread(
+            serve.tls_files, running.cache.state / "tls", config.tls_cert_file,
+            config.tls_private_key_file, [config.node_name],
+        )
+    except (OSError, ValueError) as exc:
+        log.error("no TLS material for the peer port, not serving it: %s", exc)
+        return None
+    return await peer_assembly.serve_port(
+        config.peer, holders, cache=running.cache, api=api, bind_address=config.bind_address,
+        cert=cert, key=key, quarantined=lambda d: running.quarantined.get(d) is not None,
+        clock=clock)
 
 
 def readiness(running: Plugin) -> str | None:

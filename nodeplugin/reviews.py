@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from typing import Protocol
 
 from lightkube.models.authentication_v1 import TokenReviewSpec
@@ -37,8 +38,11 @@ class Reviewer(Protocol):
 
 class TokenReviewer:
     def __init__(self, client: kube.Client, *, clock: clocks.Clock,
-                 ttl: float = TTL_SECONDS) -> None:
+                 ttl: float = TTL_SECONDS, audiences: Sequence[str] = ()) -> None:
+        """``audiences``: review for these (a peer token's own audience) instead of the API
+        server's."""
         self._client = client
+        self._audiences = list(audiences)
         self._clock = clock
         self._ttl = ttl
         self._cache: dict[str, tuple[float, str | None]] = {}
@@ -51,7 +55,8 @@ class TokenReviewer:
         if cached is not None and now - cached[0] < self._ttl:
             return cached[1]
         try:
-            answer = await self._client.create(TokenReview(spec=TokenReviewSpec(token=token)))
+            spec = TokenReviewSpec(token=token, audiences=self._audiences or None)
+            answer = await self._client.create(TokenReview(spec=spec))
         except kube.KubeError as exc:
             raise ReviewFailed(f"the TokenReview failed: {exc.reason}") from None
         self.reviews += 1

@@ -18,6 +18,7 @@ without a manifest (published before manifests were kept) cannot be checked and 
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 import hashlib
 import logging
@@ -28,6 +29,7 @@ import time
 from collections.abc import Callable
 
 from nodeplugin.cache import layout, quarantine
+from nodeplugin.materialize import interface
 from openapi import manifest
 from timing import clock as clocks
 
@@ -86,12 +88,13 @@ def check_sizes(cache: layout.Layout, digest: str) -> str | None:
     return None
 
 
-def rehash(cache: layout.Layout, digest: str, throttle: Throttle) -> str | None:
-    """Hash every file of the tree again; what does not match, or None. Blocking. Stops early
-    (answering None) when ``throttle`` says so."""
+def rehash(cache: layout.Layout, digest: str,
+           throttle: Throttle) -> tuple[interface.Check, str] | None:
+    """Hash every file of the tree again; the verification that failed and what does not
+    match, or None. Blocking. Stops early (answering None) when ``throttle`` says so."""
     problem = check_sizes(cache, digest)
     if problem is not None:
-        return problem
+        return interface.Check.SIZE, problem
     entries = entries_of(cache, digest) or []
     root = cache.published_path(digest)
     for entry in entries:
@@ -107,9 +110,10 @@ def rehash(cache: layout.Layout, digest: str, throttle: Throttle) -> str | None:
                     if not throttle(len(chunk)):
                         return None
         except OSError as exc:
-            return f"{entry.path}: unreadable ({exc.strerror or exc})"
+            return interface.Check.UNREADABLE, f"{entry.path}: unreadable ({exc.strerror or exc})"
         if hasher.hexdigest() != entry.hexdigest:
-            return f"{entry.path}: {entry.algorithm} differs from the manifest"
+            return interface.Check.HASH, f"{entry.path}: {entry.algorithm} differs from the " \
+                "manifest"
     return None
 
 
@@ -150,7 +154,8 @@ class Pacer:
 
 class Scrubber:
     """Re-hashes every published tree, one full pass per ``interval``, reading at most
-    ``bytes_per_second``; calls ``quarantined(digest)`` after quarantining one."""
+    ``bytes_per_second``; calls ``quarantined(digest)`` after quarantining one. ``failures``
+    counts what it found by the verification that failed (for the metrics)."""
 
     def __init__(
         self,
@@ -173,6 +178,7 @@ class Scrubber:
         self._stop = threading.Event()
         self.passes = 0
         self.checked = 0
+        self.failures: collections.Counter[interface.Check] = collections.Counter()
 
     def stop(self) -> None:
         self._stop.set()
@@ -203,13 +209,15 @@ class Scrubber:
                 break
             if digest in self._records:
                 continue
-            problem = await asyncio.to_thread(rehash, self._cache, digest, throttle)
+            failed = await asyncio.to_thread(rehash, self._cache, digest, throttle)
             self.checked += 1
-            if problem is None:
+            if failed is None:
                 continue
+            check, problem = failed
+            self.failures[check] += 1
             log.error("integrity: %s: %s; quarantined (mounted Pods keep it until they end)",
                       digest, problem)
-            message = HASH_MESSAGE if "differs" in problem else SIZE_MESSAGE
+            message = HASH_MESSAGE if check is interface.Check.HASH else SIZE_MESSAGE
             await asyncio.to_thread(self._records.add, digest, message, self._clock.now())
             found.append(digest)
             self._quarantined(digest)

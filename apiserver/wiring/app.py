@@ -1,12 +1,13 @@
 """Assemble the starlette application: routes, middleware, the one error handler, lifespan.
 
-Middleware, outermost first: on shutdown, open streams (watches) are ended cleanly; no response
-starts before the request body was read to its end (up to a bound); unexpected exceptions become a
-500 ``Status`` (logged, never echoed); request bodies over the limit get 413 (the one place the
-limit lives); authentication, impersonation and authorization (``apiserver.auth.middleware``).
-Inside, every ``StatusError`` raised
-by a route is rendered by one handler, and unknown paths or methods get a 404/405 ``Status``
-instead of starlette's plain text.
+Middleware, outermost first: every request timed and counted for ``/metrics``
+(``apiserver.endpoints.metrics``); on shutdown, open streams (watches) are ended cleanly; no
+response starts before the request body was read to its end (up to a bound); unexpected
+exceptions become a 500 ``Status`` (logged, never echoed); request bodies over the limit get 413
+(the one place the limit lives); authentication, impersonation and authorization
+(``apiserver.auth.middleware``). Inside, every ``StatusError`` raised by a route is rendered by
+one handler, and unknown paths or methods get a 404/405 ``Status`` instead of starlette's plain
+text.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from apiserver import errors
 from apiserver.auth import authenticator, authorizer, middleware
 from apiserver.endpoints import body as bodies
 from apiserver.endpoints import discovery, health, openapi
+from apiserver.endpoints import metrics as served_metrics
 from apiserver.options import config
 from apiserver.registry import statuses
 from apiserver.storage import interface
@@ -76,8 +78,10 @@ def build(
             await storage.close()
 
     # discovery first: it owns the exact group-version path the resource routes leave alone
+    observed = served_metrics.Metrics()
     routes: list[BaseRoute] = [
         *health.routes(),
+        *served_metrics.routes(observed),
         *discovery.routes(extra=groups),
         *openapi.routes(),
         *resource_routes,
@@ -86,6 +90,7 @@ def build(
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(served_metrics.Observe, metrics=observed),
             Middleware(Draining, shutdown=shutdown),
             Middleware(ReadsBodyFirst),
             Middleware(CatchAll),
@@ -100,6 +105,7 @@ def build(
     app.state.ready = False
     app.state.shutdown = shutdown
     app.state.storage = storage
+    app.state.metrics = observed
     return app
 
 

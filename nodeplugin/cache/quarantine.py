@@ -31,6 +31,9 @@ class Quarantine:
         self._records = records.DigestRecords(cache, "quarantine-", "quarantine")
         self._lock = threading.Lock()
         self._entries = {entry.digest: entry for entry in self._records.load(_decode)}
+        self.added = 0
+        """Trees this process quarantined (the metrics' counter; records loaded at start are
+        not counted again)."""
 
     def get(self, digest: str) -> Entry | None:
         return self._entries.get(digest)
@@ -50,6 +53,7 @@ class Quarantine:
             body = {"digest": digest, "message": message, "since": now.isoformat()}
             self._records.write(digest, json.dumps(body, sort_keys=True).encode())
             self._entries[digest] = entry
+            self.added += 1
             return entry
 
     def remove(self, digest: str) -> None:

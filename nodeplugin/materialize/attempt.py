@@ -27,6 +27,7 @@ from nodeplugin.materialize import (
     checkpoint,
     interface,
     limits,
+    peers,
     ranges,
     receive,
     transfer,
@@ -44,11 +45,14 @@ class Failed(Exception):
     story for the plugin's log (paths, never a token or a signed URL).
     """
 
-    def __init__(self, reason: interface.Reason, message: str, detail: str = "") -> None:
+    def __init__(self, reason: interface.Reason, message: str, detail: str = "", *,
+                 check: interface.Check | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.detail = detail or message
+        self.check = check
+        """Which verification failed, for ``IntegrityMismatch`` (the metrics count it)."""
 
 
 _MEANING: dict[interface.Reason, str] = {
@@ -102,14 +106,25 @@ class Attempt:
         client: source.Source,
         node: Node,
         on_bytes: Callable[[int], None] = lambda n: None,
+        *,
+        holders: peers.Peers | None = None,
+        on_peer_bytes: Callable[[int], None] = lambda n: None,
     ) -> None:
+        """``holders``: the nodes to ask first (node-to-node sync on); the hub stays the
+        fallback, and the one source without them."""
         self.digest = request.digest
         self.source = request.source
         self.token = request.token
         self._client = client
         self._node = node
         self._on_bytes = on_bytes
+        self._holders = holders
+        self._on_peer_bytes = on_peer_bytes
+        self._bytes: source.Source = client
+        """Where file ranges come from: the hub client, or a ``peers.Relay`` over it."""
+        self.relay: peers.Relay | None = None
         self.received = 0
+        self.peer_received = 0
         self.total: int | None = None
         self.last_asked = time.monotonic()
         self.task: asyncio.Task[None] | None = None
@@ -122,12 +137,23 @@ class Attempt:
         if token is not None:
             self.token = token
 
+    @property
+    def origin(self) -> interface.Origin:
+        """Where most of the bytes came from so far: ``Peer`` once peers delivered more than
+        half of them (and while a bound peer is the source, before the first byte)."""
+        if self.peer_received * 2 > self.received:
+            return "Peer"
+        if self.received == 0 and self.relay is not None and self.relay.on_peer:
+            return "Peer"
+        return "Hub"
+
     def progress(self) -> interface.Progress:
         return interface.Progress(
             digest=self.digest,
             state=interface.State.DOWNLOADING,
             received_bytes=self.received,
             total_bytes=self.total,
+            origin=self.origin,
             message=f"materializing {self.digest}: {columns.size_text(self.received)} of "
             f"{columns.size_text(self.total) if self.total is not None else 'unknown'} received",
         )
@@ -141,7 +167,8 @@ class Attempt:
             raise _from_hub(exc) from exc
         except transfer.IntegrityError as exc:
             raise Failed(interface.Reason.INTEGRITY_MISMATCH,
-                         _MEANING[interface.Reason.INTEGRITY_MISMATCH], exc.message) from exc
+                         _MEANING[interface.Reason.INTEGRITY_MISMATCH], exc.message,
+                         check=exc.check) from exc
         except capacity.InsufficientCapacity as exc:
             raise Failed(interface.Reason.INSUFFICIENT_CAPACITY, exc.message) from exc
         except OSError as exc:
@@ -160,14 +187,17 @@ class Attempt:
         source.check_commit(src.revision)
         if await asyncio.to_thread(self._node.cache.is_published, self.digest):
             return  # an attempt that ended a moment ago published it
-        async with self._node.requests.slot():  # listing requests count toward the limit too
-            _, entries, digest = await listing.manifest_for(
-                self._client, src.repository, src.revision, src.allow_patterns,
-                src.ignore_patterns, token=self.token,
-            )
-        if digest != self.digest:
-            raise Failed(interface.Reason.INTEGRITY_MISMATCH,
-                         "the listing's manifest digest differs from the artifact's")
+        entries = await self._from_peers()
+        if entries is None:
+            async with self._node.requests.slot():  # listing requests count toward the limit
+                _, entries, digest = await listing.manifest_for(
+                    self._client, src.repository, src.revision, src.allow_patterns,
+                    src.ignore_patterns, token=self.token,
+                )
+            if digest != self.digest:
+                raise Failed(interface.Reason.INTEGRITY_MISMATCH,
+                             "the listing's manifest digest differs from the artifact's",
+                             check=interface.Check.MANIFEST)
         for entry in entries:
             if entry.path.split("/", 1)[0] in layout.RESERVED_NAMES:
                 raise Failed(interface.Reason.INVALID_REQUEST,
@@ -206,8 +236,35 @@ class Attempt:
             manifest_bytes=canonical,
         )
 
+    async def _from_peers(self) -> list[manifest.Entry] | None:
+        """The manifest from the first holder whose stored listing hashes to the digest, with
+        the relay over it as the byte source; None when sync is off or no holder binds (then
+        the hub lists, as without peers). Asks no hub, so it works while the hub is down."""
+        if self._holders is None:
+            return None
+        found = await self._holders.candidates(self.digest)
+        if not found:
+            return None
+        entries, held = await peers.bound(self.digest, found)
+        if not held:
+            return None
+        self.relay = peers.Relay(self.digest, held, self._client,
+                                 on_peer_bytes=self._peer_count, on_hub_bytes=self._on_bytes)
+        self._bytes = self.relay
+        log.info("materializing %s from peer %s", self.digest, held[0].node)
+        return entries
+
+    def _peer_count(self, size: int) -> None:
+        self.peer_received += size
+        self._on_peer_bytes(size)
+
     def _count(self, size: int) -> None:
         self.received += size
+        if self.relay is not None:
+            # The relay tells each source's bytes as they arrive (hub bytes to ``on_bytes``).
+            if self._reservation is not None:
+                self._reservation.wrote(size)
+            return
         if self._reservation is not None:
             self._reservation.wrote(size)
         self._on_bytes(size)
@@ -238,15 +295,15 @@ class Attempt:
     async def _worker(self, schedule: ranges.Schedule[transfer.FileTransfer]) -> None:
         node = self._node
         repo, commit = self.source.repository, self.source.revision
-        client = self._client
+        client = self._bytes
         blocking = isinstance(client, source.BlockingRanges) and client.can_open_ranges
         while (item := schedule.next()) is not None:
             stream, f, part = item
             path = f.entry.path
 
             def open_stream(start: int, end: int, path: str = path) -> AsyncIterator[bytes]:
-                return self._client.stream(repo, commit, path, start=start, end=end,
-                                           token=self.token)
+                return client.stream(repo, commit, path, start=start, end=end,
+                                     token=self.token)
 
             def open_body(start: int, end: int, stall: float, path: str = path
                           ) -> hub_blocking.RangeBody:

@@ -9,6 +9,7 @@ the backoff. Both materializers (hub downloads and local imports) keep their fai
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import json
@@ -57,6 +58,8 @@ class Backoff:
         self._files = records.DigestRecords(cache, "download-failure-", "failure")
         self._records = {failure.digest: failure for failure in self._files.load(_decode)}
         self._unreported: set[str] = set()
+        self.started: collections.Counter[interface.Reason] = collections.Counter()
+        """Backoffs this process started, by the failure's reason (the metrics' counter)."""
 
     def get(self, digest: str) -> Failure | None:
         return self._records.get(digest)
@@ -82,6 +85,13 @@ class Backoff:
     def all(self) -> list[Failure]:
         return list(self._records.values())
 
+    def waiting(self) -> collections.Counter[interface.Reason]:
+        """The digests whose next attempt must wait now, by the reason of their last failure
+        (memory only)."""
+        now = self._clock()
+        return collections.Counter(record.reason for record in self._records.values()
+                                   if record.retry_time is not None and record.retry_time > now)
+
     def record(self, digest: str, reason: interface.Reason, message: str) -> Failure:
         now = self._clock()
         previous = self._records.get(digest)
@@ -90,6 +100,7 @@ class Backoff:
         if reason not in NO_BACKOFF:
             count += 1
             retry_time = now + datetime.timedelta(seconds=delay(count))
+            self.started[reason] += 1
         failure = Failure(digest, reason, message, count, now, retry_time)
         self._records[digest] = failure
         if reason in REPORT_ONCE:

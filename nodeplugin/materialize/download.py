@@ -23,13 +23,14 @@ from httpcore._async import http11 as httpcore_http11
 
 from hub import blocking, huggingface, modelscope, source
 from hub import config as hub_config
-from nodeplugin.cache import layout
+from nodeplugin.cache import layout, origins
 from nodeplugin.materialize import (
     attempt,
     backoff,
     capacity,
     interface,
     limits,
+    peers,
     ranges,
     receive,
     transfer,
@@ -73,9 +74,12 @@ class HubMaterializer:
         connections: blocking.Connections | None = None,
         space: capacity.Capacity | None = None,
         failures: backoff.Backoff | None = None,
+        holders: peers.Peers | None = None,
+        origin_records: origins.Origins | None = None,
     ) -> None:
         """``space`` and ``failures`` are the plugin's own ledger and failure records when it
-        shares them with collection and the status report; by default they are private."""
+        shares them with collection and the status report; by default they are private.
+        ``holders`` turns node-to-node sync on: every attempt asks them first (``peers``)."""
         self._cache = cache
         self._sources = dict(sources)
         self._client = client
@@ -103,7 +107,11 @@ class HubMaterializer:
         )
         self.backoff = failures or backoff.Backoff(cache)
         self._attempts: dict[str, attempt.Attempt] = {}
+        self.holders = holders
+        self.origins = origin_records or origins.Origins(cache)
+        """Where each tree this materializer published came from (the status' ``source``)."""
         self.downloaded_bytes = 0
+        """Bytes received from a hub (a peer's are counted by ``holders``)."""
         self._done = interface.DoneCallbacks()
 
     @classmethod
@@ -115,11 +123,14 @@ class HubMaterializer:
         *,
         space: capacity.Capacity | None = None,
         failures: backoff.Backoff | None = None,
+        holders: peers.Peers | None = None,
+        origin_records: origins.Origins | None = None,
     ) -> HubMaterializer:
         """A materializer with its own hub client built from the node's hub settings."""
         client, connections, sources = _hub_sources(config)
         built = cls(cache, sources, settings, client=client, connections=connections,
-                    space=space, failures=failures)
+                    space=space, failures=failures, holders=holders,
+                    origin_records=origin_records)
         built.hub_config = config
         return built
 
@@ -172,7 +183,10 @@ class HubMaterializer:
         if client is None:
             return _failed(digest, interface.Reason.INVALID_REQUEST,
                            f"no client for source kind {request.source.kind!r}", None)
-        new = attempt.Attempt(request, client, self.node, self._count)
+        new = attempt.Attempt(
+            request, client, self.node, self._count, holders=self.holders,
+            on_peer_bytes=self.holders.delivered if self.holders is not None else lambda n: None,
+        )
         self._attempts[digest] = new
         new.task = asyncio.create_task(self._run(new), name=f"materialize {digest}")
         return new.progress()
@@ -213,12 +227,14 @@ class HubMaterializer:
         watchdog = asyncio.create_task(self._watch(job))
         began = time.monotonic()
         result = interface.State.PUBLISHED.value
+        check: interface.Check | None = None
         try:
             await job.run()
+            await asyncio.to_thread(self.origins.record, digest, job.origin)
             await asyncio.to_thread(self.backoff.clear, digest)
             log.info("published %s", digest)
         except attempt.Failed as failed:
-            result = failed.reason.value
+            result, check = failed.reason.value, failed.check
             record = await asyncio.to_thread(
                 self.backoff.record, digest, failed.reason, failed.message
             )
@@ -245,7 +261,8 @@ class HubMaterializer:
             with contextlib.suppress(asyncio.CancelledError):
                 await watchdog
             self._attempts.pop(digest, None)
-            self._done.notify(interface.Completion(digest, result, time.monotonic() - began))
+            self._done.notify(interface.Completion(digest, result, time.monotonic() - began,
+                                                   check, job.origin))
             if self._retired and not self._attempts:
                 await self._close_retired()
 

@@ -12,13 +12,15 @@ import datetime
 import enum
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Literal, Protocol
 
 from openapi import reasons, sources
 
 log = logging.getLogger(__name__)
 
 SourceKind = sources.HubKind
+Origin = Literal["Hub", "Peer"]
+"""Where an attempt's bytes came from (``status.models[].source``): most of them, by count."""
 
 
 class State(enum.Enum):
@@ -63,6 +65,21 @@ class Progress:
     message: str = ""
     """Operator-facing; never carries a token, a signed URL or a tenant name."""
     retry_time: datetime.datetime | None = None
+    origin: Origin = "Hub"
+
+
+class Check(enum.Enum):
+    """Which verification failed: the ``reason`` vocabulary of the verification-failure metric
+    (the materializers at download or import, the scrub at start and in the background)."""
+
+    MANIFEST = "manifest"
+    """The listed or imported manifest does not hash to the digest (or cannot be read)."""
+    SIZE = "size"
+    """A file is missing, added, not a regular file or of another size than its entry."""
+    HASH = "hash"
+    """A file's bytes hash to another value than its entry."""
+    UNREADABLE = "unreadable"
+    """A published file could not be read back to be hashed again."""
 
 
 STOPPED = "Stopped"
@@ -78,6 +95,10 @@ class Completion:
     """``Published``, a failure ``Reason`` value, or ``STOPPED``."""
     seconds: float
     """From the attempt's start to its end (a monotonic clock)."""
+    check: Check | None = None
+    """For ``IntegrityMismatch``: which verification failed."""
+    origin: Origin = "Hub"
+    """Where most of the attempt's bytes came from."""
 
     @property
     def published(self) -> bool:

@@ -33,11 +33,13 @@ class ImportFailure(Exception):
     """``message`` goes into status and mount errors, so it names no file; ``detail`` (the file
     and the cause) goes only to the log."""
 
-    def __init__(self, reason: interface.Reason, message: str, detail: str = "") -> None:
+    def __init__(self, reason: interface.Reason, message: str, detail: str = "", *,
+                 check: interface.Check | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.detail = detail or message
+        self.check = check
 
 
 @dataclasses.dataclass
@@ -102,13 +104,14 @@ class LocalImporter:
     async def _run(self, attempt: _Attempt) -> None:
         digest = attempt.digest
         result = interface.State.PUBLISHED.value
+        check: interface.Check | None = None
         try:
             await asyncio.to_thread(self._import, attempt)
         except ImportFailure as exc:
             if exc.reason is interface.Reason.CANCELED:
                 result = interface.STOPPED  # close() stopped it: nothing to back off from
             else:
-                result = exc.reason.value
+                result, check = exc.reason.value, exc.check
                 await self._fail(digest, exc.reason, exc.message, exc.detail)
         except Exception as exc:
             result = interface.Reason.SOURCE_UNAVAILABLE.value
@@ -121,7 +124,7 @@ class LocalImporter:
         finally:
             self._attempts.pop(digest, None)
             self._done.notify(
-                interface.Completion(digest, result, time.monotonic() - attempt.began)
+                interface.Completion(digest, result, time.monotonic() - attempt.began, check)
             )
 
     async def _fail(
@@ -144,12 +147,14 @@ class LocalImporter:
             ) from exc
         if manifest.digest_of_bytes(data) != digest:
             raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
-                                "the imported manifest does not hash to the digest")
+                                "the imported manifest does not hash to the digest",
+                                check=interface.Check.MANIFEST)
         try:
             entries = manifest.parse(data)
         except manifest.ManifestError as exc:
             raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
-                                "the imported manifest is malformed", str(exc)) from exc
+                                "the imported manifest is malformed", str(exc),
+                                check=interface.Check.MANIFEST) from exc
         for entry in entries:
             if entry.path.split("/", 1)[0] in layout.RESERVED_NAMES:
                 raise ImportFailure(interface.Reason.INVALID_REQUEST,
@@ -189,11 +194,13 @@ class LocalImporter:
         if size != entry.size:
             raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
                                 "a file's size or hash does not match the manifest",
-                                f"{entry.path}: size differs from the manifest's {entry.size}")
+                                f"{entry.path}: size differs from the manifest's {entry.size}",
+                                check=interface.Check.SIZE)
         if hasher.hexdigest() != entry.hexdigest:
             raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
                                 "a file's size or hash does not match the manifest",
-                                f"{entry.path}: {entry.algorithm} differs from the manifest")
+                                f"{entry.path}: {entry.algorithm} differs from the manifest",
+                                check=interface.Check.HASH)
 
 
 def _progress(attempt: _Attempt) -> interface.Progress:

@@ -16,7 +16,7 @@ import os
 import pathlib
 from collections.abc import Callable
 
-from nodeplugin.materialize import checkpoint, hashing, limits, pagecache, ranges
+from nodeplugin.materialize import checkpoint, hashing, interface, limits, pagecache, ranges
 from openapi import manifest
 
 BATCH_BYTES = 2 << 20
@@ -33,9 +33,10 @@ MAX_CHUNKS = 512
 class IntegrityError(Exception):
     """A file's size or hash differs from its manifest entry; ``message`` is safe to show."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, check: interface.Check = interface.Check.HASH) -> None:
         super().__init__(message)
         self.message = message
+        self.check = check
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -263,7 +264,8 @@ class FileTransfer:
         if self.offset != entry.size or got != entry.hexdigest:
             await self.discard()
             what = "size" if self.offset != entry.size else entry.algorithm
-            raise IntegrityError(f"{entry.path}: {what} does not match the manifest")
+            raise IntegrityError(f"{entry.path}: {what} does not match the manifest",
+                                 interface.Check.SIZE if what == "size" else interface.Check.HASH)
         await asyncio.to_thread(_sync_and_drop, fd, self._dropped, entry.size)
         self._dropped = entry.size
         self._writer.ledger.put(entry.path, checkpoint.FileCheckpoint(entry.size, None, True))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nodeplugin import scrub
@@ -56,6 +56,7 @@ class NodeStore:
         api: source.StoreApi | None,
         make_hub: apply.MakeHub | None,
         read_mountinfo: Any = refs.read_mountinfo,
+        origins: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         self.options = options
         self.state = apply.NodeState()
@@ -70,7 +71,7 @@ class NodeStore:
         self.composer = compose.Composer(
             node=self.state, stock=stock, tree_facts=tree_facts, materializer=materializer,
             failures=failures, quarantined=quarantined, references=references,
-            usage_store=usage_store, ledger=ledger, clock=clock,
+            usage_store=usage_store, ledger=ledger, clock=clock, origins=origins,
             verdicts=compose.Verdicts(
                 skipped=lambda: self.collector.skipped,
                 nothing_to_remove=lambda: self.collector.nothing_to_remove,

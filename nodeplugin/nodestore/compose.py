@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from nodeplugin.cache import inventory, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity, interface
@@ -68,7 +68,9 @@ class Composer:
         ledger: capacity.Capacity,
         verdicts: Verdicts,
         clock: clocks.Clock,
+        origins: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
+        """``origins``: where each published tree's bytes came from (``cache.origins``)."""
         self._node = node
         self._stock = stock
         self._trees = tree_facts
@@ -81,6 +83,7 @@ class Composer:
         self._verdicts = verdicts
         self._conditions = Conditions(clock)
         self._sizes: dict[str, int] = {}
+        self._origins = origins
 
     async def facts(self) -> statuses.Facts:
         published = self._stock.digests()
@@ -102,6 +105,7 @@ class Composer:
             total_bytes=space.total_bytes,
             used_bytes=space.used_bytes,
             stored_bytes=self._stock.stored_bytes((p.digest, p.received_bytes) for p in running),
+            origins=self._origins(),
         )
 
     async def compose(self) -> statuses.Status:

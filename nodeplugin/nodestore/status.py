@@ -77,6 +77,8 @@ class Facts:
     total_bytes: int
     used_bytes: int
     stored_bytes: int
+    origins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Where a published tree's bytes came from (``Hub``/``Peer``), when recorded."""
 
 
 def used_percent(used: int, total: int) -> int:
@@ -101,6 +103,8 @@ def models(facts: Facts) -> tuple[list[Model], int]:
             entry["message"] = _cut(facts.quarantined[digest] + QUARANTINE_SUFFIX)
         else:
             entry["state"] = "Ready"
+        if digest in facts.origins:
+            entry["source"] = facts.origins[digest]
         if digest in facts.sizes:
             entry["sizeBytes"] = facts.sizes[digest]
         entries[digest] = entry
@@ -110,7 +114,7 @@ def models(facts: Facts) -> tuple[list[Model], int]:
         entry = _base(progress.digest, facts)
         entry["state"] = "Downloading"
         entry["downloadedBytes"] = progress.received_bytes
-        entry["source"] = "Hub"
+        entry["source"] = progress.origin
         if progress.total_bytes is not None:
             entry["sizeBytes"] = progress.total_bytes
         entries[progress.digest] = entry

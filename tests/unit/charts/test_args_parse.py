@@ -197,8 +197,8 @@ def test_a_flag_the_programs_do_not_have_fails_the_parsers(
     docs = helm.template().docs()
     plugin = helm.expanded_args(helm.container(docs, "DaemonSet", "plugin"))
     with pytest.raises(SystemExit):
-        plugin_cli.parser().parse_args([*plugin, "--peer-port=32445"])
-    assert "unrecognized arguments: --peer-port=32445" in capsys.readouterr().err
+        plugin_cli.parser().parse_args([*plugin, "--gossip-port=32445"])
+    assert "unrecognized arguments: --gossip-port=32445" in capsys.readouterr().err
     server = helm.expanded_args(helm.container(docs, "Deployment", "apiserver"))
     with pytest.raises(SystemExit):
         apiserver_cli.parse([*server, "--peer-token-file=/t"])

@@ -9,6 +9,7 @@ import threading
 
 from nodeplugin import scrub
 from nodeplugin.cache import layout, publish, quarantine
+from nodeplugin.materialize import interface
 from openapi import manifest
 from tests.support import clock as clocks
 
@@ -43,7 +44,8 @@ def test_sizes_names_and_hashes_are_checked(tmp_path: pathlib.Path) -> None:
     tree = cache.published_path(digest)
     (tree / "dir" / "b.txt").write_bytes(b"HELLO")  # same size, other bytes
     assert scrub.check_sizes(cache, digest) is None
-    assert "gitsha1 differs" in (scrub.rehash(cache, digest, never_stop) or "")
+    assert scrub.rehash(cache, digest, never_stop) == (
+        interface.Check.HASH, "dir/b.txt: gitsha1 differs from the manifest")
     (tree / "a.bin").write_bytes(b"a" * 10)
     assert "10 bytes, the manifest says 5000" in (scrub.check_sizes(cache, digest) or "")
     (tree / "a.bin").write_bytes(b"a" * 5000)
@@ -90,6 +92,8 @@ async def test_a_pass_is_spread_over_the_interval_and_capped(tmp_path: pathlib.P
     assert rates[-1] == 1000  # the cap
     (cache.published_path(digest) / "a.bin").write_bytes(b"b" * 5000)
     assert await scrubber.scrub_once() == [digest] and found == [digest]
+    assert scrubber.failures == {interface.Check.HASH: 1}  # the metrics' reason
+    assert records.added == 1
     assert records.get(digest) is not None
     assert quarantine.Quarantine(cache).get(digest) is not None  # kept across a restart
     assert await scrubber.scrub_once() == []  # a quarantined tree is not read again

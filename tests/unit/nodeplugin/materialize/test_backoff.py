@@ -65,3 +65,19 @@ def test_a_torn_record_is_ignored(tmp_path: pathlib.Path) -> None:
     cache.create()
     (cache.state / ("download-failure-" + "cd" * 32 + ".json")).write_bytes(b"{not json")
     assert backoff.Backoff(cache).all() == []
+
+
+def test_backoffs_started_and_waiting_are_counted_by_reason(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    clock = Clock()
+    book = backoff.Backoff(cache, clock=clock)
+    other = "sha256:" + "cd" * 32
+    book.record(DIGEST, interface.Reason.SOURCE_UNAVAILABLE, "503")
+    book.record(DIGEST, interface.Reason.SOURCE_UNAVAILABLE, "503")
+    book.record(other, interface.Reason.CANCELED, "idle")  # no backoff
+    assert book.started == {interface.Reason.SOURCE_UNAVAILABLE: 2}
+    assert book.waiting() == {interface.Reason.SOURCE_UNAVAILABLE: 1}  # one digest waits
+    clock.now = T0 + datetime.timedelta(minutes=2)
+    assert book.waiting() == {}
+    assert book.started == {interface.Reason.SOURCE_UNAVAILABLE: 2}

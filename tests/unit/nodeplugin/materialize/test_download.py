@@ -195,6 +195,7 @@ async def test_a_corrupted_byte_fails_discards_the_file_and_backs_off(
         while not done:
             await asyncio.sleep(0.01)
     assert [(d.result, d.published) for d in done] == [("IntegrityMismatch", False)]
+    assert [d.check for d in done] == [interface.Check.HASH]  # the metrics' reason
     await m.close()
 
 
@@ -205,9 +206,15 @@ async def test_a_listing_with_another_digest_fails(
     m = materializers(cache, hub, _settings())
     source = interface.Source("huggingFace", REPO, COMMIT)
     request = interface.Request("sha256:" + "0" * 64, source, None)
+    done: list[interface.Completion] = []
+    m.add_done_callback(done.append)
     failed = await _settle(m, request)
     assert failed.reason == interface.Reason.INTEGRITY_MISMATCH
     assert hub.served == {}
+    async with asyncio.timeout(5):
+        while not done:
+            await asyncio.sleep(0.01)
+    assert [d.check for d in done] == [interface.Check.MANIFEST]
     await m.close()
 
 

@@ -87,10 +87,13 @@ async def test_a_corrupted_file_fails_with_integrity_mismatch_and_backs_off(
     victim.write_bytes(bytes(data))
     clock = Clock()
     importer = local.LocalImporter(cache, tmp_path / "imports", clock=clock)
+    done: list[interface.Completion] = []
+    importer.add_done_callback(done.append)
     failed = await _settle(importer, digest)
     assert failed.state is interface.State.FAILED
     assert failed.reason is interface.Reason.INTEGRITY_MISMATCH
     assert failed.retry_time == T0 + datetime.timedelta(minutes=1)
+    assert [d.check for d in done] == [interface.Check.HASH]  # the metrics' reason
     # the message reaches NodeModelStore status, which names no file; the log has the detail
     assert "weights/model.bin" not in failed.message
     assert "does not match the manifest" in failed.message

@@ -1,0 +1,40 @@
+"""The peer endpoints' paths, the token audience and the byte-range header grammar."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+AUDIENCE = "model.csi.gpustack.ai/peer"
+"""The audience of the projected token a pulling plugin sends (never the API server's)."""
+PREFIX = "/peer/v1/trees/"
+CHUNK_BYTES = 1 << 20
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+
+
+def tree_path(hex_digest: str) -> str:
+    return PREFIX + hex_digest
+
+
+def file_path(hex_digest: str, path: str) -> str:
+    return f"{PREFIX}{hex_digest}/files/{urllib.parse.quote(path, safe='/')}"
+
+
+class RangeError(ValueError):
+    """A Range header this server does not satisfy (answered 416)."""
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``(start, end inclusive)`` of one ``bytes=a-b`` / ``bytes=a-`` range, None without a
+    header; ``RangeError`` for several ranges, suffix ranges or one outside the file."""
+    if header is None:
+        return None
+    found = _RANGE.fullmatch(header.strip())
+    if found is None:
+        raise RangeError("only one bytes=start-end range is served")
+    start = int(found.group(1))
+    end = int(found.group(2)) if found.group(2) else size - 1
+    end = min(end, size - 1)
+    if start > end:
+        raise RangeError(f"range starts at {start} in a file of {size} bytes")
+    return start, end
