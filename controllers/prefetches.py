@@ -96,10 +96,15 @@ class Prefetches:
         labels: Labels | None = None,
         nodes: informer.Informer | None = None,
         delivery: Delivery | None = None,
+        owned: informer.Informer | None = None,
+        failed_recheck: float = RESYNC_SECONDS,
         workers: int = 2,
     ) -> None:
         """``nodes``: the Nodes' informer whose changes wake the prefetches (``labels`` reads
-        it); run by the caller."""
+        it); ``owned``: objects a prefetch owns (its warm-up Pods) whose changes wake their
+        owner; both run by the caller. A prefetch whose delivery failed somewhere is looked at
+        again after ``failed_recheck`` seconds (at most a minute), when a failed delivery is
+        retried."""
         self._api = api
         self._prefetches = prefetches
         self._artifacts = artifacts
@@ -107,6 +112,7 @@ class Prefetches:
         self._clock = clock
         self._labels = labels if labels is not None else NoLabels()
         self._delivery = delivery if delivery is not None else NoDelivery()
+        self._failed_recheck = min(RESYNC_SECONDS, failed_recheck)
         self.statuses: runtime.Controller[Key] = runtime.Controller(
             "prefetch status", self.reconcile_status, clock, keys=prefetches.keys,
             workers=workers)
@@ -118,6 +124,8 @@ class Prefetches:
         stores.add_handler(self._store_changed)
         if nodes is not None:
             nodes.add_handler(self._node_changed)
+        if owned is not None:
+            owned.add_handler(self._owned_changed)
         self.pin_writes = 0
         self.status_writes = 0
 
@@ -178,6 +186,12 @@ class Prefetches:
         if node:
             self.pins.enqueue(node)
 
+    def _owned_changed(self, old: Obj | None, new: Obj | None) -> None:
+        metadata = (new or old or {}).get("metadata") or {}
+        for owner in metadata.get("ownerReferences") or []:
+            if owner.get("kind") == clients.MODEL_PREFETCHES.kind and metadata.get("namespace"):
+                self.statuses.enqueue((metadata["namespace"], str(owner.get("name"))))
+
     # one prefetch -------------------------------------------------------------------------
 
     async def reconcile_status(self, key: Key) -> runtime.Result:
@@ -215,7 +229,7 @@ class Prefetches:
             return runtime.DONE
         if written is not None:
             self.status_writes += 1
-        return runtime.Result(requeue_after=RESYNC_SECONDS)
+        return runtime.Result(requeue_after=self._failed_recheck if failures else RESYNC_SECONDS)
 
     def _pinned_here(self, prefetch: Obj, store: Obj | None, digest: str,
                      now: datetime.datetime) -> bool:

@@ -34,6 +34,7 @@ def interval(text: str) -> float:
 
 DEFAULT_WARMUP_IMAGE = "gpustack/mirrored-python:3.12-alpine"
 """Needs only a shell, find and sha256sum; the reference's default setting."""
+DEFAULT_WARMUP_RETRY = 300.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,6 +61,8 @@ class Settings:
     resolver_workers: int = 8
     prefetch_warmup_image: str = DEFAULT_WARMUP_IMAGE
     """The image of the prefetches' warm-up Pods (cluster mode; controllers/warmup.py)."""
+    prefetch_warmup_retry: float = DEFAULT_WARMUP_RETRY
+    """Seconds a failed warm-up Pod is kept, its reason reported, before it is deleted."""
 
 
 def add_flags(p: argparse.ArgumentParser, *, serving: bool = True) -> None:
@@ -69,6 +72,10 @@ def add_flags(p: argparse.ArgumentParser, *, serving: bool = True) -> None:
     g.add_argument("--prefetch-warmup-image", default=DEFAULT_WARMUP_IMAGE, metavar="IMAGE",
                    help="cluster mode: the image of the ModelPrefetch warm-up Pods, which need "
                    f"only a shell, find and sha256sum (default: {DEFAULT_WARMUP_IMAGE})")
+    g.add_argument("--prefetch-warmup-retry-interval", type=duration,
+                   default=DEFAULT_WARMUP_RETRY, metavar="DURATION",
+                   help="cluster mode: how long a failed warm-up Pod is kept, its reason "
+                   "reported, before it is deleted and a fresh one made (default: 5m)")
     g.add_argument("--leader-elect", action="store_true",
                    help="cluster mode: run the controllers only while holding the Lease "
                    f"{DEFAULT_LEASE} in --namespace, so one of several replicas resolves "

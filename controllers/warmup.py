@@ -13,7 +13,7 @@ queue holds it) and tolerates every taint. Its image is a setting
 
 A Pod that succeeded is left as it is (the node is not warmed again while it exists); one that
 failed is reported (``Failed/DeliveryFailed`` with its reason) and deleted after
-``RETRY_SECONDS`` so a later pass makes a fresh one.
+``--prefetch-warmup-retry-interval`` (default five minutes) so a later pass makes a fresh one.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 COMPONENT = "model-prefetch-warmup"
 PREFETCH_UID_LABEL = "worker.gpustack.ai/prefetch-uid"
 SELECTOR = f"{COMPONENT_LABEL}={COMPONENT}"
-RETRY_SECONDS = 300.0
 MOUNT = "/model"
 READ_BACK = f"find {MOUNT} -type f -exec sha256sum {{}} + > /dev/null"
 
@@ -112,12 +111,14 @@ class WarmupPods:
     """``Delivery`` over the warm-up Pods' informer (every namespace, ``SELECTOR``)."""
 
     def __init__(self, pods: informer.Informer, create: Create, delete: Delete,
-                 clock: clocks.Clock, *, image: str = settings.DEFAULT_WARMUP_IMAGE) -> None:
+                 clock: clocks.Clock, *, image: str = settings.DEFAULT_WARMUP_IMAGE,
+                 retry_seconds: float = settings.DEFAULT_WARMUP_RETRY) -> None:
         self._pods = pods
         self._create = create
         self._delete = delete
         self._clock = clock
         self.image = image
+        self.retry_seconds = retry_seconds
         self._failed_at: dict[tuple[str, str], float] = {}
 
     async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
@@ -153,7 +154,7 @@ class WarmupPods:
     async def _retry_later(self, key: tuple[str, str]) -> None:
         now = self._clock.monotonic()
         first = self._failed_at.setdefault(key, now)
-        if now - first >= RETRY_SECONDS:
+        if now - first >= self.retry_seconds:
             self._failed_at.pop(key, None)
             try:
                 await self._delete(*key)

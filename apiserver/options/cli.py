@@ -270,6 +270,7 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
             namespace=namespace,
             plugin_namespace=plugin_namespace,
             prefetch_warmup_image=args.prefetch_warmup_image,
+            prefetch_warmup_retry=args.prefetch_warmup_retry_interval,
         ),
         "plugin_service_account": args.plugin_service_account,
         "shutdown_timeout": args.shutdown_timeout, "log_level": args.log_level,

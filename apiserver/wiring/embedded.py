@@ -92,11 +92,13 @@ def prefetch_controller(
         return prefetches.Prefetches(api, found, artifacts, view.informer, clock), [found]
     nodes = informer.Informer(theirs, clients.NODES, clock)
     pods = informer.Informer(theirs, clients.PODS, clock, label_selector=warmup.SELECTOR)
+    cs = settings.controller_settings
     delivery = warmup.WarmupPods(pods, theirs.create_pod, theirs.delete_pod, clock,
-                                 image=settings.controller_settings.prefetch_warmup_image)
+                                 image=cs.prefetch_warmup_image,
+                                 retry_seconds=cs.prefetch_warmup_retry)
     controller = prefetches.Prefetches(
         api, found, artifacts, view.informer, clock, labels=prefetches.NodeLabels(nodes),
-        nodes=nodes, delivery=delivery)
+        nodes=nodes, delivery=delivery, owned=pods, failed_recheck=cs.prefetch_warmup_retry)
     return controller, [found, nodes, pods]
 
 

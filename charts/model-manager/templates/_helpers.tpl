@@ -123,6 +123,9 @@ python -m nodeplugin, so a renamed or removed flag fails there.
 {{- if and (eq $api.controllers.mode "embedded") $api.controllers.leaderElect -}}
 {{- $args = append $args "--leader-elect" -}}
 {{- end -}}
+{{- $args = concat $args (list
+  (printf "--prefetch-warmup-image=%s" $api.controllers.prefetchWarmupImage)
+  (printf "--prefetch-warmup-retry-interval=%s" $api.controllers.prefetchWarmupRetryInterval)) -}}
 {{- with $api.authentication.apiAudiences -}}
 {{- $args = append $args (printf "--api-audiences=%s" (join "," .)) -}}
 {{- end -}}

@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 import kube
+from controllers import warmup
 from kube.resources import ModelArtifact, NodeModelStore
 from nodeplugin import plugin
 from tests.integration.apiserver import cluster
@@ -145,7 +146,8 @@ async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
     args = _server_args(docs, plugin_port)
     assert "--controllers=embedded" in args and "--leader-elect" in args
     server = clustermode.start(cp, tmp_path / "server", extra_args=[
-        *args, f"--huggingface-endpoint={hub.endpoint}", f"--hub-ca-bundle={hub.ca_bundle}"])
+        *args, f"--huggingface-endpoint={hub.endpoint}", f"--hub-ca-bundle={hub.ca_bundle}",
+        "--prefetch-warmup-retry-interval=1s"])
     started: plugin.Plugin | None = None
     clients: list[kube.Client] = []
     try:
@@ -164,6 +166,22 @@ async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
         for name in ("hub", "claim"):
             await waiting.until_async(lambda n=name: _resolved(admin, n), "True/Resolved",
                                       guard=60)
+        # the administrator warms node-a; the worker's warm-up Pod fails and is made again
+        with server.client(ADMIN_TOKEN) as http:
+            created = http.post(f"{cluster.G}/namespaces/team-a/modelprefetches", json={
+                "apiVersion": f"{GROUP}/v1", "kind": "ModelPrefetch",
+                "metadata": {"name": "warm", "namespace": "team-a"},
+                "spec": {"artifactRef": {"name": "hub"}, "targets": {"nodeNames": ["node-a"]}}})
+            assert created.status_code == 201, created.text
+        pod_name = warmup.pod_name("warm", "node-a")
+        await waiting.until(lambda: cp.get(resources.PODS, pod_name, "team-a") is not None,
+                            guard=60, what="the warm-up Pod")
+        failed = cp.get(resources.PODS, pod_name, "team-a")
+        assert failed is not None and failed["spec"]["nodeName"] == "node-a"
+        cp.put(resources.PODS, {**failed, "status": {"phase": "Failed", "reason": "Evicted"}})
+        await waiting.until(lambda: cp.recorder.count(f"/namespaces/team-a/pods/{pod_name}",
+                                                      "DELETE"),
+                            guard=60, what="the failed warm-up Pod's deletion")
         # the plugin as the DaemonSet's ServiceAccount, in a Pod on node-a
         kubeconfig = server.kubeconfig(tmp_path / "plugin.kubeconfig", PLUGIN_TOKEN)
         ours = kube.Client.from_kubeconfig(kubeconfig)

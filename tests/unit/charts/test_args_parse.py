@@ -18,6 +18,7 @@ import pytest
 
 from apiserver.options import cli as apiserver_cli
 from apiserver.options import config as apiserver_config
+from controllers import settings as controller_settings
 from nodeplugin import __main__ as plugin_cli
 from tests.support import helm
 
@@ -32,6 +33,8 @@ RENDERINGS: dict[str, tuple[list[pathlib.Path], list[str]]] = {
     "etcd-replicas": ([], ["apiserver.storage.backend=etcd", "apiserver.replicas=3",
                            "apiserver.storage.etcd.servers={http://etcd:2379}"]),
     "controllers-none": ([], ["apiserver.controllers.mode=none"]),
+    "warmup": ([], ["apiserver.controllers.prefetchWarmupImage=registry.local/sh:1",
+                    "apiserver.controllers.prefetchWarmupRetryInterval=1h30m"]),
     "no-leader-election": ([], ["apiserver.controllers.leaderElect=false"]),
     "tuned": ([], ["apiserver.authentication.apiAudiences={https://kubernetes.default.svc}",
                    "apiserver.authentication.requestheaderAllowedNames={front-proxy-client}",
@@ -133,6 +136,12 @@ def test_the_api_server_parses_the_charts_args(
     assert settings.controllers == (
         "none" if name == "controllers-none" else "embedded")
     assert cs.leader_elect is (name not in ("controllers-none", "no-leader-election"))
+    # the warm-up Pods' image and retry interval are the values'
+    assert (cs.prefetch_warmup_image, cs.prefetch_warmup_retry) == {
+        "full": ("registry.example.test/tools/busybox:1.36", 90.0),
+        "warmup": ("registry.local/sh:1", 5400.0),
+    }.get(name, (controller_settings.DEFAULT_WARMUP_IMAGE,
+                 controller_settings.DEFAULT_WARMUP_RETRY))
     etcd = name.startswith("etcd") or name == "full"
     assert settings.storage.backend == ("etcd" if etcd else "sqlite")
     if name in ("etcd", "full"):

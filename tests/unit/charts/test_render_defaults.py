@@ -111,6 +111,8 @@ def test_apiserver_deployment(default_docs: list[dict[str, Any]]) -> None:
     assert wanted.items() <= daemonset["metadata"]["labels"].items()
     assert wanted == helm.one(default_docs, "DaemonSet")["spec"]["selector"]["matchLabels"]
     assert "--settings-configmap=model-manager-settings" in args
+    assert "--prefetch-warmup-image=gpustack/mirrored-python:3.12-alpine" in args
+    assert "--prefetch-warmup-retry-interval=5m" in args
     assert not [arg for arg in args if arg.startswith("--etcd")]
     claim = helm.one(default_docs, "PersistentVolumeClaim")
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"

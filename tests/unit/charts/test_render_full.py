@@ -75,6 +75,8 @@ def test_replicas_on_etcd_with_a_disruption_budget(full_docs: list[dict[str, Any
     assert "--etcd-prefix=/gpustack-test" in args
     assert "--etcd-cafile=/etc/model-manager/etcd/ca.crt" in args
     assert "--workers=2" in args and "--leader-elect" in args
+    assert "--prefetch-warmup-image=registry.example.test/tools/busybox:1.36" in args
+    assert "--prefetch-warmup-retry-interval=90s" in args
     assert "--api-audiences=https://kubernetes.default.svc,model-manager" in args
     assert "--requestheader-allowed-names=front-proxy-client" in args
     assert "--authorization-always-allow-paths=/healthz,/livez,/readyz,/metrics" in args

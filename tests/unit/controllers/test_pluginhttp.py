@@ -38,7 +38,9 @@ async def server(tmp_path: pathlib.Path) -> AsyncIterator[tuple[Server, str, ssl
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                state.requests.append(head)
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                state.requests.append(head + await reader.readexactly(length))
                 answer = state.answers.pop(0)
                 writer.write(answer)
                 await writer.drain()
@@ -94,3 +96,18 @@ async def test_an_unverified_certificate_is_refused_with_a_ca(
     pool = pluginhttp.Pool(base, plugins.ssl_context(str(other.ca_cert)))
     with pytest.raises(ssl.SSLError):
         await pool.get("/model/downloads", [], 100)
+
+
+async def test_a_post_carries_its_body_and_any_complete_answer_is_returned(
+        server: tuple[Server, str, ssl.SSLContext]) -> None:
+    state, base, tls = server
+    pool = pluginhttp.Pool(base, tls)
+    state.answers = [_answer(403, b'{"reason": "Forbidden"}'), _answer(200, b"{}")]
+    assert await pool.request("POST", "/model/prefetches", [], 100, b'{"a": 1}') == (
+        403, b'{"reason": "Forbidden"}')
+    assert state.requests[0].startswith(b"POST /model/prefetches HTTP/1.1")
+    assert b"content-length: 8" in state.requests[0]
+    assert state.requests[0].endswith(b'\r\n\r\n{"a": 1}')
+    assert await pool.get("/model/downloads", [], 100) == b"{}"
+    assert state.connections == 1  # a refusal is a complete answer: the connection stays
+    pool.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -15,7 +15,7 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
 from controllers import client as clients
-from controllers import informer, prefetches, prefetchplan
+from controllers import informer, prefetches, prefetchplan, queue
 from openapi import resources
 from tests.support import clock as manual
 from tests.support import waiting
@@ -157,6 +157,39 @@ async def test_phases_counts_and_conditions_follow_the_node_stores(world: World)
     assert status["readyNodes"] == 1
     assert _condition(status, "Available") == ("True", "EnoughReady")
     assert world.delivery.asked[-1] == ("warm", DIGEST, ("node-2",))
+
+
+class _Owned:
+    def __init__(self) -> None:
+        self.handlers: list[informer.Handler] = []
+
+    def add_handler(self, handler: informer.Handler) -> None:
+        self.handlers.append(handler)
+
+
+async def test_a_failed_delivery_is_looked_at_again_and_an_owned_object_wakes_its_owner(
+    world: World,
+) -> None:
+    owned = _Owned()
+    controller = prefetches.Prefetches(
+        world.api, *world.informers, world.clock, delivery=world.delivery,
+        owned=cast(informer.Informer, owned), failed_recheck=5.0)
+    await world.artifact()
+    await world.node("node-1")
+    await world.node("node-2")
+    await world.prefetch()
+    await world.settle()
+    assert (await controller.reconcile_status(("team-a", "warm"))).requeue_after == 5.0
+    world.delivery.failing.clear()
+    result = await controller.reconcile_status(("team-a", "warm"))
+    assert result.requeue_after == prefetches.RESYNC_SECONDS
+    controller.statuses.queue = queue.WorkQueue(world.clock)
+    (handler,) = owned.handlers
+    handler(None, {"metadata": {"name": "warm-warmup-0123456789", "namespace": "team-a",
+                                "ownerReferences": [{"kind": "ModelPrefetch", "name": "warm"}]}})
+    handler(None, {"metadata": {"name": "other", "namespace": "team-a"}})
+    assert len(controller.statuses.queue) == 1
+    assert await controller.statuses.queue.get() == ("team-a", "warm")
 
 
 async def test_the_artifact_missing_unresolved_or_not_a_hub_source_is_reported(

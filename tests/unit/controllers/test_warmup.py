@@ -3,10 +3,13 @@ owned by the prefetch and bound to its node; one per cold node, a failure report
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from typing import Any, cast
 
-from controllers import informer, prefetchplan, warmup
+import pytest
+
+from controllers import informer, prefetchplan, settings, warmup
 from tests.support import clock as manual
 
 DIGEST = "sha256:" + "ab" * 32
@@ -74,7 +77,7 @@ async def test_one_pod_per_cold_node_and_a_failure_is_reported_then_retried() ->
     delivery = warmup.WarmupPods(cast(informer.Informer, pods), create, delete, clock)
     assert await delivery.warm(PREFETCH, ARTIFACT, ["node-1", "node-2"]) == {}
     assert [p["spec"]["nodeName"] for p in created] == ["node-1", "node-2"]
-    assert created[0]["spec"]["containers"][0]["image"] == warmup.settings.DEFAULT_WARMUP_IMAGE
+    assert created[0]["spec"]["containers"][0]["image"] == settings.DEFAULT_WARMUP_IMAGE
     for pod in created:
         pods.objects[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
     failed = created[1]
@@ -85,9 +88,44 @@ async def test_one_pod_per_cold_node_and_a_failure_is_reported_then_retried() ->
     assert created == [] and list(failures) == ["node-2"]
     assert "exit code 1 (Error)" in failures["node-2"]
     assert deleted == []
-    clock.advance(warmup.RETRY_SECONDS)
+    clock.advance(settings.DEFAULT_WARMUP_RETRY)
     await delivery.warm(PREFETCH, ARTIFACT, ["node-2"])
     assert deleted == [("team-a", failed["metadata"]["name"])]
     # a Pod of an earlier prefetch of the same name is left to go with its owner
     other = {**PREFETCH, "metadata": {**PREFETCH["metadata"], "uid": "new-uid"}}
     assert await delivery.warm(other, ARTIFACT, ["node-1"]) == {} and created == []
+
+
+async def test_the_retry_interval_is_the_setting() -> None:
+    pods = _Pods()
+    deleted: list[tuple[str, str]] = []
+
+    async def create(pod: dict[str, Any]) -> dict[str, Any]:
+        pods.objects[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = {
+            **pod, "status": {"phase": "Failed", "reason": "Evicted"}}
+        return pod
+
+    async def delete(namespace: str, name: str) -> None:
+        deleted.append((namespace, name))
+
+    clock = manual.ManualClock()
+    delivery = warmup.WarmupPods(cast(informer.Informer, pods), create, delete, clock,
+                                 retry_seconds=30.0)
+    await delivery.warm(PREFETCH, ARTIFACT, ["node-1"])
+    assert "Evicted" in (await delivery.warm(PREFETCH, ARTIFACT, ["node-1"]))["node-1"]
+    clock.advance(29.0)
+    await delivery.warm(PREFETCH, ARTIFACT, ["node-1"])
+    assert deleted == []
+    clock.advance(1.0)
+    await delivery.warm(PREFETCH, ARTIFACT, ["node-1"])
+    assert deleted == [("team-a", warmup.pod_name("warm", "node-1"))]
+
+
+def test_the_flag_parses_a_duration_defaulting_to_five_minutes() -> None:
+    parser = argparse.ArgumentParser()
+    settings.add_flags(parser, serving=False)
+    assert parser.parse_args([]).prefetch_warmup_retry_interval == 300.0
+    parsed = parser.parse_args(["--prefetch-warmup-retry-interval=1s"])
+    assert parsed.prefetch_warmup_retry_interval == 1.0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--prefetch-warmup-retry-interval=0s"])
