@@ -1,5 +1,5 @@
-"""A lean HTTPS/1.1 client for ``GET /model/downloads``: h11 over asyncio streams, keep-alive
-connections per plugin.
+"""A lean HTTPS/1.1 client for ``GET /model/downloads`` (and the prefetches' ``POST
+/model/prefetches``): h11 over asyncio streams, keep-alive connections per plugin.
 
 Why not httpx here: a progress answer reads up to 64 plugins, and httpx's per-request cost
 (about 1.5 ms of CPU each, measured by the ``progress`` benchmark) alone ate half of the 250 ms
@@ -55,23 +55,37 @@ class Pool:
 
     async def get(self, path: str, headers: list[tuple[str, str]], limit: int) -> bytes:
         """The body of a 200 answer to ``GET path`` (at most ``limit`` bytes)."""
+        status, body = await self.request("GET", path, headers, limit)
+        if status != 200:
+            raise PluginHttpError(f"HTTP {status}")
+        return body
+
+    async def request(self, method: str, path: str, headers: list[tuple[str, str]],
+                      limit: int, body: bytes = b"") -> tuple[int, bytes]:
+        """The status and body (at most ``limit`` bytes) of any complete answer."""
         connection = self._idle.pop() if self._idle else await self._connect()
         reusable = False
         try:
-            body, reusable = await self._exchange(connection, path, headers, limit)
-            return body
+            status, answer, reusable = await self._exchange(
+                connection, method, path, headers, limit, body)
+            return status, answer
         finally:
             if reusable and len(self._idle) < MAX_IDLE:
                 self._idle.append(connection)
             else:
                 connection.close()
 
-    async def _exchange(self, connection: _Connection, path: str,
-                        headers: list[tuple[str, str]], limit: int) -> tuple[bytes, bool]:
+    async def _exchange(self, connection: _Connection, method: str, path: str,
+                        headers: list[tuple[str, str]], limit: int,
+                        sent: bytes) -> tuple[int, bytes, bool]:
         protocol = connection.protocol
-        request = h11.Request(method="GET", target=path,
-                              headers=[("host", self.authority), *headers])
-        connection.writer.write(protocol.send(request) + protocol.send(h11.EndOfMessage()))
+        framing = [("content-length", str(len(sent)))] if sent or method != "GET" else []
+        request = h11.Request(method=method, target=path,
+                              headers=[("host", self.authority), *framing, *headers])
+        data = protocol.send(request)
+        if sent:
+            data += protocol.send(h11.Data(data=sent))
+        connection.writer.write(data + protocol.send(h11.EndOfMessage()))
         await connection.writer.drain()
         status = 0
         body = bytearray()
@@ -96,12 +110,10 @@ class Pool:
                 break
             elif isinstance(event, h11.ConnectionClosed):
                 raise PluginHttpError("the connection closed mid-answer")
-        if status != 200:
-            raise PluginHttpError(f"HTTP {status}")
         reusable = protocol.our_state is h11.DONE and protocol.their_state is h11.DONE
         if reusable:
             protocol.start_next_cycle()
-        return bytes(body), reusable
+        return status, bytes(body), reusable
 
     def close(self) -> None:
         for connection in self._idle:

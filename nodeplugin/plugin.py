@@ -23,7 +23,7 @@ from prometheus_client import registry as prometheus_registry
 import kube
 from hub import config as hub_config
 from hub import errors as hub_errors
-from nodeplugin import apiclient, artifacts, metrics, reviews, scrub, serve
+from nodeplugin import apiclient, artifacts, metrics, prefetchapi, reviews, scrub, serve
 from nodeplugin.cache import (
     fsutil,
     inventory,
@@ -454,6 +454,9 @@ async def start_https(
         token_file=config.downloads_token_file,
         reviewer=running.reviewer,
         worker_user=config.worker_user,
+        prefetch=prefetchapi.handler(
+            informer=running.informer, kubelet_dir=running.volume_set.targets.base,
+            materializer=running.materializer, quarantined=running.quarantined),
     )
     cfg = serve.hypercorn_config_for(config.bind_address, config.secure_port, cert, key)
     log.info("serving HTTPS on %s:%d (metrics, health, downloads)", config.bind_address,

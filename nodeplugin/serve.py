@@ -1,9 +1,11 @@
-"""The plugin's HTTPS port: ``/metrics``, ``/readyz``, ``/livez`` and ``GET /model/downloads``.
+"""The plugin's HTTPS port: ``/metrics``, ``/readyz``, ``/livez``, ``GET /model/downloads`` and
+``POST /model/prefetches`` (``prefetchapi``, when the plugin gives its handler).
 
 A small starlette app served by hypercorn over TLS. ``/model/downloads`` is for the worker's
 identity only: standalone, the caller's bearer token is compared with the shared one read from
 ``--downloads-token-file``; in a cluster it is reviewed (``reviews.Reviewer``, a TokenReview) and
 admitted when it authenticates ``--worker-user``. With neither the endpoint refuses everyone.
+``/model/prefetches`` admits the same identity the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import hmac
 import logging
 import pathlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypedDict
 
 from hypercorn import config as hypercorn_config
@@ -92,9 +94,11 @@ def make_app(
     token_file: str | None,
     reviewer: reviews.Reviewer | None = None,
     worker_user: str = "",
+    prefetch: Callable[[requests.Request], Awaitable[responses.Response]] | None = None,
 ) -> applications.Starlette:
-    """``ready`` returns None when ready, else why not; ``running`` lists the attempts. The
-    token file wins over the reviewer when both are given."""
+    """``ready`` returns None when ready, else why not; ``running`` lists the attempts;
+    ``prefetch`` serves ``POST /model/prefetches`` once the worker is admitted. The token file
+    wins over the reviewer when both are given."""
 
     async def scrape(request: requests.Request) -> responses.Response:
         # Every figure is already in memory (no scrape touches the cache), so collection runs
@@ -111,7 +115,8 @@ def make_app(
     async def livez(request: requests.Request) -> responses.Response:
         return responses.PlainTextResponse("ok\n")
 
-    async def downloads(request: requests.Request) -> responses.Response:
+    async def refusal(request: requests.Request) -> responses.Response | None:
+        """None when the caller is the worker identity, else the answer refusing it."""
         if token_file is None and (reviewer is None or not worker_user):
             return _status(403, "Forbidden",
                            "downloads are served to the worker identity only, and this plugin "
@@ -134,14 +139,25 @@ def make_app(
             if user != worker_user:
                 return _status(403, "Forbidden", f'user "{user[:253]}" may not read the running '
                                "downloads (the worker identity only)")
-        return responses.JSONResponse(downloads_body(running()))
+        return None
 
-    return applications.Starlette(routes=[
+    async def downloads(request: requests.Request) -> responses.Response:
+        return await refusal(request) or responses.JSONResponse(downloads_body(running()))
+
+    routes = [
         routing.Route("/metrics", scrape, methods=["GET"]),
         routing.Route("/readyz", readyz, methods=["GET"]),
         routing.Route("/livez", livez, methods=["GET"]),
         routing.Route("/model/downloads", downloads, methods=["GET"]),
-    ])
+    ]
+    if prefetch is not None:
+        warm = prefetch
+
+        async def prefetches(request: requests.Request) -> responses.Response:
+            return await refusal(request) or await warm(request)
+
+        routes.append(routing.Route("/model/prefetches", prefetches, methods=["POST"]))
+    return applications.Starlette(routes=routes)
 
 
 def tls_files(

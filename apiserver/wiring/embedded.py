@@ -34,6 +34,7 @@ from controllers import (
     kubeapi,
     leader,
     nodestores,
+    plugindelivery,
     plugins,
     prefetches,
     runner,
@@ -84,12 +85,16 @@ def prefetch_controller(
     artifacts: informer.Informer,
     theirs: kubeapi.KubeApi | None,
     clock: clocks.Clock,
+    *,
+    standalone: prefetches.Delivery | None = None,
 ) -> tuple[prefetches.Prefetches, list[informer.Informer]]:
     """The prefetch controller and the informers it needs run beside it: its prefetches and, in
-    a cluster, the Nodes (labels) and the warm-up Pods (delivery)."""
+    a cluster, the Nodes (labels) and the warm-up Pods (delivery); ``standalone`` delivers
+    without a cluster (the request to each ``--node`` plugin)."""
     found = informer.Informer(api, clients.MODEL_PREFETCHES, clock)
     if theirs is None:
-        return prefetches.Prefetches(api, found, artifacts, view.informer, clock), [found]
+        return prefetches.Prefetches(api, found, artifacts, view.informer, clock,
+                                     delivery=standalone), [found]
     nodes = informer.Informer(theirs, clients.NODES, clock)
     pods = informer.Informer(theirs, clients.PODS, clock, label_selector=warmup.SELECTOR)
     cs = settings.controller_settings
@@ -255,7 +260,14 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     found = cluster.sources(theirs, cs, clock) if theirs is not None else None
     stores = node_stores(settings, api, view, theirs, found, cluster_client, clock)
     hooks.node_stores = stores
-    pf, pf_informers = prefetch_controller(settings, api, view, artifacts, theirs, clock)
+    secret_source: secrets.Secrets = (
+        secrets.DirSecrets(cs.secrets_dir, clock) if cs.secrets_dir else secrets.NoSecrets())
+    # standalone: the request to each --node plugin (in a cluster, warm-up Pods)
+    delivery = (plugindelivery.PluginDelivery(locator, token, secret_source,
+                                              ca_file=cs.plugin_ca_file)
+                if theirs is None else None)
+    pf, pf_informers = prefetch_controller(settings, api, view, artifacts, theirs, clock,
+                                           standalone=delivery)
     hooks.prefetches = pf
     if settings.controllers != "embedded":
         log.info("controllers: %s (node stores and prefetches run here, the rest out of this "
@@ -271,8 +283,6 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
                                 artifacts=artifacts)
         cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
     else:
-        secret_source: secrets.Secrets = (
-            secrets.DirSecrets(cs.secrets_dir, clock) if cs.secrets_dir else secrets.NoSecrets())
         running = runner.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
                                 claim_source=claims.AnyClaim(),
                                 leadership=standalone_leadership(settings, registry, clock),
