@@ -58,12 +58,19 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
             faults = shared.fault(*key)
             if faults is None:
                 continue
+            if faults.fail_after_bytes is not None and path is not None:
+                with shared.lock:
+                    served = shared.bytes_served[(repo_id, path)]
+                if served < faults.fail_after_bytes:
+                    continue
             if shared.take(faults, "fail"):
                 body: dict[str, object] = {"error": "injected failure"}
                 if faults.fail_code is not None:
                     body = {"Code": faults.fail_code, "Data": None, "Message": "injected",
                             "RequestId": "fakehub", "Success": False}
-                self._json(faults.fail_status, body)
+                coded = {} if faults.fail_error_code is None else {
+                    "x-error-code": faults.fail_error_code}
+                self._json(faults.fail_status, body, coded)
                 return True
             if shared.take(faults, "rate_limit"):
                 if faults.ratelimit_reset is not None:

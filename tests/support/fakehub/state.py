@@ -25,6 +25,11 @@ class Faults:
     fail_status: int = 503
     # With a code, the failure's body is a ModelScope envelope carrying it (e.g. 10010200001).
     fail_code: int | None = None
+    # With a code, the failure also carries ``X-Error-Code`` (the Hub's ``EntryNotFound``...).
+    fail_error_code: str | None = None
+    # With a count, a per-file status fault fires only once that many of the file's bytes
+    # were served: a file that goes missing in the middle of its download.
+    fail_after_bytes: int | None = None
     rate_limit_times: int = 0
     retry_after: int = 1
     # When set, 429s carry ``RateLimit: "api";r=0;t=<ratelimit_reset>`` instead of Retry-After.

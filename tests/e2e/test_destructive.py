@@ -1,0 +1,477 @@
+"""Breaking delivery on purpose on the real node (issue 26): a file whose bytes do not match its
+listed digest, a file that goes missing mid-download, a published file changed on the host, ten
+Pods at once on a cold cache, and the plugin killed mid-transfer. Each scenario has its own
+repository on the fixture hub; consumer Pods read and hash every byte, and the node's cache is
+inspected on the host (the chart's ``rootPath`` is the rig's ``models`` directory).
+
+The release is this module's own: the conftest's values plus a short scrub interval, so a
+tampered tree is found within seconds. The steps run in order and share one cluster."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import textwrap
+import time
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import fakehub, helm
+from tests.support.realnode import release_values, rig
+
+pytestmark = [pytest.mark.integration, pytest.mark.root]
+
+NAMESPACE = release_values.NAMESPACE
+RELEASE = release_values.RELEASE
+DRIVER = "model.csi.gpustack.ai"
+TENANT = "dx-a"
+OTHER = "dx-b"
+BUSYBOX = "docker.io/library/busybox:latest"
+CONFIG = b'{"model_type": "e2e", "hidden_size": 8}\n'
+SCRUB_INTERVAL = "10s"
+MiB = 1 << 20
+
+BAD_SHA = "e2e/bad-sha"
+BAD_SHA_SIZE = 6 * MiB
+BAD_SHA_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": BAD_SHA_SIZE}
+MISSING = "e2e/missing-shard"
+MISSING_SHARD = "model-00002-of-00002.safetensors"
+MISSING_SIZE = 32 * MiB
+MISSING_FILES: dict[str, bytes | int] = {
+    "config.json": CONFIG,
+    "model-00001-of-00002.safetensors": 2 * MiB,
+    MISSING_SHARD: MISSING_SIZE,
+}
+TAMPER = "e2e/tamper"
+TAMPER_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 4 * MiB}
+CROWD = "e2e/crowd"
+CROWD_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 24 * MiB}
+RESUME = "e2e/resume"
+RESUME_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 64 * MiB}
+
+
+# --- the release and the cluster's objects ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -> str:
+    """The conftest's release with a scrub pass every ``SCRUB_INTERVAL``."""
+    started = time.monotonic()
+    values: dict[str, Any] = release_values.values(hub, cluster)
+    values["modelManager"]["scrub"] = {"interval": SCRUB_INTERVAL}
+    path = cluster.work / "values-destructive.yaml"
+    path.write_text(yaml.safe_dump(values))
+    cluster.kubectl("create", "namespace", NAMESPACE)
+    done = helm.run("install", RELEASE, str(helm.CHART), "--namespace", NAMESPACE,
+                    "--kubeconfig", str(cluster.kubeconfig), "-f", str(path))  # fmt: skip
+    assert done.returncode == 0, f"helm install:\n{done.stdout}\n{done.stderr}"
+    timings["helm install"] = time.monotonic() - started
+    return RELEASE
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: rig.Rig, hub: fakehub.FakeHub, release: str) -> rig.Rig:
+    for repo, files in ((BAD_SHA, BAD_SHA_FILES), (MISSING, MISSING_FILES),
+                        (TAMPER, TAMPER_FILES), (CROWD, CROWD_FILES), (RESUME, RESUME_FILES)):
+        hub.add_repo(repo, files)
+    # the listing tells the true digests; the bytes served do not match them
+    hub.faults(BAD_SHA, "model.safetensors").corrupt_at = 5 * MiB + 123
+    missing = hub.faults(MISSING, MISSING_SHARD)
+    missing.fail_status, missing.fail_times, missing.fail_error_code = 404, 10**6, "EntryNotFound"
+    missing.fail_after_bytes = 8 * MiB
+    for namespace in (TENANT, OTHER):
+        cluster.kubectl("create", "namespace", namespace)
+
+    def ready() -> bool:
+        store = _json(cluster, "get", "nodemodelstores", cluster.node_name)
+        return _condition(store, "Ready") == "True"
+
+    cluster.wait("NodeModelStore Ready", ready, timeout=240, namespace=NAMESPACE)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def state() -> dict[str, Any]:
+    return {}
+
+
+def _json(cluster: rig.Rig, *args: str) -> Any:
+    return json.loads(cluster.kubectl(*args, "-o", "json").stdout)
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    for condition in obj.get("status", {}).get("conditions", []):
+        if condition.get("type") == kind:
+            return str(condition.get("status"))
+    return None
+
+
+def _artifact(cluster: rig.Rig, namespace: str, name: str, repository: str) -> dict[str, str]:
+    """Create a ModelArtifact, wait for its resolution; the volume attributes naming it."""
+    cluster.apply(textwrap.dedent(f"""\
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelArtifact
+        metadata: {{name: {name}, namespace: {namespace}}}
+        spec:
+          source:
+            huggingFace: {{repository: {repository}}}
+        """))  # fmt: skip
+
+    def resolved() -> dict[str, Any] | None:
+        artifact = _json(cluster, "get", "modelartifacts", name, "-n", namespace)
+        return artifact if _condition(artifact, "Resolved") == "True" else None
+
+    artifact = cluster.wait(f"ModelArtifact {namespace}/{name} resolved", resolved, timeout=120,
+                            namespace=NAMESPACE)  # fmt: skip
+    assert isinstance(artifact, dict)
+    return {"artifact": name, "artifactUID": artifact["metadata"]["uid"],
+            "manifestDigest": artifact["status"]["resolved"]["manifestDigest"]}  # fmt: skip
+
+
+def _reader_pod(name: str, namespace: str, attributes: dict[str, str]) -> str:
+    script = ("cd /models && find . -type f | sort | xargs sha256sum && echo '--- done'; "
+              "exec sleep 3600")  # fmt: skip
+    return textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}, namespace: {namespace}, labels: {{e2e: destructive}}}}
+        spec:
+          restartPolicy: Never
+          terminationGracePeriodSeconds: 1
+          containers:
+            - name: reader
+              image: {BUSYBOX}
+              imagePullPolicy: Never
+              command: [sh, -c, {json.dumps(script)}]
+              volumeMounts: [{{name: model, mountPath: /models, readOnly: true}}]
+          volumes:
+            - name: model
+              csi:
+                driver: {DRIVER}
+                volumeAttributes: {json.dumps(attributes)}
+        """)
+
+
+def _wait_read(cluster: rig.Rig, name: str, namespace: str, timeout: float = 240) -> dict[str, str]:
+    """Once the Pod read its model: sha256 per file (the plugin's two markers left out)."""
+
+    def done() -> str | None:
+        out = cluster.kubectl("logs", "-n", namespace, name, check=False).stdout
+        return out if "--- done" in out else None
+
+    out = cluster.wait(f"Pod {namespace}/{name} read the model", done, timeout=timeout,
+                       namespace=namespace)  # fmt: skip
+    assert isinstance(out, str)
+    seen: dict[str, str] = {}
+    for line in out.partition("--- done")[0].strip().splitlines():
+        digest, path = line.split(maxsplit=1)
+        seen[path.removeprefix("./")] = digest
+    seen.pop(".gpustack-manifest", None)
+    seen.pop(".gpustack-digest", None)
+    return seen
+
+
+def _hub_digests(hub: fakehub.FakeHub, repo: str, files: dict[str, bytes | int]) -> dict[str, str]:
+    return {path: hub.content(repo, path).sha256 for path in files}
+
+
+def _size(files: dict[str, bytes | int]) -> int:
+    return sum(len(c) if isinstance(c, bytes) else c for c in files.values())
+
+
+def _failed_mount(cluster: rig.Rig, name: str, namespace: str, needle: str) -> str:
+    """The Pod's FailedMount message naming ``needle``, once it shows; the Pod is still
+    ContainerCreating then."""
+
+    def refused() -> str | None:
+        events = _json(cluster, "get", "events", "-n", namespace, "--field-selector",
+                       f"involvedObject.name={name}")["items"]  # fmt: skip
+        messages = [e.get("message", "") for e in events if e.get("reason") == "FailedMount"]
+        return next((m for m in messages if needle in m), None)
+
+    message = cluster.wait(f"{namespace}/{name}'s FailedMount naming {needle}", refused,
+                           timeout=150, namespace=namespace)  # fmt: skip
+    pod = _json(cluster, "get", "pod", name, "-n", namespace)
+    waiting = pod["status"]["containerStatuses"][0]["state"].get("waiting", {})
+    assert waiting.get("reason") == "ContainerCreating", pod["status"]
+    return str(message)
+
+
+def _store_entry(cluster: rig.Rig, digest: str) -> dict[str, Any] | None:
+    store = _json(cluster, "get", "nodemodelstores", cluster.node_name)
+    for entry in store.get("status", {}).get("models") or []:
+        if entry.get("digest") == digest:
+            return dict(entry)
+    return None
+
+
+def _wait_entry(cluster: rig.Rig, digest: str, state: str, what: str) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        entry = _store_entry(cluster, digest)
+        return entry if entry is not None and entry.get("state") == state else None
+
+    entry = cluster.wait(f"NodeModelStore entry {state} ({what})", reached, timeout=150,
+                         namespace=NAMESPACE)  # fmt: skip
+    assert isinstance(entry, dict)
+    return entry
+
+
+def _progress(cluster: rig.Rig, namespace: str, name: str) -> dict[str, Any]:
+    path = f"/apis/worker.gpustack.ai/v1/namespaces/{namespace}/modelartifacts/{name}/progress"
+    body: dict[str, Any] = json.loads(cluster.kubectl("get", "--raw", path).stdout)
+    return body
+
+
+def _time(text: str) -> float:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _cache(cluster: rig.Rig) -> pathlib.Path:
+    return cluster.work / "models"
+
+
+def _published(cluster: rig.Rig, digest: str) -> pathlib.Path:
+    return _cache(cluster) / "objects" / "sha256" / digest.split(":", 1)[1]
+
+
+def _partial_files(cluster: rig.Rig, digest: str) -> dict[str, int]:
+    """Files of the digest's staging directories on the host: relative path -> size."""
+    found: dict[str, int] = {}
+    hex_ = digest.split(":", 1)[1]
+    for staging in (_cache(cluster) / "partial" / "sha256").glob(f"{hex_}.*"):
+        for path in staging.rglob("*"):
+            if path.is_file():
+                found[str(path.relative_to(staging))] = path.stat().st_size
+    return found
+
+
+def _delete_pods(cluster: rig.Rig, namespace: str, *names: str) -> None:
+    cluster.kubectl("delete", "pod", "-n", namespace, *names, "--timeout=120s", timeout=150)
+
+
+# --- 1 and 2: a wrong digest and a missing shard -----------------------------------------------
+
+
+def _refused_download(cluster: rig.Rig, hub: fakehub.FakeHub, state: dict[str, Any], *,
+                      key: str, repo: str, path: str, reason: str) -> dict[str, Any]:  # fmt: skip
+    """Pod ``<key>-1`` is refused with ``reason``; what the node, the progress and the disk say."""
+    attributes = _artifact(cluster, TENANT, key, repo)
+    digest = attributes["manifestDigest"]
+    cluster.apply(_reader_pod(f"{key}-1", TENANT, attributes))
+    message = _failed_mount(cluster, f"{key}-1", TENANT, f"({reason})")
+    assert f"materializing {digest} failed ({reason})" in message, message
+    entry = _wait_entry(cluster, digest, "Failed", key)
+    assert entry["reason"] == reason, entry
+    # no repository, path or URL in what tenants and operators read
+    for text in (message, entry["message"]):
+        assert repo not in text and path not in text and "http" not in text, text
+    # the documented backoff: the first retry a minute after the failure
+    retry = _time(entry["retryTime"]) - time.time()
+    assert 0 < retry <= 61, entry
+
+    def counted() -> dict[str, Any] | None:
+        body = _progress(cluster, TENANT, key)
+        return body if body.get("failed") == 1 else None
+
+    progress = cluster.wait(f"{key}'s progress counts the failure", counted, timeout=60,
+                            namespace=NAMESPACE)  # fmt: skip
+    assert isinstance(progress, dict)
+    assert (progress["ready"], progress["downloading"]) == (0, 0), progress
+    assert progress["failureReasons"] == [{"reason": reason, "count": 1}], progress
+    assert not _published(cluster, digest).exists()
+    state[key] = {"attributes": attributes, "retryTime": _time(entry["retryTime"]),
+                  "requests": hub.file_requests(repo, path)}  # fmt: skip
+    return entry
+
+
+def test_incorrect_sha_never_mounts(installed: rig.Rig, hub: fakehub.FakeHub,
+                                    state: dict[str, Any]) -> None:  # fmt: skip
+    _refused_download(installed, hub, state, key="bad-sha", repo=BAD_SHA,
+                      path="model.safetensors", reason="IntegrityMismatch")  # fmt: skip
+    digest = state["bad-sha"]["attributes"]["manifestDigest"]
+    # the file whose hash failed is deleted from the staging directory, not kept for a resume
+    assert "model.safetensors" not in _partial_files(installed, digest)
+    assert hub.bytes_served(BAD_SHA, "model.safetensors") >= BAD_SHA_SIZE
+
+
+def test_missing_shard_never_mounts(installed: rig.Rig, hub: fakehub.FakeHub,
+                                    state: dict[str, Any]) -> None:  # fmt: skip
+    _refused_download(installed, hub, state, key="missing", repo=MISSING, path=MISSING_SHARD,
+                      reason="SourceUnavailable")  # fmt: skip
+    # it went missing mid-file: part of it had arrived
+    served = hub.bytes_served(MISSING, MISSING_SHARD)
+    assert 8 * MiB <= served < MISSING_SIZE, served
+
+
+REFUSED = (("bad-sha", BAD_SHA, "model.safetensors", BAD_SHA_FILES),
+           ("missing", MISSING, MISSING_SHARD, MISSING_FILES))
+
+
+def _mount_failures(cluster: rig.Rig, name: str, namespace: str) -> int:
+    events = _json(cluster, "get", "events", "-n", namespace, "--field-selector",
+                   f"involvedObject.name={name}")["items"]  # fmt: skip
+    return sum(int(e.get("count") or 1) for e in events if e.get("reason") == "FailedMount")
+
+
+def test_refused_downloads_back_off(installed: rig.Rig, hub: fakehub.FakeHub,
+                                    state: dict[str, Any]) -> None:  # fmt: skip
+    """kubelet keeps retrying the mounts; before ``retryTime`` the plugin asks the hub nothing."""
+    first = {key: _mount_failures(installed, f"{key}-1", TENANT) for key, *_ in REFUSED}
+    installed.wait("kubelet retried both mounts", lambda: all(
+        _mount_failures(installed, f"{key}-1", TENANT) > first[key] for key, *_ in REFUSED),
+        timeout=40, namespace=TENANT)  # fmt: skip
+    for key, repo, path, _ in REFUSED:
+        assert time.time() < state[key]["retryTime"], "the scenario took longer than the backoff"
+        assert hub.file_requests(repo, path) == state[key]["requests"], key
+        state[key]["served"] = hub.bytes_served(repo, path)
+    _delete_pods(installed, TENANT, "bad-sha-1", "missing-1")
+    hub.clear_faults()
+
+
+# --- 3: tampering after READY --------------------------------------------------------------
+
+
+def test_tampering_after_ready_is_quarantined(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+    attributes = _artifact(installed, TENANT, "tamper", TAMPER)
+    digest = attributes["manifestDigest"]
+    want = _hub_digests(hub, TAMPER, TAMPER_FILES)
+    installed.apply(_reader_pod("tamper-1", TENANT, attributes))
+    assert _wait_read(installed, "tamper-1", TENANT) == want
+    _wait_entry(installed, digest, "Ready", "tamper")
+    # a hand on the node: one byte of a published file changes on the host
+    victim = _published(installed, digest) / "model.safetensors"
+    with victim.open("r+b") as handle:
+        handle.seek(MiB + 7)
+        byte = handle.read(1)
+        handle.seek(MiB + 7)
+        handle.write(bytes([byte[0] ^ 0x01]))
+    entry = _wait_entry(installed, digest, "Failed", "the scrub quarantined it")
+    assert entry["reason"] == "IntegrityMismatch", entry
+    assert (_cache(installed) / "state" / f"quarantine-{digest.split(':')[1]}.json").exists()
+    installed.apply(_reader_pod("tamper-2", TENANT, attributes))
+    message = _failed_mount(installed, "tamper-2", TENANT, "(IntegrityMismatch)")
+    assert "no longer matches its manifest" in message, message
+    # the running Pod keeps its mount
+    done = installed.kubectl("exec", "-n", TENANT, "tamper-1", "--", "cat", "/models/config.json")
+    assert done.stdout.encode() == CONFIG
+    served = hub.bytes_served(TAMPER)
+    _delete_pods(installed, TENANT, "tamper-1", "tamper-2")
+    installed.wait("the quarantined tree removed once unmounted",
+                   lambda: not _published(installed, digest).exists(), timeout=90,
+                   namespace=TENANT)  # fmt: skip
+    # the next mount materializes it again: the hub's bytes, never the tampered ones
+    installed.apply(_reader_pod("tamper-3", TENANT, attributes))
+    assert _wait_read(installed, "tamper-3", TENANT) == want
+    assert hub.bytes_served(TAMPER) - served == _size(TAMPER_FILES)
+    assert _wait_entry(installed, digest, "Ready", "tamper again").get("reason") in ("", None)
+    _delete_pods(installed, TENANT, "tamper-3")
+
+
+# --- 4: ten Pods of two namespaces at once on a cold cache -------------------------------------
+
+
+def test_ten_pods_one_download(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+    mine = _artifact(installed, TENANT, "crowd", CROWD)
+    theirs = _artifact(installed, OTHER, "crowd", CROWD)
+    assert mine["manifestDigest"] == theirs["manifestDigest"]
+    assert not _published(installed, mine["manifestDigest"]).exists()
+    pods = [(f"crowd-{i}", TENANT if i % 2 else OTHER) for i in range(10)]
+    installed.apply("---\n".join(
+        _reader_pod(name, namespace, mine if namespace == TENANT else theirs)
+        for name, namespace in pods))  # fmt: skip
+    want = _hub_digests(hub, CROWD, CROWD_FILES)
+    for name, namespace in pods:
+        assert _wait_read(installed, name, namespace) == want, name
+    assert hub.bytes_served(CROWD) == _size(CROWD_FILES)
+    uids = [_json(installed, "get", "pod", name, "-n", namespace)["metadata"]["uid"]
+            for name, namespace in pods]  # fmt: skip
+    mounted = [uid for uid in uids
+               if any(f"/pods/{uid}/volumes/kubernetes.io~csi/" in point
+                      for point in rig.mounts_under(rig.KUBELET_DIR))]  # fmt: skip
+    assert len(mounted) == 10, mounted
+    entry = _wait_entry(installed, mine["manifestDigest"], "Ready", "crowd")
+    assert entry["referenced"] is True, entry
+    for namespace in (TENANT, OTHER):
+        installed.kubectl("delete", "pods", "-n", namespace, "-l", "e2e=destructive",
+                          "--timeout=120s", timeout=150)  # fmt: skip
+
+
+# --- 1 and 2 again, once the backoff ended -----------------------------------------------------
+
+
+def test_refused_downloads_recover_after_backoff(installed: rig.Rig, hub: fakehub.FakeHub,
+                                                 state: dict[str, Any]) -> None:  # fmt: skip
+    """Once ``retryTime`` passed (scenarios 3 and 4 ran meanwhile), a new Pod gets the hub's
+    bytes: the wrong file fetched again whole, the missing shard resumed from its partial."""
+    wait = max(state[key]["retryTime"] for key, *_ in REFUSED) - time.time() + 1
+    time.sleep(max(0.0, wait))
+    for key, *_ in REFUSED:
+        installed.apply(_reader_pod(f"{key}-2", TENANT, state[key]["attributes"]))
+    for key, repo, path, files in REFUSED:
+        assert _wait_read(installed, f"{key}-2", TENANT) == _hub_digests(hub, repo, files), key
+        digest = state[key]["attributes"]["manifestDigest"]
+        assert _wait_entry(installed, digest, "Ready", key)["sizeBytes"] == _size(files)
+        state[key]["again"] = hub.bytes_served(repo, path) - state[key]["served"]
+    assert state["bad-sha"]["again"] == BAD_SHA_SIZE, state["bad-sha"]
+    assert hub.bytes_served(MISSING, MISSING_SHARD) < 2 * MISSING_SIZE, state["missing"]
+    _delete_pods(installed, TENANT, "bad-sha-2", "missing-2")
+
+
+# --- 5: the plugin killed mid-transfer ---------------------------------------------------------
+
+
+def _plugin_pid(cluster: rig.Rig) -> tuple[int, int]:
+    """The node plugin container's host pid and its restart count."""
+    pod = _json(cluster, "get", "pods", "-n", NAMESPACE, "-l",
+                "app.kubernetes.io/component=node-plugin")["items"][0]  # fmt: skip
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "plugin")
+    container = status["containerID"].removeprefix("containerd://")
+    listed = subprocess.run(["ctr", "--address", rig.SOCK, "-n", "k8s.io", "tasks", "ls"],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    for line in listed.splitlines():
+        fields = line.split()
+        if fields and fields[0] == container:
+            return int(fields[1]), int(status["restartCount"])
+    raise rig.RigError(f"no task for the plugin's container {container}:\n{listed}")
+
+
+def test_interrupted_download_resumes(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+    size = RESUME_FILES["model.safetensors"]
+    assert isinstance(size, int)
+    hub.faults(RESUME, "model.safetensors").rate = 2 * MiB  # per response
+    attributes = _artifact(installed, TENANT, "resume", RESUME)
+    digest = attributes["manifestDigest"]
+    installed.apply(_reader_pod("resume-1", TENANT, attributes))
+    installed.wait("a quarter of the file received",
+                   lambda: hub.bytes_served(RESUME, "model.safetensors") >= size // 4,
+                   timeout=120, namespace=TENANT, interval=0.2)  # fmt: skip
+    pid, restarts = _plugin_pid(installed)
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.time()
+    ranges_before = len(hub.ranges())
+    served_at_kill = hub.bytes_served(RESUME, "model.safetensors")
+    assert served_at_kill < size
+    assert not _published(installed, digest).exists()
+
+    def restarted() -> bool:
+        return _plugin_pid(installed)[1] > restarts
+
+    installed.wait("the plugin's container restarted", restarted, timeout=120,
+                   namespace=NAMESPACE)  # fmt: skip
+    assert _wait_read(installed, "resume-1", TENANT) == _hub_digests(hub, RESUME, RESUME_FILES)
+    # it resumed from its checkpoint: no request after the restart began at the start
+    after = [r for r in hub.ranges()[ranges_before:] if r[:2] == (RESUME, "model.safetensors")]
+    assert after and min(start for _, _, start, _ in after) > 0, after
+    assert hub.bytes_served(RESUME, "model.safetensors") < 2 * size
+    # the consumer started only once the verified tree was published
+    marker = _published(installed, digest) / ".gpustack-digest"
+    pod = _json(installed, "get", "pod", "resume-1", "-n", TENANT)
+    started = _time(pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
+    assert int(marker.stat().st_mtime) <= started + 1 and started >= int(killed_at), pod
+    _delete_pods(installed, TENANT, "resume-1")
