@@ -23,7 +23,7 @@ NO_EFFECT = {"model-store-peer-sync"}  # peer sync is not available in this rele
 
 
 def _data(docs: list[dict[str, Any]]) -> dict[str, str]:
-    data: dict[str, str] = helm.one(docs, "ConfigMap")["data"]
+    data: dict[str, str] = helm.one(docs, "ConfigMap", "model-manager-settings")["data"]
     return data
 
 
