@@ -139,7 +139,7 @@ def test_plugin_placement_ports_and_no_peer_sync(full_docs: list[dict[str, Any]]
 
 
 def test_settings_and_service_accounts(full_docs: list[dict[str, Any]]) -> None:
-    data = helm.one(full_docs, "ConfigMap")["data"]
+    data = helm.one(full_docs, "ConfigMap", "model-manager-settings")["data"]
     assert data["model-store-download-bandwidth"] == "200Mi"
     assert data["model-store-peer-sync"] == "true"
     assert data["model-artifact-ca-bundle"] == "hub-ca"
