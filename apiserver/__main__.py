@@ -50,10 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def open_storage(settings: config.Settings) -> interface.Store:
-    """SQLite under the data directory, or etcd behind one watch cache per resource."""
+    """SQLite under the data directory (shared by the ``--workers`` processes), or etcd behind
+    one watch cache per resource."""
     chosen = settings.storage
     if chosen.backend != "etcd":
-        return sqlite.Store(settings.storage_path)
+        return sqlite.Store(settings.storage_path, shared=chosen.workers > 1)
     etcd_config = etcd_client.Config(
         endpoints=chosen.etcd_servers,
         ca_file=chosen.etcd_cafile,

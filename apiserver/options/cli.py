@@ -19,8 +19,9 @@ from timing import durations
 
 DESCRIPTION = """\
 The model-manager API server for worker.gpustack.ai/v1 (modelartifacts, nodemodelstores),
-served over TLS (HTTP/2 and HTTP/1.1) on embedded SQLite storage (default) or on etcd, where
-several replicas (and --workers N processes) serve one consistent API.
+served over TLS (HTTP/2 and HTTP/1.1) on embedded SQLite storage (default; --workers N
+processes share its file) or on etcd, where several replicas (and their --workers) serve one
+consistent API.
 
 Cluster mode (the default) serves behind kube-apiserver as an aggregated API server: requests
 are authenticated from the front proxy's headers (over its verified client certificate), client

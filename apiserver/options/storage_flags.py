@@ -19,8 +19,8 @@ def add(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("storage")
     group.add_argument(
         "--storage", choices=["sqlite", "etcd"], default="sqlite",
-        help="where objects live: sqlite (default; one file under --data-dir, one server "
-        "process) or etcd (--etcd-servers; several replicas and --workers)",
+        help="where objects live: sqlite (default; one file under --data-dir, shared by the "
+        "--workers processes of one server) or etcd (--etcd-servers; several replicas)",
     )
     group.add_argument(
         "--etcd-servers", metavar="URL[,URL]", default="",
@@ -52,8 +52,9 @@ def add(p: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--workers", type=int, default=1, metavar="N",
-        help="server processes sharing one listening socket, to use N cores (default: 1; "
-        "more than 1 needs --storage=etcd)",
+        help="server processes sharing one listening socket, to use N cores (default: 1); "
+        "on SQLite they share the one file, each serving reads from its own memory, and one "
+        "of them runs the controllers (a Lease in the store)",
     )
 
 
@@ -73,9 +74,6 @@ def settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> config.Sto
         given = [flag for flag, value in etcd_only.items() if value is not None]
         if given:
             p.error(f"{', '.join(given)} only apply with --storage=etcd")
-        if args.workers > 1:
-            p.error("--workers above 1 needs --storage=etcd: the SQLite store belongs to one "
-                    "process (run one worker, or move to etcd)")
         return config.StorageSettings(workers=args.workers)
     servers = tuple(url.strip() for url in args.etcd_servers.split(",") if url.strip())
     if not servers:

@@ -1,10 +1,12 @@
-"""``--workers N``: N server processes sharing one listening socket (etcd storage only).
+"""``--workers N``: N server processes sharing one listening socket.
 
 The parent binds ``--bind``/``--port`` once, then runs N copies of the same command line, each
 inheriting the socket (``fd://`` for hypercorn) and told its index through the environment. The
 kernel hands each new connection to whichever process accepts first; every process has its own
-event loop, etcd client and watch cache, and etcd keeps them consistent exactly as it keeps
-separate replicas consistent. The parent only supervises: SIGTERM/SIGINT go to every process
+event loop and its own copy of the live objects: on etcd its client and watch cache, etcd keeping
+them consistent exactly as it keeps separate replicas consistent; on SQLite its own store on the
+one shared file (``storage.sqlite``, ``shared``), which reads what the others committed before it
+answers. The parent only supervises: SIGTERM/SIGINT go to every process
 (each drains its own connections), and a process that dies is started again after a pause, so
 one crash does not take the socket away from the others.
 

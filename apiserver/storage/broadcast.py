@@ -55,6 +55,16 @@ class Ring:
             self._first = self._last - self._capacity + 1
         self._wake()
 
+    def restart(self, last: int) -> None:
+        """Forget every held event and continue at ``last``: the events up to it are not known
+        here (a ``--workers`` process that fell behind compacted history reloaded the state), so
+        a watcher before it must read the log, which answers Compacted."""
+        if last <= self._last:
+            return
+        self._first = last + 1
+        self._last = last
+        self._wake()
+
     def covers(self, cursor: int) -> bool:
         """True when every event after ``cursor`` (up to ``last``) is in the ring."""
         return cursor + 1 >= self._first

@@ -16,6 +16,7 @@ list of an empty store answers a real revision that a later watch can start afte
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import pathlib
 import sqlite3
 from collections.abc import Iterator
@@ -238,6 +239,33 @@ def events(conn: sqlite3.Connection, prefix: str, after: int, upto: int) -> list
         kind = interface.EventType.DELETE if deleted else interface.EventType.PUT
         out.append(interface.Event(type=kind, record=record, previous=previous))
     return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tail:
+    """Everything committed after a revision, read in one snapshot (``tail``)."""
+
+    current: int
+    """The newest committed revision in that snapshot."""
+    compacted: int
+    events: list[interface.Event]
+    """Every event after the revision asked for, up to ``current``, in revision order."""
+    state: list[interface.Record] | None
+    """Instead of ``events`` when some of them are compacted: every live record at
+    ``current``."""
+
+
+def tail(conn: sqlite3.Connection, after: int) -> Tail:
+    """What other processes on the same file committed after ``after`` (``--workers``); in the
+    writer's open transaction, what is committed under its lock."""
+    with transaction(conn, write=False):
+        newest = current(conn)
+        oldest = compacted(conn)
+        if after >= newest:
+            return Tail(newest, oldest, [], None)
+        if after < oldest:
+            return Tail(newest, oldest, [], list_at(conn, "", newest, "", 0).records)
+        return Tail(newest, oldest, events(conn, "", after, newest), None)
 
 
 def compact_step(conn: sqlite3.Connection, target: int, step: int) -> int:

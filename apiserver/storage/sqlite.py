@@ -12,15 +12,23 @@ events reach the broadcast ring in commit (= revision) order. History is compact
 background in small steps that queue behind writes like any other write, keeping at least the last
 ``history`` revisions.
 
-One Store (one process) per file: watchers only hear about writes made through this Store. A
-second process writing the same file would still be kept honest by the log's unique index.
+The store keeps the live records in memory (``live.Live``, loaded at start, updated on the loop
+with each commit before the write is acknowledged): a get and a list at the current revision are
+answered from memory without a thread hop, and are exactly what a read snapshot taken at that
+moment would hold. Reads of an older revision, history and watch replays read the log. The memory
+cost is the live objects' stored bytes, as a watch cache over etcd holds them.
 
-Because every write goes through this Store, it also keeps the live records in memory
-(``live.Live``, loaded at start, updated on the loop with each commit before the write is
-acknowledged): a get and a list at the current revision are answered from memory without a thread
-hop, and are exactly what a read snapshot taken at that moment would hold. Reads of an older
-revision, history and watch replays read the log. The memory cost is the live objects' stored
-bytes, as a watch cache over etcd holds them.
+``shared=True`` (``--workers N``): several processes, one Store each, on one file. SQLite
+serialises their writers (``BEGIN IMMEDIATE``), so revisions still come from the one log in one
+order. Each process learns of the others' commits from the log itself: its writer reads what
+others committed before its own writes, in the same transaction, and hands both to the loop in
+revision order; a counter shared by the processes (``counter.Counter``), raised after every
+COMMIT and before any of its writes is acknowledged, says when there is more. Before any read a
+process compares the counter with the revision it has applied and, when behind, reads the log
+first (``_catch_up``), so no process answers with a state older than a write acknowledged by
+another; watchers are fed by a cheap poll of the counter (``poll`` seconds). Without
+``shared`` a second process writing the file would still be kept honest by the log's unique
+index, but this Store would not see its writes.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent import futures
 from typing import TypeVar
 
-from apiserver.storage import broadcast, interface, live, logtable
+from apiserver.storage import broadcast, counter, interface, live, logtable
 
 _T = TypeVar("_T")
 
@@ -52,6 +60,10 @@ _COMPACT_STEP = 500
 
 _GROUP = 256
 """Most writes committed in one transaction (group commit)."""
+
+POLL = 0.005
+"""Seconds between two looks at the shared counter for watchers (``shared``): a watch on one
+process sees another's write within about this; reads never wait for it."""
 
 _WriteJob = Callable[[sqlite3.Connection], interface.Event]
 _Group = list[tuple[_WriteJob, "asyncio.Future[interface.Event]"]]
@@ -67,7 +79,8 @@ class Store(interface.Store):
 
     ``history``: revisions kept for list-at-revision and watch resume (at least 1).
     ``ring``: recent events kept in memory for live watchers; a watcher further behind catches up
-    from the log instead. ``readers``: reader threads (connections).
+    from the log instead. ``readers``: reader threads (connections). ``shared``: other processes
+    write the same file (see the module docstring); ``poll``: how often watchers look for them.
     """
 
     def __init__(
@@ -77,6 +90,8 @@ class Store(interface.Store):
         history: int = 10_000,
         ring: int = 4096,
         readers: int = 3,
+        shared: bool = False,
+        poll: float = POLL,
     ) -> None:
         if history < 1:
             raise ValueError("history must keep at least one revision")
@@ -100,6 +115,13 @@ class Store(interface.Store):
         self._compacted = 0
         self._compactor: asyncio.Task[None] | None = None
         self._open = False
+        self._shared = shared
+        self._poll = poll
+        self._counter: counter.Counter | None = None
+        self._delivered = 0
+        """Writer thread: the newest revision it has handed to the loop (``shared``)."""
+        self._tail_lock = asyncio.Lock()
+        self._follower: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -121,15 +143,18 @@ class Store(interface.Store):
         self._live = live.Live(records)
         self._compacted = compacted
         self._open = True
+        if self._counter is not None:
+            self._follower = asyncio.create_task(self._follow(), name="sqlite follow")
 
     async def close(self) -> None:
         if not self._open:
             return
         self._open = False
         self._ring.close()
-        if self._compactor is not None:
-            self._compactor.cancel()
-            await asyncio.gather(self._compactor, return_exceptions=True)
+        for task in (self._compactor, self._follower):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await asyncio.to_thread(self._shutdown)
 
     def _open_writer(self) -> tuple[int, int, list[interface.Record]]:
@@ -138,9 +163,14 @@ class Store(interface.Store):
             _owner_only(self._path)
             conn = logtable.connect(self._path, writer=True)
             self._write_conn = conn
+            if self._shared:
+                self._counter = counter.Counter(counter.path_for(self._path), mode=FILE_MODE)
+                with logtable.transaction(conn, write=True):  # no commit lands meanwhile
+                    self._counter.reset(logtable.current(conn), logtable.compacted(conn))
             everything = logtable.list_at(conn, "", 0, "", 0)  # one snapshot
             with logtable.transaction(conn, write=False):
                 compacted = logtable.compacted(conn)
+            self._delivered = everything.revision
             return everything.revision, compacted, everything.records
         except (OSError, sqlite3.Error) as exc:
             raise interface.StorageError(f"cannot open {self._path}: {exc}") from exc
@@ -151,8 +181,11 @@ class Store(interface.Store):
         self._readers.shutdown(wait=True)
         if self._write_conn is not None:
             try:
-                # Fold the WAL back into the main file so a clean stop leaves one small file.
-                self._write_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                # Fold the WAL back into the main file so a clean stop leaves one small file;
+                # shared, other processes may be reading it: fold what can be, wait for none
+                # (SQLite removes the WAL when the last connection closes).
+                mode = "PASSIVE" if self._shared else "TRUNCATE"
+                self._write_conn.execute(f"PRAGMA wal_checkpoint({mode})")
             except sqlite3.Error:
                 _log.warning("WAL checkpoint at close failed", exc_info=True)
             self._write_conn.close()
@@ -160,19 +193,25 @@ class Store(interface.Store):
             for conn in self._read_conns:
                 conn.close()
             self._read_conns.clear()
+        if self._counter is not None:
+            self._counter.close()
 
     # -- reads -----------------------------------------------------------------------------
 
     async def current_revision(self) -> int:
         self._check_open()
+        if self._counter is not None and self._counter.read() > self._ring.last:
+            await self._catch_up()
         return self._ring.last
 
     async def oldest_revision(self) -> int:
         self._check_open()
-        return self._compacted
+        return self._oldest()
 
     async def get(self, key: str) -> interface.Record | None:
         self._check_open()
+        if self._counter is not None and self._counter.read() > self._ring.last:
+            await self._catch_up()
         return self._live.get(key)
 
     async def list(
@@ -186,6 +225,8 @@ class Store(interface.Store):
         if revision < 0 or limit < 0:
             raise ValueError("revision and limit must not be negative")
         self._check_open()
+        if self._counter is not None and self._counter.read() > self._ring.last:
+            await self._catch_up()
         current = self._ring.last
         if revision in (0, current):
             return self._live.page(prefix, current, start_after=start_after, limit=limit)
@@ -208,8 +249,7 @@ class Store(interface.Store):
         return event.record
 
     async def compact(self, revision: int) -> None:
-        self._check_open()
-        current = self._ring.last
+        current = await self.current_revision()
         if revision > current:
             raise interface.FutureRevision(revision, current)
         await self._compact_to(revision)
@@ -222,8 +262,11 @@ class Store(interface.Store):
         self._check_open()
         if after < 0:
             raise ValueError("after must not be negative")
-        if after < self._compacted:
-            raise interface.Compacted(after, self._compacted)
+        if self._counter is not None and self._counter.read() > self._ring.last:
+            await self._catch_up()
+        oldest = self._oldest()
+        if after < oldest:
+            raise interface.Compacted(after, oldest)
         ring = self._ring
         cursor = after
         while not ring.closed:
@@ -249,6 +292,53 @@ class Store(interface.Store):
     def _check_open(self) -> None:
         if not self._open:
             raise Closed("store is not open")
+
+    def _oldest(self) -> int:
+        if self._counter is not None:
+            return max(self._compacted, self._counter.compacted())
+        return self._compacted
+
+    # -- other processes' commits (``shared``) ---------------------------------------------
+
+    async def _catch_up(self) -> None:
+        """Apply what the log holds beyond this process's revision. One read at a time: a read
+        that queued behind another finds itself caught up by it, or reads once more (a read
+        started after the counter was seen includes every commit it counted)."""
+        assert self._counter is not None
+        wanted = self._counter.read()
+        async with self._tail_lock:
+            if self._ring.last >= wanted:
+                return
+            self._absorb(await self._read(functools.partial(logtable.tail,
+                                                            after=self._ring.last)))
+
+    async def _follow(self) -> None:
+        """Feed the watchers: look at the counter every ``poll`` seconds."""
+        assert self._counter is not None
+        while self._open:
+            await asyncio.sleep(self._poll)
+            if self._counter.read() <= self._ring.last:
+                continue
+            try:
+                await self._catch_up()
+            except Closed:
+                return
+            except interface.StorageError:
+                _log.warning("reading other processes' commits failed", exc_info=True)
+
+    def _absorb(self, tail: logtable.Tail | None) -> None:
+        """On the loop: apply a tail of the log, skipping what is applied already (the writer
+        and the readers may both have read a revision; whoever is first applies it)."""
+        if tail is None:
+            return
+        self._compacted = max(self._compacted, tail.compacted)
+        if tail.state is not None:
+            if tail.current > self._ring.last:
+                self._live = live.Live(tail.state)
+                self._ring.restart(tail.current)
+            return
+        for event in tail.events:
+            self._publish(event)
 
     async def _read(self, job: Callable[[sqlite3.Connection], _T]) -> _T:
         self._check_open()
@@ -288,8 +378,13 @@ class Store(interface.Store):
         if not group:
             return
         outcomes: _Outcomes = []
+        foreign: logtable.Tail | None = None
         try:
             with logtable.transaction(conn, write=True):
+                if self._counter is not None:
+                    # Others' commits first, so the loop applies every revision in order.
+                    # Everything up to the ring's revision is applied already.
+                    foreign = logtable.tail(conn, max(self._delivered, self._ring.last))
                 for job, _ in group:
                     try:
                         outcomes.append(job(conn))  # its own savepoint (logtable.transaction)
@@ -301,10 +396,19 @@ class Store(interface.Store):
                         outcomes.append(exc)
         except sqlite3.Error as exc:
             outcomes = [_write_failed(exc) for _ in group]
+        if self._counter is not None:
+            committed = [o.record.revision for o in outcomes if isinstance(o, interface.Event)]
+            if foreign is not None:
+                self._delivered = max(self._delivered, foreign.current)
+            if committed:
+                self._delivered = max(self._delivered, committed[-1])
+                # Durable now; published before any of these writes is acknowledged.
+                self._counter.publish(committed[-1])
         # One callback, in commit order: each event is published before its future resolves.
-        self._loop.call_soon_threadsafe(self._settle, group, outcomes)
+        self._loop.call_soon_threadsafe(self._settle, group, outcomes, foreign)
 
-    def _settle(self, group: _Group, outcomes: _Outcomes) -> None:
+    def _settle(self, group: _Group, outcomes: _Outcomes, foreign: logtable.Tail | None) -> None:
+        self._absorb(foreign)
         for (_, future), outcome in zip(group, outcomes, strict=True):
             if isinstance(outcome, interface.Event):
                 self._publish(outcome)
@@ -314,9 +418,11 @@ class Store(interface.Store):
                 future.set_exception(outcome)
 
     def _publish(self, event: interface.Event) -> None:
+        revision = event.record.revision
+        if revision <= self._ring.last:
+            return  # shared: applied already, read from the log by a catch-up
         self._live.apply(event)
         self._ring.publish(event)
-        revision = event.record.revision
         # Compact in bursts of at least a tenth of the history, not after every write.
         slack = max(1, self._history // 10)
         due = revision - self._history - self._compacted >= slack
@@ -338,6 +444,8 @@ class Store(interface.Store):
             mark = await self._loop.run_in_executor(
                 self._writer, logtable.compact_step, conn, target, _COMPACT_STEP
             )
+            if self._counter is not None:
+                self._counter.publish_compacted(mark)
             if mark <= self._compacted:
                 return
             self._compacted = mark

@@ -170,10 +170,11 @@ def worker_token(token_file: pathlib.Path, username: str) -> plugins.TokenSource
 
 def standalone_leadership(settings: config.Settings, registry: build.Registry,
                           clock: clocks.Clock) -> leader.AlwaysLeader | leader.LeaseElector:
-    """Without a cluster: processes sharing an etcd store (replicas, ``--workers``) elect one
-    leader on a Lease kept in that store; a server on its own SQLite file always leads."""
+    """Without a cluster: processes sharing a store (replicas on one etcd, ``--workers`` on etcd
+    or on one SQLite file) elect one leader on a Lease kept in that store; a single server
+    process on its own SQLite file always leads."""
     cs = settings.controller_settings
-    if settings.storage.backend != "etcd":
+    if settings.storage.backend != "etcd" and settings.storage.workers == 1:
         return leader.AlwaysLeader()
     return leader.LeaseElector(
         leases.StoreLeases(registry.storage), clock, namespace=cs.namespace, name=cs.lease_name,

@@ -11,8 +11,6 @@ import json
 import os
 import pathlib
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -180,16 +178,6 @@ def test_workers_share_one_socket_and_survive_a_crash(
             assert fresh.get(f"{COLLECTION}/w").status_code == 200
         server.stop()
         assert server.process.returncode == 0, server.log()
-
-
-def test_workers_are_refused_on_sqlite(tmp_path: pathlib.Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "apiserver", "--standalone", "--data-dir", str(tmp_path),
-         "--workers", "2"],
-        capture_output=True, text=True, cwd=support.REPO, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert "--workers above 1 needs --storage=etcd" in result.stderr
 
 
 def test_kubectl_watch_on_one_replica_sees_applies_on_the_other(

@@ -161,6 +161,12 @@ def test_storage_defaults_to_sqlite(tmp_path: pathlib.Path) -> None:
     assert settings.storage.backend == "sqlite" and settings.storage.workers == 1
 
 
+def test_workers_on_sqlite(tmp_path: pathlib.Path) -> None:
+    # the processes share the one SQLite file (storage.sqlite, shared)
+    settings = cli.parse(["--standalone", "--data-dir", str(tmp_path), "--workers", "2"])
+    assert settings.storage.backend == "sqlite" and settings.storage.workers == 2
+
+
 def test_etcd_flags(tmp_path: pathlib.Path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_text("x")
@@ -186,7 +192,6 @@ def test_etcd_flags(tmp_path: pathlib.Path) -> None:
     [
         (["--storage=etcd"], "--storage=etcd needs --etcd-servers"),
         (["--etcd-servers", "http://127.0.0.1:2379"], "only apply with --storage=etcd"),
-        (["--workers", "2"], "--workers above 1 needs --storage=etcd"),
         (["--workers", "0"], "--workers must be at least 1"),
         (["--storage=etcd", "--etcd-servers", "ftp://h:1"], "the scheme must be http or https"),
         (["--storage=etcd", "--etcd-servers", "http://h:port"], "the port is not a number"),

@@ -16,13 +16,14 @@ from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
 from tests.support import etcd
+from tests.unit.apiserver.storage import shared_pair
 
 # Generous bounds so a loaded CI machine never fails a correct store; they only turn a hang
 # (a lost event, a blocked writer) into a failure.
 _PATIENCE = 30.0
 
 
-@pytest_asyncio.fixture(params=["sqlite", "etcd", "etcd-cached"])
+@pytest_asyncio.fixture(params=["sqlite", "sqlite-shared", "etcd", "etcd-cached"])
 async def store(
     request: pytest.FixtureRequest, tmp_path: pathlib.Path
 ) -> AsyncIterator[interface.Store]:
@@ -30,6 +31,9 @@ async def store(
     if request.param == "sqlite":
         # A small ring so the suite also crosses the "watcher behind the ring" path.
         backend = sqlite.Store(tmp_path / "store.db", ring=64)
+    elif request.param == "sqlite-shared":
+        # ``--workers``: two stores on one file, writes on one, reads on the other in turn.
+        backend = shared_pair.Pair(tmp_path / "store.db", ring=64)
     elif request.param == "etcd":
         member: etcd.Etcd = request.getfixturevalue("etcd_server")
         config = etcd_client.Config(endpoints=(member.url,), prefix="/contract")
