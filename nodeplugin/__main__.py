@@ -162,8 +162,14 @@ def add_peer_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--peer-token-file", default=peer_assembly.TOKEN_FILE,
                    help="this plugin's projected token for the audience "
                    f"{peer_wire.AUDIENCE} (default: {peer_assembly.TOKEN_FILE})")
+    g.add_argument("--peer-advertise-address", metavar="HOST", default=_env("POD_IP", ""),
+                   help="the IP address or DNS name other plugins reach this one's peer port "
+                   "at, published in its NodeModelStore's status.peer.url, which is how they "
+                   "find it (default: $POD_IP; empty publishes none, and the others need "
+                   "--peer-address)")
     g.add_argument("--peer-address", type=_address, action="append", default=[],
-                   metavar="NODE=URL", help="another node's peer port (repeatable)")
+                   metavar="NODE=URL", help="another node's peer port, over what that node "
+                   "publishes (repeatable)")
     g.add_argument("--peer-ca-file", default=None,
                    help="verify peers' certificates against this CA (default: not verified; "
                    "their content is bound to the digest either way)")
@@ -203,7 +209,7 @@ def config_from(args: argparse.Namespace) -> plugin.Config:
         peer=peer_assembly.Settings(
             port=args.peer_port, plugin_user=args.peer_user, token_file=args.peer_token_file,
             addresses=dict(args.peer_address), ca_file=args.peer_ca_file,
-            max_streams=args.peer_max_streams,
+            max_streams=args.peer_max_streams, advertise_address=args.peer_advertise_address,
         ),
     )
 
@@ -234,6 +240,11 @@ def problem(args: argparse.Namespace) -> str | None:
         return "--tls-cert-file and --tls-private-key-file go together"
     if args.log_level.upper() not in logging.getLevelNamesMapping():
         return f"--log-level {args.log_level[:40]!r}: not a logging level"
+    if args.peer_port and args.peer_advertise_address:
+        try:
+            peer_assembly.url_of(args.peer_advertise_address, args.peer_port)
+        except ValueError as exc:
+            return f"--peer-advertise-address (or $POD_IP): {exc}"
     return None
 
 

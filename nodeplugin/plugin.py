@@ -106,6 +106,9 @@ class Plugin:
     https_task: asyncio.Task[None] | None = None
     https_stop: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     peer_sync: peer_assembly.PeerSync | None = None
+    peer_url: peer_assembly.Published = dataclasses.field(
+        default_factory=peer_assembly.Published)
+    """What ``status.peer.url`` says (the peer port's URL while it serves)."""
 
     @property
     def registry(self) -> prometheus_registry.CollectorRegistry:
@@ -327,8 +330,11 @@ async def start(
     failures = failures or backoff.Backoff(cache)
     ledger = capacity.Capacity(cache.root, high_percent=_flag_high(config, cache))
     holders = None
+    peer_url = peer_assembly.Published()
     if config.peer.enabled and cluster_client is not None:
-        holders = peer_assembly.make_holders(config.peer, cluster_client, config.node_name)
+        # the stores (and the addresses their plugins publish) are worker.gpustack.ai's
+        holders = peer_assembly.make_holders(config.peer, kube_client or cluster_client,
+                                             config.node_name)
     tree_origins = origins.Origins(cache)
     inner = materializer or default_materializer(config, cache, space=ledger, failures=failures,
                                                  holders=holders, origin_records=tree_origins)
@@ -351,8 +357,9 @@ async def start(
         digest_locks=digest_locks, materializer=front, failures=failures, quarantined=held,
         ledger=ledger, stock=stock.inventory, tree_facts=tree_facts, clock=clock,
         api=store_api, make_hub=make_hub, read_mountinfo=read_mountinfo,
-        origins=tree_origins.all,
+        origins=tree_origins.all, peer=peer_url if store_api is not None else None,
     )  # fmt: skip
+    peer_url.changed = store.changed
     front.on_started = lambda digest: store.changed()
     node_service = node.Node(
         node_name=config.node_name,
@@ -389,11 +396,12 @@ async def start(
     running = Plugin(config, cache, informer, volume_set, front, grpc_server, client, task,
                      elapsed, node_service=node_service, metrics=measured, stock=stock,
                      store=store, gate=front, failures=failures, quarantined=held,
-                     ledger=ledger, reviewer=reviewer, kube_clients=built)
+                     ledger=ledger, reviewer=reviewer, kube_clients=built, peer_url=peer_url)
     if config.secure_port:
         running.https_task = await start_https(running, measured.registry)
     if holders is not None and cluster_client is not None:
-        running.peer_sync = await start_peers(running, holders, cluster_client, clock)
+        running.peer_sync = await start_peers(running, holders, cluster_client, clock,
+                                              peer_url)
     return running
 
 
@@ -408,22 +416,33 @@ def _flag_high(config: Config, cache: layout.Layout) -> int:
 
 
 async def start_peers(running: Plugin, holders: peer_holders.Holders, api: kube.Client,
-                      clock: clocks.Clock) -> peer_assembly.PeerSync | None:
+                      clock: clocks.Clock, published: peer_assembly.Published | None = None,
+                      ) -> peer_assembly.PeerSync | None:
     """The peer port, on the HTTPS port's certificate; without one it logs why and serves
-    none (pulling from peers still works)."""
+    none (pulling from peers still works). While it serves, ``published`` carries its URL."""
+    config = running.config
+    files = await tls_files(running, "peer port")
+    if files is None:
+        return None
+    cert, key = files
+    return await peer_assembly.serve_port(
+        config.peer, holders, cache=running.cache, api=api, bind_address=config.bind_address,
+        cert=cert, key=key, quarantined=lambda d: running.quarantined.get(d) is not None,
+        clock=clock, published=published)
+
+
+async def tls_files(running: Plugin, port: str) -> tuple[str, str] | None:
+    """The serving certificate and key of the HTTPS and peer ports (the flags', else the
+    self-signed pair under ``state/tls``); None, logged naming ``port``, when there are none."""
     config = running.config
     try:
-        cert, key = await asyncio.to_thread(
+        return await asyncio.to_thread(
             serve.tls_files, running.cache.state / "tls", config.tls_cert_file,
             config.tls_private_key_file, [config.node_name],
         )
     except (OSError, ValueError) as exc:
-        log.error("no TLS material for the peer port, not serving it: %s", exc)
+        log.error("no TLS material for the %s, not serving it: %s", port, exc)
         return None
-    return await peer_assembly.serve_port(
-        config.peer, holders, cache=running.cache, api=api, bind_address=config.bind_address,
-        cert=cert, key=key, quarantined=lambda d: running.quarantined.get(d) is not None,
-        clock=clock)
 
 
 def readiness(running: Plugin) -> str | None:
@@ -439,14 +458,10 @@ async def start_https(
     """Serve the HTTPS port in a task; without TLS material it logs why and serves none (the
     CSI socket already serves and keeps serving)."""
     config = running.config
-    try:
-        cert, key = await asyncio.to_thread(
-            serve.tls_files, running.cache.state / "tls", config.tls_cert_file,
-            config.tls_private_key_file, [config.node_name],
-        )
-    except (OSError, ValueError) as exc:
-        log.error("no TLS material for the HTTPS port, not serving it: %s", exc)
+    files = await tls_files(running, "HTTPS port")
+    if files is None:
         return None
+    cert, key = files
     app = serve.make_app(
         metrics=registry,
         ready=lambda: readiness(running),

@@ -14,7 +14,8 @@ _LIMITS = (("minimum", "min"), ("maximum", "max"), ("multipleOf", "step"),
            ("minLength", "min length"), ("maxLength", "max length"), ("maxItems", "max items"),
            ("maxProperties", "max entries"))
 _PATTERNS = {grammar.DIGEST_PATTERN: "sha256 digest",
-             reasons.CONDITION_REASON_PATTERN: "CamelCase word"}
+             reasons.CONDITION_REASON_PATTERN: "CamelCase word",
+             schemas.PEER_URL_PATTERN: "https://HOST:PORT"}
 
 
 def _type(body: schemas.Schema) -> str:

@@ -27,6 +27,12 @@ MAX_TARGET_NODES = 256
 MAX_SELECTOR_LABELS = 64
 MAX_PREFETCH_NODES = 256
 PREFETCH_PHASES = ("Pending", "Downloading", "Ready", "Failed")
+MAX_PEER_URL_LENGTH = 280
+# https://HOST:PORT of a plugin's peer port: an IPv4 address or DNS name, or [IPv6]; no path,
+# query or credentials, so a listing names nothing but where to connect.
+PEER_URL_PATTERN = (r"^https://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
+                    r":[0-9]{1,5}$")
+PEER_URL_RULE = "must be https://HOST:PORT (an IP address, [IPv6 address] or DNS name, no path)"
 
 
 def string(description: str, **extra: Any) -> Schema:
@@ -288,6 +294,13 @@ NODE_MODEL_STORE_STATUS = obj(
             ),
             maxItems=MAX_MODELS,
             **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["digest"]},
+        ),
+        "peer": obj(
+            "Where the other nodes' plugins reach this one's peer port (node-to-node sync); "
+            "absent while it serves none.",
+            {"url": string("The peer port as https://HOST:PORT (the plugin Pod's IP).",
+                           pattern=PEER_URL_PATTERN, maxLength=MAX_PEER_URL_LENGTH)},
+            ("url",),
         ),
         "conditions": conditions(reasons.STORE_CONDITIONS),
     },

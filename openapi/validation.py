@@ -20,6 +20,7 @@ from openapi import schema as schemas
 _PATTERN_RULES = {
     grammar.DIGEST_PATTERN: grammar.DIGEST_RULE,
     reasons.CONDITION_REASON_PATTERN: reasons.CONDITION_REASON_RULE,
+    schemas.PEER_URL_PATTERN: schemas.PEER_URL_RULE,
 }
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")

@@ -57,7 +57,9 @@ class NodeStore:
         make_hub: apply.MakeHub | None,
         read_mountinfo: Any = refs.read_mountinfo,
         origins: Callable[[], Mapping[str, str]] = dict,
+        peer: Callable[[], str] | None = None,
     ) -> None:
+        """``peer``: the published URL of this node's peer port (``compose.Composer``)."""
         self.options = options
         self.state = apply.NodeState()
         self.collector = collect.Collector(
@@ -72,7 +74,7 @@ class NodeStore:
             node=self.state, stock=stock, tree_facts=tree_facts, materializer=materializer,
             failures=failures, quarantined=quarantined, references=references,
             usage_store=usage_store, ledger=ledger, clock=clock, origins=origins,
-            verdicts=compose.Verdicts(
+            peer=peer, verdicts=compose.Verdicts(
                 skipped=lambda: self.collector.skipped,
                 nothing_to_remove=lambda: self.collector.nothing_to_remove,
                 over_high=self.collector.observe,

@@ -69,8 +69,11 @@ class Composer:
         verdicts: Verdicts,
         clock: clocks.Clock,
         origins: Callable[[], Mapping[str, str]] = dict,
+        peer: Callable[[], str] | None = None,
     ) -> None:
-        """``origins``: where each published tree's bytes came from (``cache.origins``)."""
+        """``origins``: where each published tree's bytes came from (``cache.origins``);
+        ``peer``: the URL this node's peer port is published at, "" when it serves none (then
+        ``status.peer`` is cleared); without it ``status.peer`` is left alone."""
         self._node = node
         self._stock = stock
         self._trees = tree_facts
@@ -84,6 +87,7 @@ class Composer:
         self._conditions = Conditions(clock)
         self._sizes: dict[str, int] = {}
         self._origins = origins
+        self._peer = peer
 
     async def facts(self) -> statuses.Facts:
         published = self._stock.digests()
@@ -141,8 +145,12 @@ class Composer:
             low = self._conditions.condition(
                 reasons.CAPACITY_LOW, "False", reasons.WITHIN_WATERMARKS,
                 "collection can keep usage within the watermarks", generation)
-        return statuses.body(facts, observed_generation=generation, conditions=[ready, low],
-                             listed=listed)
+        status = statuses.body(facts, observed_generation=generation, conditions=[ready, low],
+                               listed=listed)
+        if self._peer is not None:
+            url = self._peer()
+            status["peer"] = {"url": url} if url else None
+        return status
 
 
 def _left_out(count: int) -> str:

@@ -56,10 +56,16 @@ class Condition(TypedDict):
     observedGeneration: NotRequired[int]
 
 
+class Peer(TypedDict):
+    url: str
+
+
 class Status(TypedDict):
     observedGeneration: NotRequired[int]
     capacity: Capacity
     models: list[Model]
+    # this node's peer port; None clears one an earlier run wrote (the write is a merge patch)
+    peer: NotRequired[Peer | None]
     conditions: list[Condition]
 
 

@@ -2,15 +2,20 @@
 
 The holders are the NodeModelStores whose ``status.models`` list the digest ``Ready`` and whose
 ``Ready`` condition is True (this node excluded), listed through ``kube.Client`` at each new
-attempt (one list per attempt, not per byte). A node's address comes from a ``Locator``: the
-static ``--peer-address NODE=URL`` map, else nothing (a node without an address is skipped).
-The order is the listing's, rotated by this node's name so that cold nodes spread over seeds.
+attempt (one list per attempt, not per byte). A node's address is the static
+``--peer-address NODE=URL`` map's when it names the node (an override), else the
+``status.peer.url`` the node's own plugin published in the same object (``address``); a node
+with neither serves no peer port and is skipped. Only the plugin of that node may write its
+status (the API server's status guard), so a published address is that plugin's; what it then
+serves is bound to the digest by the downloader either way. The order is the listing's, rotated
+by this node's name so that cold nodes spread over seeds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -20,6 +25,7 @@ import kube
 from kube.resources import NodeModelStore
 from nodeplugin.materialize import peers
 from nodeplugin.peer import client as peer_client
+from openapi import schema as contract
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +49,7 @@ def holding(stores: Sequence[Mapping[str, Any]], digest: str, self_node: str) ->
     """The nodes, other than ``self_node``, whose store is Ready and lists ``digest`` Ready."""
     nodes: list[str] = []
     for store in stores:
-        name = str((store.get("metadata") or {}).get("name") or "")
+        name = _name(store)
         status = store.get("status") or {}
         if not name or name == self_node:
             continue
@@ -56,8 +62,24 @@ def holding(stores: Sequence[Mapping[str, Any]], digest: str, self_node: str) ->
     return nodes
 
 
+def address(store: Mapping[str, Any]) -> str | None:
+    """The peer URL a store's plugin published (``status.peer.url``), None without a valid one
+    (the server checks the same pattern; a store read from elsewhere may not have been)."""
+    peer = (store.get("status") or {}).get("peer")
+    url = peer.get("url") if isinstance(peer, Mapping) else None
+    if not isinstance(url, str) or len(url) > contract.MAX_PEER_URL_LENGTH \
+            or re.fullmatch(contract.PEER_URL_PATTERN, url) is None:
+        return None
+    return url
+
+
+def _name(store: Mapping[str, Any]) -> str:
+    return str((store.get("metadata") or {}).get("name") or "")
+
+
 class Holders:
-    """``materialize.peers.Peers`` over the node stores, a locator and one HTTPS client."""
+    """``materialize.peers.Peers`` over the node stores, the override map and one HTTPS client
+    (``addresses``, ``--peer-address``, wins for the nodes it names)."""
 
     def __init__(self, lister: Lister, addresses: Mapping[str, str], *, self_node: str,
                  token_file: str, http: httpx.AsyncClient) -> None:
@@ -77,12 +99,21 @@ class Holders:
         except (kube.KubeError, httpx.HTTPError, OSError) as exc:
             log.info("cannot list the node stores for peers: %s", exc)
             return []
-        nodes = [n for n in holding(stores, digest, self._self) if n in self._addresses]
+        where = self.addresses(stores)
+        nodes = [n for n in holding(stores, digest, self._self) if n in where]
         if nodes:
             turn = int(hashlib.sha256(self._self.encode()).hexdigest(), 16) % len(nodes)
             nodes = nodes[turn:] + nodes[:turn]
-        return [peer_client.Peer(n, self._addresses[n], self._http, self._token_file)
-                for n in nodes]
+        return [peer_client.Peer(n, where[n], self._http, self._token_file) for n in nodes]
+
+    def addresses(self, stores: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        """``node -> URL`` of every peer port known: the published ones, then the overrides."""
+        found: dict[str, str] = {}
+        for store in stores:
+            name, url = _name(store), address(store)
+            if name and url is not None:
+                found[name] = url
+        return {**found, **self._addresses}
 
     async def aclose(self) -> None:
         await self._http.aclose()

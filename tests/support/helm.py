@@ -90,7 +90,7 @@ def container(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any
 
 
 _FIELDS = {"metadata.namespace": NAMESPACE, "metadata.name": "model-manager-pod-0",
-           "spec.nodeName": "node-a"}
+           "spec.nodeName": "node-a", "status.podIP": "10.244.0.17"}
 
 
 def expanded_args(spec: dict[str, Any], *, fields: dict[str, str] | None = None) -> list[str]:

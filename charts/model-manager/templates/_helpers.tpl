@@ -56,6 +56,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-node" (include "model-manager.fullname" .)) .Values.serviceAccount.plugin.name -}}
 {{- end -}}
 
+{{- define "model-manager.pluginUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "model-manager.pluginServiceAccount" .) -}}
+{{- end -}}
+
+{{/* Where the plugin's projected token for the peer audience is mounted (nodeplugin/peer/assembly.py TOKEN_FILE). */}}
+{{- define "model-manager.peerTokenDir" -}}
+/var/run/secrets/model.csi.gpustack.ai/peer
+{{- end -}}
+
 {{- define "model-manager.workerUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "model-manager.workerServiceAccount" .) -}}
 {{- end -}}
@@ -159,6 +168,15 @@ NodeModelStore's spec, which the worker writes from the settings ConfigMap).
 {{- if gt (int64 $mm.scrub.bytesPerSecond) 0 -}}
 {{- $args = append $args (printf "--scrub-bytes-per-second=%d" (int64 $mm.scrub.bytesPerSecond)) -}}
 {{- end -}}
+{{- if $mm.peerSync.enabled -}}
+{{- /* the Pod's IP (env POD_IP) is what the plugin publishes in its NodeModelStore status */ -}}
+{{- $args = concat $args (list
+  (printf "--peer-port=%d" (int $mm.port))
+  (printf "--peer-user=%s" (include "model-manager.pluginUser" .))
+  (printf "--peer-token-file=%s/token" (include "model-manager.peerTokenDir" .))
+  "--peer-advertise-address=$(POD_IP)"
+  (printf "--peer-max-streams=%d" (int $mm.peerSync.maxServingStreams))) -}}
+{{- end -}}
 {{- $args = append $args (printf "--log-level=%s" $mm.logLevel) -}}
 {{- toYaml (concat $args $mm.extraArgs) -}}
 {{- end -}}
@@ -204,8 +222,14 @@ NodeModelStore's spec, which the worker writes from the settings ConfigMap).
 {{- if ge $low $high -}}
 {{- fail (printf "settings.model-store-low-watermark (%d) must be below settings.model-store-high-watermark (%d)" $low $high) -}}
 {{- end -}}
-{{- /* the schema refuses it too; this holds with --skip-schema-validation */ -}}
-{{- if ne (toString .Values.modelManager.port) "0" -}}
-{{- fail "modelManager.port: peer sync is not available in this release; leave modelManager.port at 0 (modelManager.peerSync.* are kept for a later release)" -}}
+{{- $mm := .Values.modelManager -}}
+{{- if $mm.peerSync.enabled -}}
+{{- if eq (int $mm.port) 0 -}}
+{{- fail "modelManager.peerSync.enabled needs a peer port: set modelManager.port (32445 by default)" -}}
+{{- end -}}
+{{- /* the plugin's containers share one network namespace */ -}}
+{{- if or (eq (int $mm.port) (int $mm.securePort)) (eq (int $mm.port) (int $mm.registrar.healthPort)) -}}
+{{- fail (printf "modelManager.port (%d) must differ from modelManager.securePort (%d) and modelManager.registrar.healthPort (%d): the plugin Pod's containers share its ports" (int $mm.port) (int $mm.securePort) (int $mm.registrar.healthPort)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

@@ -40,12 +40,16 @@ from tests.support import helm
          "/settings/model-artifact-revalidate-interval"),
         ("settings.unknown-setting=1", "additional properties 'unknown-setting' not allowed"),
         ("modelManager.securePort=70000", "/modelManager/securePort"),
-        ("modelManager.port=32445",
-         "at '/modelManager/port': value must be '0 (peer sync is not available in this "
-         "release)'"),
+        ("modelManager.port=70000", "/modelManager/port"),
         ("modelManager.port=-1", "/modelManager/port"),
         ("modelManager.networkPolicy.enabled=true",
          "additional properties 'networkPolicy' not allowed"),
+        ("modelManager.peerSync.enabled=yes", "/modelManager/peerSync/enabled"),
+        ("modelManager.peerSync.maxServingStreams=0", "/modelManager/peerSync/maxServingStreams"),
+        ("modelManager.peerSync.streamsPerSource=4",
+         "additional properties 'streamsPerSource' not allowed"),
+        ("modelManager.peerSync.networkPolicy.securePortFrom[0]=everyone",
+         "/modelManager/peerSync/networkPolicy/securePortFrom/0"),
         ("modelManager.rootPath=relative/path", "/modelManager/rootPath"),
         ("modelManager.kubeletDir=/var/lib/kubelet/", "/modelManager/kubeletDir"),
         ("modelManager.enabled=yes-please", "/modelManager/enabled"),
@@ -71,6 +75,12 @@ def test_schema_violations_fail_naming_the_value(setting: str, message: str) -> 
          "set apiserver.tls.caBundle"),
         (["settings.model-store-low-watermark=80"],
          "model-store-low-watermark (80) must be below settings.model-store-high-watermark (80)"),
+        (["modelManager.peerSync.enabled=true", "modelManager.port=0"],
+         "modelManager.peerSync.enabled needs a peer port: set modelManager.port"),
+        (["modelManager.peerSync.enabled=true", "modelManager.port=32444"],
+         "modelManager.port (32444) must differ from modelManager.securePort (32444)"),
+        (["modelManager.peerSync.enabled=true", "modelManager.port=9809"],
+         "and modelManager.registrar.healthPort (9809)"),
     ],
 )
 def test_combinations_the_schema_cannot_express(settings: list[str], message: str) -> None:
@@ -79,12 +89,8 @@ def test_combinations_the_schema_cannot_express(settings: list[str], message: st
     assert message in result.stderr, result.stderr
 
 
-def test_peer_port_refused_by_the_templates_too() -> None:
-    """Without the schema (``--skip-schema-validation``) the templates still refuse it."""
-    result = helm.run("template", "model-manager", str(helm.CHART), "--namespace", helm.NAMESPACE,
-                      "--skip-schema-validation", "--set", "modelManager.port=32445")
-    assert result.returncode != 0
-    assert "modelManager.port: peer sync is not available in this release" in result.stderr
+def test_a_port_of_0_is_accepted_while_peer_sync_is_off() -> None:
+    """Values files of earlier releases (which accepted only 0) still install."""
     assert helm.template(sets=["modelManager.port=0"]).returncode == 0
 
 
