@@ -52,8 +52,7 @@ def test_the_file_sets_every_value() -> None:
         "apiserver.controllers.mode",
         "apiserver.service.type",
         "modelManager.enabled",
-        # 0 is the only value the schema accepts: peer sync is not available in this release
-        "modelManager.port",
+        "modelManager.peerSync.networkPolicy.enabled",
     ]
 
 
@@ -104,7 +103,7 @@ def test_given_secret_and_ca_bundle(full_docs: list[dict[str, Any]]) -> None:
     assert tls["secret"]["secretName"] == "model-manager-tls"
 
 
-def test_plugin_placement_ports_and_no_peer_sync(full_docs: list[dict[str, Any]]) -> None:
+def test_plugin_placement_ports_and_peer_sync(full_docs: list[dict[str, Any]]) -> None:
     daemonset = helm.one(full_docs, "DaemonSet")
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
@@ -120,14 +119,20 @@ def test_plugin_placement_ports_and_no_peer_sync(full_docs: list[dict[str, Any]]
                      "--worker-user=system:serviceaccount:gpustack-system:mm-worker"):  # fmt: skip
         assert expected in args
     assert args[-1] == "--bind-address=::"
-    # peer sync is not in this release: no flag, port, token or policy for it
-    assert not [arg for arg in args if arg.startswith("--peer")]
-    assert [p["containerPort"] for p in plugin["ports"]] == [32555]
+    # peer sync on (tests/unit/charts/test_render_peer_sync.py has the details)
+    assert [arg for arg in args if arg.startswith("--peer")] == [
+        "--peer-port=32556", "--peer-user=system:serviceaccount:gpustack-system:mm-plugin",
+        "--peer-token-file=/var/run/secrets/model.csi.gpustack.ai/peer/token",
+        "--peer-advertise-address=$(POD_IP)", "--peer-max-streams=16"]
+    assert [p["containerPort"] for p in plugin["ports"]] == [32555, 32556]
     mounts = {m["name"]: m["mountPath"] for m in plugin["volumeMounts"]}
     assert mounts["pods-dir"] == "/var/snap/kubelet/pods"
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert "peer-token" not in volumes and "peer-token" not in mounts
-    assert not helm.by_kind(full_docs, "NetworkPolicy")
+    assert mounts["peer-token"] == "/var/run/secrets/model.csi.gpustack.ai/peer"
+    policy = helm.one(full_docs, "NetworkPolicy")
+    https = next(r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == "https")
+    assert https["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "monitoring"}
     registrar = containers["node-driver-registrar"]
     assert registrar["image"] == "registry.example.test/csi-node-driver-registrar:v2.17.0"
     assert "--kubelet-registration-path=/var/snap/kubelet/plugins/model.csi.gpustack.ai/csi.sock" \
