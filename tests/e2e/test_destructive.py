@@ -1,15 +1,19 @@
 """Breaking delivery on purpose on the real node (issue 26): a file whose bytes do not match its
 listed digest, a file that goes missing mid-download, a published file changed on the host, ten
-Pods at once on a cold cache, and the plugin killed mid-transfer. Each scenario has its own
-repository on the fixture hub; consumer Pods read and hash every byte, and the node's cache is
-inspected on the host (the chart's ``rootPath`` is the rig's ``models`` directory).
+Pods at once on a cold cache, a model larger than the cache's filesystem, the plugin killed
+mid-transfer, and a power loss right after a publish. Each scenario has its own repository on the
+fixture hub; consumer Pods read and hash every byte, and the node's cache is inspected on the host.
 
 The release is this module's own: the conftest's values plus a short scrub interval, so a
-tampered tree is found within seconds. The steps run in order and share one cluster."""
+tampered tree is found within seconds, and the cache (the chart's ``rootPath``) on its own small
+ext4 filesystem in a loop-mounted image file, so space runs out for real and a power loss can be
+played by keeping only what had reached the image. The steps run in order and share one
+cluster."""
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import pathlib
@@ -54,6 +58,11 @@ CROWD = "e2e/crowd"
 CROWD_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 24 * MiB}
 RESUME = "e2e/resume"
 RESUME_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 64 * MiB}
+HUGE = "e2e/huge"
+HUGE_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 600 * MiB}
+DURABLE = "e2e/durable"
+DURABLE_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 16 * MiB}
+CACHE_SIZE = 640 * MiB  # the cache's filesystem: the high watermark (80%) leaves 512 MiB
 
 
 # --- the release and the cluster's objects ---------------------------------------------------
@@ -64,6 +73,7 @@ def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -
     """The conftest's release with a scrub pass every ``SCRUB_INTERVAL``."""
     started = time.monotonic()
     values: dict[str, Any] = release_values.values(hub, cluster)
+    _mount_cache(cluster, _new_image(cluster, "cache.img"))
     values["modelManager"]["scrub"] = {"interval": SCRUB_INTERVAL}
     path = cluster.work / "values-destructive.yaml"
     path.write_text(yaml.safe_dump(values))
@@ -78,7 +88,8 @@ def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -
 @pytest.fixture(scope="module")
 def installed(cluster: rig.Rig, hub: fakehub.FakeHub, release: str) -> rig.Rig:
     for repo, files in ((BAD_SHA, BAD_SHA_FILES), (MISSING, MISSING_FILES),
-                        (TAMPER, TAMPER_FILES), (CROWD, CROWD_FILES), (RESUME, RESUME_FILES)):
+                        (TAMPER, TAMPER_FILES), (CROWD, CROWD_FILES), (RESUME, RESUME_FILES),
+                        (HUGE, HUGE_FILES), (DURABLE, DURABLE_FILES)):
         hub.add_repo(repo, files)
     # the listing tells the true digests; the bytes served do not match them
     hub.faults(BAD_SHA, "model.safetensors").corrupt_at = 5 * MiB + 123
@@ -94,6 +105,35 @@ def installed(cluster: rig.Rig, hub: fakehub.FakeHub, release: str) -> rig.Rig:
 
     cluster.wait("NodeModelStore Ready", ready, timeout=240, namespace=NAMESPACE)
     return cluster
+
+
+def _new_image(cluster: rig.Rig, name: str) -> pathlib.Path:
+    """A sparse file of ``CACHE_SIZE`` bytes holding a fresh ext4 filesystem."""
+    image = cluster.work / name
+    image.parent.mkdir(parents=True, exist_ok=True)
+    with image.open("wb") as handle:
+        handle.truncate(CACHE_SIZE)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True,
+                   capture_output=True)  # fmt: skip
+    return image
+
+
+def _mount_cache(cluster: rig.Rig, image: pathlib.Path) -> None:
+    """``image`` loop-mounted at the cache directory, on the shared bind mount the release's
+    values make there (runc judges the first mount listed at a path: both must be shared)."""
+    target = _cache(cluster)
+    if str(target) not in rig.mounts_under(target):
+        cluster.shared_directory(target)
+    subprocess.run(["mount", "-o", "loop", str(image), str(target)], check=True,
+                   capture_output=True)  # fmt: skip
+    subprocess.run(["mount", "--make-rshared", str(target)], check=True, capture_output=True)
+
+
+def _unmount_cache(cluster: rig.Rig) -> None:
+    """Every mount stacked at the cache directory (the shared bind, then the loop)."""
+    target = str(_cache(cluster))
+    while target in rig.mounts_under(_cache(cluster)):
+        subprocess.run(["umount", target], check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -475,3 +515,126 @@ def test_interrupted_download_resumes(installed: rig.Rig, hub: fakehub.FakeHub) 
     started = _time(pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
     assert int(marker.stat().st_mtime) <= started + 1 and started >= int(killed_at), pod
     _delete_pods(installed, TENANT, "resume-1")
+
+
+# --- 6: a model larger than the cache's filesystem ---------------------------------------------
+
+
+def test_insufficient_disk_space(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+    """A 600 MiB model on a 640 MiB filesystem (512 MiB under the high watermark) while a Pod
+    uses a published model: refused before a byte is fetched, named in the Pod's events, the
+    store and the progress, nothing partial left, and the published model still mounts."""
+    crowd = _artifact(installed, TENANT, "crowd", CROWD)
+    assert _published(installed, crowd["manifestDigest"]).exists()
+    installed.apply(_reader_pod("full-keep", TENANT, crowd))
+    want = _hub_digests(hub, CROWD, CROWD_FILES)
+    assert _wait_read(installed, "full-keep", TENANT) == want
+    served = hub.bytes_served(CROWD)
+    attributes = _artifact(installed, TENANT, "huge", HUGE)
+    digest = attributes["manifestDigest"]
+    installed.apply(_reader_pod("huge-1", TENANT, attributes))
+    message = _failed_mount(installed, "huge-1", TENANT, "(InsufficientCapacity)")
+    assert "high watermark" in message, message
+    entry = _wait_entry(installed, digest, "Failed", "huge")
+    assert entry["reason"] == "InsufficientCapacity", entry
+    assert "needs" in entry["message"] and "available" in entry["message"], entry
+
+    def counted() -> dict[str, Any] | None:
+        body = _progress(installed, TENANT, "huge")
+        return body if body.get("failed") == 1 else None
+
+    progress = installed.wait("huge's progress counts the refusal", counted, timeout=60,
+                              namespace=NAMESPACE)  # fmt: skip
+    assert isinstance(progress, dict)
+    assert progress["failureReasons"] == [{"reason": "InsufficientCapacity", "count": 1}]
+    assert hub.bytes_served(HUGE, "model.safetensors") == 0
+    assert not _published(installed, digest).exists()
+    # no byte of it was written (the staging directory holds only empty placeholders)
+    partial = _partial_files(installed, digest)
+    assert all(size == 0 for path, size in partial.items() if path != ".gpustack-attempt"), partial
+    # the published model: still read by its Pod, and mounted again by a new one from the cache
+    done = installed.kubectl("exec", "-n", TENANT, "full-keep", "--", "cat", "/models/config.json")
+    assert done.stdout.encode() == CONFIG
+    installed.apply(_reader_pod("full-new", TENANT, crowd))
+    assert _wait_read(installed, "full-new", TENANT) == want
+    assert hub.bytes_served(CROWD) == served
+    _delete_pods(installed, TENANT, "full-keep", "full-new", "huge-1")
+
+
+# --- 7: a power loss right after a publish -----------------------------------------------------
+
+
+def _plugin_pods(cluster: rig.Rig) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = _json(cluster, "get", "pods", "-n", NAMESPACE, "-l",
+                                        "app.kubernetes.io/component=node-plugin")["items"]
+    return items
+
+
+def _plugin_daemonset(cluster: rig.Rig) -> str:
+    listed = _json(cluster, "get", "daemonsets", "-n", NAMESPACE, "-l",
+                   "app.kubernetes.io/component=node-plugin")["items"]  # fmt: skip
+    assert len(listed) == 1, [d["metadata"]["name"] for d in listed]
+    return str(listed[0]["metadata"]["name"])
+
+
+def _sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(MiB):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def test_power_loss_after_publication(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+    """Right after a tree turns Ready the node loses power: the plugin is frozen, the image
+    file is copied (what had reached the disk; nothing the page cache still held back), and the
+    node comes back on that copy after an fsck, as a machine would. The tree published last is
+    whole on that disk (the publish was durable before Ready), an older tree whose file lost its
+    tail in the crash is found by the start-up check before any mount and materialized again,
+    and every Pod reads the hub's bytes."""
+    durable = _artifact(installed, TENANT, "durable", DURABLE)
+    resume = _artifact(installed, TENANT, "resume", RESUME)
+    assert _published(installed, resume["manifestDigest"]).exists()
+    installed.apply(_reader_pod("durable-1", TENANT, durable))
+    assert _wait_read(installed, "durable-1", TENANT) == _hub_digests(hub, DURABLE, DURABLE_FILES)
+    _wait_entry(installed, durable["manifestDigest"], "Ready", "durable")
+    # the power goes: no process on the node writes any more, the disk keeps what reached it
+    pid, _ = _plugin_pid(installed)
+    os.kill(pid, signal.SIGSTOP)
+    crashed = installed.work / "crashed.img"
+    subprocess.run(["cp", "--sparse=always", str(installed.work / "cache.img"), str(crashed)],
+                   check=True)  # fmt: skip
+    os.kill(pid, signal.SIGKILL)
+    # the old node's leftovers go: its Pod, then its plugin (stopped by a node selector)
+    _delete_pods(installed, TENANT, "durable-1")
+    daemonset = _plugin_daemonset(installed)
+    installed.kubectl("patch", "daemonset", "-n", NAMESPACE, daemonset, "-p", json.dumps(
+        {"spec": {"template": {"spec": {"nodeSelector": {"e2e/plugin": "off"}}}}}))
+    installed.wait("the node plugin stopped", lambda: not _plugin_pods(installed), timeout=120,
+                   namespace=NAMESPACE)  # fmt: skip
+    _unmount_cache(installed)
+    # boot: fsck replays the journal, then the cache is mounted from what the disk held
+    fsck = subprocess.run(["e2fsck", "-f", "-y", str(crashed)], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert fsck.returncode in (0, 1), fsck.stdout + fsck.stderr
+    _mount_cache(installed, crashed)
+    published = _published(installed, durable["manifestDigest"])
+    assert {path: _sha256(published / path) for path in DURABLE_FILES} == \
+        _hub_digests(hub, DURABLE, DURABLE_FILES), "the last publish did not survive the crash"
+    # an older tree lost a file's tail in the crash
+    torn = _published(installed, resume["manifestDigest"]) / "model.safetensors"
+    os.truncate(torn, torn.stat().st_size - MiB)
+    served = {repo: hub.bytes_served(repo) for repo in (DURABLE, RESUME)}
+    installed.kubectl("patch", "daemonset", "-n", NAMESPACE, daemonset, "-p", json.dumps(
+        {"spec": {"template": {"spec": {"nodeSelector": {"e2e/plugin": None}}}}}))
+    entry = _wait_entry(installed, resume["manifestDigest"], "Failed", "the start-up check")
+    assert entry["reason"] == "IntegrityMismatch", entry
+    installed.wait("the torn tree removed", lambda: not torn.parent.exists(), timeout=90,
+                   namespace=NAMESPACE)  # fmt: skip
+    installed.apply("---\n".join((_reader_pod("durable-2", TENANT, durable),
+                                  _reader_pod("resume-2", TENANT, resume))))
+    assert _wait_read(installed, "durable-2", TENANT) == _hub_digests(hub, DURABLE, DURABLE_FILES)
+    assert _wait_read(installed, "resume-2", TENANT) == _hub_digests(hub, RESUME, RESUME_FILES)
+    assert hub.bytes_served(DURABLE) == served[DURABLE], "the durable tree was fetched again"
+    assert hub.bytes_served(RESUME) - served[RESUME] == _size(RESUME_FILES)
+    _delete_pods(installed, TENANT, "durable-2", "resume-2")
