@@ -1,9 +1,10 @@
-"""get-replicas: GET throughput on etcd with two replicas (and with ``--workers 2``) vs one.
+"""get-replicas: GET throughput of ``--workers 2`` on SQLite vs one SQLite server (the figure),
+and on etcd of two replicas and of ``--workers 2`` vs one etcd-backed server (in the params).
 
 The same client load every time: ``h2load`` (nghttp2's C load generator, so the client costs
 little CPU next to the servers) with 2 x 16 HTTP/2 connections, 4 streams each, GETting one
 ModelArtifact by name for 8 s; with one server both load generators aim at it, with two each
-takes one. Rounds are interleaved (one, replicas, workers, one, ...) so drifting load from
+takes one. Rounds are interleaved (each variant in turn, then again) so drifting load from
 neighbours hits all alike. The figure is observed requests per second; the params keep the CPU
 seconds each part used (servers, etcd, load generators), which say where the machine's two cores
 went. Needs ``h2load`` (Debian: ``apt-get install nghttp2-client``).
@@ -112,18 +113,25 @@ def _seed(server: apiserver.RunningServer) -> None:
 
 @contextlib.contextmanager
 def _servers(member: etcd.Etcd, directory: pathlib.Path) -> Iterator[dict[str, Variant]]:
-    args = [*apiserver.etcd_args(member.url), "--log-level", "WARNING"]
+    quiet = ["--log-level", "WARNING"]
+    args = [*apiserver.etcd_args(member.url), *quiet]
     shared = directory / "shared"
     with (
+        apiserver.running(directory / "sqlite", extra_args=quiet) as s1,
+        apiserver.running(directory / "sqlite-workers", extra_args=[*quiet, "--workers", "2"]
+                          ) as s2,
         apiserver.running(shared, extra_args=args, log_name="a.log") as a,
         apiserver.running(shared, extra_args=args, log_name="b.log") as b,
         apiserver.running(shared, extra_args=[*args, "--workers", "2"], log_name="w.log") as w,
     ):
-        _seed(a)
-        for server in (a, b, w):  # every one answers before measuring
+        for server in (s1, s2, a):
+            _seed(server)
+        for server in (s1, s2, a, b, w):  # every one answers before measuring
             with server.client() as client:
                 client.get(TARGET).raise_for_status()
-        yield {"one": Variant("one", [a]), "replicas": Variant("replicas", [a, b]),
+        yield {"sqlite_one": Variant("sqlite_one", [s1]),
+               "sqlite_workers": Variant("sqlite_workers", [s2]),
+               "one": Variant("one", [a]), "replicas": Variant("replicas", [a, b]),
                "workers": Variant("workers", [w])}  # fmt: skip
 
 
@@ -134,23 +142,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-replicas-") as tmp, \
             etcd.running(pathlib.Path(tmp) / "etcd") as member, \
             _servers(member, pathlib.Path(tmp)) as variants:  # fmt: skip
-        token = variants["one"].servers[0].admin_token
         for _ in range(ROUNDS):
             for variant in variants.values():
-                variant.round(member, token)
+                variant.round(member, variant.servers[0].admin_token)
         load = pathlib.Path("/proc/loadavg").read_text().split()[:3]
     one, replicas, workers = variants["one"], variants["replicas"], variants["workers"]
+    s1, s2 = variants["sqlite_one"], variants["sqlite_workers"]
     params: dict[str, Any] = {
-        "storage": "etcd", "seconds": SECONDS * ROUNDS, "load_generators": 2,
-        "connections": 2 * CONNECTIONS, "streams_per_connection": STREAMS,
-        "target_ratio": 1.7, "workers_ratio": round(workers.rate / one.rate, 2),
+        "storage": "sqlite (figure), etcd (params)", "seconds": SECONDS * ROUNDS,
+        "load_generators": 2, "connections": 2 * CONNECTIONS, "streams_per_connection": STREAMS,
+        "target_ratio": 1.7, "etcd_replicas_ratio": round(replicas.rate / one.rate, 2),
+        "etcd_workers_ratio": round(workers.rate / one.rate, 2),
         "loadavg_after": " ".join(load),
-        **one.params(), **replicas.params(), **workers.params(),
+        **s1.params(), **s2.params(), **one.params(), **replicas.params(), **workers.params(),
     }  # fmt: skip
-    result.report("get-replicas", replicas.rate, "req/s", one.rate, higher_is_better=True,
-                  params=params,
-                  rounds=list(zip(replicas.rates, one.rates, strict=True)))  # fmt: skip
-    print(f"  --workers 2: {workers.rate:.0f} req/s ({workers.rate / one.rate:.2f}x of one)")
+    result.report("get-replicas", s2.rate, "req/s", s1.rate, higher_is_better=True,
+                  params=params, rounds=list(zip(s2.rates, s1.rates, strict=True)))
+    print(f"  etcd: two replicas {replicas.rate:.0f} req/s ({replicas.rate / one.rate:.2f}x), "
+          f"--workers 2 {workers.rate:.0f} req/s ({workers.rate / one.rate:.2f}x) "
+          f"of one ({one.rate:.0f} req/s)")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ revision order; a counter shared by the processes (``counter.Counter``), raised 
 COMMIT and before any of its writes is acknowledged, says when there is more. Before any read a
 process compares the counter with the revision it has applied and, when behind, reads the log
 first (``_catch_up``), so no process answers with a state older than a write acknowledged by
-another; watchers are fed by a cheap poll of the counter (``poll`` seconds). Without
+another. Watchers hear of the others' commits through a wake-up (``wakeups.Wakeups``: after its
+commit a writer writes a byte into each other process's FIFO), and a slow poll of the counter
+(``poll`` seconds) covers a lost one. Without
 ``shared`` a second process writing the file would still be kept honest by the log's unique
 index, but this Store would not see its writes.
 """
@@ -46,7 +48,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent import futures
 from typing import TypeVar
 
-from apiserver.storage import broadcast, counter, interface, live, logtable
+from apiserver.storage import broadcast, counter, interface, live, logtable, wakeups
 
 _T = TypeVar("_T")
 
@@ -61,9 +63,9 @@ _COMPACT_STEP = 500
 _GROUP = 256
 """Most writes committed in one transaction (group commit)."""
 
-POLL = 0.005
-"""Seconds between two looks at the shared counter for watchers (``shared``): a watch on one
-process sees another's write within about this; reads never wait for it."""
+POLL = 1.0
+"""Seconds between two looks at the shared counter for watchers when no wake-up came
+(``shared``); reads never wait for it."""
 
 _WriteJob = Callable[[sqlite3.Connection], interface.Event]
 _Group = list[tuple[_WriteJob, "asyncio.Future[interface.Event]"]]
@@ -80,7 +82,8 @@ class Store(interface.Store):
     ``history``: revisions kept for list-at-revision and watch resume (at least 1).
     ``ring``: recent events kept in memory for live watchers; a watcher further behind catches up
     from the log instead. ``readers``: reader threads (connections). ``shared``: other processes
-    write the same file (see the module docstring); ``poll``: how often watchers look for them.
+    write the same file (see the module docstring); ``poll``: how often watchers look for them
+    without a wake-up; ``wake``: whether the others' commits wake them (else only the poll).
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class Store(interface.Store):
         readers: int = 3,
         shared: bool = False,
         poll: float = POLL,
+        wake: bool = True,
     ) -> None:
         if history < 1:
             raise ValueError("history must keep at least one revision")
@@ -122,6 +126,9 @@ class Store(interface.Store):
         """Writer thread: the newest revision it has handed to the loop (``shared``)."""
         self._tail_lock = asyncio.Lock()
         self._follower: asyncio.Task[None] | None = None
+        self._wake = wake
+        self._wakeups: wakeups.Wakeups | None = None
+        self._nudged = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -145,12 +152,16 @@ class Store(interface.Store):
         self._open = True
         if self._counter is not None:
             self._follower = asyncio.create_task(self._follow(), name="sqlite follow")
+        if self._wakeups is not None:
+            self._loop.add_reader(self._wakeups.fileno(), self._woken)
 
     async def close(self) -> None:
         if not self._open:
             return
         self._open = False
         self._ring.close()
+        if self._wakeups is not None and self._loop is not None:
+            self._loop.remove_reader(self._wakeups.fileno())
         for task in (self._compactor, self._follower):
             if task is not None:
                 task.cancel()
@@ -167,6 +178,8 @@ class Store(interface.Store):
                 self._counter = counter.Counter(counter.path_for(self._path), mode=FILE_MODE)
                 with logtable.transaction(conn, write=True):  # no commit lands meanwhile
                     self._counter.reset(logtable.current(conn), logtable.compacted(conn))
+                if self._wake:
+                    self._wakeups = wakeups.Wakeups(wakeups.path_for(self._path))
             everything = logtable.list_at(conn, "", 0, "", 0)  # one snapshot
             with logtable.transaction(conn, write=False):
                 compacted = logtable.compacted(conn)
@@ -195,6 +208,8 @@ class Store(interface.Store):
             self._read_conns.clear()
         if self._counter is not None:
             self._counter.close()
+        if self._wakeups is not None:
+            self._wakeups.close()
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -312,11 +327,18 @@ class Store(interface.Store):
             self._absorb(await self._read(functools.partial(logtable.tail,
                                                             after=self._ring.last)))
 
+    def _woken(self) -> None:
+        assert self._wakeups is not None
+        self._wakeups.drain()
+        self._nudged.set()
+
     async def _follow(self) -> None:
-        """Feed the watchers: look at the counter every ``poll`` seconds."""
+        """Feed the watchers: look at the counter when woken, or every ``poll`` seconds."""
         assert self._counter is not None
         while self._open:
-            await asyncio.sleep(self._poll)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nudged.wait(), self._poll)
+            self._nudged.clear()
             if self._counter.read() <= self._ring.last:
                 continue
             try:
@@ -404,6 +426,8 @@ class Store(interface.Store):
                 self._delivered = max(self._delivered, committed[-1])
                 # Durable now; published before any of these writes is acknowledged.
                 self._counter.publish(committed[-1])
+                if self._wakeups is not None:
+                    self._wakeups.notify()
         # One callback, in commit order: each event is published before its future resolves.
         self._loop.call_soon_threadsafe(self._settle, group, outcomes, foreign)
 

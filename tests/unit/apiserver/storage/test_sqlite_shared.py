@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from apiserver.storage import counter, interface, sqlite
+from apiserver.storage import counter, interface, sqlite, wakeups
 
 _WRITER = pathlib.Path(__file__).with_name("shared_writer.py")
 _ROOT = pathlib.Path(__file__).parents[4]
@@ -62,8 +62,9 @@ async def test_a_write_acknowledged_by_a_peer_is_read_here_at_once(
     tmp_path: pathlib.Path,
 ) -> None:
     path = tmp_path / "s.db"
-    # a poll far longer than the test: only the read's own look at the counter can catch up
-    here = sqlite.Store(path, shared=True, poll=3600)
+    # no wake-ups and a poll far longer than the test: only the read's own look at the
+    # counter can catch up
+    here = sqlite.Store(path, shared=True, poll=3600, wake=False)
     await here.start()
     peer = await Peer.start(path, 60)
     try:
@@ -81,7 +82,7 @@ async def test_a_write_acknowledged_by_a_peer_is_read_here_at_once(
 
 async def test_a_watch_here_sees_a_peers_writes_in_order(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "s.db"
-    here = sqlite.Store(path, shared=True)
+    here = sqlite.Store(path, shared=True, poll=3600)  # only the peer's wake-ups feed the watch
     await here.start()
     start = await here.current_revision()
     seen: list[tuple[str, int]] = []
@@ -151,7 +152,7 @@ async def _until(store: sqlite.Store, after: int, last: int) -> AsyncIterator[in
 async def test_a_store_behind_compacted_history_reloads_its_state(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "s.db"
     writer = sqlite.Store(path, shared=True, history=5)
-    idle = sqlite.Store(path, shared=True, poll=3600)
+    idle = sqlite.Store(path, shared=True, poll=3600, wake=False)
     await writer.start()
     await idle.start()
     try:
@@ -185,3 +186,18 @@ async def test_the_counter_file_is_the_owners_only(tmp_path: pathlib.Path) -> No
         assert counter.Counter(shared).read() == record.revision
     finally:
         await store.close()
+
+
+async def test_a_wake_up_left_by_a_dead_process_is_removed(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.db"
+    store = sqlite.Store(path, shared=True)
+    await store.start()
+    try:
+        stale = wakeups.path_for(path) / "1-dead"
+        os.mkfifo(stale, 0o600)  # nobody reads it
+        await store.create("/a", b"v")
+        assert not stale.exists()
+        assert len(list(wakeups.path_for(path).iterdir())) == 1  # the store's own
+    finally:
+        await store.close()
+    assert list(wakeups.path_for(path).iterdir()) == []
