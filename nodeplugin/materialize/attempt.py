@@ -215,7 +215,12 @@ class Attempt:
         ]
         held = await asyncio.to_thread(lambda: sum(f.prepare() for f in files))
         self.received = held
-        self._reservation = await self._node.capacity.admit(self.digest, self.total - held)
+        try:
+            self._reservation = await self._node.capacity.admit(self.digest, self.total - held)
+        except capacity.InsufficientCapacity:
+            if held == 0:  # only empty placeholders and the ledger: nothing worth resuming
+                await asyncio.to_thread(fsutil.remove_tree, partial.path)
+            raise
         log.info("materializing %s: %d files, %d bytes, %d held from before",
                  self.digest, len(files), self.total, held)
         try:

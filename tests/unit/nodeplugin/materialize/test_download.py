@@ -249,6 +249,34 @@ async def test_insufficient_capacity(cache: layout.Layout, materializers: Start)
     failed = await _settle(m, _request(hub))
     assert failed.reason == interface.Reason.INSUFFICIENT_CAPACITY
     assert hub.served == {}
+    # nothing was held from before: the staging directory (empty placeholders) is gone at once
+    assert cache.partials() == []
+    await m.close()
+
+
+async def test_insufficient_capacity_keeps_bytes_held_from_before(
+    cache: layout.Layout, materializers: Start
+) -> None:
+    hub = MemoryHub(_content())
+    hub.gate = asyncio.Event()
+    m = materializers(cache, hub, _settings(concurrency=1))
+    request = _request(hub)
+    await m.ensure(request)
+    async with asyncio.timeout(30):
+        while _checkpointed(cache, request) < 1 << 20:
+            hub.gate.set()
+            await asyncio.sleep(0)
+            hub.gate.clear()
+            await asyncio.sleep(0.001)
+    await m.close()
+    held = _checkpointed(cache, request)
+    hub.gate = None
+    m = materializers(cache, hub, _settings())
+    m.node.capacity._usage = lambda _root: capacity.Usage(10 << 20, 10 << 20)
+    failed = await _settle(m, request)
+    assert failed.reason == interface.Reason.INSUFFICIENT_CAPACITY
+    # the verified bytes of the earlier attempt stay for a resume once space is freed
+    assert _checkpointed(cache, request) == held
     await m.close()
 
 
