@@ -19,14 +19,13 @@ import kube
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from hub import config as hub_config
-from hub import huggingface, listing
 from kube.resources import NodeModelStore
 from nodeplugin import plugin
 from nodeplugin.materialize import download, interface, ranges, transfer
 from nodeplugin.peer import assembly as peer_assembly
 from nodeplugin.peer import wire
 from tests.integration.apiserver import cluster
-from tests.support import admitting, clustermode, fakehub
+from tests.support import admitting, clustermode, fakehub, hubrequest
 from tests.support.apiserver import free_port
 from tests.support.controlplane import ControlPlane, Rule
 from tests.unit.nodeplugin import fakes
@@ -98,14 +97,8 @@ async def test_a_cold_plugin_finds_its_peer_in_the_node_store_and_pulls_from_it(
         cluster.grant_chart_and_tenants(cp)
         hub.add_repo(REPO, {"config.json": b"{}\n", "model.safetensors": 6 * MiB + 5,
                             "tokenizer.json": fakehub.FileSpec(size=200_000, lfs=False)})
-        http = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
-        try:
-            commit = hub.repo(REPO).commit
-            _, _, digest = await listing.manifest_for(
-                huggingface.HuggingFace(http, hub.endpoint), REPO, commit, (), (), token=None)
-        finally:
-            await http.aclose()
-        request = interface.Request(digest, interface.Source("huggingFace", REPO, commit))
+        request = await hubrequest.request_for(hub, REPO)
+        digest = request.digest
         data_dir = tmp_path / "server"
         _seed_stores(data_dir, hub.endpoint)
         with clustermode.running(cp, data_dir) as server:

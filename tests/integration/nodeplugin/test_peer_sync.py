@@ -24,13 +24,12 @@ import pytest
 
 import kube
 from hub import config as hub_config
-from hub import huggingface, listing
 from nodeplugin import reviews, serve
 from nodeplugin.cache import layout
 from nodeplugin.materialize import download, interface, ranges, transfer
 from nodeplugin.nodestore import status as statuses
 from nodeplugin.peer import admission, client, holders, server, wire
-from tests.support import fakehub
+from tests.support import fakehub, hubrequest
 from tests.support.clock import ManualClock
 from tests.support.controlplane import ControlPlane, Rule, service_account
 
@@ -163,14 +162,7 @@ async def world(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIte
                                Rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)))
     with fakehub.run_fakehub() as hub:
         hub.add_repo(REPO, _files())
-        http = hub_config.make_client(_config(hub))
-        try:
-            commit = hub.repo(REPO).commit
-            _, _, digest = await listing.manifest_for(
-                huggingface.HuggingFace(http, hub.endpoint), REPO, commit, (), (), token=None)
-        finally:
-            await http.aclose()
-        request = interface.Request(digest, interface.Source("huggingFace", REPO, commit))
+        request = await hubrequest.request_for(hub, REPO)
         seed_cache = layout.Layout(tmp_path / "a")
         seed = download.HubMaterializer.from_config(seed_cache, _config(hub), _settings())
         kubeconfig = control_plane.write_kubeconfig(tmp_path / "a.kubeconfig",
