@@ -126,8 +126,9 @@ python -m nodeplugin, so a renamed or removed flag fails there.
   (printf "--etcd-certfile=%s/tls.crt" $paths.etcd)
   (printf "--etcd-keyfile=%s/tls.key" $paths.etcd)) -}}
 {{- end -}}
-{{- $args = append $args (printf "--workers=%d" (int $api.storage.workers)) -}}
 {{- end -}}
+{{- /* SQLite's workers share the one store.db in the Pod's volume (one replica, see validate) */ -}}
+{{- $args = append $args (printf "--workers=%d" (int $api.storage.workers)) -}}
 {{- $args = append $args (printf "--controllers=%s" $api.controllers.mode) -}}
 {{- if and (eq $api.controllers.mode "embedded") $api.controllers.leaderElect -}}
 {{- $args = append $args "--leader-elect" -}}
@@ -197,9 +198,6 @@ NodeModelStore's spec, which the worker writes from the settings ConfigMap).
 {{- if and (gt (int $api.replicas) 1) (eq $api.storage.backend "sqlite") -}}
 {{- fail "apiserver.replicas > 1 needs apiserver.storage.backend=etcd: SQLite serves one replica" -}}
 {{- end -}}
-{{- if and (gt (int $api.storage.workers) 1) (eq $api.storage.backend "sqlite") -}}
-{{- fail "apiserver.storage.workers > 1 needs apiserver.storage.backend=etcd" -}}
-{{- end -}}
 {{- if and (eq $api.storage.backend "etcd") (empty $api.storage.etcd.servers) -}}
 {{- fail "apiserver.storage.backend=etcd needs apiserver.storage.etcd.servers (client URLs)" -}}
 {{- end -}}
@@ -223,6 +221,12 @@ NodeModelStore's spec, which the worker writes from the settings ConfigMap).
 {{- fail (printf "settings.model-store-low-watermark (%d) must be below settings.model-store-high-watermark (%d)" $low $high) -}}
 {{- end -}}
 {{- $mm := .Values.modelManager -}}
+{{- /* the settings key reports the switch (templates/settings.yaml writes it from it) */ -}}
+{{- $said := index .Values.settings "model-store-peer-sync" -}}
+{{- $runs := and $mm.enabled $mm.peerSync.enabled -}}
+{{- if and (not (kindIs "invalid" $said)) (ne $said $runs) -}}
+{{- fail (printf "settings.model-store-peer-sync (%v) contradicts modelManager.peerSync.enabled (%v, with modelManager.enabled %v): the key reports whether node-to-node sync runs and the chart writes it from the switch; leave it unset and set modelManager.peerSync.enabled" $said $mm.peerSync.enabled $mm.enabled) -}}
+{{- end -}}
 {{- if $mm.peerSync.enabled -}}
 {{- if eq (int $mm.port) 0 -}}
 {{- fail "modelManager.peerSync.enabled needs a peer port: set modelManager.port (32445 by default)" -}}

@@ -33,6 +33,7 @@ RENDERINGS: dict[str, tuple[list[pathlib.Path], list[str]]] = {
     "etcd-replicas": ([], ["apiserver.storage.backend=etcd", "apiserver.replicas=3",
                            "apiserver.storage.etcd.servers={http://etcd:2379}"]),
     "controllers-none": ([], ["apiserver.controllers.mode=none"]),
+    "sqlite-workers": ([], ["apiserver.storage.workers=2"]),
     "warmup": ([], ["apiserver.controllers.prefetchWarmupImage=registry.local/sh:1",
                     "apiserver.controllers.prefetchWarmupRetryInterval=1h30m"]),
     "no-leader-election": ([], ["apiserver.controllers.leaderElect=false"]),
@@ -148,6 +149,8 @@ def test_the_api_server_parses_the_charts_args(
     if name in ("etcd", "full"):
         assert settings.storage.etcd_cafile is not None and settings.storage.etcd_cafile.is_file()
         assert settings.storage.workers == 2
+    if name == "sqlite-workers":  # several processes on the one store.db, in one Pod
+        assert settings.storage.workers == 2 and settings.storage.backend == "sqlite"
     daemonsets = helm.by_kind(docs, "DaemonSet")
     if daemonsets:
         plugin_pod = daemonsets[0]["spec"]["template"]

@@ -1,6 +1,6 @@
 """The settings ConfigMap the chart seeds is what the controllers read: every key is one they
-know (or documented as having no effect), every value the schema admits passes their checks,
-and a value they would refuse is refused by the schema at install."""
+know (or one the chart writes to report what runs), every value the schema admits passes their
+checks, and a value they would refuse is refused by the schema at install."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ READ_BY_THE_CONTROLLERS = {
     storesettings.BANDWIDTH, storesettings.CA_BUNDLE,
     clustersettings.PREFIX + "revalidate-interval",
 }
-NO_EFFECT = {"model-store-peer-sync"}  # peer sync is not available in this release
+# Read by no controller: it reports the chart's switch modelManager.peerSync.enabled, written
+# from it at every install (test_values_schema: the peer sync setting says what the switch runs).
+REPORTS_THE_SWITCH = {"model-store-peer-sync"}
 
 
 def _data(docs: list[dict[str, Any]]) -> dict[str, str]:
@@ -47,7 +49,7 @@ def test_the_seeds_are_the_keys_the_controllers_read(
     values: list[pathlib.Path], tmp_path: pathlib.Path
 ) -> None:
     data = _data(helm.template(values=values).docs())
-    assert set(data) == READ_BY_THE_CONTROLLERS | NO_EFFECT
+    assert set(data) == READ_BY_THE_CONTROLLERS | REPORTS_THE_SWITCH
     _check(data, tmp_path)
 
 

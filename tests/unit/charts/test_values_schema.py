@@ -39,6 +39,7 @@ from tests.support import helm
         ("settings.model-artifact-revalidate-interval=daily",
          "/settings/model-artifact-revalidate-interval"),
         ("settings.unknown-setting=1", "additional properties 'unknown-setting' not allowed"),
+        ("settings.model-store-peer-sync=yes", "/settings/model-store-peer-sync"),
         ("modelManager.securePort=70000", "/modelManager/securePort"),
         ("modelManager.port=70000", "/modelManager/port"),
         ("modelManager.port=-1", "/modelManager/port"),
@@ -68,7 +69,16 @@ def test_schema_violations_fail_naming_the_value(setting: str, message: str) -> 
     ("settings", "message"),
     [
         (["apiserver.replicas=2"], "apiserver.replicas > 1 needs apiserver.storage.backend=etcd"),
-        (["apiserver.storage.workers=2"], "workers > 1 needs apiserver.storage.backend=etcd"),
+        (["apiserver.storage.workers=2", "apiserver.replicas=2"],
+         "apiserver.replicas > 1 needs apiserver.storage.backend=etcd"),
+        (["settings.model-store-peer-sync=true"],
+         "settings.model-store-peer-sync (true) contradicts modelManager.peerSync.enabled "
+         "(false, with modelManager.enabled true)"),
+        (["settings.model-store-peer-sync=false", "modelManager.peerSync.enabled=true"],
+         "settings.model-store-peer-sync (false) contradicts modelManager.peerSync.enabled"),
+        (["settings.model-store-peer-sync=true", "modelManager.peerSync.enabled=true",
+          "modelManager.enabled=false"],
+         "contradicts modelManager.peerSync.enabled (true, with modelManager.enabled false)"),
         (["apiserver.storage.backend=etcd"], "needs apiserver.storage.etcd.servers"),
         (["apiserver.tls.mode=secret"], "needs apiserver.tls.secretName"),
         (["apiserver.tls.mode=secret", "apiserver.tls.secretName=x"],
@@ -87,6 +97,32 @@ def test_combinations_the_schema_cannot_express(settings: list[str], message: st
     result = helm.template(sets=settings, check=False)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_sqlite_runs_several_workers_in_its_one_pod() -> None:
+    """``--workers N`` shares the one store.db (docs/architecture.md); replicas stay refused."""
+    docs = helm.template(sets=["apiserver.storage.workers=3"]).docs()
+    args = helm.container(docs, "Deployment", "apiserver")["args"]
+    assert "--storage=sqlite" in args and "--workers=3" in args
+    assert helm.one(docs, "Deployment")["spec"]["replicas"] == 1
+
+
+@pytest.mark.parametrize(("sets", "key"), [
+    ([], "false"),
+    (["modelManager.peerSync.enabled=true"], "true"),
+    (["modelManager.peerSync.enabled=true", "settings.model-store-peer-sync=true"], "true"),
+    (["settings.model-store-peer-sync=false"], "false"),
+    (["settings.model-store-peer-sync=null", "modelManager.peerSync.enabled=true"], "true"),
+    (["modelManager.peerSync.enabled=true", "modelManager.enabled=false"], "false"),
+])  # fmt: skip
+def test_the_peer_sync_setting_says_what_the_switch_runs(sets: list[str], key: str) -> None:
+    docs = helm.template(sets=sets).docs()
+    data = helm.one(docs, "ConfigMap", "model-manager-settings")["data"]
+    assert data["model-store-peer-sync"] == key
+    daemonsets = helm.by_kind(docs, "DaemonSet")
+    runs = bool(daemonsets) and any(
+        a.startswith("--peer-port=") for a in helm.container(docs, "DaemonSet", "plugin")["args"])
+    assert runs is (key == "true")
 
 
 def test_a_port_of_0_is_accepted_while_peer_sync_is_off() -> None:
