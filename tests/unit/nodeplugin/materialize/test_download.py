@@ -258,16 +258,8 @@ async def test_insufficient_capacity_keeps_bytes_held_from_before(
     cache: layout.Layout, materializers: Start
 ) -> None:
     hub = MemoryHub(_content())
-    hub.gate = asyncio.Event()
-    m = materializers(cache, hub, _settings(concurrency=1))
     request = _request(hub)
-    await m.ensure(request)
-    async with asyncio.timeout(30):
-        while _checkpointed(cache, request) < 1 << 20:
-            hub.gate.set()
-            await asyncio.sleep(0)
-            hub.gate.clear()
-            await asyncio.sleep(0.001)
+    m = await _interrupted(cache, hub, request, materializers)
     await m.close()
     held = _checkpointed(cache, request)
     hub.gate = None
@@ -278,6 +270,24 @@ async def test_insufficient_capacity_keeps_bytes_held_from_before(
     # the verified bytes of the earlier attempt stay for a resume once space is freed
     assert _checkpointed(cache, request) == held
     await m.close()
+
+
+async def _interrupted(cache: layout.Layout, hub: MemoryHub, request: interface.Request,
+                       materializers: Start) -> download.HubMaterializer:  # fmt: skip
+    """A materializer whose attempt is let through the gate chunk by chunk until at least
+    1 MB is durable (the caller sets ``hub.gate = None`` before it lets bytes flow freely)."""
+    hub.gate = asyncio.Event()
+    m = materializers(cache, hub, _settings(concurrency=1))
+    await m.ensure(request)
+    async with asyncio.timeout(30):
+        # Until at least 1 MB is durable: received bytes alone may still sit in memory when the
+        # machine is busy, and the point here is what a restart can keep.
+        while m.running()[0].received_bytes < 1_500_000 or _checkpointed(cache, request) < 1 << 20:
+            hub.gate.set()
+            await asyncio.sleep(0)
+            hub.gate.clear()
+            await asyncio.sleep(0.001)
+    return m
 
 
 def _checkpointed(cache: layout.Layout, request: interface.Request) -> int:
@@ -292,18 +302,8 @@ async def test_a_restart_resumes_from_checkpoints(
     cache: layout.Layout, materializers: Start
 ) -> None:
     hub = MemoryHub(_content())
-    hub.gate = asyncio.Event()
-    m = materializers(cache, hub, _settings(concurrency=1))
     request = _request(hub)
-    await m.ensure(request)
-    async with asyncio.timeout(30):
-        # Until at least 1 MB is durable: received bytes alone may still sit in memory when the
-        # machine is busy, and the point here is what a restart can keep.
-        while m.running()[0].received_bytes < 1_500_000 or _checkpointed(cache, request) < 1 << 20:
-            hub.gate.set()
-            await asyncio.sleep(0)
-            hub.gate.clear()
-            await asyncio.sleep(0.001)
+    m = await _interrupted(cache, hub, request, materializers)
     await m.close()
     (partial,) = cache.partials()
     ledger = checkpoint.Ledger.load(partial.path, request.digest)
