@@ -32,15 +32,74 @@ import logging
 from typing import Any
 
 import h2.events
+import h2.exceptions
+from hypercorn import events as hypercorn_events
 from hypercorn.asyncio import tcp_server
 from hypercorn.protocol import ProtocolWrapper
+from hypercorn.protocol import events as stream_events
 from hypercorn.protocol import h2 as hypercorn_h2
+from priority import priority as priorities
 
 log = logging.getLogger(__name__)
 
 
 class H2(hypercorn_h2.H2Protocol):
-    """hypercorn's HTTP/2 protocol, dropping DATA for a stream that is no longer open."""
+    """hypercorn's HTTP/2 protocol, dropping DATA for a stream that is no longer open, and
+    sending a body that fits one frame and the flow-control windows straight from the stream's
+    own task.
+
+    hypercorn queues every body in a per-stream buffer for its connection's sending task, which
+    the stream then waits for (two task switches and four event flips per response); a response
+    of a few kilobytes (every GET, every Status) needs none of that. A stream takes the direct
+    path only while nothing of its body was queued, so the sending task never sees it and frame
+    order within the stream is kept; anything larger or blocked by flow control goes through
+    hypercorn's buffer as before.
+    """
+
+    @property
+    def _queued(self) -> set[int]:
+        # streams whose body went through hypercorn's buffer (made on first use: the class of
+        # an H2Protocol is swapped after its constructor ran)
+        try:
+            return self.__dict__["_tlsserver_queued"]  # type: ignore[no-any-return]
+        except KeyError:
+            queued: set[int] = set()
+            self.__dict__["_tlsserver_queued"] = queued
+            return queued
+
+    async def stream_send(self, event: stream_events.Event) -> None:
+        if isinstance(event, stream_events.Body) and self._direct(event.stream_id, event.data):
+            try:
+                self.connection.send_data(event.stream_id, event.data)
+            except h2.exceptions.ProtocolError:
+                return  # the stream or connection closed meanwhile, as hypercorn's own path
+            await self._flush()
+            return
+        if (isinstance(event, stream_events.EndBody) and event.stream_id in self.stream_buffers
+                and event.stream_id not in self._queued):
+            del self.stream_buffers[event.stream_id]
+            try:
+                self.priority.remove_stream(event.stream_id)
+                self.connection.end_stream(event.stream_id)
+            except (priorities.MissingStreamError, h2.exceptions.ProtocolError):
+                return
+            await self._flush()
+            return
+        if isinstance(event, (stream_events.Body, stream_events.Data, stream_events.EndData,
+                              stream_events.Trailers)):
+            self._queued.add(event.stream_id)
+        elif isinstance(event, stream_events.StreamClosed):
+            self._queued.discard(event.stream_id)
+        await super().stream_send(event)
+
+    def _direct(self, stream_id: int, data: bytes) -> bool:
+        if stream_id in self._queued or stream_id not in self.stream_buffers:
+            return False
+        try:
+            window = self.connection.local_flow_control_window(stream_id)
+        except h2.exceptions.ProtocolError:
+            return False
+        return len(data) <= min(window, self.connection.max_outbound_frame_size)
 
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
         # one event at a time: a stream can close while an earlier event of the same batch is
@@ -70,7 +129,37 @@ class Protocols(ProtocolWrapper):
 
 
 class Connection(tcp_server.TCPServer):
-    """hypercorn's per-connection server with both guards."""
+    """hypercorn's per-connection server with both guards, writing what the protocol sends in
+    one piece per turn of the event loop.
+
+    hypercorn writes every frame batch it produces at once: over TLS each write is its own TLS
+    record and ``send`` system call, several per HTTP/2 response (HEADERS, DATA, END_STREAM, the
+    window updates). Here the bytes of one loop turn are joined and written together after the
+    turn, so the streams answered in the same turn share one record and one system call. Order is
+    kept (one buffer per connection, appended in the order hypercorn sends), back-pressure too
+    (a sender still waits while the transport is over its high-water mark), and the buffer is
+    written before the connection closes.
+    """
+
+    _pending: list[bytes] | None = None
+
+    async def protocol_send(self, event: hypercorn_events.Event) -> None:
+        if not isinstance(event, hypercorn_events.RawData):
+            await super().protocol_send(event)
+            return
+        if self._pending is None:
+            self._pending = []
+            self.loop.call_soon(self._write_pending)
+        self._pending.append(event.data)
+        try:
+            await self.writer.drain()
+        except (ConnectionError, RuntimeError):
+            await self.protocol.handle(hypercorn_events.Closed())
+
+    def _write_pending(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending and not self.writer.transport.is_closing():
+            self.writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     @property
     def protocol(self) -> Any:
@@ -85,6 +174,7 @@ class Connection(tcp_server.TCPServer):
         self._wrapper = wrapper
 
     async def _close(self) -> None:
+        self._write_pending()
         try:
             await super()._close()
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError

@@ -40,9 +40,21 @@ def _assigned_attributes(function: Callable[..., Any]) -> dict[str, list[str]]:
 
 def test_the_overridden_methods_keep_their_signatures() -> None:
     assert _parameters(hypercorn_h2.H2Protocol._handle_events) == ["self", "events"]
+    assert _parameters(hypercorn_h2.H2Protocol.stream_send) == ["self", "event"]
     assert _parameters(tcp_server.TCPServer._close) == ["self"]
-    assert inspect.iscoroutinefunction(hypercorn_h2.H2Protocol._handle_events)
-    assert inspect.iscoroutinefunction(tcp_server.TCPServer._close)
+    assert _parameters(tcp_server.TCPServer.protocol_send) == ["self", "event"]
+    for method in (hypercorn_h2.H2Protocol._handle_events, hypercorn_h2.H2Protocol.stream_send,
+                   tcp_server.TCPServer._close, tcp_server.TCPServer.protocol_send):
+        assert inspect.iscoroutinefunction(method)
+
+
+def test_the_direct_body_path_leans_on_hypercorns_per_stream_state() -> None:
+    """``H2.stream_send`` answers a one-frame body itself: it relies on hypercorn keeping a
+    ``StreamBuffer`` per open stream in ``stream_buffers`` and sending through ``_flush``."""
+    source = inspect.getsource(hypercorn_h2.H2Protocol)
+    assert "self.stream_buffers[request.stream_id] = StreamBuffer(" in source
+    assert "async def _flush(self) -> None:" in source
+    assert "self.priority.remove_stream(stream_id)" in source
 
 
 def test_the_connection_assigns_hypercorns_protocol_wrapper() -> None:
