@@ -17,6 +17,7 @@ import contextlib
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,6 +33,28 @@ log = logging.getLogger(__name__)
 Trigger = Callable[[], Awaitable[Any]]
 PerConnection = Callable[[Any, Any], Any]
 """(hypercorn's wrapped app, the connection's ``SSLObject``) -> the connection's app."""
+
+
+class Config(hypercorn_config.Config):
+    """hypercorn's settings, with the headers it adds to every response (``date``, and
+    ``server`` or ``alt-svc`` when configured) built once a second instead of per response.
+
+    hypercorn formats the date of every response afresh; the headers change only when the
+    second does (the settings behind the others are fixed once serving starts). The list is
+    shared: hypercorn only ever concatenates it into a response's own header list."""
+
+    _kept: tuple[int, dict[str, list[tuple[bytes, bytes]]]] = (-1, {})
+
+    def response_headers(self, protocol: str) -> list[tuple[bytes, bytes]]:
+        second = int(time.time())
+        kept_second, kept = self._kept
+        if kept_second != second:
+            kept = {}
+            self._kept = (second, kept)
+        headers = kept.get(protocol)
+        if headers is None:
+            headers = kept[protocol] = super().response_headers(protocol)
+        return headers
 
 
 def listen(bind: str, backlog: int) -> socket.socket:

@@ -107,13 +107,30 @@ def parse(method: str, path: str, query_string: str = "") -> RequestInfo:
         return dataclasses.replace(found, problem=problem)
 
 
+PARSED_KEPT = 1024
+"""How many request lines ``of`` keeps parsed (clients repeat the same few GETs, LISTs and
+watches; a client sending endless distinct paths only evicts)."""
+_parsed: dict[tuple[str, str, bytes], RequestInfo] = {}
+
+
 def of(scope: dict[str, Any] | Any) -> RequestInfo:
-    """The request's ``RequestInfo``, parsed at the first call and kept in the scope."""
+    """The request's ``RequestInfo``, parsed at the first call and kept in the scope.
+
+    ``parse`` is a pure function of the method, path and query and its answer is immutable
+    (frozen all the way down), so the answers for the last ``PARSED_KEPT`` request lines are
+    shared between requests; an answer carrying a problem (an exception, raised per request) is
+    never shared."""
     found = scope.get(SCOPE_KEY)
     if isinstance(found, RequestInfo):
         return found
-    parsed = parse(scope.get("method", "GET"), scope.get("path", "/"),
-                   scope.get("query_string", b"").decode("latin-1"))
+    key = (scope.get("method", "GET"), scope.get("path", "/"), scope.get("query_string", b""))
+    parsed = _parsed.get(key)
+    if parsed is None:
+        parsed = parse(key[0], key[1], key[2].decode("latin-1"))
+        if parsed.problem is None:
+            if len(_parsed) >= PARSED_KEPT:
+                del _parsed[next(iter(_parsed))]
+            _parsed[key] = parsed
     scope[SCOPE_KEY] = parsed
     return parsed
 

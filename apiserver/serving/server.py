@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 
 from apiserver.options import config
 from apiserver.serving import listener, tls
+from tlsserver import listener as tls_listener
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def hypercorn_settings(settings: config.Settings,
                        listen_fd: int | None = None) -> hypercorn_config.Config:
     """``listen_fd``: serve on this already listening socket (a ``--workers`` child) instead of
     binding ``--bind``/``--port``."""
-    cfg = hypercorn_config.Config()
+    cfg = tls_listener.Config()
     host = f"[{settings.bind}]" if ":" in settings.bind else settings.bind
     cfg.bind = [f"fd://{listen_fd}"] if listen_fd is not None else [f"{host}:{settings.port}"]
     cfg.alpn_protocols = ["h2", "http/1.1"]

@@ -68,3 +68,20 @@ def test_of_parses_once_per_scope() -> None:
     first = info.of(scope)
     assert info.of(scope) is first and info.served(scope) is first
     assert first.list_options is not None and first.list_options.limit == 3
+
+
+def test_of_shares_the_answer_for_a_repeated_request_line_but_never_a_problem() -> None:
+    def scope(query: bytes) -> dict[str, object]:
+        return {"type": "http", "method": "GET", "path": ITEMS, "query_string": query}
+
+    assert info.of(scope(b"limit=4")) is info.of(scope(b"limit=4"))
+    assert info.of(scope(b"limit=4")) is not info.of(scope(b"limit=5"))
+    refused = [info.of(scope(b"limit=1&limit=2")) for _ in range(2)]
+    assert all(found.problem is not None for found in refused)
+    assert refused[0] is not refused[1] and refused[0].problem is not refused[1].problem
+
+
+def test_of_keeps_a_bounded_number_of_request_lines() -> None:
+    for n in range(info.PARSED_KEPT + 10):
+        info.of({"type": "http", "method": "GET", "path": f"{ITEMS}/a-{n}", "query_string": b""})
+    assert len(info._parsed) <= info.PARSED_KEPT
