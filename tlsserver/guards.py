@@ -42,6 +42,9 @@ from priority import priority as priorities
 
 log = logging.getLogger(__name__)
 
+PENDING_BYTES = 256 * 1024
+"""Bytes a connection gathers in one loop turn before writing them at once (``Connection``)."""
+
 
 class H2(hypercorn_h2.H2Protocol):
     """hypercorn's HTTP/2 protocol, dropping DATA for a stream that is no longer open, and
@@ -142,6 +145,7 @@ class Connection(tcp_server.TCPServer):
     """
 
     _pending: list[bytes] | None = None
+    _pending_bytes = 0
 
     async def protocol_send(self, event: hypercorn_events.Event) -> None:
         if not isinstance(event, hypercorn_events.RawData):
@@ -149,17 +153,29 @@ class Connection(tcp_server.TCPServer):
             return
         if self._pending is None:
             self._pending = []
-            self.loop.call_soon(self._write_pending)
+            self.loop.call_soon(self._write_turn)
         self._pending.append(event.data)
+        self._pending_bytes += len(event.data)
+        if self._pending_bytes >= PENDING_BYTES:
+            # a large body: hand it to the transport now, so its high-water mark holds the
+            # sender back as hypercorn's own writes would
+            self._write_now()
         try:
             await self.writer.drain()
         except (ConnectionError, RuntimeError):
             await self.protocol.handle(hypercorn_events.Closed())
 
-    def _write_pending(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending and not self.writer.transport.is_closing():
-            self.writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
+    def _write_turn(self) -> None:
+        """The turn's end (scheduled with its first write)."""
+        self._write_now()
+        self._pending = None
+
+    def _write_now(self) -> None:
+        pending = self._pending
+        if pending:
+            self._pending, self._pending_bytes = [], 0
+            if not self.writer.transport.is_closing():
+                self.writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     @property
     def protocol(self) -> Any:
@@ -174,7 +190,7 @@ class Connection(tcp_server.TCPServer):
         self._wrapper = wrapper
 
     async def _close(self) -> None:
-        self._write_pending()
+        self._write_now()
         try:
             await super()._close()
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
