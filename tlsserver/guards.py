@@ -40,6 +40,8 @@ from hypercorn.protocol import events as stream_events
 from hypercorn.protocol import h2 as hypercorn_h2
 from priority import priority as priorities
 
+from tlsserver import hpackmemo
+
 log = logging.getLogger(__name__)
 
 PENDING_BYTES = 256 * 1024
@@ -58,6 +60,11 @@ class H2(hypercorn_h2.H2Protocol):
     order within the stream is kept; anything larger or blocked by flow control goes through
     hypercorn's buffer as before.
     """
+
+    async def initiate(self, headers: list[tuple[bytes, bytes]] | None = None,
+                       settings: bytes | None = None) -> None:
+        self.connection.decoder = hpackmemo.replacing(self.connection.decoder)
+        await super().initiate(headers, settings)
 
     @property
     def _queued(self) -> set[int]:
