@@ -52,13 +52,14 @@ def repository(scale: float = 1.0, big: int = 1 * GiB) -> dict[str, dict[str, An
 
 # --- the hub process ------------------------------------------------------------------------------
 def serve_hub(spec_json: str) -> None:
-    """Serve ``spec`` until stdin closes; print ``{"endpoint", "commit"}`` once digests are ready,
-    then answer each ``stats`` line with ``{"bytes": served, "max_open": n}``."""
+    """Serve ``spec`` until stdin closes; print ``{"endpoint", "commit", "ca_bundle"}`` once
+    digests are ready, then answer each ``stats`` line with ``{"bytes": served, "max_open": n}``.
+    ``spec["tls"]`` serves HTTPS with a throwaway CA (``ca_bundle``, its PEM file)."""
     sys.path.insert(0, str(REPO_ROOT))
     from tests.support import fakehub
 
     spec = json.loads(spec_json)
-    with fakehub.run_fakehub() as hub:
+    with fakehub.run_fakehub(tls=bool(spec.get("tls"))) as hub:
         files = {
             p: fakehub.FileSpec(size=f["size"], lfs=f["lfs"]) for p, f in spec["files"].items()
         }
@@ -68,7 +69,8 @@ def serve_hub(spec_json: str) -> None:
             _ = content.sha256, content.gitsha1  # precompute before anything is timed
         for path, rate in spec.get("rates", {}).items():
             hub.faults(REPO, path).rate = rate
-        print(json.dumps({"endpoint": hub.endpoint, "commit": hub.repo(REPO).commit}), flush=True)
+        print(json.dumps({"endpoint": hub.endpoint, "commit": hub.repo(REPO).commit,
+                          "ca_bundle": hub.ca_bundle}), flush=True)
         for line in sys.stdin:
             if line.strip() == "stats":
                 print(json.dumps({"bytes": hub.bytes_served(REPO),
@@ -79,9 +81,9 @@ def serve_hub(spec_json: str) -> None:
 
 
 class Hub:
-    def __init__(self, files: dict[str, dict[str, Any]], rates: dict[str, float] | None = None
-                 ) -> None:
-        spec = json.dumps({"files": files, "rates": rates or {}})
+    def __init__(self, files: dict[str, dict[str, Any]], rates: dict[str, float] | None = None,
+                 *, tls: bool = False) -> None:
+        spec = json.dumps({"files": files, "rates": rates or {}, "tls": tls})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.materialize_cold", "hub", spec], cwd=REPO_ROOT,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -90,6 +92,7 @@ class Hub:
         ready = json.loads(self.proc.stdout.readline())
         self.endpoint: str = ready["endpoint"]
         self.commit: str = ready["commit"]
+        self.ca_bundle: str | None = ready["ca_bundle"]
         self.files = files
 
     def command(self, line: str) -> dict[str, Any]:
@@ -115,9 +118,9 @@ class Hub:
 
 
 @contextlib.contextmanager
-def running_hub(files: dict[str, dict[str, Any]], rates: dict[str, float] | None = None
-                ) -> Iterator[Hub]:
-    hub = Hub(files, rates)
+def running_hub(files: dict[str, dict[str, Any]], rates: dict[str, float] | None = None,
+                *, tls: bool = False) -> Iterator[Hub]:
+    hub = Hub(files, rates, tls=tls)
     try:
         yield hub
     finally:
@@ -129,7 +132,8 @@ def digest_of(hub: Hub) -> str:
     from hub import huggingface, listing
 
     async def run() -> str:
-        client = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
+        client = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint,
+                                                             ca_bundle=hub.ca_bundle))
         try:
             source = huggingface.HuggingFace(client, hub.endpoint)
             return (await listing.manifest_for(source, REPO, hub.commit, (), (), token=None))[2]

@@ -21,7 +21,10 @@ The seed is warmed from the hub once, before the rounds. Each round starts N fre
 (new node names, empty caches; not timed: until ``/readyz`` and their store is Ready), asks them
 all at once and times until the last one publishes, then stops them. Rounds alternate (sync on,
 sync off, on, off ...) so a noisy neighbour on this shared machine hits both alike.
-``BENCH_SCALE`` (default 1) multiplies the model's size (about 500 MiB at 1).
+``BENCH_SCALE`` (default 1) multiplies the model's size (about 500 MiB at 1). The hub speaks
+HTTPS, as a real one does and as the peer ports do (its CA in a ConfigMap the stores' spec
+names, ``spec.hub.caBundleConfigMap``), so both sides pay for TLS; ``BENCH_HUB_TLS=0`` serves it
+over plain HTTP instead (cheaper for the all-from-hub side).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ MiB = 1 << 20
 BIG = 200 * MiB
 """The two large files' size at scale 1 (plus one half as large and 30 small ones)."""
 ARTIFACT = "peer-model"
+HUB_CA = "hub-ca"
 
 
 def _start(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[str], *,
@@ -92,13 +96,18 @@ def main() -> None:
     rounds: list[tuple[dict[str, Any], dict[str, Any]]] = []
     load_before = os.getloadavg()
     with mount_warm.workspace() as base, contextlib.ExitStack() as stack:
-        hub = stack.enter_context(materialize_cold.running_hub(files))
+        tls = os.environ.get("BENCH_HUB_TLS", "1") != "0"
+        hub = stack.enter_context(materialize_cold.running_hub(files, tls=tls))
         digest = materialize_cold.digest_of(hub)
         names = {(r, kind): [f"{kind}-{r}-{i}" for i in range(COLD)]
                  for r in range(ROUNDS) for kind in ("peer", "hub")}
         every = ["seed", *(n for group in names.values() for n in group)]
-        spec = {"hub": {"huggingFaceEndpoint": hub.endpoint}}
+        spec: dict[str, Any] = {"hub": {"huggingFaceEndpoint": hub.endpoint}}
+        if hub.ca_bundle:
+            spec["hub"]["caBundleConfigMap"] = HUB_CA
         cluster = peernodes.Cluster(stack, base, {node: spec for node in every})
+        if hub.ca_bundle:
+            cluster.hub_ca(HUB_CA, pathlib.Path(hub.ca_bundle).read_text())
         cluster.resolve(ARTIFACT, materialize_cold.REPO, revision=hub.commit, digest=digest,
                         file_count=len(files), size=total)
         seed = peernodes.Node(cluster, "seed", hub.endpoint, peer=True,
@@ -120,7 +129,7 @@ def main() -> None:
     extra = [s["hub_bytes"] / COLD for s, _ in rounds]
     params = {
         "cold_nodes": COLD, "rounds": ROUNDS, "model_bytes": total, "files": len(files),
-        "scale": materialize_cold.scale(),
+        "scale": materialize_cold.scale(), "hub_tls": bool(hub.ca_bundle),
         "seed_seconds": round(seed_seconds, 2), "seed_hub_bytes": seed_hub_bytes,
         "peer_seconds": [round(s["seconds"], 2) for s, _ in rounds],
         "hub_seconds": [round(b["seconds"], 2) for _, b in rounds],

@@ -34,7 +34,7 @@ from nodeplugin.cache import fsutil, refs
 from nodeplugin.peer import wire
 from tests.support import chartrbac, clustermode
 from tests.support.apiserver import PLUGIN_USER, REPO, free_port
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane
+from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, resources
 
 GROUP = "/apis/worker.gpustack.ai/v1"
 PLUGIN_NS = "gpustack-system"
@@ -108,6 +108,12 @@ class Cluster:
             worker.put(path, json=obj).raise_for_status()
         self.artifact, self.uid, self.digest = name, str(obj["metadata"]["uid"]), digest
         return self.uid
+
+    def hub_ca(self, name: str, pem: str) -> None:
+        """The ConfigMap a store's ``spec.hub.caBundleConfigMap`` names, in the plugins'
+        namespace (``ca.crt``)."""
+        self.cp.seed(resources.CONFIGMAPS, {"metadata": {"name": name, "namespace": PLUGIN_NS},
+                                            "data": {"ca.crt": pem}})
 
     def store(self, node: str) -> dict[str, Any]:
         answer = self.admin.get(f"{GROUP}/nodemodelstores/{node}")

@@ -78,6 +78,30 @@ async def test_down_to_the_low_watermark_oldest_first_sparing_mounts_and_pins(
         assert (await node.plugin.collector.collect()).removed == []
 
 
+async def test_a_withdrawn_pin_lets_collection_reclaim_the_bytes(mount_guard: pathlib.Path
+                                                                  ) -> None:
+    """The plugin's half of "deleting the prefetch unpins and the bytes are collected" (the
+    worker's half, the pin leaving the store's spec on delete, is test_prefetch_standalone's):
+    a pinned digest outlives every other tree under pressure, and the spec that no longer pins
+    it (generation 2, as the worker writes it after the delete) collects it at once."""
+    cache_dir = harness.mount_tmpfs(mount_guard / "cache", 32)
+    now = datetime.datetime.now(datetime.UTC)
+    digests = _trees(cache_dir, 4, 4 * MIB, now)  # tree 1 pinned: tree 0's zeros use no space
+    async with harness.started(mount_guard, cache_dir=cache_dir,
+                               kubelet_dir=mount_guard / "kubelet") as node:
+        pressure = {"watermarks": {"highPercent": 10, "lowPercent": 5}}  # the pinned one: 12%
+        await _applied(node, {**pressure, "pinned": [digests[1]]})
+        await _until(lambda: node.plugin.collector.runs >= 1)
+        assert [d for d in digests if node.cache.is_published(d)] == [digests[1]]
+        runs, held = node.plugin.collector.runs, harness.used_bytes(cache_dir)
+        node.give_spec(pressure, generation=2)  # the prefetch deleted: the pin withdrawn
+        await _until(lambda: node.plugin.collector.runs > runs
+                     and not node.cache.is_published(digests[1]))
+        # removed from objects/ at once, its bytes freed from trash/ just after
+        await _until(lambda: harness.used_bytes(cache_dir) <= held - 4 * MIB)
+        assert node.plugin.collector.removed_bytes >= 4 * 4 * MIB  # every tree's bytes
+
+
 async def test_a_tree_unmounted_less_than_ten_minutes_ago_stays(mount_guard: pathlib.Path
                                                                 ) -> None:
     cache_dir = harness.mount_tmpfs(mount_guard / "cache", 32)
