@@ -1,4 +1,5 @@
-"""The SQL of the SQLite revision log: schema, reads at a revision, compare-and-swap writes.
+"""The SQL of the SQLite revision log: schema, connections, transactions and reads at a revision
+(the writes are in ``logwrites``).
 
 Everything here is synchronous and runs on the store's own threads, never on the event loop.
 One table ``log`` holds every write; its row id IS the revision (AUTOINCREMENT, so a revision is
@@ -65,19 +66,6 @@ WHERE l.id > :after AND l.id <= :upto AND {lower} AND {upper}
 ORDER BY l.id
 """
 
-# Within (compacted, upto], find keys written there; of all their rows at or below ``upto``, drop
-# every deletion and every row superseded by a newer one at or below ``upto``. Rows of other keys
-# at or below the old mark are already the newest live row of their key and stay.
-_COMPACT = """
-DELETE FROM log WHERE id IN (
-    SELECT o.id FROM log AS o
-    WHERE o.key IN (SELECT key FROM log WHERE id > :compacted AND id <= :upto)
-      AND o.id <= :upto
-      AND (o.deleted = 1 OR o.id < (
-          SELECT max(m.id) FROM log AS m WHERE m.key = o.key AND m.id <= :upto))
-)
-"""
-
 
 def connect(path: pathlib.Path, *, writer: bool) -> sqlite3.Connection:
     """Open a connection in autocommit mode; transactions are explicit (see ``transaction``)."""
@@ -103,7 +91,7 @@ def connect(path: pathlib.Path, *, writer: bool) -> sqlite3.Connection:
 def transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
     """A read snapshot (deferred) or a write lock taken up front (immediate).
 
-    Inside an open transaction (the writer's group commit, see ``sqlite.Store``) this is a
+    Inside an open transaction (the group commit, see ``groupcommit``) this is a
     savepoint instead: a failure undoes only its own changes and the outer transaction goes on.
     """
     if conn.in_transaction:
@@ -144,46 +132,6 @@ def get(conn: sqlite3.Connection, key: str) -> interface.Record | None:
     if row is None or row[4]:
         return None
     return interface.Record(key=key, value=row[1], revision=row[0], create_revision=row[2])
-
-
-def create(conn: sqlite3.Connection, key: str, value: bytes) -> interface.Event:
-    with transaction(conn, write=True):
-        row = _newest(conn, key)
-        if row is not None and not row[4]:
-            raise interface.KeyExists(key)
-        revision = current(conn) + 1
-        prev = row[0] if row is not None else 0
-        try:
-            _insert(conn, revision, key, value, revision, prev, deleted=False)
-        except sqlite3.IntegrityError as exc:
-            raise interface.KeyExists(key) from exc
-    record = interface.Record(key=key, value=value, revision=revision, create_revision=revision)
-    return interface.Event(type=interface.EventType.PUT, record=record, previous=None)
-
-
-def update(
-    conn: sqlite3.Connection, key: str, value: bytes, expected_revision: int
-) -> interface.Event:
-    with transaction(conn, write=True):
-        previous = _live(conn, key, expected_revision)
-        revision = current(conn) + 1
-        _insert_after(conn, revision, previous, value, deleted=False)
-    record = interface.Record(
-        key=key, value=value, revision=revision, create_revision=previous.create_revision
-    )
-    return interface.Event(type=interface.EventType.PUT, record=record, previous=previous)
-
-
-def delete(conn: sqlite3.Connection, key: str, expected_revision: int) -> interface.Event:
-    with transaction(conn, write=True):
-        previous = _live(conn, key, expected_revision)
-        revision = current(conn) + 1
-        # The deletion row keeps the last value so DELETE events (also replayed ones) carry it.
-        _insert_after(conn, revision, previous, previous.value, deleted=True)
-    record = interface.Record(
-        key=key, value=previous.value, revision=revision, create_revision=previous.create_revision
-    )
-    return interface.Event(type=interface.EventType.DELETE, record=record, previous=previous)
 
 
 def list_at(
@@ -268,18 +216,6 @@ def tail(conn: sqlite3.Connection, after: int) -> Tail:
         return Tail(newest, oldest, events(conn, "", after, newest), None)
 
 
-def compact_step(conn: sqlite3.Connection, target: int, step: int) -> int:
-    """Compact at most ``step`` revisions towards ``target``; returns the new compaction mark."""
-    with transaction(conn, write=True):
-        mark = compacted(conn)
-        upto = min(target, mark + step, current(conn))
-        if upto <= mark:
-            return mark
-        conn.execute(_COMPACT, {"compacted": mark, "upto": upto})
-        conn.execute("UPDATE meta SET value = ? WHERE name = 'compacted'", (upto,))
-    return upto
-
-
 def _check_readable(conn: sqlite3.Connection, revision: int, newest: int) -> None:
     if revision > newest:
         raise interface.FutureRevision(revision, newest)
@@ -296,58 +232,6 @@ def _newest(conn: sqlite3.Connection, key: str) -> tuple[int, bytes, int, int, i
         (key,),
     ).fetchone()
     return None if row is None else (row[0], row[1], row[2], row[3], row[4])
-
-
-def _live(conn: sqlite3.Connection, key: str, expected_revision: int) -> interface.Record:
-    row = _newest(conn, key)
-    if row is None or row[4]:
-        raise interface.KeyNotFound(key)
-    if row[0] != expected_revision:
-        raise interface.RevisionConflict(key, expected_revision, row[0])
-    return interface.Record(key=key, value=row[1], revision=row[0], create_revision=row[2])
-
-
-def _insert_after(
-    conn: sqlite3.Connection,
-    revision: int,
-    previous: interface.Record,
-    value: bytes,
-    *,
-    deleted: bool,
-) -> None:
-    try:
-        _insert(
-            conn,
-            revision,
-            previous.key,
-            value,
-            previous.create_revision,
-            previous.revision,
-            deleted=deleted,
-        )
-    except sqlite3.IntegrityError as exc:
-        # Another writer (another process on the same file) won the race on this revision.
-        actual = _newest(conn, previous.key)
-        raise interface.RevisionConflict(
-            previous.key, previous.revision, actual[0] if actual else 0
-        ) from exc
-
-
-def _insert(
-    conn: sqlite3.Connection,
-    revision: int,
-    key: str,
-    value: bytes,
-    create_revision: int,
-    prev_revision: int,
-    *,
-    deleted: bool,
-) -> None:
-    conn.execute(
-        "INSERT INTO log (id, key, value, create_revision, prev_revision, deleted)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (revision, key, value, create_revision, prev_revision, int(deleted)),
-    )
 
 
 def _key_range(prefix: str, start_after: str, *, column: str) -> tuple[str, str, dict[str, object]]:

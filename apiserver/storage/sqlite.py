@@ -1,16 +1,14 @@
 """The embedded storage backend: a kine-style revision log in one SQLite file (WAL).
 
 SQLite work never runs on the event loop: one writer thread owns the only writing connection
-(writes are serialised, so compare-and-swap needs no retries), and a few reader threads each hold
-a read connection, which in WAL mode read a snapshot without waiting for the writer. Writes queued
-while the writer is busy go in one transaction together (group commit): each in its own
-savepoint, so one refused write does not undo the others, and one fsync'd COMMIT for all, so
-concurrent writers do not queue behind one fsync each. No write is acknowledged before the COMMIT
-holding it is durable. After a commit the writer thread hands the events to the loop *before* the
-writes' futures resolve, so once ``create()`` returns its event is already visible to watchers, and
-events reach the broadcast ring in commit (= revision) order. History is compacted in the
-background in small steps that queue behind writes like any other write, keeping at least the last
-``history`` revisions.
+(writes are serialised, so compare-and-swap needs no retries; ``groupcommit`` commits the writes
+queued meanwhile in one transaction and one fsync, acknowledging none before its COMMIT is
+durable), and a few reader threads (``readpool``) each hold a read connection, which in WAL
+mode read a snapshot without waiting for the writer. After a commit the events reach the loop
+*before* the writes' futures resolve, so once ``create()`` returns its event is already visible
+to watchers, and events reach the broadcast ring in commit (= revision) order. History is
+compacted in the background in small steps that queue behind writes like any other write, keeping
+at least the last ``history`` revisions.
 
 The store keeps the live records in memory (``live.Live``, loaded at start, updated on the loop
 with each commit before the write is acknowledged): a get and a list at the current revision are
@@ -20,15 +18,9 @@ cost is the live objects' stored bytes, as a watch cache over etcd holds them.
 
 ``shared=True`` (``--workers N``): several processes, one Store each, on one file. SQLite
 serialises their writers (``BEGIN IMMEDIATE``), so revisions still come from the one log in one
-order. Each process learns of the others' commits from the log itself: its writer reads what
-others committed before its own writes, in the same transaction, and hands both to the loop in
-revision order; a counter shared by the processes (``counter.Counter``), raised after every
-COMMIT and before any of its writes is acknowledged, says when there is more. Before any read a
-process compares the counter with the revision it has applied and, when behind, reads the log
-first (``_catch_up``), so no process answers with a state older than a write acknowledged by
-another. Watchers hear of the others' commits through a wake-up (``wakeups.Wakeups``: after its
-commit a writer writes a byte into each other process's FIFO), and a slow poll of the counter
-(``poll`` seconds) covers a lost one. Without
+order; each writer reads what the others committed before its own writes, in the same
+transaction, and hands both to the loop in revision order (``groupcommit``), and before any read
+a store catches up with what the shared counter says the others committed (``catchup``). Without
 ``shared`` a second process writing the file would still be kept honest by the log's unique
 index, but this Store would not see its writes.
 """
@@ -36,19 +28,28 @@ index, but this Store would not see its writes.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import logging
 import os
 import pathlib
 import sqlite3
-import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent import futures
 from typing import TypeVar
 
-from apiserver.storage import broadcast, counter, interface, live, logtable, wakeups
+from apiserver.storage import (
+    broadcast,
+    catchup,
+    counter,
+    groupcommit,
+    interface,
+    live,
+    logtable,
+    logwrites,
+    readpool,
+    wakeups,
+)
 
 _T = TypeVar("_T")
 
@@ -60,16 +61,12 @@ _REPLAY_BATCH = 1000
 _COMPACT_STEP = 500
 """Revisions compacted per writer transaction, so a compaction never holds writers for long."""
 
-_GROUP = 256
-"""Most writes committed in one transaction (group commit)."""
+_Group = list[groupcommit.Job]
+_Outcomes = list[logwrites.Outcome]
 
 POLL = 1.0
 """Seconds between two looks at the shared counter for watchers when no wake-up came
 (``shared``); reads never wait for it."""
-
-_WriteJob = Callable[[sqlite3.Connection], interface.Event]
-_Group = list[tuple[_WriteJob, "asyncio.Future[interface.Event]"]]
-_Outcomes = list[interface.Event | Exception]
 
 
 class Closed(interface.StorageError):
@@ -105,30 +102,20 @@ class Store(interface.Store):
         self._reader_count = readers
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: futures.ThreadPoolExecutor | None = None
-        self._readers: futures.ThreadPoolExecutor | None = None
+        self._readers: readpool.ReadPool | None = None
         self._write_conn: sqlite3.Connection | None = None
-        self._read_conns: list[sqlite3.Connection] = []
-        self._read_local = threading.local()
-        self._conns_lock = threading.Lock()
         self._ring = broadcast.Ring(1, last=0)
         self._live = live.Live()
-        self._pending: collections.deque[
-            tuple[_WriteJob, asyncio.Future[interface.Event]]
-        ] = collections.deque()
-        """Writes waiting for the writer thread (appended on the loop, taken by the writer)."""
+        self._groups: groupcommit.GroupCommit | None = None
         self._compacted = 0
         self._compactor: asyncio.Task[None] | None = None
         self._open = False
         self._shared = shared
         self._poll = poll
         self._counter: counter.Counter | None = None
-        self._delivered = 0
-        """Writer thread: the newest revision it has handed to the loop (``shared``)."""
-        self._tail_lock = asyncio.Lock()
-        self._follower: asyncio.Task[None] | None = None
         self._wake = wake
         self._wakeups: wakeups.Wakeups | None = None
-        self._nudged = asyncio.Event()
+        self._follower: catchup.Follower | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -137,35 +124,40 @@ class Store(interface.Store):
             raise Closed("store already started")
         self._loop = asyncio.get_running_loop()
         self._writer = futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
-        self._readers = futures.ThreadPoolExecutor(
-            self._reader_count, thread_name_prefix="sqlite-reader"
-        )
+        self._readers = readpool.ReadPool(self._path, self._reader_count)
         try:
             current, compacted, records = await self._loop.run_in_executor(
-                self._writer, self._open_writer)
+                self._writer, self._open_writer
+            )
         except BaseException:
             await asyncio.to_thread(self._shutdown)
             raise
         self._ring = broadcast.Ring(self._ring_size, last=current)
         self._live = live.Live(records)
         self._compacted = compacted
+        assert self._write_conn is not None
+        self._groups = groupcommit.GroupCommit(
+            thread=self._writer, conn=self._write_conn, deliver=self._settle,
+            applied=self._applied, shared=self._counter, wake=self._wakeups,
+        )  # fmt: skip
         self._open = True
         if self._counter is not None:
-            self._follower = asyncio.create_task(self._follow(), name="sqlite follow")
-        if self._wakeups is not None:
-            self._loop.add_reader(self._wakeups.fileno(), self._woken)
+            self._follower = catchup.Follower(
+                self._counter, wake=self._wakeups, poll=self._poll, applied=self._applied,
+                apply_tail=self._apply_tail,
+            )  # fmt: skip
+            self._follower.start()
 
     async def close(self) -> None:
         if not self._open:
             return
         self._open = False
         self._ring.close()
-        if self._wakeups is not None and self._loop is not None:
-            self._loop.remove_reader(self._wakeups.fileno())
-        for task in (self._compactor, self._follower):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        if self._follower is not None:
+            await self._follower.stop()
+        if self._compactor is not None:
+            self._compactor.cancel()
+            await asyncio.gather(self._compactor, return_exceptions=True)
         await asyncio.to_thread(self._shutdown)
 
     def _open_writer(self) -> tuple[int, int, list[interface.Record]]:
@@ -183,7 +175,6 @@ class Store(interface.Store):
             everything = logtable.list_at(conn, "", 0, "", 0)  # one snapshot
             with logtable.transaction(conn, write=False):
                 compacted = logtable.compacted(conn)
-            self._delivered = everything.revision
             return everything.revision, compacted, everything.records
         except (OSError, sqlite3.Error) as exc:
             raise interface.StorageError(f"cannot open {self._path}: {exc}") from exc
@@ -191,7 +182,7 @@ class Store(interface.Store):
     def _shutdown(self) -> None:
         assert self._writer is not None and self._readers is not None
         self._writer.shutdown(wait=True)
-        self._readers.shutdown(wait=True)
+        self._readers.close()
         if self._write_conn is not None:
             try:
                 # Fold the WAL back into the main file so a clean stop leaves one small file;
@@ -202,10 +193,6 @@ class Store(interface.Store):
             except sqlite3.Error:
                 _log.warning("WAL checkpoint at close failed", exc_info=True)
             self._write_conn.close()
-        with self._conns_lock:
-            for conn in self._read_conns:
-                conn.close()
-            self._read_conns.clear()
         if self._counter is not None:
             self._counter.close()
         if self._wakeups is not None:
@@ -215,8 +202,8 @@ class Store(interface.Store):
 
     async def current_revision(self) -> int:
         self._check_open()
-        if self._counter is not None and self._counter.read() > self._ring.last:
-            await self._catch_up()
+        if self._follower is not None and self._follower.behind():
+            await self._follower.catch_up()
         return self._ring.last
 
     async def oldest_revision(self) -> int:
@@ -225,8 +212,8 @@ class Store(interface.Store):
 
     async def get(self, key: str) -> interface.Record | None:
         self._check_open()
-        if self._counter is not None and self._counter.read() > self._ring.last:
-            await self._catch_up()
+        if self._follower is not None and self._follower.behind():
+            await self._follower.catch_up()
         return self._live.get(key)
 
     async def list(
@@ -240,8 +227,8 @@ class Store(interface.Store):
         if revision < 0 or limit < 0:
             raise ValueError("revision and limit must not be negative")
         self._check_open()
-        if self._counter is not None and self._counter.read() > self._ring.last:
-            await self._catch_up()
+        if self._follower is not None and self._follower.behind():
+            await self._follower.catch_up()
         current = self._ring.last
         if revision in (0, current):
             return self._live.page(prefix, current, start_after=start_after, limit=limit)
@@ -252,15 +239,15 @@ class Store(interface.Store):
     # -- writes ----------------------------------------------------------------------------
 
     async def create(self, key: str, value: bytes) -> interface.Record:
-        event = await self._write(lambda conn: logtable.create(conn, key, value))
+        event = await self._write(logwrites.Write(key, value))
         return event.record
 
     async def update(self, key: str, value: bytes, *, expected_revision: int) -> interface.Record:
-        event = await self._write(lambda conn: logtable.update(conn, key, value, expected_revision))
+        event = await self._write(logwrites.Write(key, value, expected_revision))
         return event.record
 
     async def delete(self, key: str, *, expected_revision: int) -> interface.Record:
-        event = await self._write(lambda conn: logtable.delete(conn, key, expected_revision))
+        event = await self._write(logwrites.Write(key, b"", expected_revision, delete=True))
         return event.record
 
     async def compact(self, revision: int) -> None:
@@ -277,8 +264,8 @@ class Store(interface.Store):
         self._check_open()
         if after < 0:
             raise ValueError("after must not be negative")
-        if self._counter is not None and self._counter.read() > self._ring.last:
-            await self._catch_up()
+        if self._follower is not None and self._follower.behind():
+            await self._follower.catch_up()
         oldest = self._oldest()
         if after < oldest:
             raise interface.Compacted(after, oldest)
@@ -309,44 +296,18 @@ class Store(interface.Store):
             raise Closed("store is not open")
 
     def _oldest(self) -> int:
-        if self._counter is not None:
-            return max(self._compacted, self._counter.compacted())
+        if self._follower is not None:
+            return max(self._compacted, self._follower.compacted())
         return self._compacted
+
+    def _applied(self) -> int:
+        """The newest revision applied to the live records and the ring (any thread)."""
+        return self._ring.last
 
     # -- other processes' commits (``shared``) ---------------------------------------------
 
-    async def _catch_up(self) -> None:
-        """Apply what the log holds beyond this process's revision. One read at a time: a read
-        that queued behind another finds itself caught up by it, or reads once more (a read
-        started after the counter was seen includes every commit it counted)."""
-        assert self._counter is not None
-        wanted = self._counter.read()
-        async with self._tail_lock:
-            if self._ring.last >= wanted:
-                return
-            self._absorb(await self._read(functools.partial(logtable.tail,
-                                                            after=self._ring.last)))
-
-    def _woken(self) -> None:
-        assert self._wakeups is not None
-        self._wakeups.drain()
-        self._nudged.set()
-
-    async def _follow(self) -> None:
-        """Feed the watchers: look at the counter when woken, or every ``poll`` seconds."""
-        assert self._counter is not None
-        while self._open:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._nudged.wait(), self._poll)
-            self._nudged.clear()
-            if self._counter.read() <= self._ring.last:
-                continue
-            try:
-                await self._catch_up()
-            except Closed:
-                return
-            except interface.StorageError:
-                _log.warning("reading other processes' commits failed", exc_info=True)
+    async def _apply_tail(self, after: int) -> None:
+        self._absorb(await self._read(functools.partial(logtable.tail, after=after)))
 
     def _absorb(self, tail: logtable.Tail | None) -> None:
         """On the loop: apply a tail of the log, skipping what is applied already (the writer
@@ -364,74 +325,22 @@ class Store(interface.Store):
 
     async def _read(self, job: Callable[[sqlite3.Connection], _T]) -> _T:
         self._check_open()
-        assert self._loop is not None
-        return await self._loop.run_in_executor(self._readers, self._run_read, job)
+        assert self._readers is not None
+        return await self._readers.run(job)
 
-    def _run_read(self, job: Callable[[sqlite3.Connection], _T]) -> _T:
-        try:
-            conn: sqlite3.Connection | None = getattr(self._read_local, "conn", None)
-            if conn is None:
-                conn = logtable.connect(self._path, writer=False)
-                self._read_local.conn = conn
-                with self._conns_lock:
-                    self._read_conns.append(conn)
-            return job(conn)
-        except sqlite3.Error as exc:
-            raise interface.StorageError(f"sqlite read failed: {exc}") from exc
-
-    async def _write(self, job: _WriteJob) -> interface.Event:
+    async def _write(self, write: logwrites.Write) -> interface.Event:
         self._check_open()
-        assert self._loop is not None
-        future: asyncio.Future[interface.Event] = self._loop.create_future()
-        self._pending.append((job, future))
-        # One writer turn per write; a turn takes every write queued by then, so under load a
-        # turn commits many writes at once and the later turns find nothing left to do.
-        self._loop.run_in_executor(self._writer, self._run_group)
-        return await future
+        assert self._groups is not None
+        return await self._groups.submit(write)
 
-    def _run_group(self) -> None:
-        """Writer thread: run the queued writes in one transaction, then settle them on the
-        loop. Never raises (a failure belongs to the writes' futures)."""
-        assert self._write_conn is not None and self._loop is not None
-        conn = self._write_conn
-        group: _Group = []
-        while self._pending and len(group) < _GROUP:
-            group.append(self._pending.popleft())
-        if not group:
-            return
-        outcomes: _Outcomes = []
-        foreign: logtable.Tail | None = None
-        try:
-            with logtable.transaction(conn, write=True):
-                if self._counter is not None:
-                    # Others' commits first, so the loop applies every revision in order.
-                    # Everything up to the ring's revision is applied already.
-                    foreign = logtable.tail(conn, max(self._delivered, self._ring.last))
-                for job, _ in group:
-                    try:
-                        outcomes.append(job(conn))  # its own savepoint (logtable.transaction)
-                    except sqlite3.Error as exc:
-                        if not conn.in_transaction:
-                            raise  # SQLite rolled the whole group back: every write failed
-                        outcomes.append(_write_failed(exc))
-                    except Exception as exc:  # refused (KeyExists, ...) or a bug: this write only
-                        outcomes.append(exc)
-        except sqlite3.Error as exc:
-            outcomes = [_write_failed(exc) for _ in group]
-        if self._counter is not None:
-            committed = [o.record.revision for o in outcomes if isinstance(o, interface.Event)]
-            if foreign is not None:
-                self._delivered = max(self._delivered, foreign.current)
-            if committed:
-                self._delivered = max(self._delivered, committed[-1])
-                # Durable now; published before any of these writes is acknowledged.
-                self._counter.publish(committed[-1])
-                if self._wakeups is not None:
-                    self._wakeups.notify()
-        # One callback, in commit order: each event is published before its future resolves.
-        self._loop.call_soon_threadsafe(self._settle, group, outcomes, foreign)
-
-    def _settle(self, group: _Group, outcomes: _Outcomes, foreign: logtable.Tail | None) -> None:
+    def _settle(
+        self,
+        group: _Group,
+        outcomes: _Outcomes,
+        foreign: logtable.Tail | None,
+    ) -> None:
+        """On the loop, one call per commit: the others' commits first, then the group's events
+        in commit order, each applied before its write's future resolves."""
         self._absorb(foreign)
         for (_, future), outcome in zip(group, outcomes, strict=True):
             if isinstance(outcome, interface.Event):
@@ -466,19 +375,13 @@ class Store(interface.Store):
         conn = self._write_conn
         while self._compacted < target and self._open:
             mark = await self._loop.run_in_executor(
-                self._writer, logtable.compact_step, conn, target, _COMPACT_STEP
+                self._writer, logwrites.compact_step, conn, target, _COMPACT_STEP
             )
             if self._counter is not None:
                 self._counter.publish_compacted(mark)
             if mark <= self._compacted:
                 return
             self._compacted = mark
-
-
-def _write_failed(exc: sqlite3.Error) -> interface.StorageError:
-    failure = interface.StorageError(f"sqlite write failed: {exc}")
-    failure.__cause__ = exc
-    return failure
 
 
 FILE_MODE = 0o600

@@ -34,3 +34,22 @@ def pause(pid: int) -> None:
 
 def resume(pid: int) -> None:
     os.kill(pid, signal.SIGCONT)
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (a ``--workers`` server's worker processes)."""
+    text = pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
+def replaced(parent: int, dead: int, *, count: int, timeout: float) -> list[int]:
+    """Wait until ``parent`` runs ``count`` children again, ``dead`` not among them (a
+    ``--workers`` server restarting a killed worker); returns them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = children(parent)
+        if len(now) == count and dead not in now:
+            return now
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{parent} runs {now}, not {count} children without {dead}")
+        time.sleep(0.1)

@@ -140,17 +140,12 @@ def test_readyz_names_the_etcd_check(
         assert "[+]etcd ok" in text
 
 
-def _children(pid: int) -> list[int]:
-    text = pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    return [int(child) for child in text.split()]
-
-
 def test_workers_share_one_socket_and_survive_a_crash(
     member: etcd.Etcd, tmp_path: pathlib.Path
 ) -> None:
     args = [*support.etcd_args(member.url), "--workers", "2"]
     with support.running(tmp_path / "workers", extra_args=args) as server:
-        workers = _children(server.process.pid)
+        workers = processes.children(server.process.pid)
         assert len(workers) == 2
         with server.client() as client:
             created = client.post(COLLECTION, json=kubeclient.artifact("w", NS))
@@ -167,13 +162,8 @@ def test_workers_share_one_socket_and_survive_a_crash(
         os.kill(victim, signal.SIGKILL)
         with server.client() as fresh:  # the survivor keeps serving meanwhile
             assert fresh.get(f"{COLLECTION}/w").status_code == 200
-        deadline = time.monotonic() + 60  # a failure guard: the restart takes about a second
-        while time.monotonic() < deadline:
-            now = _children(server.process.pid)
-            if len(now) == 2 and victim not in now:
-                break
-            time.sleep(0.1)
-        assert len(now) == 2 and victim not in now
+        # 60 s: a failure guard, the restart takes about a second
+        processes.replaced(server.process.pid, victim, count=2, timeout=60)
         with server.client() as fresh:
             assert fresh.get(f"{COLLECTION}/w").status_code == 200
         server.stop()

@@ -32,16 +32,11 @@ COLLECTION = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"
 _PATIENCE = 60.0
 
 
-def _children(pid: int) -> list[int]:
-    text = pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    return [int(child) for child in text.split()]
-
-
 @contextlib.contextmanager
 def only(server: support.RunningServer, worker: int) -> Iterator[httpx.Client]:
     """A new client whose connection goes to ``worker``: every other worker is paused while it
     connects and sends (its requests are answered before this returns)."""
-    others = [pid for pid in _children(server.process.pid) if pid != worker]
+    others = [pid for pid in processes.children(server.process.pid) if pid != worker]
     for pid in others:
         processes.pause(pid)
     try:
@@ -55,7 +50,7 @@ def only(server: support.RunningServer, worker: int) -> Iterator[httpx.Client]:
 def test_two_workers_on_one_sqlite_file(tmp_path: pathlib.Path) -> None:
     data = tmp_path / "data"
     with support.running(data, extra_args=["--workers", "2"]) as server:
-        a, b = _children(server.process.pid)
+        a, b = processes.children(server.process.pid)
         assert len({a, b}) == 2
         # read-your-writes across the processes, both ways
         for writer, reader, name in ((a, b, "one"), (b, a, "two")):
@@ -91,13 +86,7 @@ def test_two_workers_on_one_sqlite_file(tmp_path: pathlib.Path) -> None:
         with server.client() as client:
             assert client.post(COLLECTION, json=kubeclient.artifact("meanwhile", NS)
                                ).status_code == 201  # fmt: skip
-        deadline = time.monotonic() + _PATIENCE
-        while time.monotonic() < deadline:
-            now = _children(server.process.pid)
-            if len(now) == 2 and a not in now:
-                break
-            time.sleep(0.1)
-        assert len(now) == 2 and a not in now
+        now = processes.replaced(server.process.pid, a, count=2, timeout=_PATIENCE)
         restarted = next(pid for pid in now if pid != b)
         _wait_ready(server, restarted)
         with only(server, restarted) as on_new:
@@ -127,7 +116,7 @@ def _watch(server: support.RunningServer, worker: int, start: str, count: int,
            opened: concurrent.futures.Future[None]) -> list[dict[str, Any]]:
     """The first ``count`` events of a watch whose connection ``worker`` serves."""
     events: list[dict[str, Any]] = []
-    others = [pid for pid in _children(server.process.pid) if pid != worker]
+    others = [pid for pid in processes.children(server.process.pid) if pid != worker]
     for pid in others:  # paused until the watch's connection is ``worker``'s
         processes.pause(pid)
     with server.client() as client, client.stream(
@@ -151,7 +140,8 @@ def test_the_controllers_run_in_one_worker_and_move_when_it_dies(tmp_path: pathl
         _wait_for_log(server, "acquired lease", 1)
         time.sleep(3)  # a few renewal rounds (2 s apart): the other worker stays a candidate
         assert server.log().count("acquired lease") == 1, server.log()
-        for worker in _children(server.process.pid):  # the leader among them, unknown which
+        # the leader among them, unknown which
+        for worker in processes.children(server.process.pid):
             os.kill(worker, signal.SIGKILL)  # its Lease stays held until it expires
         # after the Lease's 15 s, a restarted worker takes it
         _wait_for_log(server, "acquired lease", 2, timeout=_PATIENCE)

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from apiserver.storage import interface, logtable, sqlite
+from apiserver.storage import interface, logtable, logwrites, sqlite
 
 _PATIENCE = 30.0
 
@@ -139,7 +139,9 @@ async def test_closed_store_refuses_work(tmp_path: pathlib.Path) -> None:
 def test_racing_writers_on_one_previous_revision_collide(tmp_path: pathlib.Path) -> None:
     # The unique (key, prev_revision) index is what stops a second process on the same file.
     conn = logtable.connect(tmp_path / "s.db", writer=True)
-    created = logtable.create(conn, "/u/x", b"v")
+    with logtable.transaction(conn, write=True):
+        (created,) = logwrites.apply(conn, [logwrites.Write("/u/x", b"v")])
+    assert isinstance(created, interface.Event)
     conn.execute(
         "INSERT INTO log (id, key, value, create_revision, prev_revision, deleted)"
         " VALUES (100, '/u/x', x'00', ?, ?, 0)",

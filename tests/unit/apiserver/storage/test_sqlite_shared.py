@@ -9,6 +9,7 @@ stores in one process (``shared_pair``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pathlib
 import signal
@@ -175,29 +176,31 @@ async def test_a_store_behind_compacted_history_reloads_its_state(tmp_path: path
         await writer.close()
 
 
-async def test_the_counter_file_is_the_owners_only(tmp_path: pathlib.Path) -> None:
-    path = tmp_path / "s.db"
+@contextlib.asynccontextmanager
+async def _started(path: pathlib.Path) -> AsyncIterator[sqlite.Store]:
     store = sqlite.Store(path, shared=True)
     await store.start()
     try:
-        record = await store.create("/a", b"v")
-        shared = counter.path_for(path)
-        assert stat.S_IMODE(shared.stat().st_mode) == 0o600
-        assert counter.Counter(shared).read() == record.revision
+        yield store
     finally:
         await store.close()
 
 
+async def test_the_counter_file_is_the_owners_only(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.db"
+    async with _started(path) as store:
+        record = await store.create("/a", b"v")
+        shared = counter.path_for(path)
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o600
+        assert counter.Counter(shared).read() == record.revision
+
+
 async def test_a_wake_up_left_by_a_dead_process_is_removed(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "s.db"
-    store = sqlite.Store(path, shared=True)
-    await store.start()
-    try:
+    async with _started(path) as store:
         stale = wakeups.path_for(path) / "1-dead"
         os.mkfifo(stale, 0o600)  # nobody reads it
         await store.create("/a", b"v")
         assert not stale.exists()
         assert len(list(wakeups.path_for(path).iterdir())) == 1  # the store's own
-    finally:
-        await store.close()
     assert list(wakeups.path_for(path).iterdir()) == []
