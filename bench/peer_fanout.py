@@ -3,12 +3,13 @@ pulling from their peers (node-to-node sync on), against the same N cold nodes a
 (sync off). The figures: the fan-out time (the moment the asked nodes all hold a published tree)
 against all-from-hub, as a ratio, and the hub bytes served per extra node (target 0).
 
-Everything is a real process on loopback, as in a cluster (``tests.support.peernodes``, the
-harness the integration tests of node-to-node sync use): the API server in cluster mode behind
-the fixture control plane (which authenticates, authorizes with the chart's rendered RBAC,
-proxies ``/apis/worker.gpustack.ai`` as kube-aggregator does, and answers the plugins'
-TokenReviews: the standalone server serves none, and the peer port admits only a reviewed
-token); the fixture hub (``bench.materialize_cold``'s hub process, over HTTP); one
+Root: each plugin's read-only view of its cache is a bind mount. Everything is a real process
+on loopback, as in a cluster (``tests.support.peernodes``, the harness the integration tests of
+node-to-node sync use): the API server in cluster mode behind the fixture control plane (which
+authenticates, authorizes with the chart's rendered RBAC, proxies ``/apis/worker.gpustack.ai``
+as kube-aggregator does, and answers the plugins' TokenReviews: the standalone server serves
+none, and the peer port admits only a reviewed token); the fixture hub
+(``bench.materialize_cold``'s hub process); one
 ``python -m nodeplugin`` per node, each with its own Pod-bound token and, with sync on,
 ``--peer-port`` and a token for the peer audience. The plugins find each other as in a cluster:
 each publishes ``status.peer.url`` in its NodeModelStore and the cold ones list the stores (no
