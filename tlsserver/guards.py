@@ -50,15 +50,16 @@ PENDING_BYTES = 256 * 1024
 
 class H2(hypercorn_h2.H2Protocol):
     """hypercorn's HTTP/2 protocol, dropping DATA for a stream that is no longer open, and
-    sending a body that fits one frame and the flow-control windows straight from the stream's
-    own task.
+    sending a body the flow-control windows admit straight from the stream's own task.
 
     hypercorn queues every body in a per-stream buffer for its connection's sending task, which
-    the stream then waits for (two task switches and four event flips per response); a response
-    of a few kilobytes (every GET, every Status) needs none of that. A stream takes the direct
-    path only while nothing of its body was queued, so the sending task never sees it and frame
-    order within the stream is kept; anything larger or blocked by flow control goes through
-    hypercorn's buffer as before.
+    the stream then waits for (two task switches and four event flips per response, and two
+    copies of every byte); a response of a few kilobytes (every GET, every Status) needs none of
+    that, nor does a LIST that the client's windows admit whole (httpx and Go's clients open
+    them to megabytes). A stream takes the direct path only while nothing of its body was
+    queued, so the sending task never sees it and frame order within the stream is kept; what
+    the windows do not admit goes through hypercorn's buffer as before, and so does the rest of
+    that stream's body. The connection's HPACK decoder is ``hpackmemo.Decoder``.
     """
 
     async def initiate(self, headers: list[tuple[bytes, bytes]] | None = None,
@@ -78,15 +79,10 @@ class H2(hypercorn_h2.H2Protocol):
             return queued
 
     async def stream_send(self, event: stream_events.Event) -> None:
-        if isinstance(event, stream_events.Body) and self._direct(event.stream_id, event.data):
-            try:
-                self.connection.send_data(event.stream_id, event.data)
-            except h2.exceptions.ProtocolError:
-                return  # the stream or connection closed meanwhile, as hypercorn's own path
-            await self._flush()
+        if isinstance(event, stream_events.Body) and self._unqueued(event.stream_id):
+            await self._send_body(event.stream_id, event.data)
             return
-        if (isinstance(event, stream_events.EndBody) and event.stream_id in self.stream_buffers
-                and event.stream_id not in self._queued):
+        if isinstance(event, stream_events.EndBody) and self._unqueued(event.stream_id):
             del self.stream_buffers[event.stream_id]
             try:
                 self.priority.remove_stream(event.stream_id)
@@ -102,14 +98,37 @@ class H2(hypercorn_h2.H2Protocol):
             self._queued.discard(event.stream_id)
         await super().stream_send(event)
 
-    def _direct(self, stream_id: int, data: bytes) -> bool:
-        if stream_id in self._queued or stream_id not in self.stream_buffers:
-            return False
+    def _unqueued(self, stream_id: int) -> bool:
+        return stream_id not in self._queued and stream_id in self.stream_buffers
+
+    async def _send_body(self, stream_id: int, data: bytes) -> None:
+        """As much of ``data`` as the flow-control windows allow, in frames from this task
+        (written every ``PENDING_BYTES``, so the transport's back-pressure holds it); the rest,
+        if the windows close, through hypercorn's buffer as before."""
+        connection = self.connection
+        sent = 0
         try:
-            window = self.connection.local_flow_control_window(stream_id)
+            window = connection.local_flow_control_window(stream_id)
+            frame = connection.max_outbound_frame_size
+            if len(data) <= min(window, frame):  # every small answer: one frame, no slicing
+                connection.send_data(stream_id, data)
+                await self._flush()
+                return
+            view = memoryview(data)
+            while sent < len(view) and window > 0:
+                end = min(len(view), sent + window, sent + PENDING_BYTES)
+                while sent < end:
+                    size = min(frame, end - sent)
+                    connection.send_data(stream_id, view[sent:sent + size])
+                    sent += size
+                await self._flush()
+                window = connection.local_flow_control_window(stream_id)
+                frame = connection.max_outbound_frame_size
         except h2.exceptions.ProtocolError:
-            return False
-        return len(data) <= min(window, self.connection.max_outbound_frame_size)
+            return  # the stream or connection closed meanwhile, as on hypercorn's own path
+        if sent < len(data):
+            self._queued.add(stream_id)
+            await super().stream_send(stream_events.Body(stream_id=stream_id, data=data[sent:]))
 
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
         # one event at a time: a stream can close while an earlier event of the same batch is

@@ -11,6 +11,7 @@ knowledge, where hypercorn starts on HTTP/1.1 and switches to HTTP/2 (its other 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import pathlib
 import ssl
@@ -65,6 +66,12 @@ def _config(port: int) -> hypercorn_config.Config:
 
 @pytest.fixture
 async def over_tls(tmp_path: pathlib.Path) -> AsyncIterator[tuple[int, str]]:
+    async with _serving_tls(tmp_path, answers_at_once) as served:
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def _serving_tls(tmp_path: pathlib.Path, app: Any) -> AsyncIterator[tuple[int, str]]:
     authority = Authority("server-ca")
     cert, key = authority.serving(("localhost", "127.0.0.1")).write(tmp_path, "serving")
     ca_file = tmp_path / "ca.crt"
@@ -75,7 +82,7 @@ async def over_tls(tmp_path: pathlib.Path) -> AsyncIterator[tuple[int, str]]:
     context.load_cert_chain(cert, key)
     context.set_alpn_protocols(["h2", "http/1.1"])
     serving = asyncio.create_task(listener.serve(
-        answers_at_once, _config(port), context, shutdown_trigger=stop.wait,
+        app, _config(port), context, shutdown_trigger=stop.wait,
         ssl_shutdown_timeout=2.0))
     await _listening(port)
     yield port, str(ca_file)
@@ -178,3 +185,38 @@ async def test_other_failures_at_close_still_surface() -> None:
 
     with pytest.raises(ValueError, match="a bug"):
         await _guarded(close)._close()
+
+
+BIG = bytes(range(256)) * 4096 * 3
+"""3 MiB: more than the test client's 64 KiB window, so a direct send stops mid-body."""
+
+
+async def answers_big(scope: Scope, receive: Receive, send: Send) -> None:
+    """``/whole``: BIG in one body message; ``/parts``: small, then BIG, then small again."""
+    if scope["type"] == "lifespan":
+        await asgi.lifespan(receive, send)
+        return
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    if scope["path"] == "/whole":
+        await send({"type": "http.response.body", "body": BIG})
+        return
+    for part in (b"first,", BIG, b",last"):
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _big_exchanges(port: int, ca_file: str) -> list[tuple[int | None, bytes]]:
+    with h2client.Connection("127.0.0.1", port, ca_file, timeout=60) as connection:
+        return [(found.status, bytes(found.body)) for found in (
+            connection.request("GET", "/whole"), connection.request("GET", "/parts"),
+            connection.request("GET", "/whole"))]
+
+
+async def test_bodies_past_the_windows_arrive_whole_and_in_order(
+        tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with _serving_tls(tmp_path, answers_big) as (port, ca_file):
+        got = await asyncio.to_thread(_big_exchanges, port, ca_file)
+    assert got == [(200, BIG), (200, b"first," + BIG + b",last"), (200, BIG)]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
