@@ -15,7 +15,7 @@ import contextlib
 import logging
 import pathlib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ from hypercorn.app_wrappers import ASGIWrapper
 from hypercorn.asyncio import tcp_server
 from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.protocol import h2 as hypercorn_h2
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.support import apiserver as support
 from tests.support import asgi, h2client
@@ -33,15 +33,26 @@ from tlsserver import guards as hypercorn_guards
 from tlsserver import listener
 
 
-async def answers_at_once(scope: Scope, receive: Receive, send: Send) -> None:
-    if scope["type"] == "lifespan":
-        await asgi.lifespan(receive, send)
-        return
-    if scope["type"] != "http":
-        return
+def _http_app(respond: Callable[[Scope, Send], Awaitable[None]]) -> ASGIApp:
+    """An app answering HTTP requests with ``respond`` (and the lifespan, ignoring the rest)."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await asgi.lifespan(receive, send)
+        elif scope["type"] == "http":
+            await respond(scope, send)
+
+    return app
+
+
+async def _nothing_here(scope: Scope, send: Send) -> None:
     await send({"type": "http.response.start", "status": 404,
                 "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"nothing here"})
+
+
+answers_at_once = _http_app(_nothing_here)
+"""Answers every request at once, never reading its body."""
 
 
 async def _listening(port: int) -> None:
@@ -191,13 +202,7 @@ BIG = bytes(range(256)) * 4096 * 3
 """3 MiB: more than the test client's 64 KiB window, so a direct send stops mid-body."""
 
 
-async def answers_big(scope: Scope, receive: Receive, send: Send) -> None:
-    """``/whole``: BIG in one body message; ``/parts``: small, then BIG, then small again."""
-    if scope["type"] == "lifespan":
-        await asgi.lifespan(receive, send)
-        return
-    if scope["type"] != "http":
-        return
+async def _big(scope: Scope, send: Send) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": []})
     if scope["path"] == "/whole":
         await send({"type": "http.response.body", "body": BIG})
@@ -205,6 +210,10 @@ async def answers_big(scope: Scope, receive: Receive, send: Send) -> None:
     for part in (b"first,", BIG, b",last"):
         await send({"type": "http.response.body", "body": part, "more_body": True})
     await send({"type": "http.response.body", "body": b""})
+
+
+answers_big = _http_app(_big)
+"""``/whole``: BIG in one body message; ``/parts``: small, then BIG, then small again."""
 
 
 def _big_exchanges(port: int, ca_file: str) -> list[tuple[int | None, bytes]]:
