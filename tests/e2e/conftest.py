@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import os
 import pathlib
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
-from tests.support import fakehub, helm
-from tests.support.realnode import forward, release_values, rig
+from tests.support import fakehub
+from tests.support.realnode import deploy, release_values, rig
 
-REPO = rig.REPO
-IMAGES = REPO / ".local" / "images"
 NAMESPACE = release_values.NAMESPACE
 RELEASE = release_values.RELEASE
 
@@ -42,18 +38,9 @@ def images(timings: dict[str, float]) -> dict[str, pathlib.Path]:
     if taken:
         pytest.skip("another cluster holds " + ", ".join(taken))
     started = time.monotonic()
-    build = [sys.executable, str(REPO / "images" / "build.py")]
-    for argv in ([*build, "image", "--out", str(IMAGES)],
-                 [*build, "registrar", "--binary",
-                  str(rig.SHARED / "bin" / "csi-node-driver-registrar.xz"),
-                  "--tag", release_values.REGISTRAR_TAG, "--out", str(IMAGES)]):  # fmt: skip
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-        assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout}\n{done.stderr}"
+    built = deploy.build_images()
     timings["images"] = time.monotonic() - started
-    tag = release_values.REGISTRAR_TAG
-    version = yaml.safe_load((helm.CHART / "Chart.yaml").read_text())["appVersion"]
-    return {"model-manager": IMAGES / f"model-manager-{version}.oci.tar",
-            "registrar": IMAGES / f"csi-node-driver-registrar-{tag}.oci.tar"}
+    return built
 
 
 @pytest.fixture(scope="module")
@@ -77,25 +64,15 @@ def cluster(images: dict[str, pathlib.Path], timings: dict[str, float]) -> Itera
 
 @pytest.fixture(scope="module")
 def hub(cluster: rig.Rig) -> Iterator[fakehub.FakeHub]:
-    """The fixture hub, named by the rig's host address and forwarded there from loopback."""
-    with fakehub.run_fakehub(host=rig.NODE_IP) as served:
-        forwarders = [forward.Forwarder(rig.NODE_IP, int(netloc.rsplit(":", 1)[1]))
-                      for netloc in (served.hub_netloc, served.cdn_netloc)]  # fmt: skip
-        try:
-            yield served
-        finally:
-            for forwarder in forwarders:
-                forwarder.close()
+    with deploy.hub_on_node() as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
 def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -> str:
+    """The chart installed with the end-to-end values (``release_values``); a module that needs
+    other values overrides this fixture."""
     started = time.monotonic()
-    values = cluster.work / "values.yaml"
-    values.write_text(yaml.safe_dump(release_values.values(hub, cluster)))
-    cluster.kubectl("create", "namespace", NAMESPACE)
-    done = helm.run("install", RELEASE, str(helm.CHART), "--namespace", NAMESPACE,
-                    "--kubeconfig", str(cluster.kubeconfig), "-f", str(values))  # fmt: skip
-    assert done.returncode == 0, f"helm install:\n{done.stdout}\n{done.stderr}"
+    deploy.install(cluster, release_values.values(hub, cluster))
     timings["helm install"] = time.monotonic() - started
     return RELEASE

@@ -19,24 +19,20 @@ import os
 import pathlib
 import signal
 import subprocess
-import textwrap
 import time
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.support import fakehub, helm
-from tests.support.realnode import release_values, rig
+from tests.support import fakehub
+from tests.support.realnode import deploy, objects, release_values, rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
 NAMESPACE = release_values.NAMESPACE
 RELEASE = release_values.RELEASE
-DRIVER = "model.csi.gpustack.ai"
 TENANT = "dx-a"
 OTHER = "dx-b"
-BUSYBOX = "docker.io/library/busybox:latest"
 CONFIG = b'{"model_type": "e2e", "hidden_size": 8}\n'
 SCRUB_INTERVAL = "10s"
 MiB = 1 << 20
@@ -75,12 +71,7 @@ def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -
     values: dict[str, Any] = release_values.values(hub, cluster)
     _mount_cache(cluster, _new_image(cluster, "cache.img"))
     values["modelManager"]["scrub"] = {"interval": SCRUB_INTERVAL}
-    path = cluster.work / "values-destructive.yaml"
-    path.write_text(yaml.safe_dump(values))
-    cluster.kubectl("create", "namespace", NAMESPACE)
-    done = helm.run("install", RELEASE, str(helm.CHART), "--namespace", NAMESPACE,
-                    "--kubeconfig", str(cluster.kubeconfig), "-f", str(path))  # fmt: skip
-    assert done.returncode == 0, f"helm install:\n{done.stdout}\n{done.stderr}"
+    deploy.install(cluster, values, "values-destructive.yaml")
     timings["helm install"] = time.monotonic() - started
     return RELEASE
 
@@ -98,12 +89,7 @@ def installed(cluster: rig.Rig, hub: fakehub.FakeHub, release: str) -> rig.Rig:
     missing.fail_after_bytes = 8 * MiB
     for namespace in (TENANT, OTHER):
         cluster.kubectl("create", "namespace", namespace)
-
-    def ready() -> bool:
-        store = _json(cluster, "get", "nodemodelstores", cluster.node_name)
-        return _condition(store, "Ready") == "True"
-
-    cluster.wait("NodeModelStore Ready", ready, timeout=240, namespace=NAMESPACE)
+    objects.wait_store_ready(cluster)
     return cluster
 
 
@@ -141,61 +127,14 @@ def state() -> dict[str, Any]:
     return {}
 
 
-def _json(cluster: rig.Rig, *args: str) -> Any:
-    return json.loads(cluster.kubectl(*args, "-o", "json").stdout)
-
-
-def _condition(obj: dict[str, Any], kind: str) -> str | None:
-    for condition in obj.get("status", {}).get("conditions", []):
-        if condition.get("type") == kind:
-            return str(condition.get("status"))
-    return None
-
-
-def _artifact(cluster: rig.Rig, namespace: str, name: str, repository: str) -> dict[str, str]:
-    """Create a ModelArtifact, wait for its resolution; the volume attributes naming it."""
-    cluster.apply(textwrap.dedent(f"""\
-        apiVersion: worker.gpustack.ai/v1
-        kind: ModelArtifact
-        metadata: {{name: {name}, namespace: {namespace}}}
-        spec:
-          source:
-            huggingFace: {{repository: {repository}}}
-        """))  # fmt: skip
-
-    def resolved() -> dict[str, Any] | None:
-        artifact = _json(cluster, "get", "modelartifacts", name, "-n", namespace)
-        return artifact if _condition(artifact, "Resolved") == "True" else None
-
-    artifact = cluster.wait(f"ModelArtifact {namespace}/{name} resolved", resolved, timeout=120,
-                            namespace=NAMESPACE)  # fmt: skip
-    assert isinstance(artifact, dict)
-    return {"artifact": name, "artifactUID": artifact["metadata"]["uid"],
-            "manifestDigest": artifact["status"]["resolved"]["manifestDigest"]}  # fmt: skip
+_json = objects.json_of
+_artifact = objects.artifact
 
 
 def _reader_pod(name: str, namespace: str, attributes: dict[str, str]) -> str:
     script = ("cd /models && find . -type f | sort | xargs sha256sum && echo '--- done'; "
               "exec sleep 3600")  # fmt: skip
-    return textwrap.dedent(f"""\
-        apiVersion: v1
-        kind: Pod
-        metadata: {{name: {name}, namespace: {namespace}, labels: {{e2e: destructive}}}}
-        spec:
-          restartPolicy: Never
-          terminationGracePeriodSeconds: 1
-          containers:
-            - name: reader
-              image: {BUSYBOX}
-              imagePullPolicy: Never
-              command: [sh, -c, {json.dumps(script)}]
-              volumeMounts: [{{name: model, mountPath: /models, readOnly: true}}]
-          volumes:
-            - name: model
-              csi:
-                driver: {DRIVER}
-                volumeAttributes: {json.dumps(attributes)}
-        """)
+    return objects.pod(name, namespace, script, attributes=attributes, label="destructive")
 
 
 def _wait_read(cluster: rig.Rig, name: str, namespace: str, timeout: float = 240) -> dict[str, str]:
@@ -225,22 +164,7 @@ def _size(files: dict[str, bytes | int]) -> int:
     return sum(len(c) if isinstance(c, bytes) else c for c in files.values())
 
 
-def _failed_mount(cluster: rig.Rig, name: str, namespace: str, needle: str) -> str:
-    """The Pod's FailedMount message naming ``needle``, once it shows; the Pod is still
-    ContainerCreating then."""
-
-    def refused() -> str | None:
-        events = _json(cluster, "get", "events", "-n", namespace, "--field-selector",
-                       f"involvedObject.name={name}")["items"]  # fmt: skip
-        messages = [e.get("message", "") for e in events if e.get("reason") == "FailedMount"]
-        return next((m for m in messages if needle in m), None)
-
-    message = cluster.wait(f"{namespace}/{name}'s FailedMount naming {needle}", refused,
-                           timeout=150, namespace=namespace)  # fmt: skip
-    pod = _json(cluster, "get", "pod", name, "-n", namespace)
-    waiting = pod["status"]["containerStatuses"][0]["state"].get("waiting", {})
-    assert waiting.get("reason") == "ContainerCreating", pod["status"]
-    return str(message)
+_failed_mount = objects.failed_mount
 
 
 def _store_entry(cluster: rig.Rig, digest: str) -> dict[str, Any] | None:
@@ -549,9 +473,8 @@ def test_insufficient_disk_space(installed: rig.Rig, hub: fakehub.FakeHub) -> No
     assert progress["failureReasons"] == [{"reason": "InsufficientCapacity", "count": 1}]
     assert hub.bytes_served(HUGE, "model.safetensors") == 0
     assert not _published(installed, digest).exists()
-    # no byte of it was written (the staging directory holds only empty placeholders)
-    partial = _partial_files(installed, digest)
-    assert all(size == 0 for path, size in partial.items() if path != ".gpustack-attempt"), partial
+    # no byte of it was written, and its staging directory is gone at once
+    assert _partial_files(installed, digest) == {}
     # the published model: still read by its Pod, and mounted again by a new one from the cache
     done = installed.kubectl("exec", "-n", TENANT, "full-keep", "--", "cat", "/models/config.json")
     assert done.stdout.encode() == CONFIG

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from tests.support import fakehub, helm
-from tests.support.realnode import rig
+from tests.support.realnode import objects, rig
 from tests.support.realnode.release_values import NAMESPACE, RELEASE
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
-DRIVER = "model.csi.gpustack.ai"
+DRIVER = objects.DRIVER
 TENANT = "team-a"
 OTHER = "team-b"
 ARTIFACT = "tiny"
@@ -30,43 +30,17 @@ FILES: dict[str, bytes | int] = {
     "model.safetensors": 6 << 20,
     "nested/part-00001.bin": 1 << 20,
 }
-BUSYBOX = "docker.io/library/busybox:latest"
 
 
-def _json(cluster: rig.Rig, *args: str, user: str = "admin") -> Any:
-    return json.loads(cluster.kubectl(*args, "-o", "json", user=user).stdout)
-
-
-def _condition(obj: dict[str, Any], kind: str) -> str | None:
-    for condition in obj.get("status", {}).get("conditions", []):
-        if condition.get("type") == kind:
-            return str(condition.get("status"))
-    return None
+_json = objects.json_of
+_condition = objects.condition
 
 
 def _reader_pod(name: str, namespace: str, attributes: dict[str, str]) -> str:
     # no readOnly on the volumeMount: EROFS must come from the plugin's own mount
     script = ("cd /models && find . -type f | sort | xargs sha256sum && echo '--- write' && "
               "(echo x > /models/probe) 2>&1; echo \"--- done $?\"; exec sleep 3600")
-    return textwrap.dedent(f"""\
-        apiVersion: v1
-        kind: Pod
-        metadata: {{name: {name}, namespace: {namespace}, labels: {{e2e: reader}}}}
-        spec:
-          restartPolicy: Never
-          terminationGracePeriodSeconds: 1
-          containers:
-            - name: reader
-              image: {BUSYBOX}
-              imagePullPolicy: Never
-              command: [sh, -c, {json.dumps(script)}]
-              volumeMounts: [{{name: model, mountPath: /models}}]
-          volumes:
-            - name: model
-              csi:
-                driver: {DRIVER}
-                volumeAttributes: {json.dumps(attributes)}
-        """)
+    return objects.pod(name, namespace, script, attributes=attributes, read_only=False)
 
 
 @pytest.fixture(scope="module")
@@ -133,27 +107,7 @@ def test_tenant_artifact_resolves(installed: rig.Rig, state: dict[str, Any]) -> 
         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: model-artifact-user}}
         subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}]
         """))
-    installed.apply(textwrap.dedent(f"""\
-        apiVersion: worker.gpustack.ai/v1
-        kind: ModelArtifact
-        metadata: {{name: {ARTIFACT}, namespace: {TENANT}}}
-        spec:
-          source:
-            huggingFace: {{repository: {REPOSITORY}}}
-        """), user="alice")  # fmt: skip
-
-    def resolved() -> dict[str, Any] | None:
-        artifact = _json(installed, "get", "modelartifacts", ARTIFACT, "-n", TENANT, user="alice")
-        return artifact if _condition(artifact, "Resolved") == "True" else None
-
-    artifact = installed.wait("ModelArtifact resolved", resolved, timeout=120,
-                              namespace=NAMESPACE)  # fmt: skip
-    assert isinstance(artifact, dict)
-    state["attributes"] = {
-        "artifact": ARTIFACT,
-        "artifactUID": artifact["metadata"]["uid"],
-        "manifestDigest": artifact["status"]["resolved"]["manifestDigest"],
-    }
+    state["attributes"] = objects.artifact(installed, TENANT, ARTIFACT, REPOSITORY, user="alice")
 
 
 def _wait_running(cluster: rig.Rig, name: str, namespace: str) -> None:
@@ -221,20 +175,9 @@ def _refused(cluster: rig.Rig, name: str, namespace: str, attributes: dict[str, 
     """Start a reader that must not mount; its FailedMount message, once it stays
     ContainerCreating."""
     cluster.apply(_reader_pod(name, namespace, attributes))
-
-    def refused() -> str | None:
-        events = _json(cluster, "get", "events", "-n", namespace, "--field-selector",
-                       f"involvedObject.name={name}")["items"]  # fmt: skip
-        messages = [e.get("message", "") for e in events if e.get("reason") == "FailedMount"]
-        return next((m for m in messages if "PermissionDenied" in m), None)
-
-    message = cluster.wait(f"{namespace}/{name}'s FailedMount event", refused, timeout=120,
-                           namespace=namespace)  # fmt: skip
-    pod = _json(cluster, "get", "pod", name, "-n", namespace)
-    waiting = pod["status"]["containerStatuses"][0]["state"].get("waiting", {})
-    assert waiting.get("reason") == "ContainerCreating", pod["status"]
+    message = objects.failed_mount(cluster, name, namespace, "PermissionDenied", timeout=120)
     cluster.kubectl("delete", "pod", name, "-n", namespace, "--wait=false")
-    return str(message)
+    return message
 
 
 def test_other_namespace_is_refused(installed: rig.Rig, state: dict[str, Any]) -> None:
