@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import json
 import os
 import pathlib
 import signal
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import httpx
 
@@ -117,6 +119,17 @@ class RunningServer:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+
+
+def watch_events(response: httpx.Response, count: int) -> list[dict[str, Any]]:
+    """The first ``count`` events of a streamed watch response (fewer if it ends first)."""
+    events: list[dict[str, Any]] = []
+    for line in response.iter_lines():
+        if line:
+            events.append(json.loads(line))
+            if len(events) == count:
+                break
+    return events
 
 
 def etcd_args(url: str, *extra: str) -> list[str]:

@@ -46,17 +46,11 @@ def replicas(
 def watch_lines(server: support.RunningServer, params: dict[str, str],
                 count: int) -> list[dict[str, Any]]:
     """The first ``count`` watch events (the stream is bounded by timeoutSeconds)."""
-    events: list[dict[str, Any]] = []
     with server.client() as client, client.stream(
         "GET", COLLECTION, params={"watch": "1", "timeoutSeconds": "30", **params}
     ) as response:
         assert response.status_code == 200
-        for line in response.iter_lines():
-            if line:
-                events.append(json.loads(line))
-                if len(events) == count:
-                    break
-    return events
+        return support.watch_events(response, count)
 
 
 def test_replicas_share_credentials_and_storage(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import json
 import os
 import pathlib
 import signal
@@ -115,7 +114,6 @@ def _wait_ready(server: support.RunningServer, worker: int) -> None:
 def _watch(server: support.RunningServer, worker: int, start: str, count: int,
            opened: concurrent.futures.Future[None]) -> list[dict[str, Any]]:
     """The first ``count`` events of a watch whose connection ``worker`` serves."""
-    events: list[dict[str, Any]] = []
     others = [pid for pid in processes.children(server.process.pid) if pid != worker]
     for pid in others:  # paused until the watch's connection is ``worker``'s
         processes.pause(pid)
@@ -126,12 +124,7 @@ def _watch(server: support.RunningServer, worker: int, start: str, count: int,
             processes.resume(pid)
         assert response.status_code == 200
         opened.set_result(None)
-        for line in response.iter_lines():
-            if line:
-                events.append(json.loads(line))
-                if len(events) == count:
-                    break
-    return events
+        return support.watch_events(response, count)
 
 
 def test_the_controllers_run_in_one_worker_and_move_when_it_dies(tmp_path: pathlib.Path) -> None:
