@@ -16,7 +16,8 @@ each publishes ``status.peer.url`` in its NodeModelStore and the cold ones list 
 ``--peer-address``). Each node is asked as the worker asks it in standalone mode (``POST
 /model/prefetches`` on its HTTPS port, the worker's token), again every 50 ms until it answers
 ``Published``: the node cache's ordinary path (download, verify, publish), the one a mount
-takes. The params keep the CPU seconds of the seed and of the cold plugins in each round.
+takes. The params keep the CPU seconds of the serving side (the seed with sync on, the hub
+process with it off) and of the cold plugins in each round.
 
 The seed is warmed from the hub once, before the rounds. Each round starts N fresh cold plugins
 (new node names, empty caches; not timed: until ``/readyz`` and their store is Ready), asks them
@@ -80,15 +81,29 @@ def _round(cluster: peernodes.Cluster, hub: materialize_cold.Hub, seed: peernode
            names: list[str], *, peer: bool) -> dict[str, Any]:
     with _running(cluster, hub, names, peer=peer) as nodes:
         before = hub.bytes_served()
-        cpu = [_apiserver.cpu_seconds(n.process.pid) for n in (seed, *nodes)]
+        pids = [hub.proc.pid, seed.process.pid, *(n.process.pid for n in nodes)]
+        cpu = [_apiserver.cpu_seconds(pid) for pid in pids]
         times = peernodes.publish(nodes)
         served = hub.bytes_served() - before
-        used = [_apiserver.cpu_seconds(n.process.pid) - c for n, c in zip((seed, *nodes), cpu,
-                                                                          strict=True)]
+        used = [_apiserver.cpu_seconds(pid) - c for pid, c in zip(pids, cpu, strict=True)]
         sources = sorted({node.source() for node in nodes})
+        if peer:
+            _tell_fallbacks(nodes)
     return {"seconds": max(times), "node_seconds": [round(t, 2) for t in times],
-            "hub_bytes": served, "sources": sources, "seed_cpu_seconds": round(used[0], 2),
-            "cold_cpu_seconds": round(sum(used[1:]), 2)}
+            "hub_bytes": served, "sources": sources, "hub_cpu_seconds": round(used[0], 2),
+            "seed_cpu_seconds": round(used[1], 2), "cold_cpu_seconds": round(sum(used[2:]), 2)}
+
+
+def _tell_fallbacks(nodes: list[peernodes.Node]) -> None:
+    """A cold node that took hub bytes with sync on gave its peer up: print why (its log's
+    warnings) before its directory goes."""
+    for node in nodes:
+        from_hub = node.downloaded().get("hub", 0)
+        if from_hub:
+            said = [line for line in node.log().splitlines() if "WARNING" in line
+                    or "ERROR" in line]
+            print(f"{node.name} took {from_hub:.0f} B from the hub:", *said[-20:], sep="\n  ",
+                  file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -139,6 +154,7 @@ def main() -> None:
         "peer_seed_cpu_seconds": [s["seed_cpu_seconds"] for s, _ in rounds],
         "peer_cold_cpu_seconds": [s["cold_cpu_seconds"] for s, _ in rounds],
         "hub_cold_cpu_seconds": [b["cold_cpu_seconds"] for _, b in rounds],
+        "hub_hub_cpu_seconds": [b["hub_cpu_seconds"] for _, b in rounds],
         "peer_hub_bytes_per_extra_node": extra,
         "hub_hub_bytes_per_node": [b["hub_bytes"] / COLD for _, b in rounds],
         "peer_sources": sorted({x for s, _ in rounds for x in s["sources"]}),

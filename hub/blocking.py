@@ -21,6 +21,7 @@ import collections
 import contextlib
 import http.client
 import socket
+import ssl
 import threading
 from typing import Protocol
 from urllib import parse
@@ -51,10 +52,12 @@ class Connections:
     every connection still in use close when it is given back, so no socket outlives it.
     """
 
-    def __init__(self, config: hub_config.HubConfig, *, user_agent: str = "model-manager-hub/1"
-                 ) -> None:
+    def __init__(self, config: hub_config.HubConfig, *, user_agent: str = "model-manager-hub/1",
+                 context: ssl.SSLContext | None = None) -> None:
+        """``context`` replaces the TLS context ``config``'s CA bundle makes (the peers'
+        client: their own CA, or none)."""
         hub_config.check(config)
-        self._context = hub_config.ssl_context(config)
+        self._context = context if context is not None else hub_config.ssl_context(config)
         self._connect_timeout = config.connect_timeout
         self._read_timeout = config.read_timeout
         self._no_proxy = config.no_proxy
@@ -288,10 +291,12 @@ def open_range(
     end: int,
     read_timeout: float | None = None,
     landings: Landings | None = None,
+    follow: bool = True,
 ) -> RangeBody:
     """GET bytes ``start``..``end`` (inclusive) of a file, redirects followed under the token
     policy; returns the body to read (blocking: call in a worker thread). ``read_timeout`` is
-    the longest wait for any byte (the downloader's stall timeout).
+    the longest wait for any byte (the downloader's stall timeout). With ``follow=False`` a
+    redirect is an answer like any other that is not the range (``SourceUnavailable``).
 
     With ``landings``, a URL that redirected is asked at its last landing place next time
     (with the token only if the token could go there); a refusal there (a 4xx: the signature
@@ -304,14 +309,15 @@ def open_range(
             try:
                 body, _ = _open(connections, place, endpoint=endpoint,
                                 token=token if token_allowed else None, what=what, mapper=mapper,
-                                start=start, end=end, read_timeout=read_timeout)
+                                start=start, end=end, read_timeout=read_timeout, follow=follow)
                 return body
             except errors.HubError as exc:
                 if exc.status is None or exc.status >= 500 or exc.status == 429:
                     raise
                 landings.forget(url, token)
     body, hops = _open(connections, url, endpoint=endpoint, token=token, what=what,
-                       mapper=mapper, start=start, end=end, read_timeout=read_timeout)
+                       mapper=mapper, start=start, end=end, read_timeout=read_timeout,
+                       follow=follow)
     if landings is not None and str(hops.current) != url:
         landings.put(url, token, str(hops.current), hops.may_send_token)
     return body
@@ -328,12 +334,13 @@ def _open(
     start: int,
     end: int,
     read_timeout: float | None,
+    follow: bool,
 ) -> tuple[RangeBody, fetch.Hops]:
     headers = {"accept-encoding": "identity"}
     wanted = fetch.range_header(start, end)
     if wanted is not None:
         headers["range"] = wanted
-    hops = fetch.Hops(url, endpoint=endpoint, token=token, what=what)
+    hops = fetch.Hops(url, endpoint=endpoint, token=token, what=what, follow=follow)
     while True:
         current = hops.current
         try:

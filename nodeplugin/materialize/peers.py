@@ -9,19 +9,34 @@ rest of the attempt and the request fails like a dropped hub range, so the range
 (``ranges.fetch_with``) asks again from its last received byte, which then goes to the next
 source. The bytes already hashed and checkpointed are never fetched again; the hub serves only
 what the peer did not deliver.
+
+When the hub can read ranges blocking (``hub.source.BlockingRanges``, the downloader's fast
+path), so does the relay: each range is opened and read by a receive thread (``receive``), from
+the peer as from the hub, and the event loop only queues the filled buffers. A peer's failure
+in a thread drops it just the same; the bytes are counted by source on the loop. A hub without
+that path (a proxy reached over TLS, tests' in-memory hubs) keeps every source on the async
+path (``stream``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 from hub import errors as hub_errors
 from hub import files, source
+from nodeplugin.materialize import receive
 from openapi import manifest
 
 log = logging.getLogger(__name__)
+
+REPORT_BYTES = receive.BUFFER_BYTES
+"""Bytes a body received before it tells its source's counter (one loop wake-up per buffer,
+as the deliveries themselves)."""
 
 
 class Candidate(Protocol):
@@ -36,6 +51,12 @@ class Candidate(Protocol):
 
     def stream(self, digest: str, path: str, *, start: int, end: int) -> AsyncIterator[bytes]:
         """Bytes ``start``..``end`` (inclusive) of one file of the tree; ``HubError``/OSError."""
+        ...
+
+    def open_range(self, digest: str, path: str, *, start: int, end: int,
+                   read_timeout: float | None = None) -> receive.Body:
+        """The same bytes as a body to read in a worker thread (blocking); ``HubError``,
+        OSError, TimeoutError (nothing for ``read_timeout``)."""
         ...
 
 
@@ -89,9 +110,10 @@ async def bound(
 class Relay:
     """A ``hub.source.Source`` for file ranges: the bound peers in order, then the hub.
 
-    ``on_peer_bytes`` and ``on_hub_bytes`` are told the size of every chunk as it arrives from a
-    peer or from the hub (the split of the attempt's bytes by source). Listing and revisions
-    stay the hub's (``hub``).
+    ``on_peer_bytes`` and ``on_hub_bytes`` are told, on the event loop, the size of what
+    arrives from a peer or from the hub (the split of the attempt's bytes by source; on the
+    blocking path every ``REPORT_BYTES`` and at each body's end). Listing and revisions stay
+    the hub's (``hub``). Built on the attempt's event loop.
     """
 
     def __init__(
@@ -108,12 +130,69 @@ class Relay:
         self._hub = hub
         self._on_peer_bytes = on_peer_bytes
         self._on_hub_bytes = on_hub_bytes
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Lock()
+        """Guards ``_peers`` and ``dropped``: receive threads drop peers too."""
         self.dropped: list[str] = []
         """The peers given up on, in order (logs, tests)."""
 
     @property
     def on_peer(self) -> bool:
         return bool(self._peers)
+
+    @property
+    def can_open_ranges(self) -> bool:
+        """Whether ``open_range`` serves every range: the hub, the last source, has the fast
+        path (the peers always have it)."""
+        hub = self._hub
+        return isinstance(hub, source.BlockingRanges) and hub.can_open_ranges
+
+    def open_range(
+        self, repo: str, commit: str, path: str, *, start: int, end: int, token: str | None,
+        read_timeout: float | None = None,
+    ) -> receive.Body:
+        """``hub.source.BlockingRanges.open_range`` over the first source still alive (blocking:
+        a receive thread calls it). A peer that fails to open the range, or later to deliver
+        it, is dropped and the failure is ``SourceUnavailable``, so the range loop asks again
+        from the last received byte, of the next source."""
+        with self._lock:
+            peer = self._peers[0] if self._peers else None
+        if peer is None:
+            hub = self._hub
+            if not isinstance(hub, source.BlockingRanges):
+                raise hub_errors.HubError("InvalidRequest", "no blocking client configured")
+            body = hub.open_range(repo, commit, path, start=start, end=end, token=token,
+                                  read_timeout=read_timeout)
+            return _Counted(body, end - start + 1, self._reporter(self._on_hub_bytes))
+        try:
+            opened = peer.open_range(self._digest, path, start=start, end=end,
+                                     read_timeout=read_timeout)
+        except (hub_errors.HubError, OSError, TimeoutError) as exc:
+            failure = self._failed(peer, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        return _Counted(opened, end - start + 1, self._reporter(self._on_peer_bytes),
+                        on_error=lambda exc: self._failed(peer, exc),
+                        on_abandoned=lambda: self._drop(peer, TimeoutError("abandoned")))
+
+    def _reporter(self, count: Callable[[int], None]) -> Callable[[int], None]:
+        """``count`` called on the event loop from any thread (an ended loop: nothing to tell)."""
+
+        def report(size: int) -> None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(count, size)
+
+        return report
+
+    def _failed(self, peer: Candidate, exc: BaseException) -> BaseException:
+        """Drop ``peer`` for ``exc`` and say what the range loop is to see: a stall stays a
+        ``TimeoutError`` (retried from the last byte), anything else ``SourceUnavailable``."""
+        self._drop(peer, exc)
+        if isinstance(exc, TimeoutError):
+            return exc
+        return hub_errors.HubError("SourceUnavailable",
+                                   f"peer {peer.node} stopped serving ({exc})")
 
     async def resolve_revision(self, repo: str, revision: str, *, token: str | None) -> str:
         return await self._hub.resolve_revision(repo, revision, token=token)
@@ -167,9 +246,55 @@ class Relay:
                                       f"peer {peer.node} ended the range early")
 
     def _drop(self, peer: Candidate, exc: BaseException) -> None:
-        if any(p is peer for p in self._peers):
+        with self._lock:
+            if not any(p is peer for p in self._peers):
+                return
             self._peers = [p for p in self._peers if p is not peer]
             self.dropped.append(peer.node)
-            log.warning("peer %s failed serving %s (%s); the rest comes from %s",
-                        peer.node, self._digest, exc,
-                        self._peers[0].node if self._peers else "the hub")
+            after = self._peers[0].node if self._peers else "the hub"
+        log.warning("peer %s failed serving %s (%s); the rest comes from %s",
+                    peer.node, self._digest, exc, after)
+
+
+class _Counted:
+    """A source's body as the relay hands it to a receive thread: it counts what arrives
+    (``report``, every ``REPORT_BYTES`` and at ``close``) and, for a peer, turns a failure
+    into the relay's (``on_error``: the peer dropped) and a body closed before its end into
+    an abandoned peer (``on_abandoned``), as the async path does when its stream is closed
+    early. One thread reads it; ``abort`` may come from another."""
+
+    def __init__(self, body: receive.Body, size: int, report: Callable[[int], None], *,
+                 on_error: Callable[[BaseException], BaseException] | None = None,
+                 on_abandoned: Callable[[], None] = lambda: None) -> None:
+        self._body = body
+        self._left = size
+        self._report = report
+        self._on_error = on_error
+        self._on_abandoned = on_abandoned
+        self._pending = 0
+
+    def readinto(self, buffer: memoryview) -> int:
+        try:
+            got = self._body.readinto(buffer)
+        except (hub_errors.HubError, OSError, TimeoutError) as exc:
+            failure = exc if self._on_error is None else self._on_error(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        self._left -= got
+        self._pending += got
+        if self._pending >= REPORT_BYTES:
+            self._report(self._pending)
+            self._pending = 0
+        return got
+
+    def abort(self) -> None:
+        self._body.abort()
+
+    def close(self) -> None:
+        if self._pending:
+            self._report(self._pending)
+            self._pending = 0
+        if self._left > 0:
+            self._on_abandoned()
+        self._body.close()

@@ -6,16 +6,25 @@ the digest, every byte to its file's hash), so its certificate need not chain to
 node trusts; ``verify`` may still name a CA. Failures become ``hub.errors.HubError``
 (``SourceUnavailable``, ``AccessDenied`` for 401/403), so the range loop treats them as it does
 a hub's.
+
+File ranges are read as the hub's are on the downloader's fast path: by a worker thread over
+``hub.blocking``'s ``http.client`` connections straight into the receive buffers
+(``open_range``), never through the event loop. The async client (``Client.http``) fetches the
+manifest, and ranges only for an attempt whose hub has no fast path (``stream``: the relay then
+reads every source the async way).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import ssl
 from collections.abc import AsyncIterator
 
 import httpx
 
+from hub import blocking
+from hub import config as hub_config
 from hub import errors as hub_errors
 from nodeplugin.cache import layout
 from nodeplugin.peer import wire
@@ -27,8 +36,21 @@ def read_token(path: str) -> str:
     return pathlib.Path(path).read_text().strip()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Client:
+    """The connections shared by every peer of a plugin: ``http`` on the event loop (manifests),
+    ``connections`` for the worker threads (file ranges)."""
+
+    http: httpx.AsyncClient
+    connections: blocking.Connections
+
+    async def aclose(self) -> None:
+        self.connections.close()
+        await self.http.aclose()
+
+
 class Peer:
-    def __init__(self, node: str, url: str, client: httpx.AsyncClient, token_file: str) -> None:
+    def __init__(self, node: str, url: str, client: Client, token_file: str) -> None:
         self._node = node
         self._url = url.rstrip("/")
         self._client = client
@@ -38,17 +60,19 @@ class Peer:
     def node(self) -> str:
         return self._node
 
-    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+    def _token(self) -> str:
         try:
-            token = read_token(self._token_file)
+            return read_token(self._token_file)
         except OSError as exc:
             raise hub_errors.HubError("InvalidRequest", "the peer token cannot be read") from exc
-        return {"authorization": f"Bearer {token}", **(extra or {})}
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._token()}", **(extra or {})}
 
     async def manifest(self, digest: str) -> bytes:
         url = self._url + wire.tree_path(layout.hex_of(digest))
         try:
-            async with self._client.stream("GET", url, headers=self._headers()) as answer:
+            async with self._client.http.stream("GET", url, headers=self._headers()) as answer:
                 _check(answer)
                 data = bytearray()
                 async for chunk in answer.aiter_bytes():
@@ -59,12 +83,23 @@ class Peer:
         except httpx.HTTPError as exc:
             raise hub_errors.HubError("SourceUnavailable", type(exc).__name__) from exc
 
+    def open_range(self, digest: str, path: str, *, start: int, end: int,
+                   read_timeout: float | None = None) -> blocking.RangeBody:
+        """Bytes ``start``..``end`` (inclusive) of one file, to ``readinto`` (blocking: call in
+        a worker thread). The answer must be the 206 of exactly that range; a redirect is not
+        followed (a peer has none to give)."""
+        return blocking.open_range(
+            self._client.connections, self._url + wire.file_path(layout.hex_of(digest), path),
+            endpoint=self._url, token=self._token(), what=f"peer {self._node} file {path}",
+            mapper=_mapped, start=start, end=end, read_timeout=read_timeout, follow=False,
+        )
+
     async def stream(self, digest: str, path: str, *, start: int, end: int
                      ) -> AsyncIterator[bytes]:
         url = self._url + wire.file_path(layout.hex_of(digest), path)
         headers = self._headers({"range": f"bytes={start}-{end}"})
         try:
-            async with self._client.stream("GET", url, headers=headers) as answer:
+            async with self._client.http.stream("GET", url, headers=headers) as answer:
                 _check(answer)
                 if answer.status_code != 206:
                     raise hub_errors.HubError("SourceUnavailable", "the peer ignored the range")
@@ -74,16 +109,32 @@ class Peer:
             raise hub_errors.HubError("SourceUnavailable", type(exc).__name__) from exc
 
 
+def _refusal(status: int) -> hub_errors.HubError:
+    if status in (401, 403):
+        return hub_errors.HubError("AccessDenied", "the peer refused the token", status=status)
+    return hub_errors.HubError("SourceUnavailable", "the peer cannot serve it", status=status)
+
+
 def _check(answer: httpx.Response) -> None:
-    if answer.status_code in (401, 403):
-        raise hub_errors.HubError("AccessDenied", "the peer refused the token",
-                                  status=answer.status_code)
     if answer.status_code >= 300:
-        raise hub_errors.HubError("SourceUnavailable", "the peer cannot serve it",
-                                  status=answer.status_code)
+        raise _refusal(answer.status_code)
 
 
-def make_client(ca_file: str | None, timeout: float = 30.0) -> httpx.AsyncClient:
-    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file \
-        else False
-    return httpx.AsyncClient(verify=verify, timeout=timeout, http2=False)
+def _mapped(answer: httpx.Response, body: bytes, what: str) -> hub_errors.HubError:
+    """``hub.fetch.ErrorMapper`` for the blocking path (a status of 400 or more)."""
+    return _refusal(answer.status_code)
+
+
+def make_client(ca_file: str | None, timeout: float = 30.0) -> Client:
+    """Both halves of the peers' client: TLS verified only against ``ca_file`` when given, no
+    proxy (peers are reached directly), ``timeout`` to connect and for any byte to arrive."""
+    if ca_file:
+        context = ssl.create_default_context(cafile=ca_file)
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    settings = hub_config.HubConfig(connect_timeout=timeout, read_timeout=timeout)
+    return Client(httpx.AsyncClient(verify=context, timeout=timeout, http2=False, trust_env=False),
+                  blocking.Connections(settings, user_agent="model-manager-peer/1",
+                                       context=context))

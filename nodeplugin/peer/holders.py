@@ -78,11 +78,12 @@ def _name(store: Mapping[str, Any]) -> str:
 
 
 class Holders:
-    """``materialize.peers.Peers`` over the node stores, the override map and one HTTPS client
-    (``addresses``, ``--peer-address``, wins for the nodes it names)."""
+    """``materialize.peers.Peers`` over the node stores, the override map and one peer client
+    (``peer_client.make_client``; ``addresses``, ``--peer-address``, wins for the nodes it
+    names)."""
 
     def __init__(self, lister: Lister, addresses: Mapping[str, str], *, self_node: str,
-                 token_file: str, http: httpx.AsyncClient) -> None:
+                 token_file: str, http: peer_client.Client) -> None:
         self._lister = lister
         self._addresses = dict(addresses)
         self._self = self_node

@@ -234,11 +234,10 @@ class Node:
         """SIGTERM (the plugin clears its published peer URL), unmount its view, remove it."""
         self.http.close()
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
+            self.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        self.kill()  # what SIGTERM did not end in time (else it only reaps)
         unmount_under(self.dir)
         if remove:
             fsutil.remove_tree(self.dir)

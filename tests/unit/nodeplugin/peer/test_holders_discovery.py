@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
 import pytest
 
 import kube
-from nodeplugin.peer import holders
+from nodeplugin.peer import client, holders
 
 D = "sha256:" + "ab" * 32
 
@@ -41,7 +40,7 @@ class Listed:
 def _holders(stores: Sequence[Mapping[str, Any]], overrides: Mapping[str, str] | None = None,
              *, error: Exception | None = None) -> holders.Holders:
     return holders.Holders(Listed(stores, error), overrides or {}, self_node="self",
-                           token_file="/nonexistent", http=httpx.AsyncClient())
+                           token_file="/nonexistent", http=client.make_client(None))
 
 
 @pytest.mark.parametrize(("peer", "found"), [
@@ -99,7 +98,7 @@ async def test_cold_nodes_spread_over_the_seeds() -> None:
     firsts = set()
     for me in ("n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"):
         found = holders.Holders(Listed(stores), {}, self_node=me, token_file="/nonexistent",
-                                http=httpx.AsyncClient())
+                                http=client.make_client(None))
         try:
             order = [c.node for c in await found.candidates(D)]
         finally:
