@@ -96,12 +96,14 @@ class Connections:
             return http.client.HTTPSConnection(host, port, timeout=timeout, context=self._context)
         return http.client.HTTPConnection(host, port, timeout=timeout)
 
-    def take(self, url: httpx.URL) -> tuple[http.client.HTTPConnection, bool]:
-        """A connection to ``url``'s origin and whether it was used before (it may be stale)."""
+    def take(self, url: httpx.URL, *, fresh: bool = False
+             ) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection to ``url``'s origin and whether it was used before (it may be stale);
+        with ``fresh``, a new one whatever is idle."""
         with self._lock:
             if self._closed:
                 raise errors.HubError("SourceUnavailable", "the hub client is closed")
-            idle = self._idle.get(_key(url))
+            idle = None if fresh else self._idle.get(_key(url))
             connection = idle.pop() if idle else None
             reused = connection is not None
             if connection is None:
@@ -141,11 +143,13 @@ class Connections:
         self, method: str, url: httpx.URL, headers: dict[str, str], read_timeout: float | None
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """Send and read the answer's head; a kept-alive connection the server dropped in the
-        meantime is replaced once. Raises OSError or ``http.client.HTTPException``."""
+        meantime is replaced once, by a new connection (the other idle ones waited as long and
+        may be as stale: a server's keep-alive timeout closes them all). Raises OSError or
+        ``http.client.HTTPException``."""
         target = url.raw_path.decode("ascii")
         sent = {"user-agent": self.user_agent, **headers}
         for attempt in range(2):
-            connection, reused = self.take(url)
+            connection, reused = self.take(url, fresh=attempt > 0)
             try:
                 connection.request(method, target, headers=sent)
                 if connection.sock is not None:

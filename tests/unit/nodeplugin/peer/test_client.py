@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.server
 import pathlib
-import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -16,6 +15,7 @@ from hub import blocking
 from hub import errors as hub_errors
 from nodeplugin.cache import layout
 from nodeplugin.peer import client, wire
+from tests.support import plainhttp
 
 DIGEST = "sha256:" + "ab" * 32
 DATA = bytes(range(256)) * 40
@@ -27,48 +27,30 @@ class Server(http.server.ThreadingHTTPServer):
     seen: list[tuple[str, str | None]]
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(plainhttp.Handler):
     server: Server
 
     def do_GET(self) -> None:
         self.server.seen.append((self.path, self.headers.get("authorization")))
         answer = self.server.answer
         if self.path != PATH or answer.isdigit():
-            self._send(int(answer) if answer.isdigit() else 404, {}, b"no")
+            self.answer(int(answer) if answer.isdigit() else 404, {}, b"no")
         elif answer == "redirect":
-            self._send(302, {"location": "/elsewhere"}, b"")
+            self.answer(302, {"location": "/elsewhere"}, b"")
         elif answer == "whole":
-            self._send(200, {}, DATA)
+            self.answer(200, {}, DATA)
         else:
             first, _, last = self.headers["range"].removeprefix("bytes=").partition("-")
             start, end = int(first), int(last)
-            self._send(206, {"content-range": f"bytes {start}-{end}/{len(DATA)}"},
-                       DATA[start:end + 1])
-
-    def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
-        self.send_response(status)
-        for name, value in {**headers, "content-length": str(len(body))}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+            self.answer(206, {"content-range": f"bytes {start}-{end}/{len(DATA)}"},
+                        DATA[start:end + 1])
 
 
 @pytest.fixture
 def server() -> Iterator[Server]:
-    running = Server(("127.0.0.1", 0), Handler)
-    running.seen = []
-    thread = threading.Thread(target=running.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with plainhttp.serving(Server, Handler) as running:
+        running.seen = []
         yield running
-    finally:
-        running.shutdown()
-        running.server_close()
-        thread.join()
 
 
 @pytest.fixture
