@@ -257,10 +257,7 @@ async def test_insufficient_capacity(cache: layout.Layout, materializers: Start)
 async def test_insufficient_capacity_keeps_bytes_held_from_before(
     cache: layout.Layout, materializers: Start
 ) -> None:
-    hub = MemoryHub(_content())
-    request = _request(hub)
-    m = await _interrupted(cache, hub, request, materializers)
-    await m.close()
+    hub, request = await _interrupted(cache, materializers)
     held = _checkpointed(cache, request)
     hub.gate = None
     m = materializers(cache, hub, _settings())
@@ -272,10 +269,13 @@ async def test_insufficient_capacity_keeps_bytes_held_from_before(
     await m.close()
 
 
-async def _interrupted(cache: layout.Layout, hub: MemoryHub, request: interface.Request,
-                       materializers: Start) -> download.HubMaterializer:  # fmt: skip
-    """A materializer whose attempt is let through the gate chunk by chunk until at least
-    1 MB is durable (the caller sets ``hub.gate = None`` before it lets bytes flow freely)."""
+async def _interrupted(cache: layout.Layout,
+                       materializers: Start) -> tuple[MemoryHub, interface.Request]:  # fmt: skip
+    """A hub and a request whose attempt was let through the gate chunk by chunk until at
+    least 1 MB was durable, then stopped (the caller sets ``hub.gate = None`` before it lets
+    bytes flow freely)."""
+    hub = MemoryHub(_content())
+    request = _request(hub)
     hub.gate = asyncio.Event()
     m = materializers(cache, hub, _settings(concurrency=1))
     await m.ensure(request)
@@ -287,7 +287,8 @@ async def _interrupted(cache: layout.Layout, hub: MemoryHub, request: interface.
             await asyncio.sleep(0)
             hub.gate.clear()
             await asyncio.sleep(0.001)
-    return m
+    await m.close()
+    return hub, request
 
 
 def _checkpointed(cache: layout.Layout, request: interface.Request) -> int:
@@ -301,10 +302,7 @@ def _checkpointed(cache: layout.Layout, request: interface.Request) -> int:
 async def test_a_restart_resumes_from_checkpoints(
     cache: layout.Layout, materializers: Start
 ) -> None:
-    hub = MemoryHub(_content())
-    request = _request(hub)
-    m = await _interrupted(cache, hub, request, materializers)
-    await m.close()
+    hub, request = await _interrupted(cache, materializers)
     (partial,) = cache.partials()
     ledger = checkpoint.Ledger.load(partial.path, request.digest)
     # The ledger never claims bytes the file does not hold. (How far the file runs ahead of its
