@@ -23,10 +23,12 @@ import datetime
 import hashlib
 import logging
 import os
+import pathlib
 import stat
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from nodeplugin.cache import layout, quarantine
 from nodeplugin.materialize import interface
@@ -42,6 +44,12 @@ SIZE_MESSAGE = "a published file is missing, added or of another size than its m
 HASH_MESSAGE = "a published file's hash no longer matches its manifest"
 Throttle = Callable[[int], bool]
 """Called (in the scrub's thread) after each chunk read with its size; False means stop now."""
+
+
+class Hasher(Protocol):
+    """A hashlib object, as far as the scrub feeds it."""
+
+    def update(self, data: bytes, /) -> None: ...
 
 
 def entries_of(cache: layout.Layout, digest: str) -> list[manifest.Entry] | None:
@@ -104,17 +112,44 @@ def rehash(cache: layout.Layout, digest: str,
             hasher = hashlib.sha1(usedforsecurity=False)
             hasher.update(manifest.git_blob_sha1_prefix(entry.size))
         try:
-            with open(root / entry.path, "rb", buffering=0) as handle:
-                while chunk := handle.read(CHUNK):
-                    hasher.update(chunk)
-                    if not throttle(len(chunk)):
-                        return None
+            whole = _hash_file(root / entry.path, hasher, throttle)
+        except FileNotFoundError:
+            if not root.exists():
+                return None  # collected meanwhile: nothing left to check
+            return interface.Check.UNREADABLE, f"{entry.path}: unreadable (missing)"
         except OSError as exc:
             return interface.Check.UNREADABLE, f"{entry.path}: unreadable ({exc.strerror or exc})"
+        if whole is None:
+            return None  # stopped, or the tree was collected or replaced meanwhile
         if hasher.hexdigest() != entry.hexdigest:
             return interface.Check.HASH, f"{entry.path}: {entry.algorithm} differs from the " \
                 "manifest"
     return None
+
+
+def _hash_file(path: pathlib.Path, hasher: Hasher, throttle: Throttle) -> bool | None:
+    """Feed the file to ``hasher`` a chunk at a time, opening it for each chunk: the pace may
+    wait days between chunks (a pass is spread over its interval), and a file held open
+    through the wait would keep its blocks allocated after collection deleted its tree. True
+    once it was read whole; None when ``throttle`` said stop or the file is no longer the one
+    first opened (its tree collected, or published again since)."""
+    offset = 0
+    identity: tuple[int, int] | None = None
+    while True:
+        with open(path, "rb", buffering=0) as handle:
+            info = os.fstat(handle.fileno())
+            if identity is None:
+                identity = (info.st_dev, info.st_ino)
+            elif identity != (info.st_dev, info.st_ino):
+                return None
+            handle.seek(offset)
+            chunk = handle.read(CHUNK)
+        if not chunk:
+            return True
+        offset += len(chunk)
+        hasher.update(chunk)
+        if not throttle(len(chunk)):
+            return None
 
 
 def verify_published(cache: layout.Layout, records: quarantine.Quarantine,

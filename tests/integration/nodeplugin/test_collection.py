@@ -288,7 +288,7 @@ async def test_passing_the_high_watermark_collects_and_nothing_to_remove_says_so
         await _until(lambda: node.plugin.collector.runs > runs)
         assert [d for d in digests if node.cache.is_published(d)] == [digests[0]]
         # Still above it, and only the mounted tree is left: CapacityLow says so.
-        (cache_dir / "more.bin").write_bytes(b"\0" * 6 * MIB)
+        (cache_dir / "more.bin").write_bytes(b"\0" * 8 * MIB)  # 3 + 10 + 8 of 32 MiB: above 60%
         await node.plugin.collector.collect()
         status = await node.plugin.store.composer.compose()
         low = next(c for c in status["conditions"] if c["type"] == "CapacityLow")
