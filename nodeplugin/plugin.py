@@ -124,11 +124,13 @@ class Plugin:
         if self.https_task is not None:
             await asyncio.gather(self.https_task, return_exceptions=True)
         if self.peer_sync is not None:
-            await self.peer_sync.close()
+            await self.peer_sync.stop_serving()  # while the store can still clear the URL
         self.informer_task.cancel()
         await asyncio.gather(self.informer_task, return_exceptions=True)
         await self.store.stop()
         await self.materializer.close()
+        if self.peer_sync is not None:
+            await self.peer_sync.close()  # the pullers' client, once no attempt runs
         await self.stock.settle()
         await self.client.aclose()
         for client in self.kube_clients:

@@ -95,10 +95,16 @@ class PeerSync:
     stop: asyncio.Event
     task: asyncio.Task[None] | None = None
 
-    async def close(self) -> None:
+    async def stop_serving(self) -> None:
+        """End the peer port (its task clears the published URL as it ends)."""
         self.stop.set()
         if self.task is not None:
             await asyncio.gather(self.task, return_exceptions=True)
+
+    async def close(self) -> None:
+        """The port and the pulling side's client; a plugin closes its downloader in between
+        (``stop_serving`` first), so no range of a running attempt meets a closed client."""
+        await self.stop_serving()
         await self.holders.aclose()
 
 

@@ -105,3 +105,29 @@ async def test_the_status_carries_the_url_while_the_port_serves_and_clears_it_af
     started.peer_url.set("")
     await _written(api, clock, 3)
     assert api.writes[-1]["peer"] is None
+
+
+async def test_stopping_the_port_leaves_the_pullers_client_open_until_close() -> None:
+    """A plugin stops its peer port while its store can still clear the URL, and closes the
+    pulling side only after its downloader (no running attempt's range meets a closed client)."""
+
+    class Holders:
+        closed = 0
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    served = asyncio.Event()
+
+    async def serve(stop: asyncio.Event) -> None:
+        served.set()
+        await stop.wait()
+
+    found = Holders()
+    sync = assembly.PeerSync(found, asyncio.Event())  # type: ignore[arg-type]
+    sync.task = asyncio.create_task(serve(sync.stop))
+    await served.wait()
+    await sync.stop_serving()
+    assert sync.task.done() and found.closed == 0
+    await sync.close()
+    assert found.closed == 1
