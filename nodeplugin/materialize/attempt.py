@@ -22,6 +22,7 @@ from hub import blocking as hub_blocking
 from hub import errors as hub_errors
 from hub import listing, source
 from nodeplugin.cache import fsutil, layout, publish
+from nodeplugin.materialize import anchored as anchored_source
 from nodeplugin.materialize import (
     capacity,
     checkpoint,
@@ -184,10 +185,15 @@ class Attempt:
     async def _run(self) -> None:
         src = self.source
         source.check_repo(src.repository)
-        source.check_commit(src.revision)
+        anchored = src.revision == ""  # resolved from the spec's digest: no commit (anchored.py)
+        if not anchored:
+            source.check_commit(src.revision)
         if await asyncio.to_thread(self._node.cache.is_published, self.digest):
             return  # an attempt that ended a moment ago published it
-        entries = await self._from_peers()
+        entries = await self._from_peers(anchored_source.NoCommit() if anchored else self._client)
+        if entries is None and anchored:
+            raise Failed(interface.Reason.SOURCE_UNAVAILABLE,
+                         f"no Ready node holds it yet: {anchored_source.MESSAGE}")
         if entries is None:
             async with self._node.requests.slot():  # listing requests count toward the limit
                 _, entries, digest = await listing.manifest_for(
@@ -241,10 +247,11 @@ class Attempt:
             manifest_bytes=canonical,
         )
 
-    async def _from_peers(self) -> list[manifest.Entry] | None:
+    async def _from_peers(self, hub: source.Source) -> list[manifest.Entry] | None:
         """The manifest from the first holder whose stored listing hashes to the digest, with
-        the relay over it as the byte source; None when sync is off or no holder binds (then
-        the hub lists, as without peers). Asks no hub, so it works while the hub is down."""
+        the relay over it (then ``hub``) as the byte source; None when sync is off or no holder
+        binds (then the hub lists, as without peers). Asks no hub, so it works while the hub is
+        down."""
         if self._holders is None:
             return None
         found = await self._holders.candidates(self.digest)
@@ -253,7 +260,7 @@ class Attempt:
         entries, held = await peers.bound(self.digest, found)
         if not held:
             return None
-        self.relay = peers.Relay(self.digest, held, self._client,
+        self.relay = peers.Relay(self.digest, held, hub,
                                  on_peer_bytes=self._peer_count, on_hub_bytes=self._on_bytes)
         self._bytes = self.relay
         log.info("materializing %s from peer %s", self.digest, held[0].node)

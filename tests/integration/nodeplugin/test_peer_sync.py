@@ -243,11 +243,17 @@ async def test_a_cold_node_pulls_from_its_peer_not_the_hub(world: World) -> None
     assert facts_entry["source"] == "Peer"
 
 
-async def test_the_peer_dying_mid_file_leaves_the_rest_to_the_hub(world: World) -> None:
-    hub_bytes = await _seeded(world)
+async def _dying_peer(world: World) -> tuple[Relay, int]:
+    """A relay in front of node A's peer port that cuts every connection after 5 MiB, as a
+    process dying mid-file does; the relay and its port."""
     relay = Relay(world.port)
     relay.cut_after = 5 * MiB
-    port = await relay.start()
+    return relay, await relay.start()
+
+
+async def test_the_peer_dying_mid_file_leaves_the_rest_to_the_hub(world: World) -> None:
+    hub_bytes = await _seeded(world)
+    relay, port = await _dying_peer(world)
     b, found, cache = _cold(world, "node-b", port)
     assert found is not None
     try:
@@ -303,3 +309,71 @@ async def test_with_sync_off_the_cold_node_uses_the_hub(world: World) -> None:
     assert world.hub.bytes_served(REPO) - hub_bytes >= 12 * MiB
     assert b.origins.all()[world.request.digest] == "Hub"
     assert _tree(cache, world.request.digest) == _tree(world.seed_cache, world.request.digest)
+
+
+def _anchored(request: interface.Request) -> interface.Request:
+    """The request of an artifact resolved from its expectedDigest while the hub was down
+    (``digestSource: Expected``): the same digest, no commit."""
+    return dataclasses.replace(request, source=dataclasses.replace(request.source, revision=""))
+
+
+async def _anchored_failure(world: World, port: int) -> interface.Progress:
+    """A cold node-b asked for the anchored request, pulling from ``port``: its progress once
+    the attempt failed (it must not publish)."""
+    b, found, _cache = _cold(world, "node-b", port)
+    assert found is not None
+    request = _anchored(world.request)
+    try:
+        async with asyncio.timeout(60):
+            progress = await b.ensure(request)
+            while progress.state is not interface.State.FAILED:
+                assert progress.state is not interface.State.PUBLISHED
+                await asyncio.sleep(0.02)
+                progress = await b.ensure(request)
+    finally:
+        await b.close()
+        await found.aclose()
+    return progress
+
+
+async def test_an_artifact_resolved_without_the_hub_comes_from_a_peer(world: World) -> None:
+    hub_bytes = await _seeded(world)
+    asked = world.hub.total_requests()
+    b, found, cache = _cold(world, "node-b", world.port)
+    assert found is not None
+    try:
+        await _publish(b, _anchored(world.request))
+    finally:
+        await b.close()
+        await found.aclose()
+    # the manifest and every byte from node A: the hub was not asked anything
+    assert world.hub.total_requests() == asked and world.hub.bytes_served(REPO) == hub_bytes
+    assert _tree(cache, world.request.digest) == _tree(world.seed_cache, world.request.digest)
+    assert b.origins.all()[world.request.digest] == "Peer"
+
+
+async def test_an_artifact_resolved_without_the_hub_and_no_holder_waits_for_one(
+    world: World,
+) -> None:
+    asked = world.hub.total_requests()  # the fixture's listing, to learn the digest
+    progress = await _anchored_failure(world, world.port)  # no node holds the digest yet
+    assert progress.reason is interface.Reason.SOURCE_UNAVAILABLE, progress
+    assert "no Ready node holds it yet" in progress.message
+    assert "expected digest" in progress.message
+    assert progress.retry_time is not None  # backs off like an unreachable hub, then tries again
+    assert world.hub.total_requests() == asked
+
+
+async def test_an_artifact_resolved_without_the_hub_never_falls_back_to_it(world: World) -> None:
+    """The peer dies mid-file: with no commit there is no hub to finish from, so the attempt
+    fails (its verified bytes kept) rather than asking the hub for a commit it cannot name."""
+    await _seeded(world)
+    asked = world.hub.total_requests()
+    relay, port = await _dying_peer(world)
+    try:
+        progress = await _anchored_failure(world, port)
+    finally:
+        await relay.close()
+    assert relay.dead
+    assert progress.reason is interface.Reason.SOURCE_UNAVAILABLE, progress
+    assert world.hub.total_requests() == asked
