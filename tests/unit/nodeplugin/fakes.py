@@ -4,7 +4,9 @@ store's API."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import pathlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -205,3 +207,28 @@ def node_store(name: str = "node-1", *, generation: int = 1, spec: dict[str, Any
         "metadata": {"name": name, "uid": uid, "generation": generation},
         "spec": spec if spec is not None else {},
     }
+
+
+@contextlib.asynccontextmanager
+async def started_plugin(tmp: pathlib.Path, files: dict[str, bytes], clock: Any
+                         ) -> AsyncIterator[tuple[Any, FakeStoreApi, str]]:  # fmt: skip
+    """A started plugin of node-1 importing ``files`` (one resolved artifact naming their
+    digest), over the fake API client, the fake store API and the fake mounter: the plugin,
+    the store API and the digest. Stopped on exit."""
+    from nodeplugin import plugin
+    from nodeplugin.materialize import local
+
+    digest = local.write_import(tmp / "imports", files)
+    client = FakeClient([page([artifact_object(digest=digest)], "3")])
+    api = FakeStoreApi()
+    config = plugin.Config(node_name="node-1", endpoint=f"unix://{tmp}/csi.sock",
+                           root=str(tmp / "cache"), kubelet_dir=str(tmp / "kubelet"),
+                           import_dir=str(tmp / "imports"))
+    running = await plugin.start(config, client=client, store_api=api, clock=clock,
+                                 mount=FakeMounter())
+    await running.informer.wait_synced()
+    await running.stock.settle()
+    try:
+        yield running, api, digest
+    finally:
+        await running.stop(0)

@@ -14,7 +14,6 @@ import pytest
 
 from nodeplugin import plugin
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
-from nodeplugin.materialize import local
 from nodeplugin.nodestore import collect, reporter
 from tests.support import clock as clocks
 from tests.unit.nodeplugin import fakes
@@ -51,21 +50,9 @@ class Node:
 
 @pytest.fixture
 async def node(tmp_path: pathlib.Path) -> AsyncIterator[Node]:
-    digest = local.write_import(tmp_path / "imports", FILES)
-    client = fakes.FakeClient([fakes.page([fakes.artifact_object(digest=digest)], "3")])
-    api = fakes.FakeStoreApi()
     clock = clocks.ManualClock()
-    config = plugin.Config(node_name="node-1", endpoint=f"unix://{tmp_path}/csi.sock",
-                           root=str(tmp_path / "cache"), kubelet_dir=str(tmp_path / "kubelet"),
-                           import_dir=str(tmp_path / "imports"))
-    running = await plugin.start(config, client=client, store_api=api, clock=clock,
-                                 mount=fakes.FakeMounter())
-    await running.informer.wait_synced()
-    await running.stock.settle()
-    try:
+    async with fakes.started_plugin(tmp_path, FILES, clock) as (running, api, digest):
         yield Node(running, api, clock, digest, tmp_path)
-    finally:
-        await running.stop(0)
 
 
 async def _until(predicate: Any) -> None:

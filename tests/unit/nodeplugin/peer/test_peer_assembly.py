@@ -11,7 +11,6 @@ import pytest
 
 from nodeplugin import __main__ as cli
 from nodeplugin import plugin
-from nodeplugin.materialize import local
 from nodeplugin.nodestore import reporter
 from nodeplugin.peer import assembly
 from tests.support import clock as clocks
@@ -67,21 +66,9 @@ def test_published_tells_only_changes() -> None:
 async def running(tmp_path: pathlib.Path) -> AsyncIterator[tuple[plugin.Plugin,
                                                                  fakes.FakeStoreApi,
                                                                  clocks.ManualClock]]:
-    digest = local.write_import(tmp_path / "imports", {"config.json": b"{}"})
-    client = fakes.FakeClient([fakes.page([fakes.artifact_object(digest=digest)], "3")])
-    api = fakes.FakeStoreApi()
     clock = clocks.ManualClock()
-    config = plugin.Config(node_name="node-1", endpoint=f"unix://{tmp_path}/csi.sock",
-                           root=str(tmp_path / "cache"), kubelet_dir=str(tmp_path / "kubelet"),
-                           import_dir=str(tmp_path / "imports"))
-    started = await plugin.start(config, client=client, store_api=api, clock=clock,
-                                 mount=fakes.FakeMounter())
-    await started.informer.wait_synced()
-    await started.stock.settle()
-    try:
+    async with fakes.started_plugin(tmp_path, {"config.json": b"{}"}, clock) as (started, api, _):
         yield started, api, clock
-    finally:
-        await started.stop(0)
 
 
 async def _written(api: fakes.FakeStoreApi, clock: clocks.ManualClock, count: int) -> None:
