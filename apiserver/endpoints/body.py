@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -89,7 +90,7 @@ def decode_now(body: bytes, kind: str, limits: Limits, *, duplicates: bool = Fal
         found: list[str] = []
     else:
         document = json_document(body, limits)
-        found = duplicate_fields(body) if duplicates else []
+        found = duplicate_fields(body) if duplicates and may_repeat(body, document) else []
     if not isinstance(document, dict):
         raise errors.BadRequest("the request body must be a JSON object")
     return Decoded(document, found)
@@ -108,9 +109,15 @@ def json_document(body: bytes, limits: Limits) -> Any:
 
 
 def check_depth(value: Any, max_depth: int, source: bytes | None = None) -> None:
-    """400 when ``value`` nests objects and lists deeper than ``max_depth`` (no recursion)."""
+    """400 when ``value`` nests objects and lists deeper than ``max_depth``.
+
+    ``source``, the JSON ``value`` was decoded from (or encodes to), lets the depth be measured
+    on its brackets in C instead of walking ``value`` in Python; the walk then only names the
+    place of a refusal."""
     if source is not None and source.count(b"[") + source.count(b"{") <= max_depth:
         return  # cannot be deeper than its brackets
+    if source is not None and _bracket_depth(source) <= max_depth:
+        return
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -124,6 +131,22 @@ def check_depth(value: Any, max_depth: int, source: bytes | None = None) -> None
             raise too_deep(max_depth, _deep_path(value, max_depth))
         stack.extend((child, depth + 1) for child in children
                      if isinstance(child, dict | list))
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_LEAF_PAIR = re.compile(rb"\{\}|\[\]")
+
+
+def _bracket_depth(source: bytes) -> int:
+    """The nesting depth of valid JSON ``source``: its strings removed, then its brackets alone,
+    peeled one level per pass (each pass removes every pair that was empty at its start)."""
+    brackets = _JSON_STRING.sub(b"", source).translate(None, _NOT_BRACKETS)
+    depth = 0
+    while brackets:
+        brackets = _LEAF_PAIR.sub(b"", brackets)
+        depth += 1
+    return depth
 
 
 def _deep_path(value: Any, max_depth: int) -> str:
@@ -226,6 +249,24 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     return []
+
+
+def may_repeat(body: bytes, document: Any) -> bool:
+    """False when ``body``, which decoded to ``document``, provably names no key twice in an
+    object, so ``duplicate_fields`` (a second, slower parse) can be skipped.
+
+    Every key in the body is followed by one colon; the other colons are inside strings. Without
+    ``\\u`` escapes (``\\u003a`` is a colon that is not one in the body) the decoded strings hold
+    at most the colons the body's strings hold, and orjson writes the decoded document with one
+    colon per key kept and the strings' colons unescaped. So when both counts are equal the body
+    has no more keys than the document kept: none repeated."""
+    if b"\\u" in body:
+        return True
+    try:
+        encoded = orjson.dumps(document)
+    except orjson.JSONEncodeError:
+        return True
+    return body.count(b":") != encoded.count(b":")
 
 
 def duplicate_fields(body: bytes) -> list[str]:

@@ -170,7 +170,12 @@ def checked(patched: Any, limits: bodies.Limits) -> Obj:
     """The patched document, refused unless it is an object within the size and depth limits."""
     if not isinstance(patched, dict):
         raise errors.BadRequest("the patched document is not a JSON object")
-    bodies.check_depth(patched, limits.max_depth)
-    if len(orjson.dumps(patched)) > limits.max_bytes:
+    try:
+        encoded = orjson.dumps(patched)
+    except orjson.JSONEncodeError:  # nested past orjson's own limit (255)
+        bodies.check_depth(patched, limits.max_depth)
+        raise errors.BadRequest("the patched document cannot be encoded as JSON") from None
+    bodies.check_depth(patched, limits.max_depth, encoded)
+    if len(encoded) > limits.max_bytes:
         raise bodies.too_large(limits.max_bytes, "the patched object")
     return patched

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 
 from apiserver import errors
@@ -99,3 +101,55 @@ async def test_duplicates_are_found_in_the_thread_too() -> None:
     text = b'{"a":1,"a":2,"pad":"' + b"x" * 200 + b'"}'
     decoded = await body.decode(text, "application/json", SMALL, duplicates=True)
     assert decoded.duplicates == ["a"]
+
+
+@pytest.mark.parametrize(("text", "repeated"), [
+    (b'{"a":"x:y","a":"z"}', ["a"]),  # the dropped value held a colon
+    (b'{"m":{"t":"2026-12-04T21:00:00Z","t":"1"},"k":"v"}', ["m.t"]),
+    (b'{"a":"\\u003a","b":1,"b":2}', ["b"]),  # the escape makes the counts equal; still found
+    (b'{"a":"\\u003a","b":1}', []),
+    (b'{"url":"https://h:443/p","l":[{"x":":"},{"x":1}]}', []),
+])
+async def test_duplicates_are_found_whatever_the_colons(text: bytes, repeated: list[str]) -> None:
+    decoded = await body.decode(text, "application/json", duplicates=True)
+    assert decoded.duplicates == repeated
+    assert decoded.duplicates == body.duplicate_fields(text)
+
+
+def test_a_body_without_repeats_skips_the_second_parse() -> None:
+    text = json.dumps({"metadata": {"name": "a", "creationTimestamp": "2026-12-04T21:00:00Z",
+                                    "labels": {"x.io/y": "z"}},
+                       "spec": {"l": [{"k": "v:w"}, 1, None]}}, indent=1).encode()
+    assert not body.may_repeat(text, json.loads(text))
+    assert body.may_repeat(b'{"a":1,"a":2}', {"a": 2})
+    assert body.may_repeat(b'{"a":"\\u003a","b":1,"b":2}', {"a": ":", "b": 2})
+
+
+def _tree_depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_tree_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_tree_depth, value), default=0)
+    return 0
+
+
+def _random_document(rng: random.Random, depth: int) -> Any:
+    tricky = ['"', "\\", "[", "]", "{", "}", '\\"', "\\\\[", "x", ":", ","]
+    if depth == 0 or rng.random() < 0.3:
+        return rng.choice(["".join(rng.choices(tricky, k=rng.randint(0, 6))), 1, None, True])
+    if rng.random() < 0.5:
+        return [_random_document(rng, depth - 1) for _ in range(rng.randint(0, 3))]
+    return {"".join(rng.choices(tricky, k=rng.randint(0, 4))) + str(i):
+            _random_document(rng, depth - 1) for i in range(rng.randint(0, 3))}
+
+
+def test_depth_from_the_brackets_matches_a_walk_of_the_tree() -> None:
+    rng = random.Random(24)
+    for _ in range(2000):
+        document = {"root": _random_document(rng, rng.randint(0, 12))}
+        for text in (json.dumps(document).encode(), orjson.dumps(document)):
+            depth = _tree_depth(document)
+            assert body._bracket_depth(text) == depth
+            body.check_depth(document, depth, text)
+            with pytest.raises(errors.BadRequest, match=f"nested more than {depth - 1} "):
+                body.check_depth(document, depth - 1, text)
