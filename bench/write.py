@@ -5,7 +5,9 @@ The figure: p99 create latency (target <= 30 ms on SQLite) of 20 writers that ar
 (nghttp2's C load generator, as ``get`` and ``get-replicas`` measure reads), each with one request
 in flight: 2,000 creates, then a merge-patch update and a delete of each created object, phase
 after phase; every phase's p50, p99, rate and server CPU per operation are in the params
-(``h2load_*``).
+(``h2load_*``). Three rounds, each on a fresh server, interleaved with three rounds of the store
+alone (writers, store, writers, store ...); the figure and its baseline pool every round's
+creates, and the per-round ratios show the spread.
 
 The same 2,000 x create/update/delete also run from 20 Python writers (httpx, HTTP/2 over TLS,
 one connection, one event loop; ``python_*`` in the params). That client costs about as much CPU
@@ -35,6 +37,7 @@ from tests.support import apiserver
 
 OBJECTS = 2000
 CONCURRENCY = 20
+ROUNDS = 3
 
 Timings = dict[str, list[float]]
 
@@ -65,11 +68,11 @@ async def _over_http(server: apiserver.RunningServer) -> tuple[Timings, float]:
     try:
         return await _http_ops(server)
     finally:
-        _server_cpu = _apiserver.cpu_seconds(server.process.pid) - before
+        _server_cpu += _apiserver.cpu_seconds(server.process.pid) - before
 
 
 _server_cpu = 0.0
-"""Server CPU seconds the HTTP run used (reported per operation)."""
+"""Server CPU seconds the Python writers' runs used (reported per operation)."""
 
 
 async def _http_ops(server: apiserver.RunningServer) -> tuple[Timings, float]:
@@ -128,13 +131,19 @@ class H2loadRun:
         self.seconds[name] = time.perf_counter() - started
         self.cpu[name] = _apiserver.cpu_seconds(self.pid) - before
 
-    def params(self) -> dict[str, float]:
+    @staticmethod
+    def pooled(runs: list[H2loadRun]) -> dict[str, float]:
+        """Every phase's p50 and p99 over the latencies of all ``runs``, its rate and server CPU
+        per operation over their sums."""
         found: dict[str, float] = {}
-        for op, latencies in self.timings.items():
+        for op in runs[0].timings:
+            latencies = [value for run in runs for value in run.timings[op]]
+            seconds = sum(run.seconds[op] for run in runs)
+            cpu = sum(run.cpu[op] for run in runs)
             found[f"h2load_{op}_p50_ms"] = _ms(latencies, 0.5)
             found[f"h2load_{op}_p99_ms"] = _ms(latencies, 0.99)
-            found[f"h2load_{op}_ops_per_s"] = round(len(latencies) / self.seconds[op])
-            found[f"h2load_{op}_server_cpu_ms"] = round(self.cpu[op] / len(latencies) * 1000, 3)
+            found[f"h2load_{op}_ops_per_s"] = round(len(latencies) / seconds)
+            found[f"h2load_{op}_server_cpu_ms"] = round(cpu / len(latencies) * 1000, 3)
         return found
 
 
@@ -247,39 +256,82 @@ def main() -> None:
         _one(storage)
 
 
-def _one(storage: str) -> None:
+def _python_round(storage: str) -> tuple[Timings, float, float]:
+    """The Python writers on a fresh server: timings, wall seconds, client CPU seconds."""
     client_cpu = time.process_time()
     with _apiserver.running(storage=storage) as server:
-        http, http_seconds = asyncio.run(_over_http(server))
-    client_cpu = time.process_time() - client_cpu
-    c_client: H2loadRun | None = None
-    if shutil.which("h2load"):
-        with _apiserver.running(storage=storage) as server, \
-                tempfile.TemporaryDirectory(prefix="bench-h2load-") as tmp:
-            c_client = _h2load_writes(server, pathlib.Path(tmp))
+        http, seconds = asyncio.run(_over_http(server))
+    return http, seconds, time.process_time() - client_cpu
+
+
+def _h2load_round(storage: str) -> H2loadRun:
+    with _apiserver.running(storage=storage) as server, \
+            tempfile.TemporaryDirectory(prefix="bench-h2load-") as tmp:
+        return _h2load_writes(server, pathlib.Path(tmp))
+
+
+def _storage_round(storage: str) -> tuple[Timings, float]:
     with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp, \
             _apiserver.backend(storage, pathlib.Path(tmp)) as flags:
         store = _apiserver.open_store(storage, pathlib.Path(tmp), flags)
-        base, base_seconds = asyncio.run(_storage_alone(store))
+        return asyncio.run(_storage_alone(store))
+
+
+def _pooled(runs: list[Timings]) -> Timings:
+    return {op: [value for run in runs for value in run[op]] for op in runs[0]}
+
+
+def _one(storage: str) -> None:
+    """``ROUNDS`` interleaved rounds of the writers (h2load, or Python without it) and the
+    store alone, each on a fresh server and store; the Python writers once more beside them
+    when h2load leads."""
+    h2load = shutil.which("h2load") is not None
+    subject: list[Timings] = []
+    base: list[Timings] = []
+    base_seconds = 0.0
+    c_runs: list[H2loadRun] = []
+    python: list[tuple[Timings, float, float]] = []
+    for _ in range(ROUNDS):
+        if h2load:
+            c_runs.append(_h2load_round(storage))
+            subject.append(c_runs[-1].timings)
+        else:
+            python.append(_python_round(storage))
+            subject.append(python[-1][0])
+        timings, seconds = _storage_round(storage)
+        base.append(timings)
+        base_seconds += seconds
+    if h2load:
+        python.append(_python_round(storage))
+    http = _pooled([run[0] for run in python])
+    http_seconds = sum(run[1] for run in python)
+    client_cpu = sum(run[2] for run in python)
+    pooled_base = _pooled(base)
     params: dict[str, Any] = {
-        "storage": storage, "objects": OBJECTS, "concurrency": CONCURRENCY,
+        "storage": storage, "objects": OBJECTS, "concurrency": CONCURRENCY, "rounds": ROUNDS,
         "target_p99_create_ms": 30,
-        "writers": "h2load" if c_client else "python (h2load not installed)",
-        **(c_client.params() if c_client else {}),
-        "python_ops_per_s": round(3 * OBJECTS / http_seconds),
-        "python_server_cpu_ms_per_op": round(_server_cpu / (3 * OBJECTS) * 1000, 3),
-        "python_client_cpu_ms_per_op": round(client_cpu / (3 * OBJECTS) * 1000, 3),
+        "writers": "h2load" if h2load else "python (h2load not installed)",
+        **(H2loadRun.pooled(c_runs) if c_runs else {}),
+        "round_create_p99_ms": [_ms(run["create"], 0.99) for run in subject],
+        "python_ops_per_s": round(3 * OBJECTS * len(python) / http_seconds),
+        "python_server_cpu_ms_per_op": round(
+            _server_cpu / (3 * OBJECTS * len(python)) * 1000, 3),
+        "python_client_cpu_ms_per_op": round(
+            client_cpu / (3 * OBJECTS * len(python)) * 1000, 3),
         **{f"python_{op}_p50_ms": _ms(http[op], 0.5) for op in http},
         **{f"python_{op}_p99_ms": _ms(http[op], 0.99) for op in http},
-        "storage_ops_per_s": round(3 * OBJECTS / base_seconds),
-        **{f"storage_{op}_p99_ms": _ms(base[op], 0.99) for op in base},
+        "storage_ops_per_s": round(3 * OBJECTS * ROUNDS / base_seconds),
+        **{f"storage_{op}_p99_ms": _ms(pooled_base[op], 0.99) for op in pooled_base},
     }  # fmt: skip
-    headline = c_client.timings["create"] if c_client else http["create"]
-    result.report(_apiserver.name("write", storage), _ms(headline, 0.99), "ms p99",
-                  _ms(base["create"], 0.99), higher_is_better=False, params=params)  # fmt: skip
-    if c_client:
+    result.report(_apiserver.name("write", storage), _ms(_pooled(subject)["create"], 0.99),
+                  "ms p99", _ms(pooled_base["create"], 0.99), higher_is_better=False,
+                  params=params,
+                  rounds=[(_ms(s["create"], 0.99), _ms(b["create"], 0.99))
+                          for s, b in zip(subject, base, strict=True)])  # fmt: skip
+    if c_runs:
         print(f"  h2load writers: update p99 {params['h2load_update_p99_ms']} ms, delete p99"
-              f" {params['h2load_delete_p99_ms']} ms; python writers: create p99"
+              f" {params['h2load_delete_p99_ms']} ms, create p99 per round"
+              f" {params['round_create_p99_ms']}; python writers: create p99"
               f" {params['python_create_p99_ms']} ms at {params['python_ops_per_s']} ops/s"
               f" (client {params['python_client_cpu_ms_per_op']} ms of CPU per op)")
 
