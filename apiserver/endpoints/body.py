@@ -116,7 +116,7 @@ def check_depth(value: Any, max_depth: int, source: bytes | None = None) -> None
     place of a refusal."""
     if source is not None and source.count(b"[") + source.count(b"{") <= max_depth:
         return  # cannot be deeper than its brackets
-    if source is not None and _bracket_depth(source) <= max_depth:
+    if source is not None and _bracket_depth(source, max_depth) <= max_depth:
         return
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -138,12 +138,14 @@ _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 _LEAF_PAIR = re.compile(rb"\{\}|\[\]")
 
 
-def _bracket_depth(source: bytes) -> int:
-    """The nesting depth of valid JSON ``source``: its strings removed, then its brackets alone,
-    peeled one level per pass (each pass removes every pair that was empty at its start)."""
+def _bracket_depth(source: bytes, limit: int) -> int:
+    """The nesting depth of valid JSON ``source``, or ``limit + 1`` when it is deeper than
+    ``limit``: its strings removed, then its brackets alone, peeled one level per pass (each
+    pass removes every pair that was empty at its start). At most ``limit + 1`` passes, so a
+    large, deep body costs no more than that many scans."""
     brackets = _JSON_STRING.sub(b"", source).translate(None, _NOT_BRACKETS)
     depth = 0
-    while brackets:
+    while brackets and depth <= limit:
         brackets = _LEAF_PAIR.sub(b"", brackets)
         depth += 1
     return depth
