@@ -6,6 +6,10 @@ repository from the same hub into a fresh directory, then fsync of its files (it
 only); (b) the machine limit: the slowest of reading the bytes over loopback, hashing them on the
 available cores, and writing+fsyncing them, each measured alone with the same sizes.
 
+All run in 2 interleaved rounds (ours, snapshot_download, aria2c, the limits' parts, then ours
+again ...; a round moves the 2.5 GiB about eight times): each figure is the median of its rounds
+(a limit: the median of each round's slowest part), and each round's ratios are reported.
+
 The hub runs as its own process (``python -m bench.materialize_cold hub SPEC``) and so does the
 downloader (``... drive ARGS``), so neither shares a GIL with the other or with the baselines.
 ``materialize_memory`` and ``resume`` reuse these helpers. ``BENCH_SCALE`` (default 1) multiplies
@@ -23,11 +27,12 @@ import os
 import pathlib
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench import result
@@ -36,6 +41,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 REPO = "bench/cold-model"
 MiB = 1 << 20
 GiB = 1 << 30
+ROUNDS = 2
 
 
 def repository(scale: float = 1.0, big: int = 1 * GiB) -> dict[str, dict[str, Any]]:
@@ -357,6 +363,29 @@ def scale() -> float:
     return float(os.environ.get("BENCH_SCALE", "1"))
 
 
+def _round(hub: Hub, digest: str, files: dict[str, dict[str, Any]], total: int,
+           work: pathlib.Path) -> dict[str, float | None]:
+    """One round: our download, then each baseline, each from a fresh directory."""
+    ours = materialize(hub, work / "cache", digest)
+    remove(work / "cache")
+    snapshot = snapshot_download_seconds(hub, work)
+    remove(work / "hf")
+    aria2 = aria2_seconds(hub, work / "aria2") if shutil.which("aria2c") else None
+    remove(work / "aria2")
+    loopback = loopback_seconds(hub)
+    loopback_curl = curl_seconds(hub)
+    hashing = hashing_seconds(total)
+    writing = write_seconds(files, work / "write")
+    remove(work / "write")
+    writing_best = best_write_seconds(files, work / "write")
+    remove(work / "write")
+    return {"ours": float(ours["seconds"]), "snapshot": snapshot, "aria2": aria2,
+            "loopback": loopback, "loopback_curl": loopback_curl, "hashing": hashing,
+            "writing": writing, "writing_best": writing_best,
+            "limit": max(loopback, hashing, writing),
+            "best_limit": max(loopback_curl, hashing, writing_best)}
+
+
 def main() -> None:
     files = repository(scale())
     total = sum(f["size"] for f in files.values())
@@ -364,42 +393,44 @@ def main() -> None:
     try:
         with running_hub(files) as hub:
             digest = digest_of(hub)
-            ours = materialize(hub, work / "cache", digest)
-            remove(work / "cache")
-            snapshot = snapshot_download_seconds(hub, work)
-            remove(work / "hf")
-            aria2 = aria2_seconds(hub, work / "aria2") if shutil.which("aria2c") else None
-            remove(work / "aria2")
-            loopback = loopback_seconds(hub)
-            loopback_curl = curl_seconds(hub)
-        hashing = hashing_seconds(total)
-        writing = write_seconds(files, work / "write")
-        remove(work / "write")
-        writing_best = best_write_seconds(files, work / "write")
-        limit = max(loopback, hashing, writing)
-        best_limit = max(loopback_curl, hashing, writing_best)
+            rounds = [_round(hub, digest, files, total, work) for _ in range(ROUNDS)]
+
+        def median(key: str) -> float:
+            return statistics.median(float(r[key] or 0.0) for r in rounds)
+
+        def each(key: str) -> list[float | None]:
+            return [None if r[key] is None else round(float(r[key] or 0.0), 3) for r in rounds]
+
+        def paired(key: str) -> list[tuple[float, float]]:
+            return [(float(r["ours"] or 0.0), float(r[key] or 0.0)) for r in rounds]
+
+        ours = median("ours")
+        aria2 = median("aria2") if rounds[0]["aria2"] is not None else None
+        snapshot, limit, best_limit = median("snapshot"), median("limit"), median("best_limit")
         params = {
-            "total_bytes": total, "files": len(files), "scale": scale(),
-            "our_seconds": round(ours["seconds"], 3),
+            "total_bytes": total, "files": len(files), "scale": scale(), "rounds": ROUNDS,
+            "our_seconds": round(ours, 3),
             "snapshot_download_seconds": round(snapshot, 3),
             "aria2c_sha256sum_sync_seconds": round(aria2, 3) if aria2 else None,
-            "limit_loopback_seconds": round(loopback, 3), "limit_hash_seconds": round(hashing, 3),
-            "limit_write_fsync_seconds": round(writing, 3),
-            "best_limit_loopback_curl_seconds": round(loopback_curl, 3),
-            "best_limit_write_seconds": round(writing_best, 3),
-            "our_MBps": round(total / ours["seconds"] / 1e6, 1),
+            "limit_loopback_seconds": round(median("loopback"), 3),
+            "limit_hash_seconds": round(median("hashing"), 3),
+            "limit_write_fsync_seconds": round(median("writing"), 3),
+            "best_limit_loopback_curl_seconds": round(median("loopback_curl"), 3),
+            "best_limit_write_seconds": round(median("writing_best"), 3),
+            "our_MBps": round(total / ours / 1e6, 1),
+            **{f"{key}_rounds_seconds": each(key) for key in rounds[0]},
         }
-        result.report("materialize-cold", ours["seconds"], "s", snapshot,
-                      higher_is_better=False, params=params)
+        result.report("materialize-cold", ours, "s", snapshot,
+                      higher_is_better=False, params=params, rounds=paired("snapshot"))
         if aria2 is not None:
-            result.report("materialize-cold-vs-aria2", ours["seconds"], "s", aria2,
-                          higher_is_better=False, params=params)
+            result.report("materialize-cold-vs-aria2", ours, "s", aria2,
+                          higher_is_better=False, params=params, rounds=paired("aria2"))
         else:
             print("materialize-cold-vs-aria2: aria2c is not installed (apt-get install aria2)")
-        result.report("materialize-cold-vs-limit", ours["seconds"], "s", limit,
-                      higher_is_better=False, params=params)
-        result.report("materialize-cold-vs-best-limit", ours["seconds"], "s", best_limit,
-                      higher_is_better=False, params=params)
+        result.report("materialize-cold-vs-limit", ours, "s", limit,
+                      higher_is_better=False, params=params, rounds=paired("limit"))
+        result.report("materialize-cold-vs-best-limit", ours, "s", best_limit,
+                      higher_is_better=False, params=params, rounds=paired("best_limit"))
     finally:
         remove(work)
 
@@ -452,8 +483,9 @@ def hub_check() -> None:
     total = sum(f["size"] for f in files.values())
     with running_hub(files) as hub:
         figures: dict[str, Any] = {"bytes": total}
-        for name, run in (("curl", lambda: curl_seconds(hub)),
-                          ("httpx", lambda: loopback_seconds(hub))):
+        runs: list[tuple[str, Callable[[], float]]] = [("curl", lambda: curl_seconds(hub)),
+                                                       ("httpx", lambda: loopback_seconds(hub))]
+        for name, run in runs:
             sampler = _cpu.Sampler()
             sampler.watch(hub.proc.pid, "hub")
             sampler.start()
