@@ -24,8 +24,9 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
 from bench import result
-from controllers import claims, hubs, informer, passes, resolver, secrets
-from controllers import client as clients
+from controllers import claims, hubs, passes, resolver, secrets
+from controllers.runtime import client as clients
+from controllers.runtime import informer
 from hub import config as hub_config
 from tests.support import admitting, fakehub
 from timing import clock as clocks

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 import kube
 import logs
-from controllers import claims, cluster, kubeapi, leader, runner, secrets, settings
+from controllers import claims, cluster, kubeapi, runner, secrets, settings
+from controllers.runtime import leader
 from timing import clock as clocks
 
 log = logging.getLogger("controllers")

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controllers import client as clients
-from controllers import informer, nodeindex, progress, runtime, status
+from controllers import nodeindex, progress
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import informer, status
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from controllers import informer
+from controllers.runtime import informer
 
 Listener = Callable[[str, str], None]
 

@@ -12,19 +12,10 @@ import pathlib
 import socket
 import uuid
 
-from controllers import (
-    claims,
-    clustersettings,
-    informer,
-    kubeapi,
-    kubeevents,
-    kubesecrets,
-    leader,
-    runner,
-    runtime,
-    settings,
-)
-from controllers import client as clients
+from controllers import claims, clustersettings, kubeapi, kubeevents, kubesecrets, runner, settings
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import informer, leader
 from timing import clock as clocks
 
 RESYNC = 600.0

@@ -18,7 +18,8 @@ import logging
 import pathlib
 from collections.abc import Callable
 
-from controllers import informer, settings
+from controllers import settings
+from controllers.runtime import informer
 from durable import disk
 from hub import config as hub_config
 from hub import errors as hub_errors

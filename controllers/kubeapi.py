@@ -14,8 +14,8 @@ from typing import Any, cast
 from lightkube.resources import coordination_v1, core_v1, storage_v1
 
 import kube
-from controllers import client as clients
-from controllers import errors
+from controllers.runtime import client as clients
+from controllers.runtime import errors
 from kube import resources as ours
 
 Obj = clients.Obj

@@ -14,7 +14,7 @@ import secrets as random
 from lightkube.resources import core_v1
 
 import kube
-from controllers import events
+from controllers.runtime import events
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)

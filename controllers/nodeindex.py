@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from controllers import informer
+from controllers.runtime import informer
 
 Obj = dict[str, Any]
 Listener = Callable[[str], None]

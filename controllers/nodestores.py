@@ -25,8 +25,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
-from controllers import client as clients
-from controllers import errors, informer, runtime, storesettings
+from controllers import storesettings
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import errors, informer
 from openapi import quantity
 from openapi import resources as contract
 from timing import clock as clocks

@@ -23,8 +23,8 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 
-from controllers import client as clients
 from controllers import pluginhttp, plugins, prefetchplan, secrets
+from controllers.runtime import client as clients
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from controllers import informer, pluginhttp
+from controllers import pluginhttp
+from controllers.runtime import informer
 
 log = logging.getLogger(__name__)
 

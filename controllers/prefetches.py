@@ -25,8 +25,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from controllers import client as clients
-from controllers import errors, informer, nodestores, prefetchplan, runtime, status
+from controllers import nodestores, prefetchplan
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import errors, informer, status
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)

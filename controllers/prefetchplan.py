@@ -17,7 +17,7 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from controllers import conditions
+from controllers.runtime import conditions
 from openapi import reasons, sources
 from openapi import schema as schemas
 from timing import clock as clocks

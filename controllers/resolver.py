@@ -15,19 +15,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controllers import (
-    claims,
-    conditions,
-    events,
-    hubs,
-    informer,
-    passes,
-    runtime,
-    secrets,
-    status,
-    verdict,
-)
-from controllers import client as clients
+from controllers import claims, hubs, passes, secrets, verdict
+from controllers.runtime import client as clients
+from controllers.runtime import conditions, events, informer, status
+from controllers.runtime import controller as runtime
 from hub import errors as hub_errors
 from openapi import reasons, sources
 from timing import clock as clocks

@@ -17,18 +17,17 @@ from collections.abc import Sequence
 from controllers import (
     aggregate,
     claims,
-    events,
     hubs,
-    informer,
     nodeindex,
     passes,
     progress,
     resolver,
-    runtime,
     secrets,
     settings,
 )
-from controllers import client as clients
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import events, informer
 from hub import config as hub_config
 from hub import errors as hub_errors
 from timing import clock as clocks

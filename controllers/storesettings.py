@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controllers import events, informer
+from controllers.runtime import events, informer
 from hub import config as hub_config
 from hub import errors as hub_errors
 from openapi import names, nodestore, quantity

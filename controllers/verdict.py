@@ -23,7 +23,8 @@ import dataclasses
 import datetime
 from typing import Any
 
-from controllers import conditions, passes
+from controllers import passes
+from controllers.runtime import conditions
 from openapi import reasons
 from timing import clock as clocks
 

@@ -22,8 +22,9 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from controllers import client as clients
-from controllers import informer, prefetchplan, settings
+from controllers import prefetchplan, settings
+from controllers.runtime import client as clients
+from controllers.runtime import informer
 from openapi import resources
 from timing import clock as clocks
 

@@ -30,9 +30,7 @@ from apiserver.wiring import inprocess, leases
 from controllers import (
     claims,
     cluster,
-    informer,
     kubeapi,
-    leader,
     nodestores,
     plugindelivery,
     plugins,
@@ -42,7 +40,8 @@ from controllers import (
     storesettings,
     warmup,
 )
-from controllers import client as clients
+from controllers.runtime import client as clients
+from controllers.runtime import informer, leader
 from openapi import sources
 from timing import clock as clocks
 

@@ -16,8 +16,10 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
-from controllers import claims, events, hubs, informer, passes, resolver, runtime, secrets
-from controllers import client as clients
+from controllers import claims, hubs, passes, resolver, secrets
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import events, informer
 from hub import config as hub_config
 from tests.support import admitting, fakehub, waiting
 from tests.support import clock as manual

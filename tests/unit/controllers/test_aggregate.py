@@ -13,8 +13,9 @@ import pytest
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers import aggregate, informer, nodeindex
-from controllers import client as clients
+from controllers import aggregate, nodeindex
+from controllers.runtime import client as clients
+from controllers.runtime import informer
 from tests.support import clock as manual
 from tests.support import waiting
 from tests.unit.controllers.conftest import WORKER

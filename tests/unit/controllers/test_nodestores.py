@@ -8,8 +8,9 @@ import asyncio
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers import client as clients
-from controllers import informer, nodestores, storesettings
+from controllers import nodestores, storesettings
+from controllers.runtime import client as clients
+from controllers.runtime import informer
 from hub import config as hub_config
 from tests.support import clock as manual
 from tests.support import waiting

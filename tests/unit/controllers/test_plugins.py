@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from controllers import client as clients
-from controllers import informer, plugins
+from controllers import plugins
+from controllers.runtime import client as clients
+from controllers.runtime import informer
 from tests.support import clock as manual
 
 

@@ -14,8 +14,9 @@ import pytest
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers import client as clients
-from controllers import informer, prefetches, prefetchplan, queue
+from controllers import prefetches, prefetchplan
+from controllers.runtime import client as clients
+from controllers.runtime import informer, queue
 from openapi import resources
 from tests.support import clock as manual
 from tests.support import waiting

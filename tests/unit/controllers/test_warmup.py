@@ -9,7 +9,8 @@ from typing import Any, cast
 
 import pytest
 
-from controllers import informer, prefetchplan, settings, warmup
+from controllers import prefetchplan, settings, warmup
+from controllers.runtime import informer
 from tests.support import clock as manual
 
 DIGEST = "sha256:" + "ab" * 32

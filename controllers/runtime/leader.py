@@ -16,7 +16,7 @@ import datetime
 import logging
 from typing import Any, Protocol
 
-from controllers import errors
+from controllers.runtime import errors
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 
-from controllers import client as clients
-from controllers import errors, queue
+from controllers.runtime import client as clients
+from controllers.runtime import errors, queue
 from kube import informer as reflectors
 from timing import clock as clocks
 

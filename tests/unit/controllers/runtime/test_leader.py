@@ -7,7 +7,7 @@ import asyncio
 import copy
 from typing import Any
 
-from controllers import errors, leader
+from controllers.runtime import errors, leader
 from tests.support import clock as manual
 from tests.support import waiting
 

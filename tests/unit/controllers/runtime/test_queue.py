@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from controllers import queue
+from controllers.runtime import queue
 from tests.support import clock as manual
 
 

@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from controllers import client as clients
-from controllers import errors, informer
+from controllers.runtime import client as clients
+from controllers.runtime import errors, informer
 from tests.support import clock as manual
 from tests.support import waiting
 

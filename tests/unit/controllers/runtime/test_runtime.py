@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from controllers import leader, runtime
+from controllers.runtime import controller as runtime
+from controllers.runtime import leader
 from tests.support import clock as manual
 from tests.support import waiting
 

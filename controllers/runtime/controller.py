@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from controllers import informer, queue
+from controllers.runtime import informer, queue
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)

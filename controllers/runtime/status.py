@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controllers import client as clients
-from controllers import errors
+from controllers.runtime import client as clients
+from controllers.runtime import errors
 
 log = logging.getLogger(__name__)
 
