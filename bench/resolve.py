@@ -24,9 +24,10 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
 from bench import result
-from controllers import claims, hubs, passes, resolver, secrets
+from controllers import hubs, passes, resolver
 from controllers.runtime import client as clients
 from controllers.runtime import informer
+from controllers.sources import claims, secrets
 from hub import config as hub_config
 from tests.support import admitting, fakehub
 from timing import clock as clocks

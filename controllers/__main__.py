@@ -22,8 +22,9 @@ from collections.abc import Sequence
 
 import kube
 import logs
-from controllers import claims, cluster, kubeapi, runner, secrets, settings
+from controllers import runner, settings
 from controllers.runtime import leader
+from controllers.sources import claims, cluster, kubeapi, secrets
 from timing import clock as clocks
 
 log = logging.getLogger("controllers")

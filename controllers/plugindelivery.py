@@ -23,8 +23,9 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 
-from controllers import pluginhttp, plugins, prefetchplan, secrets
+from controllers import prefetchplan
 from controllers.runtime import client as clients
+from controllers.sources import pluginhttp, plugins, secrets
 
 log = logging.getLogger(__name__)
 

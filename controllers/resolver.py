@@ -15,10 +15,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controllers import claims, hubs, passes, secrets, verdict
+from controllers import hubs, passes, verdict
 from controllers.runtime import client as clients
 from controllers.runtime import conditions, events, informer, status
 from controllers.runtime import controller as runtime
+from controllers.sources import claims, secrets
 from hub import errors as hub_errors
 from openapi import reasons, sources
 from timing import clock as clocks

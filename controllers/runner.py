@@ -14,20 +14,11 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from controllers import (
-    aggregate,
-    claims,
-    hubs,
-    nodeindex,
-    passes,
-    progress,
-    resolver,
-    secrets,
-    settings,
-)
+from controllers import aggregate, hubs, nodeindex, passes, progress, resolver, settings
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import events, informer
+from controllers.sources import claims, secrets
 from hub import config as hub_config
 from hub import errors as hub_errors
 from timing import clock as clocks

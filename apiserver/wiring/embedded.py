@@ -27,21 +27,10 @@ from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases
-from controllers import (
-    claims,
-    cluster,
-    kubeapi,
-    nodestores,
-    plugindelivery,
-    plugins,
-    prefetches,
-    runner,
-    secrets,
-    storesettings,
-    warmup,
-)
+from controllers import nodestores, plugindelivery, prefetches, runner, storesettings, warmup
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader
+from controllers.sources import claims, cluster, kubeapi, plugins, secrets
 from openapi import sources
 from timing import clock as clocks
 

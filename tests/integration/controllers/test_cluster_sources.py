@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 import kube
-from controllers import claims, clustersettings, kubeapi, kubesecrets, secrets, settings
+from controllers import clustersettings, settings
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader
+from controllers.sources import claims, kubeapi, kubesecrets, secrets
 from hub import config as hub_config
 from tests.support import chartrbac, waiting
 from tests.support.controlplane import ControlPlane, UserInfo, resources

@@ -16,10 +16,11 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
-from controllers import claims, hubs, passes, resolver, secrets
+from controllers import hubs, passes, resolver
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import events, informer
+from controllers.sources import claims, secrets
 from hub import config as hub_config
 from tests.support import admitting, fakehub, waiting
 from tests.support import clock as manual

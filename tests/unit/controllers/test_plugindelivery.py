@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from certs import authority
-from controllers import plugindelivery, plugins, prefetchplan, secrets
+from controllers import plugindelivery, prefetchplan
+from controllers.sources import plugins, secrets
 from tests.support import clock as manual
 
 DIGEST = "sha256:" + "ab" * 32

@@ -12,10 +12,11 @@ import pathlib
 import socket
 import uuid
 
-from controllers import claims, clustersettings, kubeapi, kubeevents, kubesecrets, runner, settings
+from controllers import clustersettings, runner, settings
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import informer, leader
+from controllers.sources import claims, kubeapi, kubeevents, kubesecrets
 from timing import clock as clocks
 
 RESYNC = 600.0

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from certs import authority
-from controllers import pluginhttp, plugins
+from controllers.sources import pluginhttp, plugins
 
 
 class Server:

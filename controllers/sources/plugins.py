@@ -15,8 +15,8 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from controllers import pluginhttp
 from controllers.runtime import informer
+from controllers.sources import pluginhttp
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from controllers import secrets
+from controllers.sources import secrets
 from tests.support import clock as manual
 
 

@@ -13,9 +13,9 @@ import binascii
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from controllers import secrets
 from controllers.runtime import client as clients
 from controllers.runtime import errors, queue
+from controllers.sources import secrets
 from kube import informer as reflectors
 from timing import clock as clocks
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from controllers import plugins
 from controllers.runtime import client as clients
 from controllers.runtime import informer
+from controllers.sources import plugins
 from tests.support import clock as manual
 
 
