@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controllers import nodeindex, progress
+from controllers.nodeview import index as nodeindex
+from controllers.nodeview import progress
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import informer, status

@@ -14,7 +14,9 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from controllers import aggregate, hubs, nodeindex, passes, progress, resolver, settings
+from controllers import aggregate, hubs, passes, resolver, settings
+from controllers.nodeview import index as nodeindex
+from controllers.nodeview import progress
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import events, informer

@@ -13,7 +13,8 @@ import pytest
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers import aggregate, nodeindex
+from controllers import aggregate
+from controllers.nodeview import index as nodeindex
 from controllers.runtime import client as clients
 from controllers.runtime import informer
 from tests.support import clock as manual

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from controllers import nodeindex
+from controllers.nodeview import index as nodeindex
 from openapi import sources
 from timing import clock as clocks
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from controllers import nodeindex, progress
+from controllers.nodeview import index as nodeindex
+from controllers.nodeview import progress
 from tests.support import clock as manual
 
 DIGEST = "sha256:" + "ab" * 32
