@@ -24,7 +24,8 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
 from bench import result
-from controllers import hubs, passes, resolver
+from controllers.resolver import controller as resolver
+from controllers.resolver import hubs, passes
 from controllers.runtime import client as clients
 from controllers.runtime import informer
 from controllers.sources import claims, secrets

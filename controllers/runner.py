@@ -14,9 +14,11 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from controllers import aggregate, hubs, passes, resolver, settings
+from controllers import aggregate, settings
 from controllers.nodeview import index as nodeindex
 from controllers.nodeview import progress
+from controllers.resolver import controller as resolver
+from controllers.resolver import hubs, passes
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import events, informer

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 import kube
-from controllers import clustersettings, settings
+from controllers import settings
+from controllers.resolver import settings as clustersettings
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader
 from controllers.sources import claims, kubeapi, kubesecrets, secrets

@@ -16,7 +16,8 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
-from controllers import hubs, passes, resolver
+from controllers.resolver import controller as resolver
+from controllers.resolver import hubs, passes
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import events, informer

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controllers import hubs, passes, verdict
+from controllers.resolver import hubs, passes, verdict
 from controllers.runtime import client as clients
 from controllers.runtime import conditions, events, informer, status
 from controllers.runtime import controller as runtime

@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from controllers import clustersettings, settings
+from controllers import settings
+from controllers.resolver import settings as clustersettings
 from hub import config as hub_config
 
 

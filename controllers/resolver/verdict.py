@@ -23,7 +23,7 @@ import dataclasses
 import datetime
 from typing import Any
 
-from controllers import passes
+from controllers.resolver import passes
 from controllers.runtime import conditions
 from openapi import reasons
 from timing import clock as clocks

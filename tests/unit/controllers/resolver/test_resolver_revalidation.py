@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controllers import passes, resolver
+from controllers.resolver import controller as resolver
+from controllers.resolver import passes
 from controllers.sources import claims
 from tests.support import waiting
 from tests.unit.controllers.conftest import DAY, Harness

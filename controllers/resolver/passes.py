@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from controllers import hubs
+from controllers.resolver import hubs
 from hub import errors as hub_errors
 from hub import files, listing
 from openapi import grammar, reasons, sources
