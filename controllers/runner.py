@@ -14,7 +14,8 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from controllers import aggregate, settings
+from controllers import settings
+from controllers.aggregate import controller as aggregate
 from controllers.nodeview import index as nodeindex
 from controllers.nodeview import progress
 from controllers.resolver import controller as resolver

@@ -13,7 +13,7 @@ import pytest
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers import aggregate
+from controllers.aggregate import controller as aggregate
 from controllers.nodeview import index as nodeindex
 from controllers.runtime import client as clients
 from controllers.runtime import informer
