@@ -27,7 +27,9 @@ from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases
-from controllers import nodestores, plugindelivery, prefetches, runner, storesettings, warmup
+from controllers import plugindelivery, prefetches, runner, warmup
+from controllers.nodestores import controller as nodestores
+from controllers.nodestores import settings as storesettings
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader
 from controllers.sources import claims, cluster, kubeapi, plugins, secrets

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
-from controllers import storesettings
+from controllers.nodestores import settings as storesettings
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import errors, informer

@@ -8,7 +8,8 @@ import asyncio
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers import nodestores, storesettings
+from controllers.nodestores import controller as nodestores
+from controllers.nodestores import settings as storesettings
 from controllers.runtime import client as clients
 from controllers.runtime import informer
 from hub import config as hub_config
