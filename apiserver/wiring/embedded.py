@@ -27,9 +27,11 @@ from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases
-from controllers import plugindelivery, prefetches, runner, warmup
+from controllers import runner
 from controllers.nodestores import controller as nodestores
 from controllers.nodestores import settings as storesettings
+from controllers.prefetches import controller as prefetches
+from controllers.prefetches import plugindelivery, warmup
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader
 from controllers.sources import claims, cluster, kubeapi, plugins, secrets

@@ -23,7 +23,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 
-from controllers import prefetchplan
+from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.sources import pluginhttp, plugins, secrets
 

@@ -14,7 +14,8 @@ import pytest
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers import prefetches, prefetchplan
+from controllers.prefetches import controller as prefetches
+from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer, queue
 from openapi import resources

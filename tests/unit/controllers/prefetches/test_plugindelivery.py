@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from certs import authority
-from controllers import plugindelivery, prefetchplan
+from controllers.prefetches import plan as prefetchplan
+from controllers.prefetches import plugindelivery
 from controllers.sources import plugins, secrets
 from tests.support import clock as manual
 

@@ -25,8 +25,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from controllers import prefetchplan
 from controllers.nodestores import controller as nodestores
+from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import errors, informer, status

@@ -9,7 +9,9 @@ from typing import Any, cast
 
 import pytest
 
-from controllers import prefetchplan, settings, warmup
+from controllers import settings
+from controllers.prefetches import plan as prefetchplan
+from controllers.prefetches import warmup
 from controllers.runtime import informer
 from tests.support import clock as manual
 
