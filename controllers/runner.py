@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from controllers import settings
+from controllers import config as settings
 from controllers.aggregate import controller as aggregate
 from controllers.nodeview import index as nodeindex
 from controllers.nodeview import progress

@@ -22,7 +22,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from controllers import settings
+from controllers import config as settings
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer

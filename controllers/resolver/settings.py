@@ -18,7 +18,7 @@ import logging
 import pathlib
 from collections.abc import Callable
 
-from controllers import settings
+from controllers import config as settings
 from controllers.runtime import informer
 from durable import disk
 from hub import config as hub_config

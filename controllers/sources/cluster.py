@@ -12,7 +12,8 @@ import pathlib
 import socket
 import uuid
 
-from controllers import runner, settings
+from controllers import config as settings
+from controllers import runner
 from controllers.resolver import settings as clustersettings
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime

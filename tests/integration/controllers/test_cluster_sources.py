@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import kube
-from controllers import settings
+from controllers import config as settings
 from controllers.resolver import settings as clustersettings
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader

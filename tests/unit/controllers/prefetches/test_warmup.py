@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from controllers import settings
+from controllers import config as settings
 from controllers.prefetches import plan as prefetchplan
 from controllers.prefetches import warmup
 from controllers.runtime import informer

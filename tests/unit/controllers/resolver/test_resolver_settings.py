@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from controllers import settings
+from controllers import config as settings
 from controllers.resolver import settings as clustersettings
 from hub import config as hub_config
 
