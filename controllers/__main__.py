@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import kube
 import logs
+from controllers import assembly as runner
 from controllers import config as settings
-from controllers import runner
 from controllers.runtime import leader
 from controllers.sources import claims, cluster, kubeapi, secrets
 from timing import clock as clocks

@@ -27,7 +27,7 @@ from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases
-from controllers import runner
+from controllers import assembly as runner
 from controllers.nodestores import controller as nodestores
 from controllers.nodestores import settings as storesettings
 from controllers.prefetches import controller as prefetches

@@ -12,8 +12,8 @@ import pathlib
 import socket
 import uuid
 
+from controllers import assembly as runner
 from controllers import config as settings
-from controllers import runner
 from controllers.resolver import settings as clustersettings
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
