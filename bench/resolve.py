@@ -80,7 +80,7 @@ async def run(hub: fakehub.FakeHub, directory: pathlib.Path) -> dict[str, float]
     artifacts = informer.Informer(api, clients.MODEL_ARTIFACTS, clock)
     running = resolver.Resolver(api, artifacts, passes.Passes(hub_set, hubs.ListingCache()),
                                 hub_set, secrets.NoSecrets(), claims.AnyClaim(), clock,
-                                workers=8)
+                                concurrency=8)
     tasks = [asyncio.create_task(artifacts.run())]
     await artifacts.synced.wait()
     tasks.append(asyncio.create_task(running.run()))

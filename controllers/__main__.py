@@ -1,10 +1,16 @@
 """``python -m controllers``: the controllers in their own process (``--controllers=external`` on
-the API server), writing status through ``.../modelartifacts/{name}/status`` over HTTP.
+the API server), writing status over HTTP through the worker-only ``/status`` paths.
 
-``--kubeconfig`` reaches the API serving ModelArtifacts and NodeModelStores (kube-apiserver,
-which proxies the aggregated API, or a standalone server). Secrets, claims, the settings
-ConfigMap and the Lease come from ``--cluster-kubeconfig`` (default: the same cluster), or, with
-``--secrets-dir`` and no cluster, from the standalone sources.
+It runs ``controllers.assembly.build`` in ``PROCESS`` mode: every registered controller that does
+not need the API server's in-process client (the resolver, the aggregation, the prefetches'
+status and delivery); the API server's part of ``external`` runs the others (the node stores,
+the prefetches' pins).
+
+``--kubeconfig`` reaches the API serving ``worker.gpustack.ai`` (kube-apiserver, which proxies
+the aggregated API, or a standalone server). Secrets, claims, the settings ConfigMap, the Lease,
+Nodes and warm-up Pods come from ``--cluster-kubeconfig`` (default: the same cluster), or, with
+``--secrets-dir`` and no cluster, from the standalone sources (``--node NAME=URL`` for the
+prefetches' requests to the plugins).
 """
 
 from __future__ import annotations
@@ -12,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import pathlib
 import shutil
 import signal
@@ -22,10 +27,8 @@ from collections.abc import Sequence
 
 import kube
 import logs
-from controllers import assembly as runner
-from controllers import config as settings
-from controllers.runtime import leader
-from controllers.sources import claims, cluster, kubeapi, secrets
+from controllers import assembly, config
+from controllers.sources import kubeapi, plugins
 from timing import clock as clocks
 
 log = logging.getLogger("controllers")
@@ -38,63 +41,39 @@ def parser() -> argparse.ArgumentParser:
                    help="kubeconfig for the API serving worker.gpustack.ai (default: in-cluster, "
                    "else $KUBECONFIG)")
     p.add_argument("--cluster-kubeconfig", type=pathlib.Path, default=None,
-                   help="kubeconfig for Secrets, claims, the settings ConfigMap and the Lease "
-                   "(default: --kubeconfig's cluster, unless --secrets-dir is given)")
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "gpustack-system",
-                   help="the worker's namespace: its Lease and settings ConfigMap "
-                   "(default: $POD_NAMESPACE or gpustack-system)")
-    p.add_argument("--workers", type=int, default=8, metavar="N",
-                   help="artifacts resolved at once (default: 8)")
+                   help="kubeconfig for Secrets, claims, the settings ConfigMap, the Lease, Nodes "
+                   "and warm-up Pods (default: --kubeconfig's cluster, unless --secrets-dir is "
+                   "given)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    settings.add_flags(p, serving=False)
+    config.add_flags(p)
+    config.add_renamed(p, "--workers", "--resolver-concurrency", type=config.positive,
+                       metavar="N")
     return p
 
 
-def configure(args: argparse.Namespace) -> settings.Settings:
-    return settings.Settings(
-        hub=settings.hub_from(args), revalidate_interval=args.revalidate_interval,
-        secrets_dir=args.secrets_dir, settings_configmap=args.settings_configmap,
-        namespace=args.namespace, leader_elect=args.leader_elect,
-        lease_duration=args.leader_elect_lease_duration,
-        renew_deadline=args.leader_elect_renew_deadline,
-        retry_period=args.leader_elect_retry_period, resolver_workers=args.workers)
-
-
-async def run(args: argparse.Namespace, config: settings.Settings) -> None:
+async def run(args: argparse.Namespace, settings: config.Settings) -> None:
     clock = clocks.SystemClock()
     ours = kube.Client.connect(args.kubeconfig)
     uses_cluster = args.cluster_kubeconfig is not None or args.secrets_dir is None
     theirs = (kube.Client.connect(args.cluster_kubeconfig) if args.cluster_kubeconfig
               else ours) if uses_cluster else None
-    api = kubeapi.KubeApi(ours)
-    view = runner.NodeView(api, clock, None)
     state = pathlib.Path(tempfile.mkdtemp(prefix="model-manager-controllers-"))
-    if theirs is not None:
-        found = cluster.sources(kubeapi.KubeApi(theirs), config, clock)
-        running = runner.Worker(api, config, clock, index=view.index,
-                                secret_source=found.secrets, claim_source=found.claims,
-                                leadership=found.leadership, informers=found.informers,
-                                recorder=found.recorder)
-        cluster.watch_settings(found, running, config, state)
-    else:
-        assert config.secrets_dir is not None
-        running = runner.Worker(api, config, clock, index=view.index,
-                                secret_source=secrets.DirSecrets(config.secrets_dir, clock),
-                                claim_source=claims.AnyClaim(),
-                                leadership=leader.AlwaysLeader())
+    found = assembly.build(assembly.Mode.PROCESS, assembly.Inputs(
+        config=settings, clock=clock, api=kubeapi.KubeApi(ours), kube=theirs, state_dir=state,
+        # the plugins check the token of the identity this process writes as
+        plugin_token=plugins.token_of(ours)))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    view.start()
-    running.start()
-    log.info("controllers started against %s", ours.cluster.server)
+    found.start_view()
+    found.start_controllers()
+    log.info("controllers started against %s: %s", ours.cluster.server, ", ".join(found.names()))
     try:
         await stop.wait()
     finally:
         log.info("stopping")
-        await running.stop()
-        await view.stop()
+        await found.stop()
         await ours.aclose()
         if theirs is not None and theirs is not ours:
             await theirs.aclose()
@@ -106,11 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.leader_elect and args.secrets_dir is not None and args.cluster_kubeconfig is None:
         p.error("--leader-elect needs a cluster for its Lease (--cluster-kubeconfig)")
-    if args.leader_elect_renew_deadline >= args.leader_elect_lease_duration:
-        p.error("--leader-elect-renew-deadline must be shorter than the lease duration")
+    if config.problem(args):
+        p.error(f"--leader-elect-renew-deadline: {config.problem(args)}")
     logs.setup(args.log_level)
+    for note in config.renamed(args):
+        log.warning("%s", note)
     try:
-        asyncio.run(run(args, configure(args)))
+        asyncio.run(run(args, config.from_args(args)))
     except kube.ConfigError as exc:
         print(f"python -m controllers: {exc}", file=sys.stderr)
         return 2

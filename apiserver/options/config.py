@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 
 from controllers import config as controller_settings
 
 DEFAULT_WORKER_USER = "system:serviceaccount:gpustack-system:model-manager-worker"
-DEFAULT_NAMESPACE = "gpustack-system"
+DEFAULT_NAMESPACE = controller_settings.DEFAULT_NAMESPACE
 DEFAULT_PLUGIN_SERVICE_ACCOUNT = "model-manager-node"
 DEFAULT_PORT = 8443
 DEFAULT_BIND = "127.0.0.1"
@@ -22,11 +21,6 @@ MAX_BODY_DEPTH = 64
 this API, well inside what the encoders (orjson: 255) and the validators handle."""
 DEFAULT_ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 DEFAULT_WEBHOOK_CACHE_TTL = 10.0
-
-
-def default_namespace() -> str:
-    """The server's own namespace: ``$POD_NAMESPACE`` (the chart sets it), else the default."""
-    return os.environ.get("POD_NAMESPACE", "") or DEFAULT_NAMESPACE
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -49,13 +49,14 @@ class Aggregator:
     name = "aggregation"
 
     def __init__(self, api: clients.Client, artifacts: informer.Informer,
-                 index: nodeindex.DigestIndex, clock: clocks.Clock, *, workers: int = 2) -> None:
+                 index: nodeindex.DigestIndex, clock: clocks.Clock, *,
+                 concurrency: int = 2) -> None:
         self._api = api
         self._artifacts = artifacts
         self._index = index
         self.writes = 0
         self.controller: runtime.Controller[Key] = runtime.Controller(
-            "aggregation", self.reconcile, clock, keys=artifacts.keys, workers=workers)
+            "aggregation", self.reconcile, clock, keys=artifacts.keys, concurrency=concurrency)
         artifacts.add_index(DIGEST_INDEX, digest_of)
         artifacts.add_handler(self._artifact_changed)
         index.subscribe(self._digest_changed)

@@ -69,7 +69,7 @@ class Resolver:
         *,
         interval: float = 86400.0,
         recorder: events.Recorder | None = None,
-        workers: int = 8,
+        concurrency: int = 8,
     ) -> None:
         self._api = api
         self._artifacts = artifacts
@@ -88,7 +88,7 @@ class Resolver:
         self._written: dict[Key, Obj] = {}
         self.passes_run = 0
         self.controller: runtime.Controller[Key] = runtime.Controller(
-            "resolver", self.reconcile, clock, keys=artifacts.keys, workers=workers)
+            "resolver", self.reconcile, clock, keys=artifacts.keys, concurrency=concurrency)
         artifacts.add_index(SECRET_INDEX, secret_refs)
         artifacts.add_index(CLAIM_INDEX, claim_refs)
         artifacts.add_handler(self._artifact_changed)

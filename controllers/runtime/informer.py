@@ -31,6 +31,10 @@ IndexFunc = Callable[[Obj], Iterable[str]]
 
 version_of = reflectors.version_of
 
+RESYNC_SECONDS = 600.0
+"""The resync of the informers whose objects a controller re-checks on its own schedule (the
+artifacts, the claims): every ten minutes every object is handed to the handlers again."""
+
 
 class Informer:
     def __init__(

@@ -2,8 +2,10 @@
 reach our resources (status written through ``.../modelartifacts/{name}/status``), and how any
 controller reaches cluster objects (Secrets, claims, Pods, ConfigMaps, Leases).
 
-Objects cross as plain dicts; lightkube's models are built and taken apart here only.
-``kube.errors`` become ``controllers.errors`` here, once.
+Objects cross as plain dicts; lightkube's models are built and taken apart in ``controllers``
+here only (an import-linter contract keeps lightkube out of the rest of the package). Our own
+kinds' models come from ``kube.resources``, one for every row of ``openapi.resources.SERVED``.
+``kube.errors`` become ``controllers.runtime.errors`` here, once.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import kube
 from controllers.runtime import client as clients
 from controllers.runtime import errors
 from kube import resources as ours
+from openapi import resources
 
 Obj = clients.Obj
 
 MODELS: dict[clients.Resource, Any] = {
-    clients.MODEL_ARTIFACTS: ours.ModelArtifact,
-    clients.NODE_MODEL_STORES: ours.NodeModelStore,
+    **{clients.ours(info): getattr(ours, info.kind) for info in resources.SERVED},
     clients.SECRETS: core_v1.Secret,
     clients.CLAIMS: core_v1.PersistentVolumeClaim,
     clients.PODS: core_v1.Pod,
@@ -105,7 +107,7 @@ class KubeApi:
             raise translate(exc) from None
         return _plain(written)
 
-    # the prefetches' warm-up Pods (controllers/warmup.py) ------------------------------------
+    # the prefetches' warm-up Pods (controllers/prefetches/warmup.py) -------------------------
 
     async def create_pod(self, pod: Obj) -> Obj:
         """A Pod (the prefetches' warm-up Pods); ``errors.Conflict`` when the name is taken."""

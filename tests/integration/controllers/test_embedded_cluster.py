@@ -17,6 +17,7 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import embedded
 from controllers import config as controller_settings
+from controllers.sources import plugins
 from hub import config as hub_config
 from tests.support import admitting, fakehub, waiting
 from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
@@ -114,7 +115,7 @@ async def test_the_worker_asks_the_plugins_with_its_own_clients_token(
         token_file.write_text("worker-token-1\n")
         path = cp.write_kubeconfig(tmp_path / "worker.kubeconfig", token_file=token_file)
         async with kube.Client.from_kubeconfig(path) as client:
-            read = embedded.client_token(client)
+            read = plugins.token_of(client)
             assert await read() == "worker-token-1"
             replacement = tmp_path / "token.new"
             replacement.write_text("worker-token-2\n")
@@ -124,8 +125,8 @@ async def test_the_worker_asks_the_plugins_with_its_own_clients_token(
             assert await read() is None
         inline = cp.write_kubeconfig(tmp_path / "inline.kubeconfig", token="inline-token")
         async with kube.Client.from_kubeconfig(inline) as client:
-            assert await embedded.client_token(client)() == "inline-token"
+            assert await plugins.token_of(client)() == "inline-token"
         certified = cp.write_kubeconfig(tmp_path / "cert.kubeconfig",
                                         client=cp.issue_client_cert("worker"))
         async with kube.Client.from_kubeconfig(certified) as client:
-            assert await embedded.client_token(client)() is None
+            assert await plugins.token_of(client)() is None

@@ -126,7 +126,7 @@ async def test_the_retry_interval_is_the_setting() -> None:
 
 def test_the_flag_parses_a_duration_defaulting_to_five_minutes() -> None:
     parser = argparse.ArgumentParser()
-    settings.add_flags(parser, serving=False)
+    settings.add_flags(parser)
     assert parser.parse_args([]).prefetch_warmup_retry_interval == 300.0
     parsed = parser.parse_args(["--prefetch-warmup-retry-interval=1s"])
     assert parsed.prefetch_warmup_retry_interval == 1.0
