@@ -1,6 +1,6 @@
 """``GET modelartifacts/{name}/progress``: the registry reads the artifact; the view computes
-the rest (``controllers.progress.Progress``: the NodeModelStores listing its digest, from an
-index kept off the watch, and the plugins' live bytes). Never stored, never names a node.
+the rest (``controllers.nodeview.progress.Progress``: the NodeModelStores listing its digest,
+from an index kept off the watch, and the plugins' live bytes). Never stored, never names a node.
 
 The view is plugged into the ``Slot`` at wiring time, because it watches this same registry.
 """

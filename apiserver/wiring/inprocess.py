@@ -1,11 +1,11 @@
-"""``controllers.client.Client`` over the registry: how embedded controllers reach the API.
+"""``controllers.runtime.client.Client`` over the registry: how embedded controllers reach the API.
 
 Every call goes through the same ``ResourceStore`` methods the HTTP routes use (strategies,
 validation, the status path keeping spec and metadata), and a status write passes the same
 worker-only guard, as the identity this client was built for: a fixed user and worker name, or
 (``worker``) the worker identity as the server currently knows it, so a status write while the
-identity is unknown is refused with the reason. Registry errors become ``controllers.errors``
-here, once.
+identity is unknown is refused with the reason. Registry errors become
+``controllers.runtime.errors`` here, once.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 processes that share it (several replicas on one etcd, or ``--workers``) when no cluster is
 configured.
 
-``controllers.leader.LeaseApi`` over ``storage.interface.Store``: a ``coordination.k8s.io/v1``
-Lease object stored as JSON at ``/leases/<namespace>/<name>``, its storage revision serving as
-its resourceVersion, so create and update are compare-and-swap exactly as on kube-apiserver.
+``controllers.runtime.leader.LeaseApi`` over ``storage.interface.Store``: a
+``coordination.k8s.io/v1`` Lease object stored as JSON at ``/leases/<namespace>/<name>``, its
+storage revision serving as its resourceVersion, so create and update are compare-and-swap
+exactly as on kube-apiserver.
 The keys are the server's own (no API serves them). Storage failures take their Status from the
 registry's one mapping (``statuses.from_storage``) and reach the elector as its client's errors.
 """
