@@ -75,7 +75,7 @@ class RegistryClient:
                 yield clients.WatchEvent(
                     "BOOKMARK", {"metadata": {"resourceVersion": str(event.revision)}})
             elif event.record is not None and event.type in ("ADDED", "MODIFIED", "DELETED"):
-                yield clients.WatchEvent(event.type, codec.decode(event.record))  # type: ignore[arg-type]
+                yield clients.WatchEvent(event.type, codec.decode(event.record))
 
     async def get(self, resource: clients.Resource, namespace: str, name: str) -> Obj:
         try:

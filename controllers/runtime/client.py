@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from kube import informer as reflectors
 from openapi import resources
 
 Obj = dict[str, Any]
-EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,17 +50,13 @@ NODES = Resource("", "v1", "nodes", "Node", False)
 CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ListResult:
-    items: list[Obj]
-    resource_version: str
+ListResult = reflectors.Listed
+"""A list: its items and the resourceVersion it was read at (the one list-and-watch loop's own
+value, so an informer hands it on as it is)."""
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WatchEvent:
-    type: EventType
-    object: Obj
-    """For a BOOKMARK, only ``metadata.resourceVersion`` is meaningful."""
+WatchEvent = reflectors.Event
+"""A watch event: ADDED, MODIFIED, DELETED or BOOKMARK (for a BOOKMARK, only
+``metadata.resourceVersion`` is meaningful)."""
 
 
 class Client(Protocol):

@@ -183,15 +183,13 @@ class _ListWatch:
 
     async def list(self) -> reflectors.Listed:
         o = self._owner
-        listed = await o._api.list(o.resource, namespace=o._namespace,
-                                   label_selector=o._selector)
-        return reflectors.Listed(listed.items, listed.resource_version)
+        return await o._api.list(o.resource, namespace=o._namespace, label_selector=o._selector)
 
     async def watch(self, resource_version: str) -> AsyncIterator[reflectors.Event]:
         o = self._owner
         async for event in o._api.watch(o.resource, resource_version=resource_version,
                                         namespace=o._namespace, label_selector=o._selector):
-            yield reflectors.Event(event.type, event.object)
+            yield event
 
 
 class _Sink:

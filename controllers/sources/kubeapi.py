@@ -82,7 +82,7 @@ class KubeApi:
         try:
             async for kind, obj in stream:
                 if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-                    yield clients.WatchEvent(kind, _plain(obj))  # type: ignore[arg-type]
+                    yield clients.WatchEvent(kind, _plain(obj))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
