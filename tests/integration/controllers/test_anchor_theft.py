@@ -205,7 +205,7 @@ def _scenario(world: World, hub: fakehub.FakeHub, plugin: csi_harness.PluginProc
     leaked = stolen.read_bytes() if stolen.exists() else None
     assert code == grpc.StatusCode.PERMISSION_DENIED and leaked is None, (
         code, message, leaked, steal["status"])
-    assert "anchor" in message
+    assert "AnchorNotGranted" in message
 
     # because the anchor did not become team-a's resolution, and the status says why
     resolved = _condition(steal)

@@ -98,6 +98,7 @@ def test_an_unproven_anchor_pulls_nothing_from_a_peer(
     hub, cluster = world
     resolved = asyncio.run(hubrequest.request_for(hub, BOB_REPO))
     digest = resolved.digest
+    cluster.digest = digest  # the digest its stores' entries are read for (Node.source)
     size = sum(hub.content(BOB_REPO, path).size for path in FILES)
     bobs = _create(cluster, "team-b", "weights", {"source": {"huggingFace": {
         "repository": BOB_REPO}}})
