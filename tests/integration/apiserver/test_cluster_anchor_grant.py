@@ -1,14 +1,14 @@
 """The anchor grant in cluster mode (issue 35): the fixture control plane holds the chart's
-rendered RBAC; an administrator binds alice to the chart's tenant editor role in team-a and ops to
-the chart's ``model-manager-anchor-granter`` in team-c (and editor in team-a and team-c). Through the aggregator, the server asks
-kube-apiserver a SubjectAccessReview with verb ``anchor`` for the requester when a write sets the
-annotation ``worker.gpustack.ai/anchor-grant``: alice (tenant editor) is refused with kube's 403
-and the rule, at creation and by a patch, and still creates an artifact with ``expectedDigest``;
-ops grants in team-c (the server records ``status.anchorGrant``) and nowhere else."""
+rendered RBAC; an administrator binds alice to the chart's tenant editor role in team-a, and ops
+to it in team-a and team-c and to the chart's ``model-manager-anchor-granter`` in team-c only.
+Through the aggregator, the server asks kube-apiserver a SubjectAccessReview with verb
+``anchor`` for the requester when a write sets the annotation ``worker.gpustack.ai/anchor-grant``:
+alice (tenant editor) is refused with kube's 403 and the rule, at creation and by a patch, and
+still creates an artifact with ``expectedDigest``; ops grants in team-c (the server records
+``status.anchorGrant``) and not in team-a."""
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Iterator
 from typing import Any
 
