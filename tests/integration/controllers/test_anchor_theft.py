@@ -31,7 +31,7 @@ import pytest
 
 from tests.integration.nodeplugin import csi_harness
 from tests.support import apiserver as support
-from tests.support import fakehub
+from tests.support import fakehub, waiting
 
 if os.geteuid() != 0:  # bind mounts need root; CI runs these as root
     pytest.skip("the anchor theft test needs root (bind mounts)", allow_module_level=True)
@@ -67,17 +67,6 @@ def hub() -> Iterator[fakehub.FakeHub]:
             running.add_repo(unreachable, {"config.json": b"{}\n"})
             running.faults(unreachable).fail_times = 1_000_000  # 503 to every request
         yield running
-
-
-def _wait(what: str, check: Any, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        time.sleep(0.05)
 
 
 def _artifact(namespace: str, name: str, repository: str, secret: str,
@@ -119,7 +108,7 @@ class World:
             obj = self.get(namespace, name)
             return obj if check(obj) else None
 
-        found: dict[str, Any] = _wait(f"{namespace}/{name}", seen)
+        found: dict[str, Any] = waiting.polled(f"{namespace}/{name}", seen)
         return found
 
     def a_minute_later(self, namespace: str, name: str, secret: str) -> dict[str, Any]:
