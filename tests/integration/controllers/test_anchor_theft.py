@@ -31,7 +31,7 @@ import pytest
 
 from tests.integration.nodeplugin import csi_harness
 from tests.support import apiserver as support
-from tests.support import fakehub, waiting
+from tests.support import fakehub, kubectl, waiting
 
 if os.geteuid() != 0:  # bind mounts need root; CI runs these as root
     pytest.skip("the anchor theft test needs root (bind mounts)", allow_module_level=True)
@@ -216,6 +216,11 @@ def _scenario(world: World, hub: fakehub.FakeHub, plugin: csi_harness.PluginProc
                                         expectedDigest=digest, annotations={GRANT: "mine"}))
     assert refused.status_code == 403, refused.text
     assert "AnchorGrant" in refused.json()["message"]
+    ctl = kubectl.Kubectl(world.server.kubeconfig, world.secrets.parent / "kubectl-cache")
+    said = ctl.fails("annotate", "modelartifact", "steal", "-n", "team-a", "--as", "alice",
+                     f"{GRANT}=mine")
+    assert 'User "alice" cannot anchor resource "modelartifacts"' in said, said
+    assert "rule AnchorGrant" in said
 
     # the administrator's legacy import: the grant makes the anchor the resolution
     world.secret("team-c", "legacy-token", "hf_legacy_token")
