@@ -170,6 +170,17 @@ class Anchoring:
                      f"resolved to it from the hub, last confirmed at "
                      f"{clocks.rfc3339(record.verified)}")
 
+    async def would_stand(self, obj: Obj, now: datetime.datetime, interval: float
+                          ) -> tuple[Proof | None, str]:
+        """The proof a new anchor would stand on, or None and why not (the record unreadable
+        included: no anchor is made on a proof that cannot be checked)."""
+        try:
+            found = await self.proof(obj, now, interval)
+        except errors.ApiError as exc:
+            return None, ("whether its namespace may have that content could not be told (the "
+                          f"worker's record of the hub's verifications: {exc.message})")
+        return (found, "") if found is not None else (None, self.refusal(obj, interval))
+
     def refusal(self, obj: Obj, interval: float) -> str:
         """Why the anchor of ``obj`` may not stand (for ``AnchorNotGranted``)."""
         namespace = _meta(obj)[0]

@@ -243,7 +243,8 @@ class Resolver:
             failed = failure
             proof, refusal = None, ""
             if anchor and failed.outage and failed.from_hub:
-                proof, refusal = await self._anchor_proof(obj)
+                proof, refusal = await self.anchoring.would_stand(
+                    obj, self._clock.now(), self.interval)
             delay = await self._write(obj, lambda s: verdict.not_resolved(
                 s, failed, self._context(obj, uid), anchor, proof=proof, refusal=refusal),
                 default=verdict.RECHECK)
@@ -273,17 +274,6 @@ class Resolver:
         self._failures.pop(uid, None)
         return await self._write(obj, lambda s: verdict.confirmed(
             s, self._context(obj, uid), where), default=self.interval)
-
-    async def _anchor_proof(self, obj: Obj) -> tuple[anchoring.Proof | None, str]:
-        """The proof the anchor would stand on, or None and why not."""
-        try:
-            proof = await self.anchoring.proof(obj, self._clock.now(), self.interval)
-        except errors.ApiError as exc:
-            return None, ("whether its namespace may have that content could not be told (the "
-                          f"worker's record of the hub's verifications: {exc.message})")
-        if proof is None:
-            return None, self.anchoring.refusal(obj, self.interval)
-        return proof, ""
 
     async def _judge_anchor(self, obj: Obj, uid: str, standing: str) -> runtime.Result:
         """An artifact resolved to its anchor: it keeps standing on a proof, takes up another

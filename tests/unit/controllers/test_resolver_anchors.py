@@ -14,6 +14,7 @@ from typing import Any
 from apiserver.admission import attributes as admission
 from apiserver.auth import user as users
 from controllers import client as clients
+from controllers import errors, proofs
 from openapi import anchors
 from tests.support import fakehub
 from tests.unit.controllers.conftest import DAY, Harness
@@ -233,3 +234,48 @@ async def test_a_refused_verification_withdraws_the_anchors_standing_on_it(
     await harness.reconcile("pinned")  # ...and judges the anchors on it again
     assert await _condition(harness, "pinned") == ("False", "AnchorNotGranted")
     assert "resolved" not in await harness.status("pinned")
+
+
+class Unreadable:
+    """A record that cannot be read (its storage down): ``proofs.Ledger``'s failure."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.kept = proofs.InMemory()
+
+    async def read(self, namespace: str, digest: str) -> proofs.Record | None:
+        if self.down:
+            raise errors.ApiError("storage unavailable", code=503)
+        return await self.kept.read(namespace, digest)
+
+    async def write(self, record: proofs.Record) -> None:
+        await self.kept.write(record)
+
+    async def delete(self, namespace: str, digest: str, uid: str) -> None:
+        await self.kept.delete(namespace, digest, uid)
+
+
+async def test_a_record_that_cannot_be_read_makes_no_anchor_and_withdraws_none(
+        hub: fakehub.FakeHub, harness: Harness, tmp_path: pathlib.Path) -> None:
+    ledger = Unreadable()
+    (tmp_path / "unreadable").mkdir()
+    running = Harness(hub, harness.registry, tmp_path / "unreadable", ledger=ledger)
+    await running.start()
+    try:
+        digest = _hub(running)
+        await _verified(running)
+        await running.registry.modelartifacts.delete("a", "verified")  # the record alone proves
+        await running.create("pinned", hf(DOWN, expectedDigest=digest))
+        await _two_outages(running, "pinned")
+        assert (await running.status("pinned"))["resolved"]["anchorProof"] == "HubVerified"
+        ledger.down = True
+        kept = await running.reconcile("pinned")
+        assert await _condition(running, "pinned") == ("True", "Resolved")  # nothing withdrawn
+        assert kept.requeue_after == 60.0  # checked again a minute later
+        await running.create("later", hf(DOWN, expectedDigest=digest))
+        await _two_outages(running, "later")
+        assert await _condition(running, "later") == ("False", "AnchorNotGranted")
+        assert "could not be told" in await _message(running, "later")
+        assert "storage unavailable" in await _message(running, "later")
+    finally:
+        await running.close()
