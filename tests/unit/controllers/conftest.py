@@ -16,9 +16,19 @@ from apiserver.admission import attributes as admission
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
-from apiserver.wiring import inprocess, proofs
-from controllers import claims, events, hubs, informer, passes, resolver, runtime, secrets
-from controllers import proofs as proofs_
+from apiserver.wiring import inprocess
+from apiserver.wiring import proofs as stored
+from controllers import (
+    claims,
+    events,
+    hubs,
+    informer,
+    passes,
+    proofs,
+    resolver,
+    runtime,
+    secrets,
+)
 from controllers import client as clients
 from hub import config as hub_config
 from tests.support import admitting, fakehub, waiting
@@ -55,7 +65,7 @@ class RecordingClient:
 
 class Harness:
     def __init__(self, hub: fakehub.FakeHub, registry: build.Registry, root: pathlib.Path,
-                 *, endpoint: str | None = None, ledger: proofs_.Ledger | None = None) -> None:
+                 *, endpoint: str | None = None, ledger: proofs.Ledger | None = None) -> None:
         self.hub = hub
         self.registry = registry
         self.clock = manual.ManualClock()
@@ -71,7 +81,7 @@ class Harness:
         self.cache = hubs.ListingCache()
         self.informer = informer.Informer(self.api, clients.MODEL_ARTIFACTS, self.clock)
         self.events = Events()
-        self.ledger = ledger or proofs.StoreLedger(registry.storage)
+        self.ledger = ledger or stored.StoreLedger(registry.storage)
         self.resolver = resolver.Resolver(
             self.api, self.informer, passes.Passes(self.hubs, self.cache), self.hubs,
             self.secrets, claims.AnyClaim(), self.clock, interval=DAY, recorder=self.events,
