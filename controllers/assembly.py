@@ -25,7 +25,7 @@ from controllers.nodeview import view as views
 from controllers.prefetches import wiring as prefetches
 from controllers.resolver import wiring as resolver
 from controllers.runtime import client as clients
-from controllers.runtime import informer, leader, manager
+from controllers.runtime import informer, leader, manager, proofs
 from controllers.sources import kubeapi, plugins
 from timing import clock as clocks
 
@@ -81,6 +81,9 @@ class Inputs:
     """None: the Lease in kube-apiserver with ``--leader-elect`` in a cluster, else always lead."""
     plugin_token: plugins.TokenSource | None = None
     """None: the bearer token of ``kube`` in a cluster; no token standalone."""
+    ledger: proofs.Ledger | None = None
+    """The record of the hub's verifications (anchors' proofs): the server's storage; None, in
+    this process's memory (``python -m controllers``)."""
     live_progress: bool = False
     """Read the plugins' running downloads for ``progress`` (the API server answers it)."""
 
@@ -176,6 +179,7 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
     deps = registration.Deps(
         config=cfg, clock=inputs.clock, api=inputs.api, writer=inputs.writer, cluster=cluster,
         view=view, artifacts=artifacts, plugins=locator, plugin_pods=pods, plugin_token=token,
+        ledger=inputs.ledger if inputs.ledger is not None else proofs.InMemory(),
         state_dir=inputs.state_dir)
     running: list[tuple[str, manager.Runnable]] = []
     for each in selected(mode):

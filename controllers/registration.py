@@ -19,7 +19,7 @@ import kube
 from controllers import config
 from controllers.nodeview import view as views
 from controllers.runtime import client as clients
-from controllers.runtime import events, manager
+from controllers.runtime import events, manager, proofs
 from controllers.runtime import informer as informers
 from controllers.sources import claims as claim_sources
 from controllers.sources import kubeapi, kubeevents, kubesecrets, settingsmap
@@ -64,6 +64,7 @@ class Deps:
         plugins: plugin_sources.Locator,
         plugin_pods: informers.Informer | None,
         plugin_token: plugin_sources.TokenSource,
+        ledger: proofs.Ledger,
         state_dir: pathlib.Path,
     ) -> None:
         self.config = config
@@ -84,6 +85,9 @@ class Deps:
         """The node plugin's Pods in a cluster (run with the view); None standalone."""
         self.plugin_token = plugin_token
         """The worker's bearer token for the node plugins."""
+        self.ledger = ledger
+        """The record of the hub's verifications (the server's storage, or this process's
+        memory)."""
         self.state_dir = state_dir
         self.informers: dict[tuple[int, clients.Resource, str, str], informers.Informer] = {}
         """Built through ``informer``: run for the life of the process, waited for before

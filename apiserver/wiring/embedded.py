@@ -8,8 +8,9 @@ informer admission reads) always runs; the controllers run as the mode says: all
 prefetches' pins, the rest run as ``python -m controllers``), or none (``none``).
 
 What belongs to the server stays here: the artifact facts admission reads, the worker's token
-from the static token file (standalone), and the Lease kept in the server's own store when
-processes share it (standalone).
+from the static token file (standalone), the Lease kept in the server's own store when
+processes share it (standalone), and the record of the hub's verifications kept there too
+(``proofs.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from apiserver.auth import static
 from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
-from apiserver.wiring import inprocess, leases
+from apiserver.wiring import inprocess, leases, proofs
 from controllers import assembly
 from controllers.runtime import informer, leader
 from openapi import sources
@@ -120,7 +121,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         config=settings.controller_settings, clock=clock, api=api, writer=api,
         kube=cluster_client, state_dir=settings.data_dir / "controllers",
         leadership=store_leadership(settings, registry, clock) if standalone else None,
-        plugin_token=token, live_progress=True))
+        plugin_token=token, ledger=proofs.StoreLedger(registry.storage), live_progress=True))
     hooks = Hooks(controllers=found)
 
     async def start_view() -> None:
