@@ -132,8 +132,9 @@ def parser() -> argparse.ArgumentParser:
         "--controllers",
         choices=config.CONTROLLER_MODES,
         default="embedded",
-        help="embedded: run the resolver and the aggregation in this process (default); "
-        "external: they run as python -m controllers; none: do not run them",
+        help="embedded: run every controller in this process (default); external: only those "
+        "that need this server's in-process client here (the node stores, the prefetches' pins), "
+        "the rest as python -m controllers; none: no controller (docs/controllers.md, Modes)",
     )
     controller_settings.add_flags(p)
     cluster = p.add_argument_group("cluster mode (kube's delegated authentication and "
