@@ -39,9 +39,10 @@ ARTIFACT_INDEX = "artifact"
 
 class Delivery(Protocol):
     async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
-                   nodes: Sequence[str]) -> Mapping[str, str]:
+                   nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         """Have each of ``nodes`` (with a NodeModelStore, not holding the digest yet) download
-        the artifact through its ordinary path; returns node -> why its warm-up failed."""
+        the artifact through its ordinary path; returns node -> why its warm-up failed or is
+        not made."""
         ...
 
 
@@ -50,7 +51,7 @@ class NoDelivery:
     status and the pins still follow the prefetch (standalone mode, docs/controllers.md)."""
 
     async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
-                   nodes: Sequence[str]) -> Mapping[str, str]:
+                   nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         return {}
 
 
@@ -201,7 +202,7 @@ class Prefetches:
             return runtime.DONE
         artifact = self._artifact(prefetch)
         nodes = self._targets(prefetch)
-        failures: Mapping[str, str] = {}
+        failures: Mapping[str, prefetchplan.Hold] = {}
         if not artifact.problem:
             cold = [n for n in nodes if self._stores.get("", n) is not None and
                     (prefetchplan.model_entry(self._stores.get("", n), artifact.digest)
@@ -212,7 +213,7 @@ class Prefetches:
         entries = []
         for node in nodes:
             store = self._stores.get("", node)
-            entry = prefetchplan.node_entry(node, store, artifact, failures.get(node, ""))
+            entry = prefetchplan.node_entry(node, store, artifact, failures.get(node))
             entry["pinned"] = self._pinned_here(prefetch, store, artifact.digest, now)
             entries.append(entry)
 

@@ -31,9 +31,9 @@ class Recorded:
         self.failing = dict(failing or {})
 
     async def warm(self, prefetch: dict[str, Any], artifact: prefetchplan.Artifact,
-                   nodes: Sequence[str]) -> Mapping[str, str]:
+                   nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         self.asked.append((prefetch["metadata"]["name"], artifact.digest, tuple(nodes)))
-        return {n: why for n, why in self.failing.items() if n in nodes}
+        return {n: prefetchplan.failed(why) for n, why in self.failing.items() if n in nodes}
 
 
 class World:
