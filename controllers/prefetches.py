@@ -180,9 +180,12 @@ class Prefetches:
                 self.statuses.enqueue(clients.key_of(prefetch))
 
     def _node_changed(self, old: Obj | None, new: Obj | None) -> None:
+        """A Node's labels move selectors; its taints and cordon move where warm-up Pods go, so
+        the prefetches naming it look again too."""
         _, node = clients.key_of(new or old or {})
         for prefetch in self._prefetches.items():
-            if (prefetch.get("spec") or {}).get("targets", {}).get("nodeSelector") is not None:
+            targets = (prefetch.get("spec") or {}).get("targets") or {}
+            if targets.get("nodeSelector") is not None or node in (targets.get("nodeNames") or []):
                 self._wake(prefetch)
         if node:
             self.pins.enqueue(node)
