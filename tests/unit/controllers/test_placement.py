@@ -11,31 +11,11 @@ from typing import Any
 from controllers import client as clients
 from controllers import informer, placement, prefetchplan
 from tests.support import clock as manual
+from tests.unit.controllers.fakes import Listed
 
 NS = "gpustack-system"
 GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 EVERY = {"operator": "Exists"}
-
-
-class Listed:
-    """One list per resource, then watches that never end."""
-
-    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
-        self.objects = objects
-
-    async def list(self, resource: clients.Resource, *, namespace: str = "",
-                   label_selector: str = "") -> clients.ListResult:
-        return clients.ListResult(self.objects.get(resource.plural, []), "1")
-
-    async def watch(self, resource: clients.Resource, **_: Any) -> Any:
-        await asyncio.Event().wait()
-        yield  # pragma: no cover
-
-    async def get(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    async def update_status(self, *args: Any) -> Any:
-        raise NotImplementedError
 
 
 def _daemonset(name: str, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
