@@ -78,7 +78,7 @@ class Slots:
         return self._open[peer]
 
     def _may_run(self, peer: str) -> bool:
-        return self.running < self.streams and self._running[peer] < self.per_peer
+        return self.running < self.streams and self.running_of(peer) < self.per_peer
 
     def _grant(self, peer: str) -> None:
         self.running += 1
@@ -95,7 +95,7 @@ class Slots:
 
     async def take(self, peer: str) -> Slot | Busy:
         """A slot for ``peer`` (at once or after waiting its turn), or why not."""
-        if self._open[peer] >= self.per_peer_open:
+        if self.open_of(peer) >= self.per_peer_open:
             return self._busy(429, "TooManyRequests",
                               f"this caller already has {self.per_peer_open} answers open here; "
                               "retry once one ends")
