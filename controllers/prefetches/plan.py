@@ -3,7 +3,7 @@
 - ``targets``: the nodes a prefetch selects (``nodeNames`` plus the nodes running the plugin whose
   labels match ``nodeSelector``);
 - ``node_entry``: one target node's phase from its NodeModelStore's ``status.models`` entry for
-  the artifact's digest (and its warm-up, when one failed);
+  the artifact's digest (and its warm-up's ``Hold``, when one failed or cannot be placed);
 - ``status``: the counts, the entries (at most 256, by name) and the conditions;
 - ``pins``: the digests a node must keep, the union over every prefetch pinning there; a pin with
   ``ttlAfterLastUse`` lapses once the node's copy went unused that long (``lastUsedTime``, or the
@@ -109,6 +109,21 @@ def artifact_of(prefetch: Obj, found: Obj | None) -> Artifact:
                     secret=secret)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hold:
+    """Why a node's warm-up failed or is not made (a delivery's answer): the entry's phase
+    (``Failed``, or ``Pending`` while it waits), reason and message."""
+
+    reason: str
+    message: str
+    phase: str = "Failed"
+
+
+def failed(message: str) -> Hold:
+    """A warm-up that was made and failed (``DeliveryFailed``)."""
+    return Hold(reasons.DELIVERY_FAILED, message)
+
+
 def model_entry(store: Obj | None, digest: str) -> Obj | None:
     if store is None or not digest:
         return None
@@ -123,7 +138,7 @@ def _count(value: Any) -> int | None:
 
 
 def node_entry(node: str, store: Obj | None, artifact: Artifact,
-               delivery_failure: str = "") -> Obj:
+               held: Hold | None = None) -> Obj:
     """One target node's ``status.nodes[]`` entry (``pinned`` is added by the caller)."""
     entry: Obj = {"name": node}
     if store is None:
@@ -146,9 +161,9 @@ def node_entry(node: str, store: Obj | None, artifact: Artifact,
     if state == "Failed":
         return {**entry, "phase": "Failed", "reason": str(found.get("reason") or "") if found
                 else "", "message": str((found or {}).get("message") or "")[:1024]}
-    if delivery_failure:
-        return {**entry, "phase": "Failed", "reason": reasons.DELIVERY_FAILED,
-                "message": delivery_failure[:1024]}
+    if held is not None:
+        return {**entry, "phase": held.phase, "reason": held.reason,
+                "message": held.message[:1024]}
     return {**entry, "phase": "Pending"}
 
 

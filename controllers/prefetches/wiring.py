@@ -6,7 +6,7 @@ API server). Both read the same informers."""
 from __future__ import annotations
 
 from controllers import registration
-from controllers.prefetches import controller, inputs, pins, plugindelivery, warmup
+from controllers.prefetches import controller, inputs, pins, placement, plugindelivery, warmup
 from controllers.runtime import client as clients
 from controllers.runtime import informer, manager
 
@@ -22,15 +22,21 @@ def build_status(deps: registration.Deps) -> manager.Runnable:
     cfg = deps.config
     found = deps.informer(deps.api, clients.MODEL_PREFETCHES)
     nodes = _nodes(deps)
-    if deps.cluster is None or nodes is None:
+    if deps.cluster is None or nodes is None or deps.plugin_pods is None:
         # standalone: the request to each --node plugin
         delivery = plugindelivery.PluginDelivery(deps.plugins, deps.plugin_token, deps.secrets,
                                                  ca_file=cfg.plugin_ca_file)
         return controller.Prefetches(deps.api, found, deps.artifacts, deps.view.informer,
                                      deps.clock, delivery=delivery)
     pods = deps.informer(deps.cluster, clients.PODS, label_selector=warmup.SELECTOR)
+    # where a warm-up Pod may go: the plugin Pods (the view's informer), the DaemonSets of the
+    # plugin's namespace (their keyed tolerations) and the Nodes (taints, cordons)
+    daemonsets = deps.informer(deps.cluster, clients.DAEMON_SETS,
+                               namespace=cfg.plugin_namespace)
     warming = warmup.WarmupPods(pods, deps.cluster.create_pod, deps.cluster.delete_pod,
-                                deps.clock, image=cfg.prefetch_warmup_image,
+                                deps.clock,
+                                placement.PluginPlacement(deps.plugin_pods, daemonsets, nodes),
+                                image=cfg.prefetch_warmup_image,
                                 retry_seconds=cfg.prefetch_warmup_retry)
     return controller.Prefetches(
         deps.api, found, deps.artifacts, deps.view.informer, deps.clock,

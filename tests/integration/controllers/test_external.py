@@ -132,11 +132,13 @@ def test_leader_election_between_two_replicas(
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp:
         cp.add_token("worker-token", UserInfo(WORKER, uid="w"))
         # the worker's rules in a cluster (the chart's): the prefetches' status and delivery
-        # run here too, so Nodes and Pods (the plugin Pods, the warm-up Pods) are read
+        # run here too, so Nodes, Pods (the plugin Pods, the warm-up Pods) and the plugin's
+        # DaemonSets are read
         cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),
                                       ("secrets", "persistentvolumeclaims", "configmaps",
                                        "nodes", "pods")),
                                  Rule(("create", "delete"), ("",), ("pods",)),
+                                 Rule(("list", "watch"), ("apps",), ("daemonsets",)),
                                  Rule(("get", "create", "update"), ("coordination.k8s.io",),
                                       ("leases",))])
         cluster = cp.write_kubeconfig(tmp_path / "cluster.kubeconfig", token="worker-token")
