@@ -266,8 +266,9 @@ class ModelManager:
                                               .get("resourceVersion") or version)
                                 if last.resolved:
                                     return last
-                    except errors.Expired:
-                        # the version was compacted away: read the artifact again, watch from it
+                    except (errors.Expired, errors.TooLargeResourceVersion):
+                        # the version was compacted away, or the server's store went back
+                        # behind it: read the artifact again, watch from what it says now
                         last = await self.get_artifact(namespace, name)
                         if last.resolved:
                             return last
