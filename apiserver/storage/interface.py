@@ -221,3 +221,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def compact(self, revision: int) -> None:
         """Forget history at or below ``revision`` (live records are kept)."""
+
+    @abc.abstractmethod
+    async def fence(self, revision: int) -> int:
+        """Continue numbering above ``revision`` and forget all history: afterwards the store's
+        revision F is at least ``revision``, every write gets a revision above F, the live
+        records are what they were, and ``oldest_revision()`` is F, so a list or a watch from
+        any earlier revision is ``Compacted``. Returns F. For a store found behind the revisions
+        it once handed out (``marks``), at start, before anyone watches."""

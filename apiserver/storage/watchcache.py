@@ -147,6 +147,15 @@ class Cache(interface.Store):
         for each in self.windows.values():
             each.forget(revision)  # what this store compacted, no watch may start before
 
+    async def fence(self, revision: int) -> int:
+        """The backend's fence, then every window starts over at its revision (its watchers end
+        with Compacted); the windows' own backend watches, now compacted, rebuild them again."""
+        reached = await self.inner.fence(revision)
+        for each in self.windows.values():
+            page = await self.inner.list(each.prefix)
+            each.reset(page.records, page.revision)
+        return reached
+
     # -- served from the windows -------------------------------------------------------------
 
     async def list_recent(self, prefix: str, *, not_older_than: int = 0, limit: int = 0,

@@ -33,6 +33,10 @@ CHUNK = 2000
 START_TIMEOUT = 30.0
 """How long start() waits for etcd to answer before giving up."""
 MIN_VERSION = (3, 4)
+FENCE_LIMIT = 100_000
+"""The most writes ``fence`` makes to raise etcd's revision (etcd moves it one per write; about
+6,000 a second here); a store further behind is refused, see ``fence``."""
+FENCE_CONCURRENCY = 64
 _RETRY_FIRST, _RETRY_MAX = 0.1, 2.0
 """Backoff between attempts to re-open a broken watch stream."""
 
@@ -269,6 +273,35 @@ class Store(interface.Store):
             raise interface.FutureRevision(revision, current)
         with contextlib.suppress(interface.Compacted):  # already compacted that far
             await self.client.compact(revision)
+
+    async def fence(self, revision: int) -> int:
+        """See ``interface.Store.fence``. etcd hands out revisions itself, one per write, so it
+        is raised with empty writes of a key of the server's own (outside every list and watch),
+        then compacted there. Further behind than ``FENCE_LIMIT`` writes (a new, empty etcd
+        under a mark of millions) this refuses: restore etcd with ``etcdutl snapshot restore
+        --bump-revision`` (above the mark) ``--mark-compacted`` instead, as kube-apiserver's own
+        etcd needs after a restore."""
+        self._check_open()
+        current = await self.current_revision()
+        if revision - current > FENCE_LIMIT:
+            raise interface.StorageError(
+                f"etcd is at revision {current}, {revision - current} behind {revision}: more "
+                f"than {FENCE_LIMIT} writes to catch up; restore etcd with `etcdutl snapshot "
+                f"restore --bump-revision {revision - current} --mark-compacted`")
+        put = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=self.keys.fence, value=b""))
+        reached = current
+
+        async def one() -> None:
+            nonlocal reached
+            response = await self.client.txn(rpc_pb2.TxnRequest(success=[put]))
+            reached = max(reached, int(response.header.revision))
+
+        while reached < revision:
+            batch = min(FENCE_CONCURRENCY, revision - reached)
+            await asyncio.gather(*(one() for _ in range(batch)))
+        with contextlib.suppress(interface.Compacted):  # already compacted that far
+            await self.client.compact(reached)
+        return reached
 
     # -- watch -------------------------------------------------------------------------------
 

@@ -276,6 +276,37 @@ async def test_a_watch_from_a_future_revision_waits_then_sends_what_follows_it(
     assert all(u.revision > after for u in updates if isinstance(u, interface.Progress))
 
 
+async def test_a_fence_continues_above_a_revision_and_expires_all_history(
+        store: interface.Store) -> None:
+    # what the server does at start with a store behind its revision mark (apiserver/storage/
+    # marks.py): the live records stay, numbering goes on above the mark, and every earlier
+    # revision is compacted, so a client holding one lists again (410)
+    a = await store.create("/g/a", b"a1")
+    b = await store.create("/g/b", b"b1")
+    a2 = await store.update("/g/a", b"a2", expected_revision=a.revision)
+    before = await store.current_revision()
+    reached = await store.fence(before + 100)
+    assert reached >= before + 100
+    assert await store.current_revision() >= reached
+    assert await store.oldest_revision() == reached
+    now = await store.list("/g/")
+    assert now.records == [a2, b] and now.revision >= reached
+    assert await store.get("/g/a") == a2
+    for old in (before, before + 50, reached - 1):
+        with pytest.raises(interface.Compacted):
+            await store.list("/g/", revision=old)
+    for old in (before, before + 50):  # (etcd still replays from F itself: after F - 1)
+        with pytest.raises(interface.Compacted):
+            await collect(store, "/g/", old, 1)
+    at = await store.list("/g/", revision=reached)
+    assert at.records == [a2, b]
+    c = await store.create("/g/c", b"c1")
+    assert c.revision > reached
+    assert [e.record for e in await collect(store, "/g/", reached, 1)] == [c]
+    again = await store.fence(reached - 10)  # behind the store: nothing moves back
+    assert again >= c.revision and await store.get("/g/c") == c
+
+
 async def test_compaction_forgets_history_but_keeps_live_records(store: interface.Store) -> None:
     a = await store.create("/c/a", b"a1")
     b = await store.create("/c/b", b"b1")
