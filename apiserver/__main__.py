@@ -95,8 +95,9 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         groups=auth.groups,
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],
-        # stopped in reverse: the controllers first, then what they talk to kube-apiserver with
-        stop=[*auth.shutdown, *background.stop],
+        # stopped in reverse: the controllers first, then the revision mark is recorded (on the
+        # Lease too), then what they talk to kube-apiserver with
+        stop=[*auth.shutdown, storage.flush, *background.stop],
         revisions=storage,
     )
     return application

@@ -200,7 +200,9 @@ class Guarded(interface.Store):
                 log.exception("telling of the fence failed")
         return continued
 
-    async def close(self) -> None:
+    async def flush(self) -> None:
+        """Record the newest revision handed out now (a stop: the next start then finds the
+        store exactly at its mark). Bounded by ``STOP_WAIT``; a failure is logged."""
         if self._due is not None:
             self._due.cancel()
             self._due = None
@@ -210,6 +212,9 @@ class Guarded(interface.Store):
             except (TimeoutError, interface.StorageError) as exc:
                 log.warning("the last revision mark (%d) was not recorded: %s", self._known,
                             exc or "no answer in time")
+
+    async def close(self) -> None:
+        await self.flush()
         if self._raising is not None:
             self._raising.cancel()
             await asyncio.gather(self._raising, return_exceptions=True)
