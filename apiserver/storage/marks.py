@@ -11,10 +11,10 @@ resource-version-too-large.json): the client's copy would keep objects the store
 ``Guarded`` wraps the server's store and keeps its mark in every ``Mark`` it is given: a file
 beside the store (``FileMark``, written durably) and, in a cluster, an annotation of the
 controllers' Lease in kube-apiserver (``apiserver.cluster.revisionmark``), which outlives the
-Pod and its volumes. The mark trails the revisions handed out (writes, lists, gets, watch
-events): raised ``DELAY`` after a revision passed it (one write of the mark for many), at once
-when ``GAP`` / 2 behind, and on a clean stop; no write is let through while ``GAP`` revisions
-would be unrecorded. So every revision ever handed out is at most the mark + ``GAP``. At start:
+Pod and its volumes. The mark trails the revisions handed out (writes, lists, gets): raised
+``DELAY`` after a revision passed it (one write of the mark for many), at once when ``GAP`` / 2
+behind, and on a clean stop; no write is let through while ``GAP`` revisions would be
+unrecorded. So every revision ever handed out is at most the mark + ``GAP``. At start:
 
 - the store's revision >= the mark: it holds everything it handed out (a restart, ``kill -9``
   too: a write is acknowledged only once durable); nothing changes, watches resume;
@@ -327,17 +327,16 @@ class Guarded(interface.Store):
         return await self._write(functools.partial(
             self.inner.delete, key, expected_revision=expected_revision))
 
-    async def watch(self, prefix: str, *, after: int) -> AsyncIterator[interface.Event]:
-        async for event in self.inner.watch(prefix, after=after):
-            self._seen(event.record.revision)
-            yield event
+    def watch(self, prefix: str, *, after: int) -> AsyncIterator[interface.Event]:
+        # Not followed event by event (a thousand watchers would pay for it): every revision a
+        # watch delivers was written through a Guarded (this one, or another replica's or
+        # worker's recording to the same marks), except etcd's own keys (the compactor's, a
+        # fence's), which GAP covers; lists and gets hand out the store's revision and are.
+        return self.inner.watch(prefix, after=after)
 
-    async def updates(self, prefix: str, *,
-                      after: int) -> AsyncIterator[interface.Event | interface.Progress]:
-        async for update in self.inner.updates(prefix, after=after):
-            self._seen(update.revision if isinstance(update, interface.Progress)
-                       else update.record.revision)
-            yield update
+    def updates(self, prefix: str, *,
+                after: int) -> AsyncIterator[interface.Event | interface.Progress]:
+        return self.inner.updates(prefix, after=after)
 
     async def compact(self, revision: int) -> None:
         await self.inner.compact(revision)
