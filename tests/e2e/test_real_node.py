@@ -221,8 +221,9 @@ def _pods(cluster: rig.Rig) -> dict[str, tuple[str, int]]:
 def _versions(cluster: rig.Rig) -> list[int]:
     """Every resourceVersion this test can see of our API: the lists' and their objects'."""
     seen = []
-    for args in (("modelartifacts", "-A"), ("nodemodelstores",)):
-        listed = _json(cluster, "get", *args)
+    for plural in ("modelartifacts", "nodemodelstores"):
+        listed = json.loads(cluster.kubectl(
+            "get", "--raw", f"/apis/worker.gpustack.ai/v1/{plural}").stdout)
         seen.append(int(listed["metadata"]["resourceVersion"]))
         seen += [int(item["metadata"]["resourceVersion"]) for item in listed["items"]]
     return seen
