@@ -6,6 +6,7 @@ share one cluster; each waits generously and fails with the cluster's pods, even
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import textwrap
@@ -299,6 +300,24 @@ def _sha256(data: bytes | int) -> str:
 
     assert isinstance(data, bytes)
     return hashlib.sha256(data).hexdigest()
+
+
+def test_the_notes_find_the_pods_to_delete_before_an_uninstall(installed: rig.Rig) -> None:
+    """The command the chart's notes print (and install.md gives) lists the Pods that mount an
+    artifact, and only them, on a real cluster."""
+    done = helm.run("get", "notes", RELEASE, "--namespace", NAMESPACE,
+                    "--kubeconfig", str(installed.kubeconfig))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [command] = [line.strip() for line in done.stdout.splitlines()
+                 if line.strip().startswith("kubectl get pods -A -o custom-columns")]
+    listed = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True,
+                            text=True, timeout=60, check=False,
+                            env={**os.environ, "KUBECONFIG": str(installed.kubeconfig)})
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split()[:2] for line in listed.stdout.splitlines()[1:]]
+    mounting = {f"{ns}/{name}" for ns, name in rows}
+    assert {f"{TENANT}/reader-1", f"{TENANT}/reader-2"} <= mounting, listed.stdout
+    assert not any(name.startswith(RELEASE) for _, name in rows), listed.stdout
 
 
 def test_deleting_pods_unpublishes(installed: rig.Rig) -> None:
