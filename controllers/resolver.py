@@ -6,7 +6,9 @@ Inputs: the artifact informer, the artifact's Secret (``secrets.Secrets``), the 
 runs when an artifact is new, when its revalidation is due (``--revalidate-interval``), when a
 retry comes due, and at once when its Secret changes; anything else that wakes it (its own status
 write, a resync) finds nothing due and only reschedules. The rules of each outcome are in
-``verdict``.
+``verdict``; whether an anchor may stand for the content without the hub is ``anchoring``'s
+(judged when it would become the resolution, and again at every pass of an artifact resolved to
+it), and each verification by the hub goes into the worker's record (``proofs``).
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from controllers import (
+    anchoring,
     claims,
     conditions,
+    errors,
     events,
     hubs,
     informer,
     passes,
+    proofs,
     runtime,
     secrets,
     status,
@@ -29,7 +34,7 @@ from controllers import (
 )
 from controllers import client as clients
 from hub import errors as hub_errors
-from openapi import reasons, sources
+from openapi import anchors, reasons, sources
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -78,7 +83,10 @@ class Resolver:
         interval: float = 86400.0,
         recorder: events.Recorder | None = None,
         workers: int = 8,
+        ledger: proofs.Ledger | None = None,
     ) -> None:
+        """``ledger``: where the hub's verifications are recorded (``proofs``; in memory when
+        not given)."""
         self._api = api
         self._artifacts = artifacts
         self._passes = hub_passes
@@ -99,6 +107,7 @@ class Resolver:
             "resolver", self.reconcile, clock, keys=artifacts.keys, workers=workers)
         artifacts.add_index(SECRET_INDEX, secret_refs)
         artifacts.add_index(CLAIM_INDEX, claim_refs)
+        self.anchoring = anchoring.Anchoring(artifacts, ledger or proofs.InMemory())
         artifacts.add_handler(self._artifact_changed)
         secret_source.subscribe(self.secret_changed)
         claim_source.subscribe(self._claim_changed)
@@ -144,6 +153,7 @@ class Resolver:
             self._due.pop(uid, None)
             self._forced.discard(uid)
             self._failures.pop(uid, None)
+            self.anchoring.forget(uid)
 
     async def reconcile(self, key: Key) -> runtime.Result:
         obj = self._artifacts.get(*key)
@@ -169,8 +179,11 @@ class Resolver:
             return runtime.DONE
         current = obj.get("status") or {}
         resolved = current.get("resolved") or {}
-        if resolved.get("digestSource") == "Expected":
-            return runtime.DONE  # anchored for good: the hub is never contacted again
+        for again in await self.anchoring.observe(obj):
+            self.controller.enqueue(again)  # an anchor that stood on a withdrawn verification
+        if resolved.get("digestSource") == anchors.DIGEST_FROM_ANCHOR:
+            # the hub is never contacted again, but the anchor stands only on a proof
+            return await self._judge_anchor(obj, uid, str(resolved.get("anchorProof") or ""))
         wait = self._wait(uid, current)
         if wait is not None:
             return runtime.Result(requeue_after=wait)
@@ -228,8 +241,13 @@ class Resolver:
         except passes.Failure as failure:
             log.info("%s/%s: %s: %s", *clients.key_of(obj), failure.reason, failure.message)
             failed = failure
+            proof, refusal = None, ""
+            if anchor and failed.outage and failed.from_hub:
+                proof, refusal = await self.anchoring.would_stand(
+                    obj, self._clock.now(), self.interval)
             delay = await self._write(obj, lambda s: verdict.not_resolved(
-                s, failed, self._context(obj, uid), anchor), default=verdict.RECHECK)
+                s, failed, self._context(obj, uid), anchor, proof=proof, refusal=refusal),
+                default=verdict.RECHECK)
             self._count_failure(uid, failed)
             return delay
         self._failures.pop(uid, None)
@@ -256,6 +274,26 @@ class Resolver:
         self._failures.pop(uid, None)
         return await self._write(obj, lambda s: verdict.confirmed(
             s, self._context(obj, uid), where), default=self.interval)
+
+    async def _judge_anchor(self, obj: Obj, uid: str, standing: str) -> runtime.Result:
+        """An artifact resolved to its anchor: it keeps standing on a proof, takes up another
+        when its own is gone, or loses the resolution."""
+        try:
+            proof = await self.anchoring.proof(obj, self._clock.now(), self.interval,
+                                               keeping=standing)
+        except errors.ApiError as exc:
+            log.warning("%s/%s: the anchor's proof cannot be checked now: %s",
+                        *clients.key_of(obj), exc.message)
+            return runtime.Result(requeue_after=verdict.RECHECK)
+        ctx = self._context(obj, uid)
+        if proof is None:
+            refusal = self.anchoring.refusal(obj, self.interval)
+            log.info("%s/%s: %s: %s", *clients.key_of(obj), reasons.ANCHOR_NOT_GRANTED, refusal)
+            await self._write(obj, lambda s: verdict.anchor_withdrawn(s, ctx, refusal))
+        elif proof.kind != standing:
+            found = proof
+            await self._write(obj, lambda s: verdict.anchor_proven(s, found, ctx))
+        return runtime.DONE
 
     def _count_failure(self, uid: str, failure: passes.Failure) -> None:
         """Refusals back off (a minute, doubling); outages are retried every minute."""

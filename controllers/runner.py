@@ -23,6 +23,7 @@ from controllers import (
     nodeindex,
     passes,
     progress,
+    proofs,
     resolver,
     runtime,
     secrets,
@@ -72,11 +73,13 @@ class Worker:
         node_stores: runtime.Runnable | None = None,
         prefetches: runtime.Runnable | None = None,
         artifacts: informer.Informer | None = None,
+        ledger: proofs.Ledger | None = None,
     ) -> None:
         """``node_stores`` and ``prefetches`` (only in the API server's process) run with the
         other controllers, while this replica leads. ``artifacts``: the artifact informer when
         the caller runs it (the API server's, which admission reads too); one of its own
-        otherwise."""
+        otherwise. ``ledger``: the record of the hub's verifications (the server's storage when
+        embedded; in memory otherwise)."""
         self.hubs = hubs.Hubs(config.hub)
         self.recorder = recorder or events.LogRecorder()
         self.cache = hubs.ListingCache()
@@ -87,7 +90,7 @@ class Worker:
         self.resolver = resolver.Resolver(
             api, self.artifacts, passes.Passes(self.hubs, self.cache), self.hubs, secret_source,
             claim_source, clock, interval=config.revalidate_interval, recorder=self.recorder,
-            workers=config.resolver_workers)
+            workers=config.resolver_workers, ledger=ledger)
         self.aggregator = aggregate.Aggregator(api, self.artifacts, index, clock)
         running: list[runtime.Runnable] = [self.resolver, self.aggregator]
         running.extend(extra for extra in (node_stores, prefetches) if extra is not None)

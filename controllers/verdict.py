@@ -7,7 +7,9 @@ failure was first seen).
 
 - A first resolution gives its verdict at once, except that an outage is never a verdict: it is
   retried every minute, and for an anchored artifact (``expectedDigest``) two outages a minute
-  apart make the anchor the resolution (``digestSource: Expected``; the hub is never asked again).
+  apart make the anchor the resolution (``digestSource: Expected``; the hub is never asked again)
+  when its namespace has a proof (``controllers.anchoring``), and ``AnchorNotGranted`` otherwise
+  (the hub asked again every minute).
 - A resolved artifact's revalidation: a refusal sets ``Degraded`` and is checked again a minute
   later, and the same refusal then sets ``Resolved=False``; an outage only degrades; a missing
   Secret sets ``Resolved=False`` at once; a later success restores ``Resolved=True`` with the
@@ -23,8 +25,8 @@ import dataclasses
 import datetime
 from typing import Any
 
-from controllers import conditions, passes
-from openapi import reasons
+from controllers import anchoring, conditions, passes
+from openapi import anchors, reasons
 from timing import clock as clocks
 
 Obj = dict[str, Any]
@@ -89,8 +91,10 @@ def resolved(status: Obj, found: passes.Resolution, ctx: Context, where: str) ->
     return ctx.interval
 
 
-def not_resolved(status: Obj, failure: passes.Failure, ctx: Context, anchor: str) -> float | None:
-    """A first resolution that failed; an anchored artifact may fall back to its anchor."""
+def not_resolved(status: Obj, failure: passes.Failure, ctx: Context, anchor: str, *,
+                 proof: anchoring.Proof | None = None, refusal: str = "") -> float | None:
+    """A first resolution that failed; an anchored artifact may fall back to its anchor when
+    ``proof`` says its namespace may have that content (``refusal`` says why not)."""
     if not failure.outage:
         _put(status, RESOLVED, "False", failure.reason, failure.message, ctx)
         _put(status, DEGRADED, "True", failure.reason, failure.message, ctx)
@@ -100,27 +104,55 @@ def not_resolved(status: Obj, failure: passes.Failure, ctx: Context, anchor: str
                   and before.get("reason") == reasons.SOURCE_UNAVAILABLE)
     _put(status, DEGRADED, "True", reasons.SOURCE_UNAVAILABLE, failure.message, ctx)
     elapsed = _elapsed_since_failure(status, ctx) if was_outage else 0.0
+    retry_after = failure.retry_after or 0.0
     if anchor and failure.from_hub and was_outage and elapsed >= RECHECK:
-        _anchored(status, anchor, ctx)
-        return None
+        if proof is not None:
+            _anchored(status, anchor, proof, ctx)
+            return None
+        _put(status, RESOLVED, "False", reasons.ANCHOR_NOT_GRANTED,
+             f"the hub stayed unreachable for two passes a minute apart, and {refusal}; "
+             "asking the hub again in a minute", ctx)
+        return max(RECHECK, retry_after)
     retry = RECHECK
     message = f"{failure.message}; trying again in a minute"
     if anchor and failure.from_hub:
         retry = max(1.0, RECHECK - elapsed)
         message += (", and if the hub is still unreachable then, spec.expectedDigest becomes "
-                    "the resolution")
+                    f"the resolution ({proof.message})" if proof is not None else
+                    f", and {refusal}")
     _put(status, RESOLVED, "False", reasons.SOURCE_UNAVAILABLE, message, ctx)
-    return max(retry, failure.retry_after or 0.0)
+    return max(retry, retry_after)
 
 
-def _anchored(status: Obj, anchor: str, ctx: Context) -> None:
-    status["resolved"] = {"manifestDigest": anchor, "digestSource": "Expected",
-                          "resolvedTime": clocks.rfc3339(ctx.now)}
+def _anchored(status: Obj, anchor: str, proof: anchoring.Proof, ctx: Context) -> None:
+    status["resolved"] = {"manifestDigest": anchor, "digestSource": anchors.DIGEST_FROM_ANCHOR,
+                          "anchorProof": proof.kind, "resolvedTime": clocks.rfc3339(ctx.now)}
+    _anchor_stands(status, proof, ctx)
+    _healthy(status, ctx, "resolved from the anchor; nothing more is checked")
+
+
+def _anchor_stands(status: Obj, proof: anchoring.Proof, ctx: Context) -> None:
     _put(status, RESOLVED, "True", reasons.RESOLVED,
          "the hub stayed unreachable for two passes a minute apart, so spec.expectedDigest is "
-         "the resolution (digestSource Expected); the hub is not contacted for this artifact "
-         "again, and its content comes from nodes that hold that digest", ctx)
-    _healthy(status, ctx, "resolved from the anchor; nothing more is checked")
+         f"the resolution (digestSource Expected, anchorProof {proof.kind}: {proof.message}); "
+         "the hub is not contacted for this artifact again, and its content comes from nodes "
+         "that hold that digest", ctx)
+
+
+def anchor_proven(status: Obj, proof: anchoring.Proof, ctx: Context) -> None:
+    """An artifact resolved to its anchor, judged again: it stands on ``proof``."""
+    status.setdefault("resolved", {})["anchorProof"] = proof.kind
+    _anchor_stands(status, proof, ctx)
+
+
+def anchor_withdrawn(status: Obj, ctx: Context, refusal: str) -> None:
+    """An artifact resolved to its anchor, judged again: no proof stands any more (or none was
+    ever recorded). The resolution is dropped and the hub is asked again."""
+    digest = (status.get("resolved") or {}).get("manifestDigest", "")
+    status.pop("resolved", None)
+    _put(status, RESOLVED, "False", reasons.ANCHOR_NOT_GRANTED,
+         f"the resolution to the anchor {digest} is withdrawn: {refusal}; no new mount is "
+         "authorized (running Pods keep theirs), and the hub is asked again", ctx)
 
 
 # Hub sources: revalidation of a resolved artifact ------------------------------------------

@@ -46,9 +46,12 @@ SOURCE_UNAVAILABLE = FailureReason.SOURCE_UNAVAILABLE.value
 DIGEST_MISMATCH = "DigestMismatch"
 EMPTY_MANIFEST = "EmptyManifest"
 UNSUPPORTED_SOURCE = "UnsupportedSource"
+ANCHOR_NOT_GRANTED = "AnchorNotGranted"
+"""The hub is unreachable and the anchor may not stand for it: the namespace has no proof of
+access to that digest (``openapi.anchors``)."""
 RESOLVED_REASONS = (
     RESOLVED, RESOLVING, SECRET_NOT_FOUND, CLAIM_NOT_FOUND, REVISION_NOT_FOUND, ACCESS_DENIED,
-    SOURCE_UNAVAILABLE, DIGEST_MISMATCH, EMPTY_MANIFEST, UNSUPPORTED_SOURCE,
+    SOURCE_UNAVAILABLE, DIGEST_MISMATCH, EMPTY_MANIFEST, UNSUPPORTED_SOURCE, ANCHOR_NOT_GRANTED,
 )
 HEALTHY = "Healthy"
 

@@ -64,5 +64,6 @@ def standalone(settings: config.Settings) -> Auth:
         # no cluster: no Pods to look up (the plugin's token carries its node-name extra)
         admission=chain.build(facts.standalone(
             settings.worker_username,
-            facts.Plugin(settings.plugin_namespace, settings.plugin_service_account))),
+            facts.Plugin(settings.plugin_namespace, settings.plugin_service_account),
+            authorizer=authorization)),
     )

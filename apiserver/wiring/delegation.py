@@ -80,7 +80,7 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access
     cluster = facts.ClusterFacts(
         worker=worker.UNKNOWN_YET,
         plugin=facts.Plugin(settings.plugin_namespace, settings.plugin_service_account),
-        pods=pods.Pods(own), kubernetes_version=cluster_version.current)
+        pods=pods.Pods(own), kubernetes_version=cluster_version.current, authorizer=judge)
     identity = reviews.OwnIdentity(own, authn)
 
     async def trust_sources() -> None:

@@ -26,7 +26,7 @@ from apiserver.auth import static
 from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
-from apiserver.wiring import inprocess, leases
+from apiserver.wiring import inprocess, leases, proofs
 from controllers import (
     claims,
     cluster,
@@ -281,14 +281,16 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
                                 claim_source=found.claims, leadership=found.leadership,
                                 informers=[*found.informers, *pf_informers],
                                 recorder=found.recorder, node_stores=stores, prefetches=pf,
-                                artifacts=artifacts)
+                                artifacts=artifacts,
+                                ledger=proofs.StoreLedger(registry.storage))
         cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
     else:
         running = runner.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
                                 claim_source=claims.AnyClaim(),
                                 leadership=standalone_leadership(settings, registry, clock),
                                 informers=pf_informers, node_stores=stores, prefetches=pf,
-                                artifacts=artifacts)
+                                artifacts=artifacts,
+                                ledger=proofs.StoreLedger(registry.storage))
     hooks.controllers = running
 
     async def start_controllers() -> None:

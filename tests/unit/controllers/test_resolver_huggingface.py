@@ -238,10 +238,12 @@ async def test_expected_digest_is_checked(harness: Harness) -> None:
 
 async def test_the_anchor_takes_over_after_two_outages_a_minute_apart(
         harness: Harness) -> None:
+    """With an administrator's grant (test_resolver_anchors.py: the proofs, and without one)."""
     anchor = "sha256:" + "7" * 64
     harness.hub.add_repo(REPO, FILES)
     harness.hub.faults(REPO).fail_times = 1000
-    await harness.create("m", hf(expectedDigest=anchor))
+    await harness.create("m", hf(expectedDigest=anchor),
+                         annotations={"worker.gpustack.ai/anchor-grant": "legacy import"})
     first = await harness.reconcile("m")
     assert await harness.condition("m") == ("False", "SourceUnavailable")
     assert first.requeue_after == 60.0
@@ -256,7 +258,7 @@ async def test_the_anchor_takes_over_after_two_outages_a_minute_apart(
     assert second.requeue_after is None
     resolved = (await harness.status("m"))["resolved"]
     assert resolved == {"manifestDigest": anchor, "digestSource": "Expected",
-                        "resolvedTime": "2026-01-01T00:01:00Z"}
+                        "anchorProof": "Grant", "resolvedTime": "2026-01-01T00:01:00Z"}
     assert await harness.condition("m") == ("True", "Resolved")
     harness.hub.reset_counters()
     harness.clock.advance(10 * DAY)
