@@ -188,7 +188,14 @@ class Guarded(interface.Store):
             raise
 
     async def _fence(self, current: int, mark: int) -> int:
-        continued = await self.inner.fence(mark + self._gap + 1)
+        try:
+            continued = await self.inner.fence(mark + self._gap + 1)
+        except interface.StorageError as exc:
+            raise interface.StorageError(
+                f"the store is at revision {current}, behind the revision mark {mark} "
+                f"({self.where}), and cannot continue above it: {exc}; a store that is new on "
+                f"purpose (another backend: nothing migrates) may instead start without the "
+                f"mark (docs/operations.md, \"When the store goes back\")") from exc
         fence = Fence(found=current, mark=mark, where=self.where, continued=continued)
         log.warning("%s", fence.describe())
         self.fences += 1

@@ -53,7 +53,8 @@ Update = interface.Event | interface.Progress
 
 
 class Store(interface.Store):
-    """``interface.Store`` on etcd. ``compaction_interval`` 0 disables the compactor."""
+    """``interface.Store`` on etcd. ``compaction_interval`` 0 disables the compactor;
+    ``fence_limit``: the most empty writes ``fence`` makes (``FENCE_LIMIT``)."""
 
     health_check = "etcd"
 
@@ -63,6 +64,7 @@ class Store(interface.Store):
         *,
         compaction_interval: float = 300.0,
         start_timeout: float = START_TIMEOUT,
+        fence_limit: int = FENCE_LIMIT,
     ) -> None:
         self.config = config
         self.keys = keys.Keys(config.prefix)
@@ -70,6 +72,7 @@ class Store(interface.Store):
         """The etcd client this store talks through (leases and leader election can share it)."""
         self._compaction_interval = compaction_interval
         self._start_timeout = start_timeout
+        self._fence_limit = fence_limit
         self._compactor: asyncio.Task[None] | None = None
         self._calls: set[grpc.aio.StreamStreamCall[rpc_pb2.WatchRequest,
                                                    rpc_pb2.WatchResponse]] = set()  # fmt: skip
@@ -283,11 +286,11 @@ class Store(interface.Store):
         etcd needs after a restore."""
         self._check_open()
         current = await self.current_revision()
-        if revision - current > FENCE_LIMIT:
+        if revision - current > self._fence_limit:
             raise interface.StorageError(
                 f"etcd is at revision {current}, {revision - current} behind {revision}: more "
-                f"than {FENCE_LIMIT} writes to catch up; restore etcd with `etcdutl snapshot "
-                f"restore --bump-revision {revision - current} --mark-compacted`")
+                f"than {self._fence_limit} writes to catch up; restore etcd with `etcdutl "
+                f"snapshot restore --bump-revision {revision - current} --mark-compacted`")
         put = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=self.keys.fence, value=b""))
         reached = current
 

@@ -246,3 +246,19 @@ async def test_a_start_reads_the_highest_of_its_marks(tmp_path: pathlib.Path) ->
         assert os.path.exists(tmp_path / "db" / "store.db-mark")
     finally:
         await store.close()
+
+
+async def test_an_etcd_too_far_behind_is_refused_naming_what_to_do(
+        tmp_path: pathlib.Path) -> None:
+    # a new, empty etcd under a mark of millions: raising it one write at a time would take
+    # too long; the server refuses to start and says how etcd is restored instead
+    with etcd.running(tmp_path / "etcd") as member:
+        config = etcd_client.Config(endpoints=(member.url,), prefix="/marks")
+        store = marks.Guarded(etcd_store.Store(config, compaction_interval=0, fence_limit=100),
+                              [Recorded(5_000_000)], gap=GAP)
+        with pytest.raises(interface.StorageError) as refused:
+            await store.start()
+        message = str(refused.value)
+        assert "behind the revision mark 5000000 (memory)" in message
+        assert "etcdutl snapshot restore --bump-revision" in message
+        assert "may instead start without the mark" in message
