@@ -22,7 +22,10 @@ from collections.abc import Sequence
 
 import kube
 import logs
-from controllers import claims, cluster, kubeapi, leader, runner, secrets, settings
+from controllers import assembly as runner
+from controllers import config as settings
+from controllers.runtime import leader
+from controllers.sources import claims, cluster, kubeapi, secrets
 from timing import clock as clocks
 
 log = logging.getLogger("controllers")

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import pathlib
 
-from controllers import settings as controller_settings
+from controllers import config as controller_settings
 
 DEFAULT_WORKER_USER = "system:serviceaccount:gpustack-system:model-manager-worker"
 DEFAULT_NAMESPACE = "gpustack-system"

@@ -27,22 +27,14 @@ from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases, proofs
-from controllers import (
-    claims,
-    cluster,
-    informer,
-    kubeapi,
-    leader,
-    nodestores,
-    plugindelivery,
-    plugins,
-    prefetches,
-    runner,
-    secrets,
-    storesettings,
-    warmup,
-)
-from controllers import client as clients
+from controllers import assembly as runner
+from controllers.nodestores import controller as nodestores
+from controllers.nodestores import settings as storesettings
+from controllers.prefetches import controller as prefetches
+from controllers.prefetches import plugindelivery, warmup
+from controllers.runtime import client as clients
+from controllers.runtime import informer, leader
+from controllers.sources import claims, cluster, kubeapi, plugins, secrets
 from openapi import sources
 from timing import clock as clocks
 

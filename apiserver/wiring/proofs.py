@@ -14,7 +14,8 @@ import orjson
 
 from apiserver.registry import statuses
 from apiserver.storage import interface
-from controllers import errors, proofs
+from controllers.resolver import proofs
+from controllers.runtime import errors
 
 PREFIX = "/anchorproofs/"
 ATTEMPTS = 3

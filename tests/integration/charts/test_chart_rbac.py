@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 import kube
-from controllers import warmup
+from controllers.prefetches import warmup
 from kube.resources import ModelArtifact, NodeModelStore
 from nodeplugin import plugin
 from tests.integration.apiserver import cluster

@@ -16,7 +16,7 @@ from apiserver.options import config
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import embedded
-from controllers import settings as controller_settings
+from controllers import config as controller_settings
 from hub import config as hub_config
 from tests.support import admitting, fakehub, waiting
 from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources

@@ -18,18 +18,12 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
 from apiserver.wiring import proofs as stored
-from controllers import (
-    claims,
-    events,
-    hubs,
-    informer,
-    passes,
-    proofs,
-    resolver,
-    runtime,
-    secrets,
-)
-from controllers import client as clients
+from controllers.resolver import controller as resolver
+from controllers.resolver import hubs, passes, proofs
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import events, informer
+from controllers.sources import claims, secrets
 from hub import config as hub_config
 from tests.support import admitting, fakehub, waiting
 from tests.support import clock as manual
