@@ -1,5 +1,5 @@
 """The one list-and-watch loop (client-go's reflector) every informer of ours runs: the
-controllers' informers (``controllers/informer.py``), the node plugin's artifact copy
+controllers' informers (``controllers/runtime/informer.py``), the node plugin's artifact copy
 (``nodeplugin/artifacts.py``) and its own NodeModelStore and CA ConfigMap
 (``nodeplugin/nodestore/source.py``).
 

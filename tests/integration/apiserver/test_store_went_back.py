@@ -18,9 +18,10 @@ from typing import Any
 from rich.console import Console
 
 import kube
-from controllers import client as clients
-from controllers import informer as controller_informers
-from controllers import kubeapi, queue
+from controllers.runtime import client as clients
+from controllers.runtime import informer as controller_informers
+from controllers.runtime import queue
+from controllers.sources import kubeapi
 from kube import gpustack
 from kubectlmodel import progress
 from nodeplugin import apiclient, artifacts
