@@ -84,7 +84,8 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
     storage = open_storage(settings)
     registry = build.build(storage, admission=auth.admission)
     background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,
-                                      identity=lambda: auth.admission.facts.worker)
+                                      identity=lambda: auth.admission.facts.worker,
+                                      learning=auth.identity)
     if background.artifacts is not None:  # a prefetch's artifact is looked at from here on
         auth.admission.facts.artifacts = embedded.InformerArtifacts(background.artifacts)
     application = app.build(
@@ -97,6 +98,10 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         startup=[*auth.startup, *background.start, *hooks],
         # stopped in reverse: the controllers first, then what they talk to kube-apiserver with
         stop=[*auth.shutdown, *background.stop],
+        # not ready while controllers that must run here wait for the worker identity
+        checks=[auth.identity] if auth.identity is not None and settings.controllers != "none"
+        else [],
+        collectors=[auth.identity] if auth.identity is not None else [],
     )
     return application
 

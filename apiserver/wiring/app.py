@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+from prometheus_client import registry as prometheus_registry
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -53,12 +54,15 @@ def build(
     groups: Sequence[discovery.Group] = (),
     startup: Sequence[StartupHook] = (),
     stop: Sequence[StartupHook] = (),
+    checks: Sequence[health.Check] = (),
+    collectors: Sequence[prometheus_registry.Collector] = (),
     max_body_bytes: int = config.MAX_BODY_BYTES,
 ) -> Starlette:
     """The API server app. ``resource_routes`` serve everything under the group version except
     its discovery document; ``groups`` are the other groups this mode serves (listed in
     discovery); ``startup`` hooks run after storage started, before readiness;
-    ``stop`` hooks run (in reverse order) before storage closes."""
+    ``stop`` hooks run (in reverse order) before storage closes; ``checks`` are more readiness
+    checks (``/readyz``) and ``collectors`` more metrics (``/metrics``)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -79,6 +83,8 @@ def build(
 
     # discovery first: it owns the exact group-version path the resource routes leave alone
     observed = served_metrics.Metrics()
+    for collector in collectors:
+        observed.registry.register(collector)
     routes: list[BaseRoute] = [
         *health.routes(),
         *served_metrics.routes(observed),
@@ -105,6 +111,7 @@ def build(
     app.state.ready = False
     app.state.shutdown = shutdown
     app.state.storage = storage
+    app.state.checks = tuple(checks)
     app.state.metrics = observed
     return app
 
