@@ -1,12 +1,14 @@
 """The peer port: a published tree's stored manifest and its files by byte range, to plugins only.
 
 ``GET /peer/v1/trees/{hex}`` answers the canonical manifest the publish stored beside the tree
-(``.gpustack-manifest``), after checking it still hashes to the digest; ``GET
-/peer/v1/trees/{hex}/files/{path}`` answers one file named by that manifest, whole (200) or one
-``Range`` (206). Only published trees that are not quarantined are served: a partial download is
-never under ``objects/``, and a path the manifest does not name is 404, so nothing outside the
-tree (no ``..``, no marker, no symlink) can be asked for. At most ``max_streams`` file answers
-run at once; the others wait their turn. Every request passes ``admission`` first.
+(``.gpustack-manifest``), after checking it still hashes to the digest (``cache.check.stored``,
+the rule every use of a tree passes); ``GET /peer/v1/trees/{hex}/files/{path}`` answers one file
+named by that manifest, whole (200) or one ``Range`` (206). Only published trees are served, and
+not those ``withheld`` (found at start and not checked yet): a quarantined tree is no longer
+under ``objects/``, a partial download never is, and a path the manifest does not name is 404,
+so nothing outside the tree (no ``..``, no marker, no symlink) can be asked for. At most
+``max_streams`` file answers run at once; the others wait their turn. Every request passes
+``admission`` first.
 """
 
 from __future__ import annotations
@@ -17,35 +19,32 @@ from collections.abc import AsyncIterator, Callable
 
 from starlette import applications, requests, responses, routing
 
-from nodeplugin.cache import layout
+from nodeplugin.cache import check, layout
 from nodeplugin.peer import admission, wire
-from openapi import grammar, manifest
+from openapi import grammar
 
-Quarantined = Callable[[str], bool]
+Withheld = Callable[[str], bool]
 
 
 class Trees:
     """The served trees' manifests, read once per tree (published trees never change)."""
 
-    def __init__(self, cache: layout.Layout, quarantined: Quarantined) -> None:
+    def __init__(self, cache: layout.Layout, withheld: Withheld) -> None:
         self._cache = cache
-        self._quarantined = quarantined
+        self._withheld = withheld
         self._manifests: dict[str, tuple[bytes, dict[str, int]]] = {}
 
     def listing(self, digest: str) -> tuple[bytes, dict[str, int]] | None:
         """The stored manifest and its files' sizes, or None (blocking)."""
-        if self._quarantined(digest) or not self._cache.is_published(digest):
+        if self._withheld(digest) or not self._cache.is_published(digest):
             self._manifests.pop(digest, None)
             return None
         known = self._manifests.get(digest)
         if known is not None:
             return known
         try:
-            data = (self._cache.published_path(digest) / layout.MANIFEST).read_bytes()
-            entries = manifest.parse(data)
-        except (OSError, manifest.ManifestError):
-            return None
-        if manifest.digest_of_bytes(data) != digest:
+            data, entries = check.stored(self._cache, digest)
+        except check.Damaged:
             return None
         known = (data, {e.path: e.size for e in entries})
         self._manifests[digest] = known
@@ -61,10 +60,10 @@ def make_app(
     cache: layout.Layout,
     gate: admission.Admission,
     *,
-    quarantined: Quarantined = lambda digest: False,
+    withheld: Withheld = lambda digest: False,
     max_streams: int = 8,
 ) -> applications.Starlette:
-    trees = Trees(cache, quarantined)
+    trees = Trees(cache, withheld)
     streams = asyncio.Semaphore(max_streams)
     served = {"bytes": 0}
 
