@@ -141,6 +141,7 @@ class Plugin:
         if self.checks_task is not None:
             self.checks_task.cancel()
             await asyncio.gather(self.checks_task, return_exceptions=True)
+        self.checks.done.set()  # what waits for the checks (the inventory's scan) stops too
         await self.store.stop()
         await self.materializer.close()
         if self.peer_sync is not None:
@@ -169,11 +170,15 @@ class Stock:
         """The first measurement (None before ``start``)."""
         return self._scan
 
-    def start(self) -> None:
-        """Measure what is on disk, in the background: the socket need not wait for it."""
-        self._scan = asyncio.create_task(self._measure_all(), name="measure the cache")
+    def start(self, after: asyncio.Event | None = None) -> None:
+        """Measure what is on disk, in the background: the socket need not wait for it; after
+        ``after`` is set (the start checks: both walk every tree, and a tree they quarantine
+        need not be measured)."""
+        self._scan = asyncio.create_task(self._measure_all(after), name="measure the cache")
 
-    async def _measure_all(self) -> None:
+    async def _measure_all(self, after: asyncio.Event | None) -> None:
+        if after is not None:
+            await after.wait()
         try:
             await asyncio.to_thread(self.inventory.scan)
         except OSError as exc:
@@ -421,7 +426,7 @@ async def start(
     grpc_server = await server.start(config.endpoint, identity.Identity(VERSION), node_service)
     checking = asyncio.create_task(checks.check_all(), name="start checks")
     task = asyncio.create_task(informer.run(), name="artifact informer")
-    stock.start()
+    stock.start(after=checks.done)
     store.start(settled=stock.scan)
     elapsed = time.monotonic() - began
     log.info("serving CSI on %s as node %s (started in %.3fs)", config.endpoint, config.node_name,

@@ -3,9 +3,10 @@
 Every tree published when the plugin starts is *pending*: it is held to ``check.problem`` (its
 stored manifest hashes to its digest, its files are the manifest's, of its sizes) once, by a
 background pass (``check_all``) that starts as the socket serves, or by the first mount of it
-(``before_use``) if that comes first. Either way the check runs under the digest's exclusive
-lock, so no mount binds the tree while it is judged, and the socket does not wait for a
-thousand trees to be read. A tree published by this process was verified as it arrived and is
+(``before_use``) if that comes first, so the socket does not wait for a thousand trees to be
+read. A mount checks under the digest's exclusive lock, so no mount binds the tree while it is
+judged; the pass checks in batches without locks and judges a tree that fails again under its
+lock before quarantining it (a tree leaves *pending* only once it passed, or was quarantined). A tree published by this process was verified as it arrived and is
 never pending.
 
 A tree that fails is quarantined under the same lock (``quarantine``, which the scrub calls too):
@@ -27,6 +28,8 @@ from nodeplugin.cache import check, layout, locks, quarantine
 
 log = logging.getLogger(__name__)
 TreeId = quarantine.TreeId
+BATCH = 64
+"""Trees the start pass checks per worker-thread call."""
 
 
 class Integrity:
@@ -81,18 +84,32 @@ class Integrity:
             await self._check(digest)
 
     async def check_all(self) -> None:
-        """The start pass: every pending tree, one at a time, in a worker thread each."""
+        """The start pass: the pending trees ``BATCH`` at a time in a worker thread, without
+        their locks (a tree that passes is no longer pending, which is all a mount looks at);
+        one that fails is judged again under its lock, and quarantined there."""
         began = time.monotonic()
         try:
-            for digest in sorted(self.pending):
-                if digest in self.pending:
-                    await self._check(digest)
+            todo = sorted(self.pending)
+            for first in range(0, len(todo), BATCH):
+                batch = [d for d in todo[first:first + BATCH] if d in self.pending]
+                judged = await asyncio.to_thread(self._judge, batch)
+                for digest, found in zip(batch, judged, strict=True):
+                    if digest not in self.pending:
+                        continue  # a mount checked it meanwhile
+                    if found is None:
+                        self.pending.discard(digest)
+                        self.checked += 1
+                    else:
+                        await self._check(digest)
         finally:
             self.seconds = time.monotonic() - began
             self.done.set()
         failed = sum(self.failures.values())
         log.info("start checks: %d published trees checked in %.3fs, %d quarantined",
                  self.checked, self.seconds, failed)
+
+    def _judge(self, digests: list[str]) -> list[tuple[check.Check, str] | None]:
+        return [check.problem(self._cache, digest) for digest in digests]
 
     async def _check(self, digest: str) -> None:
         async with self._locks.exclusive(digest):

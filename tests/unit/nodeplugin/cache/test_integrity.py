@@ -48,7 +48,7 @@ async def test_the_pass_checks_each_tree_once_and_quarantines_what_fails(
     entry = held.get(bad)
     assert entry is not None and entry.message == check.MESSAGES[check.Check.SIZE]
     assert entry.since == NOW
-    assert digest_locks.exclusive_sections == 2  # each judged under its lock
+    assert digest_locks.exclusive_sections == 1  # the one that failed, judged again under it
     await checks.before_use(good)  # checked already: nothing more
     assert checks.checked == 2
 
