@@ -6,8 +6,8 @@ background pass (``check_all``) that starts as the socket serves, or by the firs
 (``before_use``) if that comes first, so the socket does not wait for a thousand trees to be
 read. A mount checks under the digest's exclusive lock, so no mount binds the tree while it is
 judged; the pass checks in batches without locks and judges a tree that fails again under its
-lock before quarantining it (a tree leaves *pending* only once it passed, or was quarantined). A tree published by this process was verified as it arrived and is
-never pending.
+lock before quarantining it (a tree leaves *pending* only once it passed, or was quarantined).
+A tree published by this process was verified as it arrived and is never pending.
 
 A tree that fails is quarantined under the same lock (``quarantine``, which the scrub calls too):
 moved out of ``objects/`` (``Quarantine.hold``: mounted Pods keep it) and recorded. The digest
