@@ -178,8 +178,7 @@ class Collector:
                               f"be read ({detail})")
         referenced = self._references.digests() | mounted
         # A damaged tree goes as soon as no Pod mounts it, whatever the spec says.
-        await self._remove_quarantined(set(refs.under(mounts, str(self._cache.held)).values()),
-                                       outcome)
+        await self._remove_quarantined(outcome)
         why = self._skip_reason()
         if why is not None:
             return self._skip(outcome, why)
@@ -296,11 +295,21 @@ class Collector:
             fsutil.remove_tree(_path(path))
         return sizes
 
-    async def _remove_quarantined(self, shown: set[str], outcome: Outcome) -> None:
-        """Delete every held tree no mount shows any more (``shown``: the names under
-        ``quarantined/`` the mount table has as a source); a digest's record goes with its last
-        held tree (under its lock: a quarantine holds a tree, then records it)."""
+    async def _remove_quarantined(self, outcome: Outcome) -> None:
+        """Delete every held tree no mount shows any more; a digest's record goes with its last
+        held tree (under its lock: a quarantine holds a tree, then records it). The held trees
+        are listed *before* the mount table is read: a tree moved after the table was read
+        would not show its mounts there yet."""
         held = await asyncio.to_thread(self._quarantine.held)
+        shown: set[str] = set()
+        if held:
+            try:
+                text = await asyncio.to_thread(self._read_mountinfo)
+            except OSError as exc:
+                log.warning("quarantined copies kept: the mount table could not be read (%s)",
+                            exc.strerror or exc)
+                return
+            shown = set(refs.under(refs.parse_mountinfo(text), str(self._cache.held)).values())
         for digest, path in held:
             if path.name in shown:
                 continue
