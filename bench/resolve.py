@@ -24,8 +24,11 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
 from bench import result
-from controllers import claims, hubs, informer, passes, resolver, secrets
-from controllers import client as clients
+from controllers.resolver import controller as resolver
+from controllers.resolver import hubs, passes
+from controllers.runtime import client as clients
+from controllers.runtime import informer
+from controllers.sources import claims, secrets
 from hub import config as hub_config
 from tests.support import admitting, fakehub
 from timing import clock as clocks

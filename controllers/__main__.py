@@ -7,7 +7,7 @@ ConfigMap and the Lease come from ``--cluster-kubeconfig`` (default: the same cl
 ``--secrets-dir`` and no cluster, from the standalone sources.
 
 The controllers start once the process has learned who it writes as (a SelfSubjectReview over
-``--kubeconfig``, asked again with backoff while it fails: ``controllers.identity``);
+``--kubeconfig``, asked again with backoff while it fails: ``controllers.runtime.identity``);
 ``--health-port`` serves ``/readyz`` (failing with the reason until then), ``/livez`` and
 ``/metrics``.
 """
@@ -27,18 +27,11 @@ from collections.abc import Sequence
 
 import kube
 import logs
-from controllers import (
-    claims,
-    cluster,
-    errors,
-    health,
-    identity,
-    kubeapi,
-    leader,
-    runner,
-    secrets,
-    settings,
-)
+from controllers import assembly as runner
+from controllers import config as settings
+from controllers import health
+from controllers.runtime import errors, identity, leader
+from controllers.sources import claims, cluster, kubeapi, secrets
 from timing import clock as clocks
 
 log = logging.getLogger("controllers")

@@ -18,7 +18,7 @@ from hypercorn import config as hypercorn_config
 from prometheus_client import exposition, registry
 from starlette import applications, requests, responses, routing
 
-from controllers import identity
+from controllers.runtime import identity
 
 log = logging.getLogger(__name__)
 

@@ -43,6 +43,10 @@ class Artifact:
     """``status.resolved.revision``: the commit."""
     manifest_digest: str = ""
     secret_name: str = ""
+    digest_source: str = ""
+    """``status.resolved.digestSource``: Hub, or Expected (the anchor, without the hub)."""
+    anchor_proof: str = ""
+    """``status.resolved.anchorProof``: what lets an Expected identity be mounted."""
 
 
 def from_object(obj: dict[str, Any]) -> Artifact:
@@ -69,6 +73,8 @@ def from_object(obj: dict[str, Any]) -> Artifact:
         revision=str(resolved.get("revision", "")),
         manifest_digest=str(resolved.get("manifestDigest", "")),
         secret_name=str((hub.get("secretRef") or {}).get("name", "")),
+        digest_source=str(resolved.get("digestSource", "")),
+        anchor_proof=str(resolved.get("anchorProof", "")),
     )
 
 

@@ -4,7 +4,10 @@ Every rule is checked against the informer's copy of the API, never against the 
 hints, and each refusal names the rule it failed. The namespace is the one kubelet writes
 (``csi.storage.k8s.io/pod.namespace``), which kubelet copies over any attribute of the same name the
 Pod sets itself, so a Pod cannot claim another namespace. The digest is never authorization by
-itself: content already on the node is refused to a namespace with no resolved artifact naming it.
+itself: content already on the node is refused to a namespace with no resolved artifact naming it,
+and an artifact resolved to its anchor without the hub (``digestSource: Expected``) names it only
+with the proof the worker recorded that its namespace may have that content (``anchorProof``;
+``openapi.anchors``): the status is the worker's alone to write, so no tenant can forge either.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Mapping
 
 from nodeplugin import artifacts, errors
 from nodeplugin.cache import targets
-from openapi import grammar
+from openapi import anchors, grammar
 
 EPHEMERAL = "csi.storage.k8s.io/ephemeral"
 POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
@@ -121,6 +124,16 @@ def authorize(
         raise errors.PermissionDenied(
             f"{ref} resolved to {art.manifest_digest or 'no digest'}, not the volume's "
             f"manifestDigest {digest}"
+        )
+    # Rule 4: an identity the hub never bound to a commit (the anchor, digestSource Expected)
+    # stands on a proof that this namespace may have it.
+    anchored = art.digest_source == anchors.DIGEST_FROM_ANCHOR or not art.revision
+    if anchored and art.anchor_proof not in anchors.PROOFS:
+        raise errors.PermissionDenied(
+            f"{ref} resolved to its anchor {digest} without the hub, and the worker recorded no "
+            f"proof that namespace {namespace!r} may have that content (status.resolved."
+            "anchorProof is not set: no hub-verified artifact of the namespace and no "
+            "administrator's anchor grant)"
         )
     return Grant(artifact=art, digest=digest, target=norm_target)
 

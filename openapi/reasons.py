@@ -46,9 +46,12 @@ SOURCE_UNAVAILABLE = FailureReason.SOURCE_UNAVAILABLE.value
 DIGEST_MISMATCH = "DigestMismatch"
 EMPTY_MANIFEST = "EmptyManifest"
 UNSUPPORTED_SOURCE = "UnsupportedSource"
+ANCHOR_NOT_GRANTED = "AnchorNotGranted"
+"""The hub is unreachable and the anchor may not stand for it: the namespace has no proof of
+access to that digest (``openapi.anchors``)."""
 RESOLVED_REASONS = (
     RESOLVED, RESOLVING, SECRET_NOT_FOUND, CLAIM_NOT_FOUND, REVISION_NOT_FOUND, ACCESS_DENIED,
-    SOURCE_UNAVAILABLE, DIGEST_MISMATCH, EMPTY_MANIFEST, UNSUPPORTED_SOURCE,
+    SOURCE_UNAVAILABLE, DIGEST_MISMATCH, EMPTY_MANIFEST, UNSUPPORTED_SOURCE, ANCHOR_NOT_GRANTED,
 )
 HEALTHY = "Healthy"
 
@@ -71,6 +74,12 @@ NO_NODE_STORE = "NoNodeStore"
 """A target node without a NodeModelStore: the plugin does not run there."""
 DELIVERY_FAILED = "DeliveryFailed"
 """The warm-up (Pod or plugin request) failed before the node reported the digest."""
+NO_NODE_PLUGIN = "NoNodePlugin"
+"""No node plugin Pod of a DaemonSet runs on the node now: its warm-up Pod waits for one."""
+TAINT_NOT_TOLERATED = "TaintNotTolerated"
+"""The node has a taint the plugin's DaemonSet, or a warm-up Pod, does not tolerate: no Pod."""
+UNSCHEDULABLE = "Unschedulable"
+"""kube-scheduler cannot place the node's warm-up Pod there (a cordon, resources, ...)."""
 
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 """What any condition reason must look like: a CamelCase word (kube's metav1.Condition rule)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openapi import grammar, meta, reasons, resources, sources
+from openapi import anchors, grammar, meta, reasons, resources, sources
 
 Schema = dict[str, Any]
 
@@ -174,7 +174,12 @@ MODEL_ARTIFACT_STATUS = obj(
                                          pattern=grammar.DIGEST_PATTERN),
                 "digestSource": string("Hub: from the hub's listing; Expected: the spec's "
                                        "anchor, used after the hub stayed unreachable.",
-                                       enum=["Hub", "Expected"]),
+                                       enum=list(anchors.DIGEST_SOURCES)),
+                "anchorProof": string(
+                    "With digestSource Expected: why the namespace may have that content. "
+                    "Grant: an administrator granted the anchor (status.anchorGrant); "
+                    "HubVerified: an artifact of the namespace resolved to that digest from "
+                    "the hub.", enum=list(anchors.PROOFS)),
                 "fileCount": integer("Files in the manifest.", minimum=0),
                 "sizeBytes": integer("Total bytes of the manifest's files.", minimum=0),
                 "resolvedTime": time("When the source was resolved."),
@@ -191,6 +196,12 @@ MODEL_ARTIFACT_STATUS = obj(
                     "The downloading nodes' mean progress, in steps of 5.", "int32",
                     minimum=0, maximum=100, multipleOf=5),
             },
+        ),
+        "anchorGrant": obj(
+            "An administrator's grant of the anchor: recorded by the server when a user "
+            f"allowed verb {anchors.VERB} on {anchors.RESOURCE} set the annotation "
+            f"{anchors.ANNOTATION}, removed with it.",
+            {"grantedTime": time("When the grant was given.")},
         ),
         "conditions": conditions(reasons.ARTIFACT_CONDITIONS),
     },

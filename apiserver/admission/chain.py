@@ -1,10 +1,12 @@
-"""The chain: the rules in their order, run in three stages (the package docstring says which).
+"""The chain: the rules in their order, run in four stages (the package docstring says which).
 
-A rule says which writes it ``handles`` (kind, operation, subresource) and is one of three
+A rule says which writes it ``handles`` (kind, operation, subresource) and is one of four
 shapes: a ``Writer`` judges who writes before the body is read (a refusal is a 403 naming the
 rule), a ``Mutating`` rule changes the object, a ``Validating`` one returns field errors (one
-422 for all of them). Every validating rule sees the errors found before it, so a rule can leave
-alone a field the schema already refused and each field gets one clear cause.
+422 for all of them), and an ``Authorizing`` one judges whether the requester may make the
+change the admitted object carries (kube's ``bind``/``escalate`` checks: a 403 naming the rule),
+recording what it allowed. Every validating rule sees the errors found before it, so a rule can
+leave alone a field the schema already refused and each field gets one clear cause.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from apiserver.admission import artifacts, facts, prefetches, rules, writers
-from apiserver.admission.attributes import WriteRequest
+from apiserver.admission import anchors, artifacts, facts, prefetches, rules, writers
+from apiserver.admission.attributes import WriteRequest, requester
 from apiserver.auth import user as users
 from apiserver.registry import strategy
 from openapi import fields, resources
@@ -48,21 +50,36 @@ class Validating(Protocol):
         ...
 
 
+class Authorizing(Protocol):
+    name: str
+
+    def handles(self, write: strategy.Write) -> bool: ...
+
+    async def authorize(self, write: strategy.Write, user: users.UserInfo | None) -> None:
+        """Raise ``errors.Forbidden`` (503 when it cannot tell) when ``user`` (None: the
+        server's own write) may not make this change; may record what it allowed."""
+        ...
+
+
 class Chain:
-    """The ordered rules; ``check`` runs the writers, ``admit`` mutates then validates."""
+    """The ordered rules; ``check`` runs the writers, ``admit`` mutates then validates,
+    ``authorize`` judges the requester's change."""
 
     def __init__(self, cluster: facts.ClusterFacts, *, writers: Sequence[Writer],
-                 mutating: Sequence[Mutating], validating: Sequence[Validating]) -> None:
+                 mutating: Sequence[Mutating], validating: Sequence[Validating],
+                 authorizing: Sequence[Authorizing] = ()) -> None:
         self.facts = cluster
         self.writers = tuple(writers)
         self.mutating = tuple(mutating)
         self.validating = tuple(validating)
+        self.authorizing = tuple(authorizing)
 
     @property
     def names(self) -> tuple[str, ...]:
         """Every rule's name, in the order the chain runs them."""
         return (*(rule.name for rule in self.writers), *(rule.name for rule in self.mutating),
-                *(rule.name for rule in self.validating))
+                *(rule.name for rule in self.validating),
+                *(rule.name for rule in self.authorizing))
 
     async def check(self, info: resources.ResourceInfo, user: users.UserInfo, name: str, *,
                     subresource: str = "status") -> None:
@@ -82,6 +99,13 @@ class Chain:
                 found.extend(rule.validate(write, found))
         return found
 
+    async def authorize(self, write: strategy.Write) -> None:
+        """After ``admit`` found nothing: may the requester (``attributes.requester``) make
+        this change."""
+        for rule in self.authorizing:
+            if rule.handles(write):
+                await rule.authorize(write, requester())
+
 
 def build(cluster: facts.ClusterFacts) -> Chain:
     """The chain in its order; ``cluster`` is what its rules may ask of the cluster."""
@@ -99,4 +123,5 @@ def build(cluster: facts.ClusterFacts) -> Chain:
             prefetches.PrefetchArtifact(cluster),
             prefetches.ImmutableArtifactRef(),
         ],
+        authorizing=[anchors.AnchorGrant(cluster)],
     )

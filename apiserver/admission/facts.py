@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Protocol
 
+from apiserver.auth import authorizer as authorizers
 from apiserver.auth import user as users
 from apiserver.auth import worker as workers
 
@@ -60,15 +61,21 @@ class ClusterFacts:
     ``kubernetes_version`` is asked at every create of an image source; ``pods`` is None without
     a cluster (there is no Pod to look up, so a plugin token must carry its node-name extra);
     ``artifacts`` is set once the server reads its artifacts (``wiring.embedded``), None
-    before: a prefetch's artifact is then not looked at."""
+    before: a prefetch's artifact is then not looked at; ``authorizer`` is the server's own
+    (SubjectAccessReview in a cluster, the local policy standalone), which rules that authorize
+    a change ask about the requester (None: such a change is refused)."""
 
     worker: workers.WorkerIdentity
     plugin: Plugin
     pods: PodLookup | None = None
     kubernetes_version: Version = floor_met
     artifacts: Artifacts | None = None
+    authorizer: authorizers.Authorizer | None = None
 
 
-def standalone(worker_username: str, plugin: Plugin) -> ClusterFacts:
-    """No cluster: a configured worker, no Pods to look up, the image-volume floor met."""
-    return ClusterFacts(worker=workers.WorkerIdentity.configured(worker_username), plugin=plugin)
+def standalone(worker_username: str, plugin: Plugin,
+               authorizer: authorizers.Authorizer | None = None) -> ClusterFacts:
+    """No cluster: a configured worker, no Pods to look up, the image-volume floor met, the
+    local policy's ``authorizer``."""
+    return ClusterFacts(worker=workers.WorkerIdentity.configured(worker_username), plugin=plugin,
+                        authorizer=authorizer)

@@ -15,6 +15,9 @@ Standalone mode has no kube-apiserver to ask, so it judges requests with local R
 - the tenant ClusterRoles ``model-manager-tenant-reader`` and ``-editor`` (artifacts, their
   progress and prefetches), bound to nobody: a RoleBinding in a tenant's namespace grants them
   there only;
+- ``model-manager-anchor-granter`` (verb ``anchor`` on modelartifacts: may set the anchor grant,
+  ``openapi.anchors``), bound to nobody: the administrators have it already, a binding gives it
+  to whoever migrates a legacy cache;
 - the documents of the policy file (``DATA_DIR/policy.yaml``): Roles, ClusterRoles and bindings
   the operator adds, e.g. the ``model-artifact-reader`` Role for a tenant.
 
@@ -31,13 +34,14 @@ import yaml
 from apiserver.auth import rbac
 from apiserver.auth import user as users
 from durable import disk
-from openapi import resources
+from openapi import anchors, resources
 
 GROUP = resources.GROUP
 WORKER_ROLE = "model-manager-worker"
 PLUGIN_ROLE = "model-manager-node"
 TENANT_READER_ROLE = "model-manager-tenant-reader"
 TENANT_EDITOR_ROLE = "model-manager-tenant-editor"
+ANCHOR_GRANTER_ROLE = "model-manager-anchor-granter"
 
 DISCOVERY = rbac.Role("system:discovery", (rbac.Rule(
     verbs=("get",),
@@ -96,6 +100,12 @@ TENANT_EDITOR = rbac.Role(TENANT_EDITOR_ROLE, (
               ("modelartifacts", "modelprefetches")),
 ))
 
+# The anchor grant (docs/security.md): an artifact's expectedDigest may stand for content the hub
+# has not shown its namespace. Never part of a tenant's role; bound to nobody.
+ANCHOR_GRANTER = rbac.Role(ANCHOR_GRANTER_ROLE, (
+    rbac.Rule((anchors.VERB,), (GROUP,), (anchors.RESOURCE,)),
+))
+
 
 def builtin(*, worker: str, plugin: str) -> rbac.Policy:
     """kube's defaults plus the chart's roles bound to the worker and plugin user names."""
@@ -110,7 +120,7 @@ def builtin(*, worker: str, plugin: str) -> rbac.Policy:
 
     return rbac.Policy(
         roles=(DISCOVERY, PUBLIC_INFO, BASIC_USER, CLUSTER_ADMIN, WORKER, PLUGIN,
-               TENANT_READER, TENANT_EDITOR),
+               TENANT_READER, TENANT_EDITOR, ANCHOR_GRANTER),
         bindings=(
             rbac.Binding("system:discovery", "ClusterRole", DISCOVERY.name,
                          (group(users.AUTHENTICATED),)),

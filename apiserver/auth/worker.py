@@ -4,9 +4,9 @@ In a cluster the server runs as the worker's ServiceAccount, so it learns the na
 kube-apiserver (docs/auth.md, "Status guards"): a SelfSubjectReview (``authentication.k8s.io/v1``,
 served since 1.28), or, where that is not served, a TokenReview of its own token. With neither,
 the identity is unknown: status writes are refused with the reason, and the controllers wait.
-``learn`` is one attempt; ``controllers.identity.Learning`` makes them, at start and again with
-backoff until one succeeds, logging and counting each failure. In standalone mode the name is
-configured (``--worker-user``) and its token is in the token file.
+``learn`` is one attempt; ``controllers.runtime.identity.Learning`` makes them, at start and
+again with backoff until one succeeds, logging and counting each failure. In standalone mode the
+name is configured (``--worker-user``) and its token is in the token file.
 """
 
 from __future__ import annotations

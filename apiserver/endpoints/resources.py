@@ -22,6 +22,7 @@ from starlette import requests, routing
 from starlette import responses as starlette_responses
 
 from apiserver import errors
+from apiserver.admission import attributes as admission_attributes
 from apiserver.admission import chain
 from apiserver.auth import middleware
 from apiserver.auth import user as users
@@ -110,6 +111,10 @@ class Handlers:
     # collection -----------------------------------------------------------------------------
 
     async def collection(self, req: requests.Request) -> Response:
+        with admission_attributes.requested_by(_user(req)):
+            return await self._collection(req)
+
+    async def _collection(self, req: requests.Request) -> Response:
         found = _request(req)
         namespace = found.namespace
         verb = _served_verb(req, found)
@@ -173,6 +178,10 @@ class Handlers:
     # one object -----------------------------------------------------------------------------
 
     async def item(self, req: requests.Request) -> Response:
+        with admission_attributes.requested_by(_user(req)):
+            return await self._item(req)
+
+    async def _item(self, req: requests.Request) -> Response:
         found = _request(req)
         verb = _served_verb(req, found)
         if verb not in _ITEM_VERBS:
@@ -202,9 +211,10 @@ class Handlers:
         if verb not in ("update", "patch"):
             raise _not_allowed()
         await self.guards.check(self.info, _user(req), found.name)
-        if verb == "update":
-            return await self._put(req, found, status=True)
-        return await self._patch(req, found, status=True)
+        with admission_attributes.requested_by(_user(req)):
+            if verb == "update":
+                return await self._put(req, found, status=True)
+            return await self._patch(req, found, status=True)
 
     async def _get(self, req: requests.Request, found: infos.RequestInfo) -> Response:
         target = negotiation.negotiate(req.headers.get("accept"))

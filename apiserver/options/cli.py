@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from apiserver.options import config, storage_flags
 from certs import authority
-from controllers import settings as controller_settings
+from controllers import config as controller_settings
 from timing import durations
 
 DESCRIPTION = """\

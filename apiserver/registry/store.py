@@ -219,9 +219,11 @@ class ResourceStore:
                 problems = objectmeta.name_problems("metadata.name", metadata["name"])
             else:
                 problems = []
-            problems.extend(self.admission.admit(strategy.Write("CREATE", self.info, obj)))
+            write = strategy.Write("CREATE", self.info, obj)
+            problems.extend(self.admission.admit(write))
             if problems:
                 raise statuses.invalid(self.info, metadata["name"], problems)
+            await self.admission.authorize(write)
             key = self.key(metadata.get("namespace", ""), metadata["name"])
             if dry_run:
                 if await self.storage.get(key) is not None:
@@ -373,14 +375,16 @@ class ResourceStore:
         name = old["metadata"]["name"]
         if status:
             new = self.strategy.prepare_for_status_update(new, old, pruned=pruned)
-            problems = self.admission.admit(
-                strategy.Write("UPDATE", self.info, new, old, subresource="status"))
+            write = strategy.Write("UPDATE", self.info, new, old, subresource="status")
+            problems = self.admission.admit(write)
         else:
             self.strategy.prepare_for_update(new, old, pruned=pruned)
             problems = self.strategy.check_update(new, old)
-            problems.extend(self.admission.admit(strategy.Write("UPDATE", self.info, new, old)))
+            write = strategy.Write("UPDATE", self.info, new, old)
+            problems.extend(self.admission.admit(write))
         if problems:
             raise statuses.invalid(self.info, name, problems)
+        await self.admission.authorize(write)
         if _unversioned(new) == _unversioned(old):
             return old  # nothing changed: no write, no event, same resourceVersion
         value = codec.encode(new)

@@ -43,6 +43,11 @@ class Admission(Protocol):
         """Mutate ``write.obj``, then every way it is refused (empty: admitted)."""
         ...
 
+    async def authorize(self, write: Write) -> None:
+        """After ``admit`` admitted it: raise a ``StatusError`` (403) when the requester may
+        not make this change (it may record what it allowed in ``write.obj``)."""
+        ...
+
 
 class Strategy:
     """The rules every resource shares."""

@@ -26,7 +26,7 @@ from apiserver.auth import (
 )
 from apiserver.endpoints import discovery, selfreviews
 from apiserver.options import config
-from controllers import identity as identities
+from controllers.runtime import identity as identities
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -68,5 +68,6 @@ def standalone(settings: config.Settings) -> Auth:
         # no cluster: no Pods to look up (the plugin's token carries its node-name extra)
         admission=chain.build(facts.standalone(
             settings.worker_username,
-            facts.Plugin(settings.plugin_namespace, settings.plugin_service_account))),
+            facts.Plugin(settings.plugin_namespace, settings.plugin_service_account),
+            authorizer=authorization)),
     )

@@ -7,7 +7,8 @@ authorization: system:masters -> always-allowed paths -> SubjectAccessReview (ca
 Trust comes from the flag files when given, else from the watched ConfigMap; both feed the TLS
 handshake bundle. At start, before listening: the trust is read, the worker identity is asked for
 (SelfSubjectReview, else TokenReview of the own token; when that fails, asked again with backoff
-in the background until learned: ``controllers.identity``) and kube-apiserver's version is read.
+in the background until learned: ``controllers.runtime.identity``) and kube-apiserver's version
+is read.
 Built from ``apiserver.cluster``'s calls into the ``access.Auth`` either mode hands the app.
 """
 
@@ -36,7 +37,7 @@ from apiserver.cluster import authconfig, pods, reviews, version
 from apiserver.options import config
 from apiserver.serving import tls
 from apiserver.wiring import access
-from controllers import identity as identities
+from controllers.runtime import identity as identities
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access
     cluster = facts.ClusterFacts(
         worker=worker.UNKNOWN_YET,
         plugin=facts.Plugin(settings.plugin_namespace, settings.plugin_service_account),
-        pods=pods.Pods(own), kubernetes_version=cluster_version.current)
+        pods=pods.Pods(own), kubernetes_version=cluster_version.current, authorizer=judge)
     identity = reviews.OwnIdentity(own, authn)
 
     async def trust_sources() -> None:

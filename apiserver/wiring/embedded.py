@@ -13,7 +13,7 @@ process whenever controllers run at all, with ``--controllers=external`` too: on
 inside the API server can create NodeModelStores and write their spec.
 
 In a cluster the controllers (and, with ``external``, the node stores and prefetches) start once
-the worker identity is learned (``controllers.identity.Learning``): at once when the first
+the worker identity is learned (``controllers.runtime.identity.Learning``): at once when the first
 attempt succeeds, else when a later one does.
 """
 
@@ -30,24 +30,16 @@ from apiserver.auth import static
 from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
-from apiserver.wiring import inprocess, leases
-from controllers import (
-    claims,
-    cluster,
-    informer,
-    kubeapi,
-    leader,
-    nodestores,
-    plugindelivery,
-    plugins,
-    prefetches,
-    runner,
-    secrets,
-    storesettings,
-    warmup,
-)
-from controllers import client as clients
-from controllers import identity as identities
+from apiserver.wiring import inprocess, leases, proofs
+from controllers import assembly as runner
+from controllers.nodestores import controller as nodestores
+from controllers.nodestores import settings as storesettings
+from controllers.prefetches import controller as prefetches
+from controllers.prefetches import placement, plugindelivery, warmup
+from controllers.runtime import client as clients
+from controllers.runtime import identity as identities
+from controllers.runtime import informer, leader
+from controllers.sources import claims, cluster, kubeapi, plugins, secrets
 from openapi import sources
 from timing import clock as clocks
 
@@ -92,24 +84,30 @@ def prefetch_controller(
     clock: clocks.Clock,
     *,
     standalone: prefetches.Delivery | None = None,
+    plugin_pods: informer.Informer | None = None,
 ) -> tuple[prefetches.Prefetches, list[informer.Informer]]:
     """The prefetch controller and the informers it needs run beside it: its prefetches and, in
-    a cluster, the Nodes (labels) and the warm-up Pods (delivery); ``standalone`` delivers
-    without a cluster (the request to each ``--node`` plugin)."""
+    a cluster, the Nodes (labels, taints), the warm-up Pods (delivery) and the DaemonSets of the
+    plugin's namespace (the warm-up Pods' tolerations, with ``plugin_pods``, the progress
+    view's informer, run by the view); ``standalone`` delivers without a cluster (the request
+    to each ``--node`` plugin)."""
     found = informer.Informer(api, clients.MODEL_PREFETCHES, clock)
-    if theirs is None:
+    if theirs is None or plugin_pods is None:
         return prefetches.Prefetches(api, found, artifacts, view.informer, clock,
                                      delivery=standalone), [found]
+    cs = settings.controller_settings
     nodes = informer.Informer(theirs, clients.NODES, clock)
     pods = informer.Informer(theirs, clients.PODS, clock, label_selector=warmup.SELECTOR)
-    cs = settings.controller_settings
+    daemonsets = informer.Informer(theirs, clients.DAEMON_SETS, clock,
+                                   namespace=cs.plugin_namespace)
     delivery = warmup.WarmupPods(pods, theirs.create_pod, theirs.delete_pod, clock,
+                                 placement.PluginPlacement(plugin_pods, daemonsets, nodes),
                                  image=cs.prefetch_warmup_image,
                                  retry_seconds=cs.prefetch_warmup_retry)
     controller = prefetches.Prefetches(
         api, found, artifacts, view.informer, clock, labels=prefetches.NodeLabels(nodes),
         nodes=nodes, delivery=delivery, owned=pods, failed_recheck=cs.prefetch_warmup_retry)
-    return controller, [found, nodes, pods]
+    return controller, [found, nodes, pods, daemonsets]
 
 
 def node_stores(
@@ -290,7 +288,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
                                               ca_file=cs.plugin_ca_file)
                 if theirs is None else None)
     pf, pf_informers = prefetch_controller(settings, api, view, artifacts, theirs, clock,
-                                           standalone=delivery)
+                                           standalone=delivery, plugin_pods=pods)
     hooks.prefetches = pf
     if settings.controllers != "embedded":
         log.info("controllers: %s (node stores and prefetches run here, the rest out of this "
@@ -303,14 +301,16 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
                                 claim_source=found.claims, leadership=found.leadership,
                                 informers=[*found.informers, *pf_informers],
                                 recorder=found.recorder, node_stores=stores, prefetches=pf,
-                                artifacts=artifacts)
+                                artifacts=artifacts,
+                                ledger=proofs.StoreLedger(registry.storage))
         cluster.watch_settings(found, running, cs, settings.data_dir / "controllers")
     else:
         running = runner.Worker(api, cs, clock, index=view.index, secret_source=secret_source,
                                 claim_source=claims.AnyClaim(),
                                 leadership=standalone_leadership(settings, registry, clock),
                                 informers=pf_informers, node_stores=stores, prefetches=pf,
-                                artifacts=artifacts)
+                                artifacts=artifacts,
+                                ledger=proofs.StoreLedger(registry.storage))
     hooks.controllers = running
 
     waiting: list[asyncio.Task[None]] = []

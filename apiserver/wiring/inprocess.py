@@ -17,8 +17,8 @@ from apiserver.admission import writers
 from apiserver.auth import user as users
 from apiserver.auth import worker as workers
 from apiserver.registry import build, codec, options, selectors, store
-from controllers import client as clients
-from controllers import errors as controller_errors
+from controllers.runtime import client as clients
+from controllers.runtime import errors as controller_errors
 
 Obj = clients.Obj
 

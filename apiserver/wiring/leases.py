@@ -17,7 +17,7 @@ import orjson
 
 from apiserver.registry import statuses
 from apiserver.storage import interface
-from controllers import errors
+from controllers.runtime import errors
 
 Obj = dict[str, Any]
 PREFIX = "/leases/"

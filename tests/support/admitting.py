@@ -1,25 +1,34 @@
-"""The admission chain as the tests build it: standalone's facts, or a given cluster version."""
+"""The admission chain as the tests build it: standalone's facts (its local policy judging the
+requester), or a given cluster version."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from apiserver.admission import chain, facts
+from apiserver.auth import authorizer, policy, rbac
 from apiserver.registry import strategy
 from openapi import fields, resources
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 PLUGIN = facts.Plugin("gpustack-system", "model-manager-node")
+PLUGIN_USER = PLUGIN.username
 
 
-def standalone(worker: str = WORKER) -> chain.Chain:
+def local_policy(worker: str = WORKER, extra: rbac.Policy | None = None) -> authorizer.Delegating:
+    """Standalone's authorizer: the built-in roles (masters allowed everything) and ``extra``."""
+    built = policy.builtin(worker=worker, plugin=PLUGIN_USER)
+    return authorizer.Delegating(rbac.Evaluator(built + extra if extra is not None else built))
+
+
+def standalone(worker: str = WORKER, extra: rbac.Policy | None = None) -> chain.Chain:
     """The chain of a standalone server whose worker is ``worker``."""
-    return chain.build(facts.standalone(worker, PLUGIN))
+    return chain.build(facts.standalone(worker, PLUGIN, authorizer=local_policy(worker, extra)))
 
 
 def at_version(version: tuple[int, int] | None) -> chain.Chain:
     """The chain in a cluster whose kube-apiserver is ``version`` (None: it cannot be read)."""
-    cluster = facts.standalone(WORKER, PLUGIN)
+    cluster = facts.standalone(WORKER, PLUGIN, authorizer=local_policy())
     cluster.kubernetes_version = lambda: version
     return chain.build(cluster)
 

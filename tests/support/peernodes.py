@@ -67,9 +67,10 @@ def seed_stores(data_dir: pathlib.Path, specs: Mapping[str, Mapping[str, Any]]) 
 
 class Cluster:
     def __init__(self, stack: contextlib.ExitStack, base: pathlib.Path,
-                 specs: Mapping[str, Mapping[str, Any]]) -> None:
+                 specs: Mapping[str, Mapping[str, Any]],
+                 namespaces: Sequence[str] = (NAMESPACE,)) -> None:
         self.base = base
-        self.cp = stack.enter_context(ControlPlane(base / "cp", namespaces=(NAMESPACE,)))
+        self.cp = stack.enter_context(ControlPlane(base / "cp", namespaces=namespaces))
         clustermode.prepare(self.cp)
         chartrbac.render(sets=("modelManager.peerSync.enabled=true",)).apply(self.cp)
         seed_stores(base / "server", specs)

@@ -12,17 +12,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 import kube
-from controllers import (
-    claims,
-    clustersettings,
-    informer,
-    kubeapi,
-    kubesecrets,
-    leader,
-    secrets,
-    settings,
-)
-from controllers import client as clients
+from controllers import config as settings
+from controllers.resolver import settings as clustersettings
+from controllers.runtime import client as clients
+from controllers.runtime import informer, leader
+from controllers.sources import claims, kubeapi, kubesecrets, secrets
 from hub import config as hub_config
 from tests.support import chartrbac, waiting
 from tests.support.controlplane import ControlPlane, UserInfo, resources

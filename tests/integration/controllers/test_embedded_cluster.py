@@ -16,7 +16,7 @@ from apiserver.options import config
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import embedded
-from controllers import settings as controller_settings
+from controllers import config as controller_settings
 from hub import config as hub_config
 from tests.support import admitting, fakehub, waiting
 from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
@@ -50,6 +50,8 @@ async def test_embedded_controllers_use_the_clusters_sources(
     cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),
                                   ("secrets", "persistentvolumeclaims", "configmaps", "pods")),
                              Rule(("list", "watch"), ("",), ("nodes",)),  # prefetch selectors
+                             # the plugin's DaemonSets: the warm-up Pods' tolerations
+                             Rule(("list", "watch"), ("apps",), ("daemonsets",)),
                              Rule(("get", "create", "update"), ("coordination.k8s.io",),
                                   ("leases",)),
                              Rule(("create",), ("",), ("events",))])

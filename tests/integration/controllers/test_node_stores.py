@@ -19,8 +19,8 @@ from apiserver.options import config
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import embedded
-from controllers import nodestores
-from controllers import settings as controller_settings
+from controllers import config as controller_settings
+from controllers.nodestores import controller as nodestores
 from hub import config as hub_config
 from tests.support import admitting, waiting
 from tests.support import clock as manual
@@ -85,6 +85,7 @@ async def world(tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> Async
             Rule(("get", "list", "watch"), ("",),
                  ("secrets", "persistentvolumeclaims", "configmaps", "pods", "nodes")),
             Rule(("get", "list", "watch"), ("storage.k8s.io",), ("csinodes",)),
+            Rule(("list", "watch"), ("apps",), ("daemonsets",)),  # warm-up Pods' tolerations
             Rule(("get",), ("",), ("nodes/proxy",)),
             Rule(("create",), ("",), ("events",)),
         ])  # fmt: skip

@@ -48,6 +48,7 @@ def _grant_controllers(cp: ControlPlane) -> None:
         Rule(("get", "list", "watch"), ("",),
              ("secrets", "persistentvolumeclaims", "configmaps", "pods")),
         Rule(("list", "watch"), ("",), ("nodes",)),
+        Rule(("list", "watch"), ("apps",), ("daemonsets",)),  # the warm-up Pods' tolerations
         Rule(("list", "watch"), ("storage.k8s.io",), ("csinodes",)),
         Rule(("get", "create", "update"), ("coordination.k8s.io",), ("leases",)),
         Rule(("create",), ("",), ("events",))])  # fmt: skip

@@ -12,7 +12,7 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
-from controllers import runner
+from controllers import assembly as runner
 from tests.support import admitting, etcd
 from timing import clock as clocks
 

@@ -18,7 +18,7 @@ import pytest
 
 from apiserver.options import cli as apiserver_cli
 from apiserver.options import config as apiserver_config
-from controllers import settings as controller_settings
+from controllers import config as controller_settings
 from nodeplugin import __main__ as plugin_cli
 from tests.support import helm
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from controllers import storesettings
+from controllers.nodestores import settings as storesettings
 from openapi import nodestore, quantity
 from tests.support import helm
 

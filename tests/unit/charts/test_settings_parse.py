@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from controllers import clustersettings, storesettings
+from controllers.nodestores import settings as storesettings
+from controllers.resolver import settings as clustersettings
 from hub import config as hub_config
 from tests.support import helm
 from tests.support.controlplane import Authority

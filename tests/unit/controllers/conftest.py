@@ -12,18 +12,25 @@ from typing import Any
 
 import pytest
 
+from apiserver.admission import attributes as admission
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
-from controllers import claims, events, hubs, informer, passes, resolver, runtime, secrets
-from controllers import client as clients
+from apiserver.wiring import proofs as stored
+from controllers.resolver import controller as resolver
+from controllers.resolver import hubs, passes, proofs
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import events, informer
+from controllers.sources import claims, secrets
 from hub import config as hub_config
 from tests.support import admitting, fakehub, waiting
 from tests.support import clock as manual
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 DAY = 86400.0
+ADMIN = users.UserInfo("admin", groups=(users.MASTERS, users.AUTHENTICATED))
 
 
 class Events:
@@ -52,7 +59,7 @@ class RecordingClient:
 
 class Harness:
     def __init__(self, hub: fakehub.FakeHub, registry: build.Registry, root: pathlib.Path,
-                 *, endpoint: str | None = None) -> None:
+                 *, endpoint: str | None = None, ledger: proofs.Ledger | None = None) -> None:
         self.hub = hub
         self.registry = registry
         self.clock = manual.ManualClock()
@@ -68,9 +75,11 @@ class Harness:
         self.cache = hubs.ListingCache()
         self.informer = informer.Informer(self.api, clients.MODEL_ARTIFACTS, self.clock)
         self.events = Events()
+        self.ledger = ledger or stored.StoreLedger(registry.storage)
         self.resolver = resolver.Resolver(
             self.api, self.informer, passes.Passes(self.hubs, self.cache), self.hubs,
-            self.secrets, claims.AnyClaim(), self.clock, interval=DAY, recorder=self.events)
+            self.secrets, claims.AnyClaim(), self.clock, interval=DAY, recorder=self.events,
+            ledger=self.ledger)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -85,10 +94,17 @@ class Harness:
 
     # objects -------------------------------------------------------------------------------
 
-    async def create(self, name: str, spec: dict[str, Any], namespace: str = "a") -> None:
-        await self.registry.modelartifacts.create(
-            {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
-             "metadata": {"name": name}, "spec": spec}, namespace=namespace)
+    async def create(self, name: str, spec: dict[str, Any], namespace: str = "a", *,
+                     annotations: dict[str, str] | None = None,
+                     user: users.UserInfo = ADMIN) -> None:
+        """Create as ``user`` (the admin by default: allowed an anchor grant)."""
+        metadata: dict[str, Any] = {"name": name}
+        if annotations is not None:
+            metadata["annotations"] = annotations
+        with admission.requested_by(user):
+            await self.registry.modelartifacts.create(
+                {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
+                 "metadata": metadata, "spec": spec}, namespace=namespace)
         await self.synced(name, namespace)
 
     async def stored(self, name: str, namespace: str = "a") -> dict[str, Any]:

@@ -4,7 +4,7 @@ it reads is the chart's (rendered with the real Helm binary)."""
 
 from __future__ import annotations
 
-from controllers import settings
+from controllers import config as settings
 from tests.support import chartrbac
 
 

@@ -26,14 +26,22 @@ def artifact_object(
     resolved: bool = True,
     source: dict[str, Any] | None = None,
     version: str = "1",
+    anchor_proof: str | None = None,
 ) -> dict[str, Any]:
+    """``anchor_proof``: resolved to its anchor without the hub (``digestSource: Expected``, no
+    commit), with that proof ("" for none, as before issue 35)."""
     status: dict[str, Any] = {
         "conditions": [
             {"type": "Resolved", "status": "True" if resolved else "False",
              "reason": "Resolved" if resolved else "Resolving"}
         ]
     }
-    if resolved:
+    if resolved and anchor_proof is not None:
+        status["resolved"] = {"manifestDigest": digest, "digestSource": "Expected",
+                              "resolvedTime": "2026-01-01T00:00:00Z"}
+        if anchor_proof:
+            status["resolved"]["anchorProof"] = anchor_proof
+    elif resolved:
         status["resolved"] = {"revision": "c" * 40, "manifestDigest": digest,
                               "digestSource": "Hub", "fileCount": 1, "sizeBytes": 1}
     return {

@@ -61,6 +61,10 @@ async def test_a_resolved_artifact_in_the_pod_namespace_is_granted(tmp_path: pat
          "persistentVolumeClaim source"),
         ([fakes.artifact_object(resolved=False)], {}, True, "not Resolved=True"),
         ([fakes.artifact_object(digest="sha256:" + "aa" * 32)], {}, True, "resolved to sha256:aa"),
+        ([fakes.artifact_object(anchor_proof="")], {}, True,
+         "resolved to its anchor .* without the hub, and the worker recorded no proof that "
+         "namespace 'team-a' may have that content"),
+        ([fakes.artifact_object(anchor_proof="Trust me")], {}, True, "recorded no proof"),
     ],
 )
 async def test_each_rule_refuses_with_permission_denied(
@@ -70,6 +74,26 @@ async def test_each_rule_refuses_with_permission_denied(
     informer = await _informer(*objects)
     with pytest.raises(errors.PermissionDenied, match=rule):
         _check(informer, tmp_path, mount=mount, **extra)
+
+
+@pytest.mark.parametrize("proof", ["Grant", "HubVerified"])
+async def test_an_anchor_stands_on_the_proof_the_worker_recorded(
+        tmp_path: pathlib.Path, proof: str) -> None:
+    informer = await _informer(fakes.artifact_object(anchor_proof=proof))
+    grant = _check(informer, tmp_path)
+    assert grant.digest == DIGEST
+    assert (grant.artifact.digest_source, grant.artifact.anchor_proof) == ("Expected", proof)
+    assert grant.artifact.revision == ""  # the materializer then draws from the peers only
+
+
+async def test_a_hub_identity_without_a_commit_needs_a_proof_too(tmp_path: pathlib.Path) -> None:
+    """No commit is what sends the materializer to the peers alone (``attempt.py``): whatever
+    ``digestSource`` says, such an identity is held to the anchor's rule."""
+    obj = fakes.artifact_object()
+    del obj["status"]["resolved"]["revision"]
+    informer = await _informer(obj)
+    with pytest.raises(errors.PermissionDenied, match="recorded no proof"):
+        _check(informer, tmp_path)
 
 
 async def test_targets_outside_the_kubelet_dir_are_refused(tmp_path: pathlib.Path) -> None:

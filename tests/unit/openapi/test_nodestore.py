@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from controllers import settings as controller_settings
-from controllers import storesettings
+from controllers import config as controller_settings
+from controllers.nodestores import settings as storesettings
 from hub import config as hub_config
 from nodeplugin import __main__ as plugin_cli
 from nodeplugin.materialize import capacity, download

@@ -39,7 +39,8 @@ def test_the_rules_run_in_one_documented_order() -> None:
     assert admitting.standalone().names == (
         "WorkerWritesStatus", "NodePluginWritesNodeStoreStatus",
         "Schema", "ArtifactSource", "ImageVolumeFloor", "ImmutableArtifactSpec",
-        "NodeStoreWatermarks", "PrefetchSpec", "PrefetchArtifact", "ImmutablePrefetchArtifact")
+        "NodeStoreWatermarks", "PrefetchSpec", "PrefetchArtifact", "ImmutablePrefetchArtifact",
+        "AnchorGrant")
     docs = (REPO / "docs" / "architecture.md").read_text()
     for name in admitting.standalone().names:
         assert f"`{name}`" in docs, f"docs/architecture.md does not list the rule {name}"

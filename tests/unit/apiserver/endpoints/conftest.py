@@ -15,7 +15,7 @@ from apiserver.auth import user as users
 from apiserver.endpoints import resources
 from apiserver.registry import build
 from apiserver.wiring import app
-from controllers import runner
+from controllers import assembly as runner
 from tests.support import admitting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"

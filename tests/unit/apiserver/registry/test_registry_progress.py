@@ -7,7 +7,7 @@ import pytest
 
 from apiserver import errors
 from apiserver.registry import build
-from controllers import runner
+from controllers import assembly as runner
 from tests.support import waiting
 from tests.unit.apiserver.registry.conftest import artifact
 

@@ -10,8 +10,8 @@ import pytest
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers import client as clients
-from controllers import errors, status
+from controllers.runtime import client as clients
+from controllers.runtime import errors, status
 from tests.unit.apiserver.conftest import WORKER
 
 

@@ -1,0 +1,100 @@
+"""``status.nodes`` of hub artifacts: how many nodes hold the digest Ready, Downloading or Failed,
+and the downloading nodes' mean progress in steps of 5.
+
+Inputs: the NodeModelStores (through ``nodeindex``) and the artifacts (indexed by digest).
+Output: a status write only when a count changes or the mean crosses a step of 5, so a node
+reporting every few percent does not rewrite every artifact each time. Numbers only: no node is
+ever named in an artifact.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from controllers.nodeview import index as nodeindex
+from controllers.nodeview import progress
+from controllers.runtime import client as clients
+from controllers.runtime import controller as runtime
+from controllers.runtime import informer, status
+from timing import clock as clocks
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+DIGEST_INDEX = "digest"
+STEP = 5
+
+
+def digest_of(obj: Obj) -> list[str]:
+    digest, _ = progress.hub_digest(obj)
+    return [digest] if digest else []
+
+
+def summary(artifact: Obj, holdings: list[nodeindex.Holding]) -> Obj:
+    """The ``status.nodes`` value for these holdings."""
+    size = int(((artifact.get("status") or {}).get("resolved") or {}).get("sizeBytes") or 0)
+    counted = progress.tally(holdings)
+    nodes: Obj = {"ready": counted.ready, "downloading": len(counted.downloading),
+                  "failed": counted.failed}
+    if counted.downloading:
+        mean = sum(progress.percent(h.downloaded_bytes, h.size_bytes or size)
+                   for h in counted.downloading) // len(counted.downloading)
+        nodes["downloadingPercent"] = mean // STEP * STEP
+    return nodes
+
+
+class Aggregator:
+    name = "aggregation"
+
+    def __init__(self, api: clients.Client, artifacts: informer.Informer,
+                 index: nodeindex.DigestIndex, clock: clocks.Clock, *, workers: int = 2) -> None:
+        self._api = api
+        self._artifacts = artifacts
+        self._index = index
+        self.writes = 0
+        self.controller: runtime.Controller[Key] = runtime.Controller(
+            "aggregation", self.reconcile, clock, keys=artifacts.keys, workers=workers)
+        artifacts.add_index(DIGEST_INDEX, digest_of)
+        artifacts.add_handler(self._artifact_changed)
+        index.subscribe(self._digest_changed)
+
+    async def run(self) -> None:
+        await self.controller.run()
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+    def _artifact_changed(self, old: Obj | None, new: Obj | None) -> None:
+        if new is not None and digest_of(new):
+            self.controller.enqueue(clients.key_of(new))
+
+    def _digest_changed(self, digest: str) -> None:
+        for key in self._artifacts.index_keys(DIGEST_INDEX, digest):
+            self.controller.enqueue(key)
+
+    async def reconcile(self, key: Key) -> runtime.Result:
+        obj = self._artifacts.get(*key)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return runtime.DONE
+        digests = digest_of(obj)
+        if not digests:
+            return runtime.DONE
+        wanted = summary(obj, self._index.holders(digests[0]))
+        if (obj.get("status") or {}).get("nodes") == wanted:
+            return runtime.DONE
+
+        def change(current: Obj) -> None:
+            # Only while the digest is still the one counted (the resolver owns the rest).
+            if ((current.get("resolved") or {}).get("manifestDigest")) == digests[0]:
+                current["nodes"] = wanted
+
+        try:
+            written = await status.write(self._api, clients.MODEL_ARTIFACTS, *key, change,
+                                         uid=str(obj["metadata"].get("uid")), first=obj)
+        except status.Gone:
+            return runtime.DONE
+        if written is not None:
+            self.writes += 1
+        return runtime.DONE

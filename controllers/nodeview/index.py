@@ -1,0 +1,93 @@
+"""digest -> the NodeModelStores listing it, kept from the NodeModelStore watch.
+
+Progress and the ``status.nodes`` aggregation read only the nodes holding one digest, so a
+request costs O(those nodes), never a walk over every NodeModelStore. Listeners hear which
+digests a NodeModelStore change touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from controllers.runtime import informer
+
+Obj = dict[str, Any]
+Listener = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Holding:
+    """One node's entry for a digest (``status.models[]``)."""
+
+    node: str
+    state: str
+    size_bytes: int
+    downloaded_bytes: int
+    reason: str
+
+
+def _entries(obj: Obj | None) -> dict[str, Holding]:
+    if obj is None:
+        return {}
+    node = str((obj.get("metadata") or {}).get("name") or "")
+    found: dict[str, Holding] = {}
+    for raw in (obj.get("status") or {}).get("models") or []:
+        if not isinstance(raw, dict) or not isinstance(raw.get("digest"), str):
+            continue
+        found[raw["digest"]] = Holding(
+            node=node,
+            state=str(raw.get("state") or ""),
+            size_bytes=_count(raw.get("sizeBytes")),
+            downloaded_bytes=_count(raw.get("downloadedBytes")),
+            reason=str(raw.get("reason") or ""),
+        )
+    return found
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class DigestIndex:
+    def __init__(self, stores: informer.Informer) -> None:
+        self._informer = stores
+        self._by_digest: dict[str, dict[str, Holding]] = {}
+        self._listeners: list[Listener] = []
+        stores.add_handler(self._changed)
+
+    @property
+    def synced(self) -> bool:
+        return self._informer.synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._informer.synced.wait()
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def holders(self, digest: str) -> list[Holding]:
+        """The nodes listing ``digest``, by node name."""
+        held = self._by_digest.get(digest)
+        return [] if not held else [held[node] for node in sorted(held)]
+
+    def digests(self) -> list[str]:
+        return list(self._by_digest)
+
+    def _changed(self, old: Obj | None, new: Obj | None) -> None:
+        before, after = _entries(old), _entries(new)
+        node = str(((new or old) or {}).get("metadata", {}).get("name") or "")
+        touched = [d for d in before.keys() | after.keys() if before.get(d) != after.get(d)]
+        for digest in touched:
+            holding = after.get(digest)
+            nodes = self._by_digest.setdefault(digest, {})
+            if holding is None:
+                nodes.pop(node, None)
+                if not nodes:
+                    del self._by_digest[digest]
+            else:
+                nodes[node] = holding
+        for digest in touched:
+            for listener in self._listeners:
+                listener(digest)

@@ -1,0 +1,382 @@
+"""The resolver: gives every ModelArtifact its ``status.resolved`` and its ``Resolved`` and
+``Degraded`` conditions, then keeps checking that the namespace's token still reads it.
+
+Inputs: the artifact informer, the artifact's Secret (``secrets.Secrets``), the claims
+(``claims.Claims``), the hubs (``passes.Passes``). Output: status writes as the worker. A pass
+runs when an artifact is new, when its revalidation is due (``--revalidate-interval``), when a
+retry comes due, and at once when its Secret changes; anything else that wakes it (its own status
+write, a resync) finds nothing due and only reschedules. The rules of each outcome are in
+``verdict``; whether an anchor may stand for the content without the hub is ``anchoring``'s
+(judged when it would become the resolution, and again at every pass of an artifact resolved to
+it), and each verification by the hub goes into the worker's record (``proofs``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from controllers.resolver import anchoring, hubs, passes, proofs, verdict
+from controllers.runtime import client as clients
+from controllers.runtime import conditions, errors, events, informer, status
+from controllers.runtime import controller as runtime
+from controllers.sources import claims, secrets
+from hub import errors as hub_errors
+from openapi import anchors, reasons, sources
+from timing import clock as clocks
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+SECRET_INDEX = "secret"
+CLAIM_INDEX = "claim"
+HUB_KINDS = sources.HUB_KINDS
+
+
+def source_of(obj: Obj) -> dict[str, Any]:
+    return ((obj.get("spec") or {}).get("source") or {})
+
+
+def secret_refs(obj: Obj) -> list[str]:
+    """``namespace/name`` of the Secret an artifact reads (for the Secret index)."""
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    source = source_of(obj)
+    for kind in HUB_KINDS:
+        name = ((source.get(kind) or {}).get("secretRef") or {}).get("name")
+        if name:
+            return [f"{namespace}/{name}"]
+    return []
+
+
+def claim_refs(obj: Obj) -> list[str]:
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    claim = (source_of(obj).get(sources.CLAIM) or {}).get("claimName")
+    return [f"{namespace}/{claim}"] if claim else []
+
+
+class Resolver:
+    name = "resolver"
+
+    def __init__(
+        self,
+        api: clients.Client,
+        artifacts: informer.Informer,
+        hub_passes: passes.Passes,
+        hub_set: hubs.Hubs,
+        secret_source: secrets.Secrets,
+        claim_source: claims.Claims,
+        clock: clocks.Clock,
+        *,
+        interval: float = 86400.0,
+        recorder: events.Recorder | None = None,
+        workers: int = 8,
+        ledger: proofs.Ledger | None = None,
+    ) -> None:
+        """``ledger``: where the hub's verifications are recorded (``proofs``; in memory when
+        not given)."""
+        self._api = api
+        self._artifacts = artifacts
+        self._passes = hub_passes
+        self._hubs = hub_set
+        self._secrets = secret_source
+        self._claims = claim_source
+        self._clock = clock
+        self.interval = interval
+        self._recorder = recorder or events.LogRecorder()
+        self._due: dict[str, float] = {}
+        self._forced: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._uids: dict[Key, str] = {}
+        self._tokens_checked: dict[tuple[str, str], str] = {}
+        self._written: dict[Key, Obj] = {}
+        self.passes_run = 0
+        self.controller: runtime.Controller[Key] = runtime.Controller(
+            "resolver", self.reconcile, clock, keys=artifacts.keys, workers=workers)
+        artifacts.add_index(SECRET_INDEX, secret_refs)
+        artifacts.add_index(CLAIM_INDEX, claim_refs)
+        self.anchoring = anchoring.Anchoring(artifacts, ledger or proofs.InMemory())
+        artifacts.add_handler(self._artifact_changed)
+        secret_source.subscribe(self.secret_changed)
+        claim_source.subscribe(self._claim_changed)
+
+    # the runnable -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.controller.run()
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+    # what wakes an artifact ---------------------------------------------------------------
+
+    def _artifact_changed(self, old: Obj | None, new: Obj | None) -> None:
+        obj = new or old
+        if obj is not None:
+            self.controller.enqueue(clients.key_of(obj))
+
+    def secret_changed(self, namespace: str, name: str) -> None:
+        """A Secret changed: every artifact reading it is checked now, whatever is due."""
+        for key in self._artifacts.index_keys(SECRET_INDEX, f"{namespace}/{name}"):
+            obj = self._artifacts.get(*key)
+            if obj is not None:
+                self._forced.add(str(obj["metadata"].get("uid")))
+                self.controller.enqueue(key)
+
+    def _claim_changed(self, namespace: str, name: str) -> None:
+        for key in self._artifacts.index_keys(CLAIM_INDEX, f"{namespace}/{name}"):
+            self.controller.enqueue(key)
+
+    # reconcile ----------------------------------------------------------------------------
+
+    def _context(self, obj: Obj, uid: str) -> verdict.Context:
+        return verdict.Context(now=self._clock.now(),
+                               generation=int(obj["metadata"].get("generation") or 1),
+                               interval=self.interval, failures=self._failures.get(uid, 0))
+
+    def _forget(self, key: Key) -> None:
+        uid = self._uids.pop(key, None)
+        self._written.pop(key, None)
+        if uid is not None:
+            self._due.pop(uid, None)
+            self._forced.discard(uid)
+            self._failures.pop(uid, None)
+            self.anchoring.forget(uid)
+
+    async def reconcile(self, key: Key) -> runtime.Result:
+        obj = self._artifacts.get(*key)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            self._forget(key)
+            return runtime.DONE
+        uid = str(obj["metadata"].get("uid"))
+        if self._uids.get(key) != uid:
+            self._forget(key)
+            self._uids[key] = uid
+        source = source_of(obj)
+        if sources.IMAGE in source:
+            await self._write(obj, lambda s: verdict.offline(
+                s, self._context(obj, uid), "an image source is resolved by its digest-pinned "
+                "reference; nothing is contacted"))
+            return runtime.DONE
+        if sources.CLAIM in source:
+            return await self._claim(obj, uid, source[sources.CLAIM])
+        kind = next((k for k in HUB_KINDS if k in source), None)
+        if kind is None:
+            await self._write(obj, lambda s: verdict.unsupported(
+                s, self._context(obj, uid), "the source names no member this worker knows"))
+            return runtime.DONE
+        current = obj.get("status") or {}
+        resolved = current.get("resolved") or {}
+        for again in await self.anchoring.observe(obj):
+            self.controller.enqueue(again)  # an anchor that stood on a withdrawn verification
+        if resolved.get("digestSource") == anchors.DIGEST_FROM_ANCHOR:
+            # the hub is never contacted again, but the anchor stands only on a proof
+            return await self._judge_anchor(obj, uid, str(resolved.get("anchorProof") or ""))
+        wait = self._wait(uid, current)
+        if wait is not None:
+            return runtime.Result(requeue_after=wait)
+        self._forced.discard(uid)
+        member = source[kind]
+        default = sources.DEFAULT_REVISIONS[kind]
+        src = passes.HubSource(kind, str(member.get("repository") or ""),
+                               str(member.get("revision") or default))
+        self.passes_run += 1
+        if resolved.get("manifestDigest"):
+            delay = await self._revalidate(obj, uid, src, member, resolved)
+        else:
+            delay = await self._resolve(obj, uid, src, member)
+        if delay is None:
+            self._due.pop(uid, None)
+            return runtime.DONE
+        self._due[uid] = self._clock.monotonic() + delay
+        return runtime.Result(requeue_after=delay)
+
+    def _wait(self, uid: str, current: Obj) -> float | None:
+        """Seconds until this artifact's next pass, or None when one is due now."""
+        if uid in self._forced:
+            return None
+        due = self._due.get(uid)
+        now = self._clock.monotonic()
+        if due is not None:
+            return due - now if due > now else None
+        # Nothing remembered (a restart, or a new leader): a healthy resolved artifact keeps
+        # the schedule its status records; anything else is checked now.
+        validated = clocks.parse((current.get("resolved") or {}).get("lastValidatedTime"))
+        healthy = (conditions.is_true(current, verdict.RESOLVED)
+                   and not conditions.is_true(current, verdict.DEGRADED))
+        if validated is None or not healthy:
+            return None
+        left = self.interval - (self._clock.now() - validated).total_seconds()
+        if left <= 0:
+            return None
+        self._due[uid] = now + left
+        return left
+
+    def _selection(self, obj: Obj) -> passes.Selection:
+        spec = obj.get("spec") or {}
+        return passes.Selection(tuple(spec.get("allowPatterns") or ()),
+                                tuple(spec.get("ignorePatterns") or ()))
+
+    async def _resolve(self, obj: Obj, uid: str, src: passes.HubSource,
+                       member: Obj) -> float | None:
+        where = f"{passes.HUB_NAMES[src.kind]} repository {src.repository} at {src.revision}"
+        await self._write(obj, lambda s: verdict.starting(
+            s, self._context(obj, uid), f"resolving {where}"))
+        anchor = str((obj.get("spec") or {}).get("expectedDigest") or "")
+        try:
+            token = await self._token(obj, src, member)
+            found = await self._passes.resolve(src, self._selection(obj), anchor, token)
+        except passes.Failure as failure:
+            log.info("%s/%s: %s: %s", *clients.key_of(obj), failure.reason, failure.message)
+            failed = failure
+            proof, refusal = None, ""
+            if anchor and failed.outage and failed.from_hub:
+                proof, refusal = await self.anchoring.would_stand(
+                    obj, self._clock.now(), self.interval)
+            delay = await self._write(obj, lambda s: verdict.not_resolved(
+                s, failed, self._context(obj, uid), anchor, proof=proof, refusal=refusal),
+                default=verdict.RECHECK)
+            self._count_failure(uid, failed)
+            return delay
+        self._failures.pop(uid, None)
+        return await self._write(obj, lambda s: verdict.resolved(
+            s, found, self._context(obj, uid), where), default=self.interval)
+
+    async def _revalidate(self, obj: Obj, uid: str, src: passes.HubSource, member: Obj,
+                          resolved: Obj) -> float | None:
+        where = f"{passes.HUB_NAMES[src.kind]} repository {src.repository} at {src.revision}"
+        anchored = bool((obj.get("spec") or {}).get("expectedDigest"))
+        try:
+            token = await self._token(obj, src, member)
+            await self._passes.revalidate(src, str(resolved.get("revision") or ""),
+                                          str(resolved["manifestDigest"]), self._selection(obj),
+                                          anchored=anchored, token=token)
+        except passes.Failure as failure:
+            log.info("%s/%s revalidation: %s: %s", *clients.key_of(obj), failure.reason,
+                     failure.message)
+            failed = failure
+            delay = await self._write(obj, lambda s: verdict.refused(
+                s, failed, self._context(obj, uid)), default=verdict.RECHECK)
+            self._count_failure(uid, failed)
+            return delay
+        self._failures.pop(uid, None)
+        return await self._write(obj, lambda s: verdict.confirmed(
+            s, self._context(obj, uid), where), default=self.interval)
+
+    async def _judge_anchor(self, obj: Obj, uid: str, standing: str) -> runtime.Result:
+        """An artifact resolved to its anchor: it keeps standing on a proof, takes up another
+        when its own is gone, or loses the resolution."""
+        try:
+            proof = await self.anchoring.proof(obj, self._clock.now(), self.interval,
+                                               keeping=standing)
+        except errors.ApiError as exc:
+            log.warning("%s/%s: the anchor's proof cannot be checked now: %s",
+                        *clients.key_of(obj), exc.message)
+            return runtime.Result(requeue_after=verdict.RECHECK)
+        ctx = self._context(obj, uid)
+        if proof is None:
+            refusal = self.anchoring.refusal(obj, self.interval)
+            log.info("%s/%s: %s: %s", *clients.key_of(obj), reasons.ANCHOR_NOT_GRANTED, refusal)
+            await self._write(obj, lambda s: verdict.anchor_withdrawn(s, ctx, refusal))
+        elif proof.kind != standing:
+            found = proof
+            await self._write(obj, lambda s: verdict.anchor_proven(s, found, ctx))
+        return runtime.DONE
+
+    def _count_failure(self, uid: str, failure: passes.Failure) -> None:
+        """Refusals back off (a minute, doubling); outages are retried every minute."""
+        if not failure.outage:
+            self._failures[uid] = self._failures.get(uid, 0) + 1
+
+    async def _claim(self, obj: Obj, uid: str, member: Obj) -> runtime.Result:
+        namespace = obj["metadata"].get("namespace") or ""
+        name = str(member.get("claimName") or "")
+        ctx = self._context(obj, uid)
+        try:
+            present = self._claims.exists(namespace, name)
+        except claims.ClaimUnreadable as exc:
+            log.info("%s/%s: %s", namespace, obj["metadata"]["name"], exc)
+            return runtime.Result(requeue_after=verdict.RECHECK)
+        if present:
+            message = (f"PersistentVolumeClaim {name} exists" if self._claims.checked else
+                       "standalone mode does not check claims: the artifact resolves at once "
+                       f"and PersistentVolumeClaim {name} is the cluster's to provide")
+            await self._write(obj, lambda s: verdict.offline(s, ctx, message))
+        else:
+            await self._write(obj, lambda s: verdict.claim_missing(
+                s, ctx, f"PersistentVolumeClaim {name} not found in namespace {namespace}"))
+        return runtime.DONE
+
+    async def _token(self, obj: Obj, src: passes.HubSource, member: Obj) -> str | None:
+        name = str((member.get("secretRef") or {}).get("name") or "")
+        if not name:
+            return None
+        namespace = str(obj["metadata"].get("namespace") or "")
+        try:
+            token = await self._secrets.token(namespace, name)
+        except secrets.SecretMissing as exc:
+            raise passes.Failure(reasons.SECRET_NOT_FOUND, str(exc), from_hub=False) from None
+        except secrets.SecretUnreadable as exc:
+            raise passes.Failure(reasons.SOURCE_UNAVAILABLE, str(exc), from_hub=False) from None
+        if src.kind == sources.MODEL_SCOPE:
+            await self._check_new_token(obj, namespace, name, token)
+        return token
+
+    async def _check_new_token(self, obj: Obj, namespace: str, name: str, token: str) -> None:
+        """ModelScope answers a mistyped token like a missing grant, so each new token is asked
+        about once (``users/me``) and a rejection is a Warning event."""
+        print_ = secrets.fingerprint(token)
+        if self._tokens_checked.get((namespace, name)) == print_:
+            return
+        try:
+            await self._hubs.modelscope().check_token(token=token)
+        except hub_errors.HubError as exc:
+            if exc.reason != reasons.ACCESS_DENIED:
+                return  # the hub did not say; ask again with the next pass
+            self._recorder.record(obj, "Warning", "InvalidToken",
+                                  f"ModelScope rejected the token in Secret {namespace}/{name}")
+        self._tokens_checked[(namespace, name)] = print_
+
+    async def _write(self, obj: Obj, change: Callable[[Obj], float | None], *,
+                     default: float | None = None) -> float | None:
+        """Write the status ``change`` makes (re-read and reapplied on conflict); returns what
+        ``change`` returned (``default`` if the artifact went away meanwhile)."""
+        namespace, name = clients.key_of(obj)
+        outcome: list[float | None] = []
+        before = conditions.find(obj.get("status") or {}, verdict.RESOLVED) or {}
+
+        def apply(current: Obj) -> None:
+            outcome[:] = [change(current)]
+
+        first = _newest(obj, self._written.get((namespace, name)))
+        try:
+            written = await status.write(self._api, clients.MODEL_ARTIFACTS, namespace, name,
+                                         apply, uid=str(obj["metadata"].get("uid")), first=first)
+        except status.Gone:
+            return default
+        if written is not None:
+            self._written[(namespace, name)] = written
+            after = conditions.find(written.get("status") or {}, verdict.RESOLVED) or {}
+            if (after.get("status"), after.get("reason")) != (before.get("status"),
+                                                               before.get("reason")):
+                if after.get("status") == "True":
+                    self._recorder.record(written, "Normal", reasons.RESOLVED,
+                                          str(after.get("message") or ""))
+                elif after.get("status") == "False":
+                    self._recorder.record(written, "Warning", str(after.get("reason")),
+                                          str(after.get("message") or ""))
+        return outcome[0] if outcome else default
+
+
+def _newest(seen: Obj, written: Obj | None) -> Obj:
+    """The later of the informer's copy and the object this resolver last wrote (the informer
+    may not have seen that write yet; starting from it saves a conflict)."""
+    if written is None or written["metadata"].get("uid") != seen["metadata"].get("uid"):
+        return seen
+
+    def version(obj: Obj) -> int:
+        text = str(obj["metadata"].get("resourceVersion") or "0")
+        return int(text) if text.isdigit() else 0
+
+    return written if version(written) > version(seen) else seen

@@ -1,0 +1,172 @@
+"""``client.Client`` (and ``leader.LeaseApi``) over ``kube.Client``: how external controllers
+reach our resources (status written through ``.../modelartifacts/{name}/status``), and how any
+controller reaches cluster objects (Secrets, claims, Pods, ConfigMaps, Leases, Nodes, CSINodes,
+the plugin's DaemonSets).
+
+Objects cross as plain dicts; lightkube's models are built and taken apart here only.
+``kube.errors`` become ``controllers.errors`` here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from lightkube.resources import apps_v1, coordination_v1, core_v1, storage_v1
+
+import kube
+from controllers.runtime import client as clients
+from controllers.runtime import errors
+from kube import resources as ours
+
+Obj = clients.Obj
+
+MODELS: dict[clients.Resource, Any] = {
+    clients.MODEL_ARTIFACTS: ours.ModelArtifact,
+    clients.NODE_MODEL_STORES: ours.NodeModelStore,
+    clients.SECRETS: core_v1.Secret,
+    clients.CLAIMS: core_v1.PersistentVolumeClaim,
+    clients.PODS: core_v1.Pod,
+    clients.CONFIG_MAPS: core_v1.ConfigMap,
+    clients.LEASES: coordination_v1.Lease,
+    clients.NODES: core_v1.Node,
+    clients.CSI_NODES: storage_v1.CSINode,
+    clients.DAEMON_SETS: apps_v1.DaemonSet,
+}
+
+
+def translate(exc: kube.KubeError) -> errors.ApiError:
+    if isinstance(exc, kube.AlreadyExists):
+        return errors.Conflict(exc.message, code=409)
+    return errors.from_status(exc.code or 503, exc.message)
+
+
+def _model(resource: clients.Resource) -> Any:
+    try:
+        return MODELS[resource]
+    except KeyError:
+        raise errors.NotFound(f"no client model for {resource.plural}") from None
+
+
+def _plain(obj: Any) -> Obj:
+    found: Obj = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+    return found
+
+
+class KubeApi:
+    def __init__(self, kube_client: kube.Client) -> None:
+        self.kube = kube_client
+
+    async def list(self, resource: clients.Resource, *, namespace: str = "",
+                   label_selector: str = "") -> clients.ListResult:
+        model = _model(resource)
+        try:
+            listed = await self.kube.list(
+                model, namespace=(namespace or "*") if resource.namespaced else None,
+                labels=label_selector or None)
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        return clients.ListResult([_plain(o) for o in listed.items], listed.resource_version)
+
+    async def watch(self, resource: clients.Resource, *, resource_version: str,
+                    namespace: str = "", label_selector: str = ""
+                    ) -> AsyncIterator[clients.WatchEvent]:
+        model = _model(resource)
+        # With bookmarks, as the protocol promises: a quiet resource's version moves on, so a
+        # resumed watch rarely finds it compacted. An empty version starts a fresh watch (every
+        # object replayed as ADDED).
+        stream = self.kube.watch(
+            model, namespace=(namespace or "*") if resource.namespaced else None,
+            labels=label_selector or None, resource_version=resource_version or None,
+            bookmarks=True)
+        try:
+            async for kind, obj in stream:
+                if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+                    yield clients.WatchEvent(kind, _plain(obj))  # type: ignore[arg-type]
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+
+    async def whoami(self) -> str:
+        """The user this client acts as (a SelfSubjectReview); raises ``errors.ApiError``."""
+        try:
+            found = await self.kube.self_subject_review()
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        name = found.get("username")
+        if not isinstance(name, str) or not name:
+            raise errors.ApiError("the SelfSubjectReview names no user")
+        return name
+
+    async def get(self, resource: clients.Resource, namespace: str, name: str) -> Obj:
+        try:
+            found = await self.kube.get(_model(resource), name,
+                                        namespace=namespace if resource.namespaced else None)
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        return _plain(found)
+
+    async def update_status(self, resource: clients.Resource, obj: Obj) -> Obj:
+        model = _model(resource)
+        status_model = getattr(model, "Status", None)
+        if status_model is None:
+            raise errors.NotFound(f"{resource.plural} has no status subresource here")
+        namespace, _ = clients.key_of(obj)
+        try:
+            written = await self.kube.replace(
+                status_model.from_dict(obj), namespace=namespace if resource.namespaced else None)
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        return _plain(written)
+
+    # the prefetches' warm-up Pods (controllers/warmup.py) ------------------------------------
+
+    async def create_pod(self, pod: Obj) -> Obj:
+        """A Pod (the prefetches' warm-up Pods); ``errors.Conflict`` when the name is taken."""
+        try:
+            created = await self.kube.create(
+                cast(core_v1.Pod, core_v1.Pod.from_dict(pod)),
+                namespace=str(pod["metadata"]["namespace"]))
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        return _plain(created)
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            await self.kube.delete(core_v1.Pod, name, namespace=namespace)
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+
+    # leader.LeaseApi ----------------------------------------------------------------------
+
+    def leases(self) -> LeaseClient:
+        return LeaseClient(self.kube)
+
+
+class LeaseClient:
+    def __init__(self, kube_client: kube.Client) -> None:
+        self._kube = kube_client
+
+    async def get(self, namespace: str, name: str) -> Obj:
+        try:
+            return _plain(await self._kube.get(coordination_v1.Lease, name, namespace=namespace))
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+
+    async def create(self, lease: Obj) -> Obj:
+        try:
+            created = await self._kube.create(_lease(lease))
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        return _plain(created)
+
+    async def update(self, lease: Obj) -> Obj:
+        try:
+            replaced = await self._kube.replace(_lease(lease))
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        return _plain(replaced)
+
+
+
+def _lease(lease: Obj) -> coordination_v1.Lease:
+    return cast(coordination_v1.Lease, coordination_v1.Lease.from_dict(lease))

@@ -1,0 +1,145 @@
+"""Where each node's plugin answers, and reading its running downloads as the worker.
+
+``GET /model/downloads`` on the plugin's HTTPS port, with the worker's own bearer token (the
+plugin checks it: the shared token file in standalone mode, a TokenReview in a cluster). The
+plugin's address comes from ``--node NAME=URL`` in standalone mode (``StaticPlugins``) or from the
+plugin Pod on that node in a cluster (``PodPlugins``).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+from controllers.runtime import informer
+from controllers.sources import pluginhttp
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1024 * 1024
+TokenSource = Callable[[], Awaitable[str | None]]
+"""The worker's bearer token as of now (None: ask without one); awaited per request, so a
+rotated token is used as soon as its source has it."""
+
+
+class Locator(Protocol):
+    def url(self, node: str) -> str | None:
+        """``https://host:port`` of the node's plugin, None when unknown."""
+        ...
+
+
+class StaticPlugins:
+    def __init__(self, urls: Mapping[str, str]) -> None:
+        self._urls = {node: url.rstrip("/") for node, url in urls.items() if url}
+
+    def url(self, node: str) -> str | None:
+        return self._urls.get(node)
+
+
+class PodPlugins:
+    """The plugin Pods (an informer on the plugin namespace and label selector): a running,
+    ready Pod on the node gives ``https://<podIP>:<port>``."""
+
+    def __init__(self, pods: informer.Informer, port: int) -> None:
+        self._pods = pods
+        self._port = port
+        pods.add_index(NODE_INDEX, node_of)
+
+    def url(self, node: str) -> str | None:
+        for pod in self._pods.by_index(NODE_INDEX, node):
+            if _serving(pod):
+                address = str((pod.get("status") or {}).get("podIP"))
+                host = f"[{address}]" if ":" in address else address
+                return f"https://{host}:{self._port}"
+        return None
+
+
+NODE_INDEX = "node"
+
+
+def node_of(pod: informer.Obj) -> list[str]:
+    node = (pod.get("spec") or {}).get("nodeName")
+    return [str(node)] if node else []
+
+
+def _serving(pod: informer.Obj) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or not status.get("podIP"):
+        return False
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return not ready or ready[0].get("status") == "True"
+
+
+def ssl_context(ca_file: str | None) -> ssl.SSLContext:
+    """Plugins present self-signed certificates unless the chart gives them one: verify with
+    ``ca_file`` when given, otherwise encrypt without verifying (documented in controllers.md)."""
+    if ca_file:
+        return ssl.create_default_context(cafile=ca_file)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class HttpDownloads:
+    """``progress.LiveReader`` over HTTPS (``pluginhttp``: kept-alive connections per plugin,
+    at most ``MAX_POOLS`` plugins remembered)."""
+
+    MAX_POOLS = 1024
+
+    def __init__(self, locator: Locator, token: TokenSource, *,
+                 ca_file: str | None = None) -> None:
+        self._locator = locator
+        self._token = token
+        self._tls = ssl_context(ca_file)
+        self._pools: collections.OrderedDict[str, pluginhttp.Pool] = collections.OrderedDict()
+
+    def knows(self, node: str) -> bool:
+        return self._locator.url(node) is not None
+
+    def _pool(self, base: str) -> pluginhttp.Pool:
+        found = self._pools.get(base)
+        if found is not None:
+            self._pools.move_to_end(base)
+            return found
+        found = self._pools[base] = pluginhttp.Pool(base, self._tls)
+        while len(self._pools) > self.MAX_POOLS:
+            self._pools.popitem(last=False)[1].close()
+        return found
+
+    async def downloads(self, node: str) -> dict[str, int]:
+        base = self._locator.url(node)
+        if base is None:
+            raise LookupError(f"no plugin known for node {node}")
+        headers = [("accept", "application/json")]
+        token = await self._token()
+        if token:
+            headers.append(("authorization", f"Bearer {token}"))
+        body = await self._pool(base).get("/model/downloads", headers, MAX_BODY)
+        return parse_downloads(body)
+
+    async def aclose(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+
+def parse_downloads(body: bytes) -> dict[str, int]:
+    document = json.loads(body)
+    running = document.get("downloads") if isinstance(document, dict) else None
+    if not isinstance(running, list):
+        raise ValueError("no downloads list")
+    found: dict[str, int] = {}
+    for item in running:
+        if not isinstance(item, dict):
+            continue
+        digest, have = item.get("digest"), item.get("downloadedBytes")
+        if isinstance(digest, str) and isinstance(have, int) and not isinstance(have, bool):
+            found[digest] = max(0, have)
+    return found
