@@ -19,7 +19,7 @@ from apiserver.serving import processes, server, tls
 from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from apiserver.wiring import access, app, embedded, standalone
+from apiserver.wiring import access, app, embedded, revisions, standalone
 from openapi import resources as openapi_resources
 
 
@@ -81,10 +81,11 @@ def auth_for(settings: config.Settings, serving: tls.ServingContexts) -> access.
 def wire(settings: config.Settings, serving: tls.ServingContexts,
          hooks: Sequence[app.StartupHook] = ()) -> Starlette:
     auth = auth_for(settings, serving)
-    storage = open_storage(settings)
+    storage = revisions.guarded(settings, open_storage(settings), auth.cluster_client)
     registry = build.build(storage, admission=auth.admission)
     background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,
-                                      identity=lambda: auth.admission.facts.worker)
+                                      identity=lambda: auth.admission.facts.worker,
+                                      learning=auth.identity)
     if background.artifacts is not None:  # a prefetch's artifact is looked at from here on
         auth.admission.facts.artifacts = embedded.InformerArtifacts(background.artifacts)
     application = app.build(
@@ -95,8 +96,14 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         groups=auth.groups,
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],
-        # stopped in reverse: the controllers first, then what they talk to kube-apiserver with
-        stop=[*auth.shutdown, *background.stop],
+        # stopped in reverse: the controllers first, then the revision mark is recorded (on the
+        # Lease too), then what they talk to kube-apiserver with
+        stop=[*auth.shutdown, storage.flush, *background.stop],
+        revisions=storage,
+        # not ready while controllers that must run here wait for the worker identity
+        checks=[auth.identity] if auth.identity is not None and settings.controllers != "none"
+        else [],
+        collectors=[auth.identity] if auth.identity is not None else [],
     )
     return application
 

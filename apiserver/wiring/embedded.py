@@ -11,6 +11,10 @@ What belongs to the server stays here: the artifact facts admission reads, the w
 from the static token file (standalone), the Lease kept in the server's own store when
 processes share it (standalone), and the record of the hub's verifications kept there too
 (``proofs.py``).
+
+In a cluster the controllers start once the worker identity is learned
+(``controllers.runtime.identity.Learning``): at once when the first attempt succeeds, else when a
+later one does.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from apiserver.options import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases, proofs
 from controllers import assembly
+from controllers.runtime import identity as identities
 from controllers.runtime import informer, leader
 from openapi import sources
 from timing import clock as clocks
@@ -105,9 +110,11 @@ def store_leadership(settings: config.Settings, registry: build.Registry,
 def build_hooks(settings: config.Settings, registry: build.Registry, *,
                 cluster_client: kube.Client | None = None,
                 clock: clocks.Clock | None = None,
-                identity: Callable[[], workers.WorkerIdentity] | None = None) -> Hooks:
-    """``identity``: the worker identity as the server knows it (learned at start in a
-    cluster); the controllers write as it, and do not start while it is unknown."""
+                identity: Callable[[], workers.WorkerIdentity] | None = None,
+                learning: identities.Learning | None = None) -> Hooks:
+    """``identity``: the worker identity as the server knows it (learned in a cluster); the
+    controllers write as it. ``learning`` learns it: they start once it did (no ``learning``:
+    the identity is configured, they start at once)."""
     clock = clock or clocks.SystemClock()
     fixed = workers.WorkerIdentity.configured(settings.worker_username)
     current = identity or (lambda: fixed)
@@ -131,24 +138,27 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
             await found.view.index.wait_synced()
             registry.progress_view.view = found.view.progress
 
-        plugging.append(asyncio.create_task(plug_in(), name="progress view"))
+        waiting.append(asyncio.create_task(plug_in(), name="progress view"))
 
     async def start_controllers() -> None:
-        known = current()
-        if found.names() and not known.known:
-            log.error("the controllers do not start: the worker identity is unknown (%s)",
-                      known.reason)
+        if not found.names():
             return
-        found.start_controllers()
+        if learning is None or learning.known:
+            found.start_controllers()
+            return
+        log.warning("the controllers start once the worker identity is learned (%s)",
+                    learning.reason)
+        waiting.append(asyncio.create_task(learning.then(found.start_controllers),
+                                            name="the controllers: waiting to start"))
 
     async def stop() -> None:
         registry.progress_view.view = None
-        for task in plugging:
+        for task in waiting:
             task.cancel()
-        await asyncio.gather(*plugging, return_exceptions=True)
+        await asyncio.gather(*waiting, return_exceptions=True)
         await found.stop()
 
-    plugging: list[asyncio.Task[None]] = []
+    waiting: list[asyncio.Task[None]] = []
     hooks.start.extend([start_view, start_controllers])
     hooks.stop.append(stop)
     if not found.names():
