@@ -1,4 +1,4 @@
-"""``FixtureHub``: the handle tests hold on the running fixture hub, and ``run_fixturehub``."""
+"""``Hub``: the handle tests hold on the running fixture hub, and ``run``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from devkit.fixturehub import content, server
 from devkit.fixturehub import state as hubstate
 
 
-class FixtureHub:
+class Hub:
     """Repositories, fault switches and counters of a running fixture hub.
 
     ``endpoint`` serves the Hugging Face API and resolve URLs and the ModelScope API
@@ -247,16 +247,16 @@ def _self_signed(directory: str) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def run_fixturehub(
+def run(
     *,
     tls: bool = False,
     cdn_tls: bool | None = None,
     host: str = "127.0.0.1",
     cdn_host: str | None = None,
-) -> Iterator[FixtureHub]:
+) -> Iterator[Hub]:
     """Start the hub and its CDN on loopback; both stop (and stalls release) on exit.
 
-    ``tls`` serves the hub over HTTPS with a throwaway CA (``FixtureHub.ca_bundle``); ``cdn_tls``
+    ``tls`` serves the hub over HTTPS with a throwaway CA (``Hub.ca_bundle``); ``cdn_tls``
     (default: same as ``tls``) does the same for the CDN, so ``tls=True, cdn_tls=False`` makes
     LFS redirects an https-to-http downgrade. ``cdn_host="localhost"`` names the CDN by another
     host name as well as another port.
@@ -284,7 +284,7 @@ def run_fixturehub(
         for thread in threads:
             thread.start()
         try:
-            yield FixtureHub(hub, cdn, ca_bundle)
+            yield Hub(hub, cdn, ca_bundle)
         finally:
             shared.stop.set()
             for s in (hub, cdn):

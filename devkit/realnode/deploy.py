@@ -36,9 +36,9 @@ def build_images() -> dict[str, pathlib.Path]:
 
 
 @contextlib.contextmanager
-def hub_on_node() -> Iterator[fixturehub.FixtureHub]:
+def hub_on_node() -> Iterator[fixturehub.Hub]:
     """The fixture hub, named by the rig's host address and forwarded there from loopback."""
-    with fixturehub.run_fixturehub(host=rig.NODE_IP) as served:
+    with fixturehub.run(host=rig.NODE_IP) as served:
         forwarders = [forward.Forwarder(rig.NODE_IP, int(netloc.rsplit(":", 1)[1]))
                       for netloc in (served.hub_netloc, served.cdn_netloc)]  # fmt: skip
         try:

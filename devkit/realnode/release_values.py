@@ -12,7 +12,7 @@ REGISTRAR_TAG = "v2.17.0"
 REGISTRAR = f"localhost/model-manager-test/csi-node-driver-registrar:{REGISTRAR_TAG}"
 
 
-def values(hub: fixturehub.FixtureHub, cluster: rig.Rig) -> dict[str, object]:
+def values(hub: fixturehub.Hub, cluster: rig.Rig) -> dict[str, object]:
     """The image names and tags stay the chart's defaults: they are what ``make image`` built."""
     # no kube-proxy on the rig: Pods reach kube-apiserver at the node address, not the Service
     direct = [{"name": "KUBERNETES_SERVICE_HOST", "value": rig.NODE_IP},
