@@ -84,7 +84,9 @@ def pod_spec(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def container(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    found = [c for c in pod_spec(docs, kind)["containers"] if c["name"] == name]
+    found: list[dict[str, Any]] = [
+        c for c in pod_spec(docs, kind)["containers"] if c["name"] == name
+    ]
     assert len(found) == 1, f"{kind} has no container {name}"
     return found[0]
 
