@@ -4,6 +4,9 @@ A synthetic file is a stream of 1 MiB blocks: block ``i`` is a shared random blo
 offset derived from the file's key and ``i``, with a 16-byte keyed header, so every block of every
 file differs and a misplaced range never reads back as correct. Multi-GiB files need neither disk
 nor RAM. Digests are computed once per (key, size) and cached for the whole test session.
+
+A file can also be a local file (``FileSpec(path=...)``, the command's ``--repo OWNER/NAME=DIR``):
+streamed from disk, hashed once; it must not change while served.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
+import pathlib
 import random
 import threading
 from collections.abc import Iterator
@@ -27,16 +32,18 @@ _digest_lock = threading.Lock()
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FileSpec:
-    """How a test describes a file: literal ``content``, or ``size`` synthetic bytes.
+    """How a test describes a file: literal ``content``, ``size`` synthetic bytes, or the local
+    file at ``path``.
 
-    ``lfs`` defaults to False for literal content and True for synthetic content; ``seed``
-    defaults to the repository id and path, so the same spec gives the same bytes.
+    ``lfs`` defaults to False for literal content and True for synthetic or local content;
+    ``seed`` defaults to the repository id and path, so the same spec gives the same bytes.
     """
 
     size: int = 0
     content: bytes | None = None
     lfs: bool | None = None
     seed: str | None = None
+    path: str | None = None
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -68,12 +75,17 @@ def _block_pieces(key: bytes, index: int, offset: int, stop: int) -> Iterator[me
 
 
 class Content:
-    """The bytes of one file: literal, or synthetic from ``key``."""
+    """The bytes of one file: literal, a local file (``source``), or synthetic from ``key``."""
 
-    def __init__(self, size: int, *, key: bytes, literal: bytes | None = None) -> None:
+    def __init__(
+        self, size: int, *, key: bytes, literal: bytes | None = None, source: str | None = None
+    ) -> None:
+        if source is not None:
+            size = os.stat(source).st_size
         self.size = len(literal) if literal is not None else size
         self.key = key
         self._literal = literal
+        self._source = source
 
     def chunks(
         self, start: int = 0, stop: int | None = None, size: int = CHUNK
@@ -84,6 +96,9 @@ class Content:
         to keep one.
         """
         stop = self.size if stop is None else min(stop, self.size)
+        if self._source is not None:
+            yield from _file_chunks(self._source, start, stop, size)
+            return
         position = start
         literal = memoryview(self._literal) if self._literal is not None else None
         while position < stop:
@@ -102,7 +117,12 @@ class Content:
         return b"".join(self.chunks(start, stop))
 
     def _digest(self, kind: str) -> str:
-        cache_key = (self.key if self._literal is None else b"L" + self.key, self.size, kind)
+        if self._source is not None:
+            cache_key = (b"F" + os.fsencode(self._source), self.size, kind)
+        elif self._literal is not None:
+            cache_key = (b"L" + self.key, self.size, kind)
+        else:
+            cache_key = (self.key, self.size, kind)
         with _digest_lock:
             known = _digest_cache.get(cache_key)
         if known is not None:
@@ -131,6 +151,17 @@ class Content:
         return self._digest("gitsha1")
 
 
+def _file_chunks(source: str, start: int, stop: int, size: int) -> Iterator[bytes]:
+    with open(source, "rb") as handle:
+        position = start
+        while position < stop:
+            piece = os.pread(handle.fileno(), min(size, stop - position), position)
+            if not piece:
+                raise OSError(f"{source} is shorter than when it was added")
+            yield piece
+            position += len(piece)
+
+
 def make(repo_id: str, path: str, spec: bytes | int | FileSpec) -> tuple[Content, bool]:
     """The content of a test's file spec and whether the hub stores it in LFS."""
     if isinstance(spec, bytes):
@@ -139,4 +170,27 @@ def make(repo_id: str, path: str, spec: bytes | int | FileSpec) -> tuple[Content
         spec = FileSpec(size=spec)
     key = (spec.seed if spec.seed is not None else f"{repo_id}/{path}").encode()
     lfs = spec.lfs if spec.lfs is not None else spec.content is None
-    return Content(spec.size, key=key, literal=spec.content), lfs
+    return Content(spec.size, key=key, literal=spec.content, source=spec.path), lfs
+
+
+LFS_SUFFIXES = frozenset({".bin", ".ckpt", ".gguf", ".h5", ".model", ".msgpack", ".onnx", ".pt",
+                          ".pth", ".safetensors", ".tflite"})  # fmt: skip
+LFS_SIZE = 10 << 20
+
+
+def from_directory(directory: pathlib.Path) -> dict[str, FileSpec]:
+    """Every regular file under ``directory`` by its relative path, as Hugging Face stores an
+    upload: weights (by suffix) and files over 10 MiB in LFS, the rest as regular git files.
+    Hidden files and directories (``.git``, ``.cache``) are left out; symlinks are followed."""
+    found: dict[str, FileSpec] = {}
+    for root, dirs, names in os.walk(directory, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            local = pathlib.Path(root) / name
+            if not local.is_file():
+                continue
+            lfs = local.suffix in LFS_SUFFIXES or local.stat().st_size > LFS_SIZE
+            found[local.relative_to(directory).as_posix()] = FileSpec(path=str(local), lfs=lfs)
+    return found

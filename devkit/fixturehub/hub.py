@@ -10,7 +10,7 @@ import socket
 import ssl
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -209,9 +209,21 @@ class Hub:
         return self._state.max_open_downloads
 
 
-def _self_signed(directory: str) -> tuple[str, str]:
-    """A throwaway certificate for 127.0.0.1 and localhost; returns (cert, key) paths."""
+WILDCARDS = frozenset({"", "0.0.0.0", "::"})
+
+
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def _self_signed(directory: str, names: Iterable[str]) -> tuple[str, str]:
+    """A throwaway certificate for 127.0.0.1, localhost and ``names`` (host names or addresses);
+    returns (cert, key) paths. It is its own CA: the file a client trusts is the certificate."""
     key = ec.generate_private_key(ec.SECP256R1())
+    sans = list(dict.fromkeys(["localhost", "127.0.0.1", *names]))
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fixturehub")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
@@ -221,11 +233,9 @@ def _self_signed(directory: str) -> tuple[str, str]:
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
         .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
+            x509.SubjectAlternativeName([_san(name) for name in sans if name not in WILDCARDS]),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -251,28 +261,48 @@ def run(
     *,
     tls: bool = False,
     cdn_tls: bool | None = None,
-    host: str = "127.0.0.1",
+    host: str | None = None,
     cdn_host: str | None = None,
+    address: tuple[str, int] = ("127.0.0.1", 0),
+    cdn_address: tuple[str, int] | None = None,
 ) -> Iterator[Hub]:
-    """Start the hub and its CDN on loopback; both stop (and stalls release) on exit.
+    """Start the hub and its CDN; both stop (and stalls release) on exit.
 
-    ``tls`` serves the hub over HTTPS with a throwaway CA (``Hub.ca_bundle``); ``cdn_tls``
-    (default: same as ``tls``) does the same for the CDN, so ``tls=True, cdn_tls=False`` makes
-    LFS redirects an https-to-http downgrade. ``cdn_host="localhost"`` names the CDN by another
-    host name as well as another port.
+    The hub listens on ``address`` (loopback and any free port by default), the CDN on
+    ``cdn_address`` (default: the hub's host, any free port). ``host`` is the name the hub's URLs
+    and redirects carry (default: the address's host, which must then not be a wildcard such as
+    ``0.0.0.0``); ``cdn_host`` the CDN's (default: ``host``), so ``cdn_host="localhost"`` names
+    the CDN by another host name as well as another port.
+
+    ``tls`` serves the hub over HTTPS with a throwaway CA (``Hub.ca_bundle``) that covers those
+    names; ``cdn_tls`` (default: same as ``tls``) does the same for the CDN, so ``tls=True,
+    cdn_tls=False`` makes LFS redirects an https-to-http downgrade.
     """
+    if host is None:
+        if address[0] in WILDCARDS:
+            raise ValueError(f"the hub listens on {address[0] or 'every address'}: name the host "
+                             "its URLs carry (the address clients reach it at)")
+        host = address[0]
+    cdn_host = cdn_host or host
+    cdn_address = cdn_address or (address[0], 0)
     shared = hubstate.State()
     with tempfile.TemporaryDirectory(prefix="fixturehub-") as directory:
         context: ssl.SSLContext | None = None
         ca_bundle: str | None = None
         if tls or cdn_tls:
-            ca_bundle, key_path = _self_signed(directory)
+            names = (host, cdn_host, address[0], cdn_address[0])
+            ca_bundle, key_path = _self_signed(directory, names)
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(ca_bundle, key_path)
             context.set_alpn_protocols(["http/1.1"])
         use_cdn_tls = tls if cdn_tls is None else cdn_tls
-        hub = server.Server("hub", shared, host, context if tls else None)
-        cdn = server.Server("cdn", shared, cdn_host or host, context if use_cdn_tls else None)
+        hub = server.Server("hub", shared, host, context if tls else None, address)
+        try:
+            cdn = server.Server("cdn", shared, cdn_host, context if use_cdn_tls else None,
+                                cdn_address)  # fmt: skip
+        except OSError:
+            hub.server_close()
+            raise
         hub.peer = cdn
         threads = [
             # A short poll interval keeps shutdown (and so every test's teardown) quick.

@@ -1,6 +1,6 @@
 """The fixture hub's HTTP servers: the "hub" (Hugging Face and ModelScope APIs, resolve) and the
-"CDN" that LFS downloads are redirected to, each a ``ThreadingHTTPServer`` on loopback speaking
-HTTP/1.1 with keep-alive, optionally over TLS."""
+"CDN" that LFS downloads are redirected to, each a ``ThreadingHTTPServer`` speaking HTTP/1.1 with
+keep-alive, optionally over TLS, on the address it is given (loopback for tests)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ class Server(http_server.ThreadingHTTPServer):
         shared: hubstate.State,
         host: str,
         tls: ssl.SSLContext | None,
+        bind: tuple[str, int] = ("127.0.0.1", 0),
     ) -> None:
+        """Listens on ``bind`` (port 0: any free port); ``host`` is the name in its URLs."""
         self.role = role
         self.shared = shared
         self.tls = tls
@@ -34,16 +36,19 @@ class Server(http_server.ThreadingHTTPServer):
         self.peer: Server | None = None  # the CDN, for the hub
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), Handler)
+        if ":" in bind[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(bind, Handler)
 
     @property
     def endpoint(self) -> str:
         scheme = "https" if self.tls else "http"
-        return f"{scheme}://{self.public_host}:{self.server_address[1]}"
+        return f"{scheme}://{self.netloc}"
 
     @property
     def netloc(self) -> str:
-        return f"{self.public_host}:{self.server_address[1]}"
+        host = f"[{self.public_host}]" if ":" in self.public_host else self.public_host
+        return f"{host}:{self.server_address[1]}"
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         # TLS is set up here, in the connection's own thread, so a slow handshake never

@@ -5,5 +5,5 @@ machine's quirks), plus the locally built images imported into containerd.
 
 ``rig.missing()`` names what this machine lacks (the test skips with it); ``rig.Rig`` starts the
 cluster and always tears it down (processes, mounts, the ``agg`` network namespace, state);
-``forward.Forwarder`` exposes a loopback server (the fixture hub) to the Pods.
+``deploy.hub_on_node`` serves the fixture hub on the rig's host address, which the Pods reach.
 """

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from devkit import fixturehub, helm
-from devkit.realnode import forward, release_values, rig
+from devkit.realnode import release_values, rig
 
 IMAGES = rig.REPO / ".local" / "images"
 
@@ -37,15 +37,10 @@ def build_images() -> dict[str, pathlib.Path]:
 
 @contextlib.contextmanager
 def hub_on_node() -> Iterator[fixturehub.Hub]:
-    """The fixture hub, named by the rig's host address and forwarded there from loopback."""
-    with fixturehub.run(host=rig.NODE_IP) as served:
-        forwarders = [forward.Forwarder(rig.NODE_IP, int(netloc.rsplit(":", 1)[1]))
-                      for netloc in (served.hub_netloc, served.cdn_netloc)]  # fmt: skip
-        try:
-            yield served
-        finally:
-            for forwarder in forwarders:
-                forwarder.close()
+    """The fixture hub and its CDN listening on the rig's host address, which every Pod reaches
+    (as ``python -m devkit.fixturehub --address`` serves an operator's cluster)."""
+    with fixturehub.run(address=(rig.NODE_IP, 0)) as served:
+        yield served
 
 
 def install(cluster: rig.Rig, values: dict[str, Any], name: str = "values.yaml") -> None:
