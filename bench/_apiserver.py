@@ -18,7 +18,8 @@ from apiserver.registry import build
 from apiserver.storage import interface, sqlite
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from tests.support import admitting, apiserver, etcd  # the same harness the integration tests use
+from devkit import admitting  # the same harness the integration tests use
+from devkit.harness import apiserver, etcd
 
 GROUP = "/apis/worker.gpustack.ai/v1"
 NAMESPACE = "bench"

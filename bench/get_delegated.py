@@ -24,8 +24,8 @@ import tempfile
 import httpx
 
 from bench import _apiserver, result
-from tests.support import aggregator, clustermode
-from tests.support.controlplane import ControlPlane, Rule, Subject, UserInfo
+from devkit.controlplane import ControlPlane, Rule, Subject, UserInfo
+from devkit.harness import aggregator, clustermode
 
 CLIENTS = 50
 SECONDS = 12.0

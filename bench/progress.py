@@ -29,7 +29,8 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from bench import _apiserver, result
 from certs import authority
-from tests.support import admitting, apiserver
+from devkit import admitting
+from devkit.harness import apiserver
 
 STORES = 10_000
 HOLDERS = 300

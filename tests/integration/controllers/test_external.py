@@ -22,14 +22,15 @@ from typing import Any
 import pytest
 
 from controllers import assembly
-from tests.support import apiserver as support
-from tests.support import fakehub, kubectl
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from devkit import fixturehub
+from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
+from devkit.harness import apiserver as support
+from tests.support import kubectl
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 TOKEN = "hf_external_token_7"
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {"config.json": b"{}", "w.safetensors": 4096}
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {"config.json": b"{}", "w.safetensors": 4096}
 
 
 class Controllers:
@@ -83,8 +84,8 @@ def _artifact(name: str, repo: str, secret: str | None = None) -> str:
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         yield running
 
 
@@ -99,7 +100,7 @@ def started() -> Iterator[list[Controllers]]:
 
 
 def test_external_controllers_write_status_as_the_worker_only(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
     hub.add_repo("org/private", FILES, private_token=TOKEN)
     secrets_dir = tmp_path / "secrets"
     (secrets_dir / "team-a" / "hf").mkdir(parents=True)
@@ -128,7 +129,7 @@ def test_external_controllers_write_status_as_the_worker_only(
 
 
 def test_leader_election_between_two_replicas(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp:
         cp.add_token("worker-token", UserInfo(WORKER, uid="w"))
         # the worker's rules in a cluster (the chart's): the prefetches' status and delivery
@@ -198,7 +199,7 @@ def _started(log: str, marker: str) -> set[str]:
 
 
 def test_the_external_process_and_the_servers_part_are_the_embedded_set(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
     """``--controllers=external``: ``python -m controllers`` runs every controller that writes
     over HTTP (a ModelPrefetch's status here), the server the ones that need its in-process
     client (the node store, ``spec.pinned``); together, exactly the embedded set."""

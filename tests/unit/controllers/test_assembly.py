@@ -17,8 +17,8 @@ from apiserver.wiring import inprocess
 from controllers import assembly, config, registration
 from controllers.runtime import client as clients
 from controllers.sources import kubeapi
+from devkit import clock as manual
 from openapi import resources
-from tests.support import clock as manual
 
 PACKAGE = pathlib.Path(assembly.__file__).parent
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"

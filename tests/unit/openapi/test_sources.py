@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 import pathlib
 
+from devkit import admitting as admission
 from openapi import schema, sources
-from tests.support import admitting as admission
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 PRODUCT = ("apiserver", "controllers", "nodeplugin", "openapi", "hub", "kube", "certs")

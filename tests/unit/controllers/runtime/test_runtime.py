@@ -9,7 +9,7 @@ from collections import Counter
 from controllers.runtime import controller as runtime
 from controllers.runtime import leader
 from controllers.runtime import manager as managers
-from tests.support import clock as manual
+from devkit import clock as manual
 from tests.support import waiting
 
 
