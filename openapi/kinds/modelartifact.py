@@ -1,0 +1,264 @@
+"""ModelArtifact: the view of the kind and the one reader of each field other parts read.
+
+Readers take the view or an ``Obj`` fresh from the wire and never raise on a missing or mistyped
+field: they answer ``""``, ``None``, ``0`` or an empty value, as an object still unresolved would.
+"""
+
+from __future__ import annotations
+
+from typing import Final, TypedDict
+
+from openapi import anchors, reasons, resources, sources, wire
+
+KIND: Final = resources.MODEL_ARTIFACT.kind
+CONDITIONS: Final = reasons.ARTIFACT_CONDITIONS
+
+
+class SecretRef(TypedDict):
+    name: str
+
+
+class _HubSourceRequired(TypedDict):
+    repository: str
+
+
+class HubSource(_HubSourceRequired, total=False):
+    revision: str
+    secretRef: SecretRef
+
+
+class _ClaimSourceRequired(TypedDict):
+    claimName: str
+
+
+class ClaimSource(_ClaimSourceRequired, total=False):
+    path: str
+
+
+class ImageSource(TypedDict):
+    reference: str
+
+
+class Source(TypedDict, total=False):
+    """Exactly one member is set (admission's rule)."""
+
+    huggingFace: HubSource
+    modelScope: HubSource
+    persistentVolumeClaim: ClaimSource
+    image: ImageSource
+
+
+class _SpecRequired(TypedDict):
+    source: Source
+
+
+class ModelArtifactSpec(_SpecRequired, total=False):
+    allowPatterns: list[str]
+    ignorePatterns: list[str]
+    expectedDigest: str
+
+
+class Resolved(TypedDict, total=False):
+    revision: str
+    manifestDigest: str
+    digestSource: anchors.DigestSource
+    anchorProof: anchors.Proof
+    fileCount: int
+    sizeBytes: int
+    resolvedTime: str
+    lastValidatedTime: str
+
+
+class NodeCounts(TypedDict, total=False):
+    ready: int
+    downloading: int
+    failed: int
+    downloadingPercent: int
+
+
+class AnchorGrant(TypedDict, total=False):
+    grantedTime: str
+
+
+class ModelArtifactStatus(TypedDict, total=False):
+    observedGeneration: int
+    resolved: Resolved
+    nodes: NodeCounts
+    anchorGrant: AnchorGrant
+    conditions: list[wire.Condition]
+
+
+class _ModelArtifactRequired(TypedDict):
+    spec: ModelArtifactSpec
+
+
+class ModelArtifact(_ModelArtifactRequired, total=False):
+    apiVersion: str
+    kind: str
+    metadata: wire.ObjectMeta
+    status: ModelArtifactStatus
+
+
+VIEW: Final = ModelArtifact
+
+NOT_RESOLVED: Final = (
+    "The artifact is not resolved yet, so there is no content to count; progress appears once "
+    "its manifest digest is known.")
+CLAIM_COUNTS_NOTHING: Final = (
+    "The artifact's files come from its PersistentVolumeClaim, mounted from the volume and never "
+    "downloaded, so there is nothing to count.")
+IMAGE_COUNTS_NOTHING: Final = (
+    "The artifact's files come from an image that the container runtime pulls, so no node "
+    "downloads it through the model store and there is nothing to count.")
+
+
+# The spec.
+
+def spec(obj: wire.Readable) -> wire.Readable:
+    return wire.mapping(obj, "spec")
+
+
+def source_kind(obj: wire.Readable) -> str:
+    """The member of ``spec.source`` that is set (``sources.KINDS``), ``""`` when none is."""
+    source = wire.mapping(obj, "spec", "source")
+    return next((kind for kind in sources.KINDS if isinstance(source.get(kind), dict)), "")
+
+
+def source_member(obj: wire.Readable) -> wire.Readable:
+    """The body of the source that is set (a hub's, a claim's or an image's)."""
+    kind = source_kind(obj)
+    return wire.mapping(obj, "spec", "source", kind) if kind else {}
+
+
+def hub_member(obj: wire.Readable) -> wire.Readable:
+    """The hub source's body; empty for a claim, an image or no source."""
+    return source_member(obj) if sources.hub_kind(source_kind(obj)) else {}
+
+
+def repository(obj: wire.Readable) -> str:
+    """The hub source's ``owner/name``."""
+    return wire.text(hub_member(obj), "repository")
+
+
+def source_revision(obj: wire.Readable) -> str:
+    """The hub source's revision as written (a branch, tag or commit); ``""`` when unset."""
+    return wire.text(hub_member(obj), "revision")
+
+
+def secret_name(obj: wire.Readable) -> str:
+    """The Secret a hub source's ``secretRef`` names; ``""`` for none."""
+    return wire.text(hub_member(obj), "secretRef", "name")
+
+
+def claim_name(obj: wire.Readable) -> str:
+    return wire.text(obj, "spec", "source", sources.CLAIM, "claimName")
+
+
+def claim_path(obj: wire.Readable) -> str:
+    return wire.text(obj, "spec", "source", sources.CLAIM, "path")
+
+
+def image_reference(obj: wire.Readable) -> str:
+    return wire.text(obj, "spec", "source", sources.IMAGE, "reference")
+
+
+def allow_patterns(obj: wire.Readable) -> list[str]:
+    return wire.strings(obj, "spec", "allowPatterns")
+
+
+def ignore_patterns(obj: wire.Readable) -> list[str]:
+    return wire.strings(obj, "spec", "ignorePatterns")
+
+
+def expected_digest(obj: wire.Readable) -> str:
+    """``spec.expectedDigest``, the anchor; ``""`` when unset."""
+    return wire.text(obj, "spec", "expectedDigest")
+
+
+# The status.
+
+def status(obj: wire.Readable) -> wire.Readable:
+    return wire.mapping(obj, "status")
+
+
+def resolved(obj: wire.Readable) -> wire.Readable:
+    """``status.resolved``; empty before the first resolution."""
+    return wire.mapping(obj, "status", "resolved")
+
+
+def manifest_digest(obj: wire.Readable) -> str:
+    """The digest the artifact resolved to; ``""`` while unresolved."""
+    return wire.text(resolved(obj), "manifestDigest")
+
+
+def revision(obj: wire.Readable) -> str:
+    """The commit the source's revision resolved to; ``""`` for none (or an anchor's)."""
+    return wire.text(resolved(obj), "revision")
+
+
+def size_bytes(obj: wire.Readable) -> int | None:
+    """The manifest's size; None while unknown."""
+    return wire.integer(resolved(obj), "sizeBytes")
+
+
+def file_count(obj: wire.Readable) -> int | None:
+    return wire.integer(resolved(obj), "fileCount")
+
+
+def digest_source(obj: wire.Readable) -> str:
+    """``Hub`` or ``Expected`` (``openapi.anchors``); ``""`` while unresolved."""
+    return wire.text(resolved(obj), "digestSource")
+
+
+def anchored(obj: wire.Readable) -> bool:
+    """Resolved to its anchor, without the hub."""
+    return digest_source(obj) == anchors.DIGEST_FROM_ANCHOR
+
+
+def anchor_proof(obj: wire.Readable) -> str:
+    """What lets an ``Expected`` identity be mounted (``anchors.PROOFS``); ``""`` for none."""
+    return wire.text(resolved(obj), "anchorProof")
+
+
+def resolved_time(obj: wire.Readable) -> str:
+    return wire.text(resolved(obj), "resolvedTime")
+
+
+def last_validated(obj: wire.Readable) -> str:
+    """When access was last confirmed (RFC 3339; ``timing.clock.parse`` reads it)."""
+    return wire.text(resolved(obj), "lastValidatedTime")
+
+
+def anchor_granted(obj: wire.Readable) -> str:
+    """``status.anchorGrant.grantedTime``; ``""`` without a grant."""
+    return wire.text(obj, "status", "anchorGrant", "grantedTime")
+
+
+def has_anchor_grant(obj: wire.Readable) -> bool:
+    return isinstance(wire.dig(obj, "status", "anchorGrant"), dict)
+
+
+def node_counts(obj: wire.Readable) -> wire.Readable:
+    """``status.nodes`` (ready, downloading, failed, downloadingPercent); empty before any."""
+    return wire.mapping(obj, "status", "nodes")
+
+
+def resolved_condition(obj: wire.Readable) -> wire.Readable | None:
+    """The ``Resolved`` condition, None before the first."""
+    return wire.condition(status(obj), reasons.RESOLVED)
+
+
+def is_resolved(obj: wire.Readable) -> bool:
+    return wire.is_true(status(obj), reasons.RESOLVED)
+
+
+def hub_digest(obj: wire.Readable) -> tuple[str, str]:
+    """(digest, why): the digest whose copies count as the artifact's progress, or why there is
+    nothing to count (a claim, an image, not resolved yet)."""
+    kind = source_kind(obj)
+    if kind == sources.CLAIM:
+        return "", CLAIM_COUNTS_NOTHING
+    if kind == sources.IMAGE:
+        return "", IMAGE_COUNTS_NOTHING
+    digest = manifest_digest(obj)
+    return (digest, "") if digest else ("", NOT_RESOLVED)
