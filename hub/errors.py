@@ -11,6 +11,8 @@ from typing import Literal
 
 import httpx
 
+from openapi import reasons
+
 Reason = Literal[
     "AccessDenied", "RevisionNotFound", "SourceUnavailable", "InvalidRequest", "EntryNotFound"
 ]
@@ -53,4 +55,4 @@ def from_transport(exc: httpx.HTTPError, what: str) -> HubError:
     message is not used because it can embed the request URL with a signed query string.
     """
     kind = type(exc).__name__
-    return HubError("SourceUnavailable", f"{what}: network error ({kind})")
+    return HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: network error ({kind})")

@@ -14,8 +14,7 @@ from typing import Any
 
 import kube
 from kube import gpustack
-
-Obj = dict[str, Any]
+from openapi import wire
 
 RATE_WINDOW = 120.0
 """Seconds of changes a rate is measured over (four of a node's progress reports)."""
@@ -37,7 +36,7 @@ class NodeRow:
     store_ready: bool = True
 
     @classmethod
-    def of(cls, store: gpustack.NodeStore, entry: Obj, size: int) -> NodeRow:
+    def of(cls, store: gpustack.NodeStore, entry: wire.Obj, size: int) -> NodeRow:
         state = str(entry.get("state") or "")
         total = int(entry.get("sizeBytes") or size)
         have = total if state == "Ready" else int(entry.get("downloadedBytes") or 0)
@@ -50,7 +49,7 @@ class NodeRow:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Snapshot:
     artifact: gpustack.Artifact
-    progress: Obj
+    progress: wire.Obj
     nodes: tuple[NodeRow, ...] | None
     """None: the caller may not list NodeModelStores."""
     at: float
@@ -113,7 +112,7 @@ class Reader:
         return Snapshot(artifact, progress, await self._nodes(artifact, progress), at, now)
 
     async def _nodes(self, artifact: gpustack.Artifact,
-                     progress: Obj) -> tuple[NodeRow, ...] | None:
+                     progress: wire.Obj) -> tuple[NodeRow, ...] | None:
         if self.node_stores_refused:
             return None
         try:
