@@ -24,6 +24,7 @@ import tempfile
 import httpx
 
 from bench import _apiserver, result
+from openapi import resources
 from tests.support import aggregator, clustermode
 from tests.support.controlplane import ControlPlane, Rule, Subject, UserInfo
 
@@ -107,7 +108,7 @@ def main() -> None:
         with ControlPlane(base / "cp") as cp:
             clustermode.prepare(cp)
             cp.policy.grant(Subject("Group", "bench-readers"),
-                            Rule(("get", "list", "watch"), ("worker.gpustack.ai",),
+                            Rule(("get", "list", "watch"), (resources.GROUP,),
                                  ("modelartifacts",)), namespace=NAMESPACE)
             tokens = base / "tokens.csv"
             tokens.write_text(f'{STATIC_TOKEN},bench-admin,bench-admin,"system:masters"\n')

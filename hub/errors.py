@@ -7,15 +7,12 @@ path and a status but never a token, an Authorization header or a signed URL's q
 
 from __future__ import annotations
 
-from typing import Literal
-
 import httpx
 
 from openapi import reasons
 
-Reason = Literal[
-    "AccessDenied", "RevisionNotFound", "SourceUnavailable", "InvalidRequest", "EntryNotFound"
-]
+Reason = reasons.HubReason
+"""The hub's vocabulary (owned by ``openapi.reasons``: ``HUB_REASONS``)."""
 
 NOT_ACCESSIBLE = "does not exist or is not accessible"
 

@@ -39,6 +39,12 @@ def attributes(name: str, uid: str, digest: str) -> VolumeAttributes:
     return VolumeAttributes(artifact=name, artifactUID=uid, manifestDigest=digest)
 
 
+def context(attributes: VolumeAttributes) -> dict[str, str]:
+    """``attributes`` as a plain volume context (what a CSI request carries)."""
+    return {ARTIFACT: attributes["artifact"], ARTIFACT_UID: attributes["artifactUID"],
+            MANIFEST_DIGEST: attributes["manifestDigest"]}
+
+
 def kubelet_context(*, namespace: str, pod_name: str, pod_uid: str,
                     service_account: str = "default") -> dict[str, str]:
     """The keys kubelet adds to an inline volume's context, as it does for a Pod's mount."""

@@ -109,9 +109,56 @@ def watermarks(obj: wire.Readable) -> wire.Readable:
     return wire.mapping(obj, "spec", "watermarks")
 
 
-def kubelet(obj: wire.Readable) -> wire.Readable:
-    """``spec.kubelet``, the kubelet thresholds the worker read; empty when none."""
-    return wire.mapping(obj, "spec", "kubelet")
+def high_percent(obj: wire.Readable) -> int | None:
+    return wire.integer(obj, "spec", "watermarks", "highPercent")
+
+
+def low_percent(obj: wire.Readable) -> int | None:
+    return wire.integer(obj, "spec", "watermarks", "lowPercent")
+
+
+def concurrency(obj: wire.Readable) -> int | None:
+    return wire.integer(obj, "spec", "download", "concurrency")
+
+
+def bytes_per_second(obj: wire.Readable) -> int | None:
+    """The node's bandwidth cap; 0 is unlimited."""
+    return wire.integer(obj, "spec", "download", "bytesPerSecond")
+
+
+def huggingface_endpoint(obj: wire.Readable) -> str:
+    return wire.text(obj, "spec", "hub", "huggingFaceEndpoint")
+
+
+def modelscope_endpoint(obj: wire.Readable) -> str:
+    return wire.text(obj, "spec", "hub", "modelScopeEndpoint")
+
+
+def https_proxy(obj: wire.Readable) -> str:
+    return wire.text(obj, "spec", "hub", "httpsProxy")
+
+
+def no_proxy(obj: wire.Readable) -> str:
+    return wire.text(obj, "spec", "hub", "noProxy")
+
+
+def ca_bundle_configmap(obj: wire.Readable) -> str:
+    """The ConfigMap (in the worker's namespace) whose ``ca.crt`` holds extra CAs; ``""``."""
+    return wire.text(obj, "spec", "hub", "caBundleConfigMap")
+
+
+def has_kubelet(obj: wire.Readable) -> bool:
+    """The worker read the node's kubelet thresholds (``spec.kubelet`` is set)."""
+    return isinstance(wire.dig(obj, "spec", "kubelet"), dict)
+
+
+def nodefs_available(obj: wire.Readable) -> str:
+    """kubelet's ``evictionHard`` ``nodefs.available``; ``""`` when unset."""
+    return wire.text(obj, "spec", "kubelet", "nodefsAvailable")
+
+
+def imagefs_available(obj: wire.Readable) -> str:
+    return wire.text(obj, "spec", "kubelet", "imagefsAvailable")
 
 
 def image_gc_high_percent(obj: wire.Readable) -> int | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from openapi import wire
 from tests.support.controlplane import files, status
 from tests.support.controlplane import resources as kinds
 from tests.support.controlplane.aggregation import APIService
@@ -33,7 +34,7 @@ from tests.support.controlplane.identity import (
 from tests.support.controlplane.pki import Authority, KeyPair
 from tests.support.controlplane.rbac import Policy
 from tests.support.controlplane.server import Server
-from tests.support.controlplane.store import Obj, Store
+from tests.support.controlplane.store import Store
 from tests.support.controlplane.watch import Bookmarks
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -245,7 +246,7 @@ class ControlPlane:
         service_account_name: str = "model-manager-node",
         pod_name: str | None = None,
         audiences: Sequence[str] = (API_AUDIENCE,),
-    ) -> tuple[str, UserInfo, Obj]:
+    ) -> tuple[str, UserInfo, wire.Obj]:
         """A Pod of ``service_account_name`` bound to ``node`` (the Node created if missing) and
         a bound token for it with the pod/node extras, as kubelet would project it.
         Returns (token, user, pod)."""
@@ -304,16 +305,16 @@ class ControlPlane:
 
     # --- objects ---------------------------------------------------------------------
 
-    def seed(self, kind: kinds.Kind, obj: Obj) -> Obj:
+    def seed(self, kind: kinds.Kind, obj: wire.Obj) -> wire.Obj:
         """Store ``obj`` as is (uid, creationTimestamp and status kept when present; its
         namespace created if missing), as if it had been there all along."""
         namespace = str(obj.get("metadata", {}).get("namespace", "")) if kind.namespaced else ""
         return self.store.create(kind, namespace, obj, seed=True)
 
-    def get(self, kind: kinds.Kind, name: str, namespace: str = "") -> Obj | None:
+    def get(self, kind: kinds.Kind, name: str, namespace: str = "") -> wire.Obj | None:
         return self.store.find(kind, namespace if kind.namespaced else "", name)
 
-    def put(self, kind: kinds.Kind, obj: Obj) -> Obj:
+    def put(self, kind: kinds.Kind, obj: wire.Obj) -> wire.Obj:
         """Create or overwrite (unconditionally) as the cluster's own components would."""
         meta = obj.get("metadata", {})
         namespace = str(meta.get("namespace", "")) if kind.namespaced else ""
@@ -327,7 +328,7 @@ class ControlPlane:
             updated = self.store.update(kind, namespace, name, body, subresource="status")
         return updated
 
-    def publish_authentication(self) -> Obj:
+    def publish_authentication(self) -> wire.Obj:
         """(Re)write ``kube-system/extension-apiserver-authentication`` from the client CA and
         the front proxy, as kube-apiserver does at start and on rotation."""
         data = self.front_proxy.configmap_data(self.client_ca.cert_pem)
