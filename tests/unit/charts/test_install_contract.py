@@ -68,8 +68,8 @@ def test_the_plugin_pods_labels_port_and_driver(default_docs: list[dict[str, Any
 
 
 def test_the_peer_audience_and_token_file_derive_from_the_driver() -> None:
-    assert wire.AUDIENCE == f"{volume.DRIVER}/peer"
-    assert assembly.TOKEN_FILE == f"/var/run/secrets/{volume.DRIVER}/peer/token"
+    assert f"{volume.DRIVER}/peer" == wire.AUDIENCE
+    assert f"/var/run/secrets/{volume.DRIVER}/peer/token" == assembly.TOKEN_FILE
     docs = helm.template(sets=PEER_SYNC).docs()
     projected = [source["serviceAccountToken"]
                  for item in helm.pod_spec(docs, "DaemonSet")["volumes"]
