@@ -12,10 +12,11 @@ from typing import Protocol
 from apiserver import errors
 from apiserver.registry import store
 from openapi import wire
+from openapi.kinds import progress as progressview
 
 
 class View(Protocol):
-    async def read(self, artifact: wire.Obj) -> wire.Obj: ...
+    async def read(self, artifact: wire.Obj) -> progressview.ModelArtifactProgress: ...
 
 
 class Slot:
@@ -23,7 +24,8 @@ class Slot:
         self.view: View | None = None
 
 
-async def read(artifacts: store.ResourceStore, slot: Slot, namespace: str, name: str) -> wire.Obj:
+async def read(artifacts: store.ResourceStore, slot: Slot, namespace: str,
+               name: str) -> progressview.ModelArtifactProgress:
     artifact = await artifacts.get(namespace, name)
     if slot.view is None:
         raise errors.ServiceUnavailable(

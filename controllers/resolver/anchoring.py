@@ -42,7 +42,7 @@ GRANT_RECORD = "anchorGrant"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Proof:
-    kind: str
+    kind: anchors.Proof
     """``anchors.GRANT`` or ``anchors.HUB_VERIFIED``."""
     message: str
     """What proved it, for the ``Resolved`` condition."""

@@ -181,6 +181,17 @@ def status(obj: wire.Readable) -> wire.Readable:
     return wire.mapping(obj, "status")
 
 
+def of_status(found: wire.Readable) -> wire.Readable:
+    """An artifact holding only ``found`` as its status: the status readers below, for the
+    worker, which edits a status on its own (``of_status(status)`` then ``manifest_digest``)."""
+    return {"status": found}
+
+
+def drop_resolution(found: wire.Obj) -> None:
+    """Remove ``resolved`` from a status being written (a withdrawn resolution)."""
+    found.pop("resolved", None)
+
+
 def resolved(obj: wire.Readable) -> wire.Readable:
     """``status.resolved``; empty before the first resolution."""
     return wire.mapping(obj, "status", "resolved")
