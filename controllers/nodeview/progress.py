@@ -102,7 +102,7 @@ def compute(artifact: wire.Obj, holdings: Sequence[nodeindex.Holding], live: dic
         have = live.get(holding.node, holding.downloaded_bytes)
         total += have
         percents.append(percent(have, holding.size_bytes or size))
-    body["manifestDigest"] = digest
+    body.update(progress.ModelArtifactProgress(manifestDigest=digest))
     if known is not None:
         body["sizeBytes"] = known
     body.update(progress.ModelArtifactProgress(

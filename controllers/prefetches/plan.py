@@ -103,10 +103,10 @@ def node_entry(node: str, store: wire.Obj | None, artifact: Artifact,
     """One target node's ``status.nodes[]`` entry (``pinned`` is added by the caller)."""
     entry: wire.Obj = {"name": node}
     if store is None:
-        return {**entry, "phase": "Pending", "reason": reasons.NO_NODE_STORE,
+        return {**entry, "phase": states.PENDING, "reason": reasons.NO_NODE_STORE,
                 "message": "no NodeModelStore: the node plugin does not run on this node"}
     if artifact.problem:
-        return {**entry, "phase": "Pending", "reason": artifact.problem,
+        return {**entry, "phase": states.PENDING, "reason": artifact.problem,
                 "message": artifact.message}
     found = model_entry(store, artifact.digest)
     state = nodemodelstore.entry_state(found) if found is not None else ""
@@ -144,7 +144,7 @@ def status(prefetch: wire.Obj, nodes: list[wire.Obj], artifact: Artifact, *,
                    "readyNodes": ready, "downloadingNodes": downloading, "failedNodes": failed,
                    "nodes": nodes[:schemas.MAX_PREFETCH_NODES]})
     if artifact.digest:
-        result["manifestDigest"] = artifact.digest
+        result.update(modelprefetch.Status(manifestDigest=artifact.digest))
     minimum = modelprefetch.min_ready(prefetch)
     need = minimum or desired
 
