@@ -5,7 +5,9 @@ readers answer as the docs say for an object that is missing what they read."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import pathlib
 import pkgutil
 import types
 import typing
@@ -172,3 +174,29 @@ def test_readers_of_a_full_object() -> None:
     prefetch = {"spec": {"retention": {"pinned": False}, "targets": {"nodeSelector": {}}}}
     assert modelprefetch.pinned(prefetch) is False
     assert modelprefetch.node_selector(prefetch) == {}
+
+
+CLIENT_FACING = ("wire", "states", "volume", "plugin", "keys", "install", "reasons", "sources",
+                 "anchors", "resources", "kinds/__init__", "kinds/modelartifact",
+                 "kinds/nodemodelstore", "kinds/modelprefetch", "kinds/progress")
+NEWER_THAN_310 = {"Required", "NotRequired", "StrEnum", "UTC", "Self", "override",
+                  "TypeAliasType", "ReadOnly"}
+
+
+def test_the_views_run_on_python_310() -> None:
+    """The installable client depends on these modules, and it supports Python 3.10: its syntax
+    and none of the names 3.11 added (``typing.Required``, ``enum.StrEnum``, ``datetime.UTC``)."""
+    root = pathlib.Path(kinds.__file__).resolve().parents[1]
+    for name in CLIENT_FACING:
+        path = root / f"{name}.py"
+        tree = ast.parse(path.read_text(), str(path), feature_version=(3, 10))
+        used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        used |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 for alias in node.names}
+        assert not used & NEWER_THAN_310, f"{name}: {sorted(used & NEWER_THAN_310)}"
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom)}
+        assert imported <= {"__future__", "collections", "typing", "enum", "dataclasses",
+                            "openapi"}, f"{name} imports {sorted(imported)}"
