@@ -32,7 +32,7 @@ from kube import auth as kube_auth
 from kube import config as kube_config
 from kube import decoding, errors
 
-Obj = TypeVar("Obj")
+Item = TypeVar("Item")
 Res = TypeVar("Res", bound=lk_resource.Resource)
 
 DEFAULT_TIMEOUT = 10.0
@@ -72,8 +72,8 @@ class RawResponse:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ListResult(Generic[Obj]):
-    items: list[Obj]
+class ListResult(Generic[Item]):
+    items: list[Item]
     resource_version: str
 
 
