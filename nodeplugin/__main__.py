@@ -174,7 +174,14 @@ def add_peer_flags(p: argparse.ArgumentParser) -> None:
                    help="verify peers' certificates against this CA (default: not verified; "
                    "their content is bound to the digest either way)")
     g.add_argument("--peer-max-streams", type=bounded(1, 256), default="8",
-                   help="file answers served to peers at once (default: 8)")
+                   help="file answers served to peers at once; later ones wait their turn "
+                   "(default: 8)")
+    g.add_argument("--peer-max-streams-per-peer", type=bounded(1, 256), default=None,
+                   metavar="N", help="of those, at most N for one caller (one plugin Pod), so "
+                   "no caller holds them all (default: half of --peer-max-streams)")
+    g.add_argument("--peer-send-timeout", type=duration, default="30s", metavar="DURATION",
+                   help="an answer whose caller reads nothing for this long is cut, its file "
+                   "and stream freed (default: 30s, the pulling side's own read timeout)")
 
 
 def config_from(args: argparse.Namespace) -> plugin.Config:
@@ -210,6 +217,8 @@ def config_from(args: argparse.Namespace) -> plugin.Config:
             port=args.peer_port, plugin_user=args.peer_user, token_file=args.peer_token_file,
             addresses=dict(args.peer_address), ca_file=args.peer_ca_file,
             max_streams=args.peer_max_streams, advertise_address=args.peer_advertise_address,
+            max_streams_per_peer=args.peer_max_streams_per_peer,
+            send_timeout=args.peer_send_timeout,
         ),
     )
 

@@ -13,12 +13,19 @@ and the digest's last use is not touched: warming a node is not using the model.
 The answer is the materialization's state (``Published``, ``Downloading`` with bytes, ``Failed``
 with the reason and message a mount would get); a refused or malformed request is a Kubernetes
 ``Status`` (400, 403, 503 while the artifacts are not listed yet).
+
+The body is bounded before it is parsed, as the API server's are: at most ``MAX_BODY`` bytes
+(413 from ``Content-Length`` at once, else as soon as the stream passes it), JSON nested at most
+``jsondepth.MAX_DEPTH`` levels (the API server's rule, ``openapi.jsondepth``), and each field in
+its grammar (the namespace a DNS label, the artifact a DNS subdomain, the UID a short name, the
+digest ``sha256:<64 hex>``, the token visible ASCII of at most ``MAX_TOKEN`` characters) before
+anything looks it up, so no refusal echoes more than a field's bounded length.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypedDict
 
@@ -28,12 +35,18 @@ from nodeplugin import artifacts, authorize, errors
 from nodeplugin.cache import quarantine
 from nodeplugin.csi import node
 from nodeplugin.materialize import interface
-from openapi import sources
+from openapi import grammar, jsondepth, names, sources
 
 log = logging.getLogger(__name__)
 
 PATH = "/model/prefetches"
 MAX_BODY = 64 * 1024
+DRAIN_BYTES = 1 << 20
+"""How much of a body past ``MAX_BODY`` is read and dropped before the 413."""
+MAX_TOKEN = 8192
+"""The longest hub token a prefetch may carry (a hub's request headers are bounded too)."""
+_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_TOKEN = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN}}}")
 PSEUDO_TARGET = "model-prefetch"
 """Below the kubelet directory, checked lexically only: a prefetch has no volume to mount, so
 rule 1 (an inline ephemeral mount volume at a safe target) is met by construction."""
@@ -78,6 +91,47 @@ def _field(body: dict[str, Any], key: str) -> str:
     return value
 
 
+def _checked(body: dict[str, Any]) -> dict[str, str]:
+    """The request's fields, each within its grammar (``InvalidArgument`` naming the first that
+    is not), so nothing unbounded reaches a lookup or a message."""
+    found = {key: _field(body, key) for key in
+             ("namespace", "artifact", "artifactUID", "manifestDigest", "token")}
+    problems = {
+        "namespace": "; ".join(names.dns_label_problems(found["namespace"])),
+        "artifact": "; ".join(names.dns_subdomain_problems(found["artifact"])),
+        "artifactUID": "" if _UID.fullmatch(found["artifactUID"]) else (
+            "must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"),
+        "manifestDigest": "" if grammar.is_digest(found["manifestDigest"]) else (
+            grammar.DIGEST_RULE),
+        "token": "" if not found["token"] or _TOKEN.fullmatch(found["token"]) else (
+            f"must be at most {MAX_TOKEN} visible ASCII characters"),
+    }
+    for key, problem in problems.items():
+        if problem:
+            raise errors.InvalidArgument(f"{key} {problem}")
+    return found
+
+
+async def read_body(request: requests.Request, limit: int = MAX_BODY) -> bytes | None:
+    """The body, or None once it is known to pass ``limit`` (from ``Content-Length``, else
+    while streaming; nothing past the limit is kept). The rest of an oversized body is read and
+    dropped up to ``DRAIN_BYTES``, so a client still sending reads the 413 instead of a reset;
+    past that the connection closes under it."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and (
+            len(declared) > len(str(limit)) or int(declared) > limit):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit + DRAIN_BYTES:
+            return None
+        if size <= limit:
+            chunks.append(chunk)
+    return b"".join(chunks) if size <= limit else None
+
+
 def handler(
     *,
     informer: artifacts.Informer,
@@ -88,15 +142,16 @@ def handler(
     """The route's handler (the caller admits the worker before calling it)."""
 
     async def warm(body: dict[str, Any]) -> Answer:
-        namespace = _field(body, "namespace")
+        fields = _checked(body)
+        namespace = fields["namespace"]
         volume_context = {
             authorize.EPHEMERAL: "true",
             authorize.POD_NAMESPACE: namespace,
-            authorize.ARTIFACT: _field(body, "artifact"),
-            authorize.ARTIFACT_UID: _field(body, "artifactUID"),
-            authorize.MANIFEST_DIGEST: _field(body, "manifestDigest"),
+            authorize.ARTIFACT: fields["artifact"],
+            authorize.ARTIFACT_UID: fields["artifactUID"],
+            authorize.MANIFEST_DIGEST: fields["manifestDigest"],
         }
-        token = _field(body, "token") or None
+        token = fields["token"] or None
         grant = authorize.authorize(
             informer, kubelet_dir=kubelet_dir, target=f"{kubelet_dir}/{PSEUDO_TARGET}",
             mount_capability=True, volume_context=volume_context, walk=False)
@@ -118,13 +173,14 @@ def handler(
         return answer_of(progress)
 
     async def serve(request: requests.Request) -> responses.Response:
-        raw = await request.body()
-        if len(raw) > MAX_BODY:
-            return status(413, "RequestEntityTooLarge", f"the body exceeds {MAX_BODY} bytes")
+        raw = await read_body(request)
+        if raw is None:
+            return status(413, "RequestEntityTooLarge",
+                          f"Request entity too large: limit is {MAX_BODY}")
         try:
-            body = json.loads(raw)
-        except ValueError:
-            return status(400, "BadRequest", "the body is not JSON")
+            body = jsondepth.loads(raw)
+        except jsondepth.JsonError as exc:
+            return status(400, "BadRequest", exc.message)
         if not isinstance(body, dict):
             return status(400, "BadRequest", "the body is not a JSON object")
         try:

@@ -5,10 +5,16 @@ judge tokens itself: it asks kube-apiserver (``TokenReview`` through ``kube.Clie
 the answer's user name when it is ``--worker-user``. Answers are kept for ten seconds, keyed by
 the token's SHA-256 (the token itself is never kept, logged or put in a message), so a worker
 polling every node does not cost a review per request.
+
+A review answers an ``Identity``: the user, and which holder of it the token was made for (the
+Pod's UID a projected token is bound to, else its node; kube-apiserver puts both in the user's
+extra), so the peer port can count one plugin's requests apart from another's though every
+plugin runs as the same ServiceAccount.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -26,14 +32,44 @@ TTL_SECONDS = 10.0
 MAX_CACHED = 1024
 
 
+POD_UID = "authentication.kubernetes.io/pod-uid"
+NODE_NAME = "authentication.kubernetes.io/node-name"
+MAX_INSTANCE = 253
+
+
 class ReviewFailed(Exception):
     """The review could not be made (the API is unreachable or refused it)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Identity:
+    user: str
+    instance: str = ""
+    """The Pod UID a bound token was made for (``pod:<uid>``), else its node (``node:<name>``);
+    "" for a token bound to neither."""
+
+    @property
+    def key(self) -> str:
+        """One holder of the user: what per-caller limits count by."""
+        return f"{self.user} {self.instance}" if self.instance else self.user
 
 
 class Reviewer(Protocol):
     async def user_of(self, token: str) -> str | None:
         """The user the token authenticates, None when it does not; ``ReviewFailed``."""
         ...
+
+    async def identity_of(self, token: str) -> Identity | None:
+        """``user_of`` with the holder the token was bound to; ``ReviewFailed``."""
+        ...
+
+
+def _instance(extra: dict[str, list[str]] | None) -> str:
+    for key, kind in ((POD_UID, "pod"), (NODE_NAME, "node")):
+        values = (extra or {}).get(key) or []
+        if len(values) == 1 and isinstance(values[0], str) and values[0]:
+            return f"{kind}:{values[0][:MAX_INSTANCE]}"
+    return ""
 
 
 class TokenReviewer:
@@ -45,10 +81,14 @@ class TokenReviewer:
         self._audiences = list(audiences)
         self._clock = clock
         self._ttl = ttl
-        self._cache: dict[str, tuple[float, str | None]] = {}
+        self._cache: dict[str, tuple[float, Identity | None]] = {}
         self.reviews = 0
 
     async def user_of(self, token: str) -> str | None:
+        found = await self.identity_of(token)
+        return found.user if found is not None else None
+
+    async def identity_of(self, token: str) -> Identity | None:
         key = hashlib.sha256(token.encode()).hexdigest()
         now = self._clock.monotonic()
         cached = self._cache.get(key)
@@ -61,9 +101,10 @@ class TokenReviewer:
             raise ReviewFailed(f"the TokenReview failed: {exc.reason}") from None
         self.reviews += 1
         result = answer.status
-        user: str | None = None
-        if result is not None and result.authenticated and result.user is not None:
-            user = result.user.username
+        user: Identity | None = None
+        if (result is not None and result.authenticated and result.user is not None
+                and result.user.username):
+            user = Identity(result.user.username, _instance(result.user.extra))
         if len(self._cache) >= MAX_CACHED:
             self._cache = {k: v for k, v in self._cache.items() if now - v[0] < self._ttl}
             if len(self._cache) >= MAX_CACHED:

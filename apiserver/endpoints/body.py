@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import functools
 import json
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -30,7 +29,7 @@ import yaml
 
 from apiserver import errors
 from apiserver.options import config
-from openapi import fields
+from openapi import jsondepth
 
 JSON_TYPES = ("application/json", "*/*")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
@@ -97,80 +96,25 @@ def decode_now(body: bytes, kind: str, limits: Limits, *, duplicates: bool = Fal
 
 
 def json_document(body: bytes, limits: Limits) -> Any:
-    """Any JSON value within the depth limit (its size is the body's, already bounded)."""
+    """Any JSON value within the depth limit (its size is the body's, already bounded): the one
+    rule the node plugin's bodies follow too (``openapi.jsondepth``)."""
     try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        if str(exc).startswith("depth limit exceeded"):  # orjson stops at 1024 levels
-            raise too_deep(limits.max_depth) from exc
-        raise errors.BadRequest(f"the request body is not valid JSON: {str(exc)[:200]}") from exc
-    check_depth(document, limits.max_depth, body)
-    return document
+        return jsondepth.loads(body, limits.max_depth)
+    except jsondepth.JsonError as exc:
+        raise errors.BadRequest(exc.message) from exc
 
 
 def check_depth(value: Any, max_depth: int, source: bytes | None = None) -> None:
-    """400 when ``value`` nests objects and lists deeper than ``max_depth``.
-
-    ``source``, the JSON ``value`` was decoded from (or encodes to), lets the depth be measured
-    on its brackets in C instead of walking ``value`` in Python; the walk then only names the
-    place of a refusal."""
-    if source is not None and source.count(b"[") + source.count(b"{") <= max_depth:
-        return  # cannot be deeper than its brackets
-    if source is not None and _bracket_depth(source, max_depth) <= max_depth:
-        return
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > max_depth:
-            raise too_deep(max_depth, _deep_path(value, max_depth))
-        stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, dict | list))
-
-
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
-_LEAF_PAIR = re.compile(rb"\{\}|\[\]")
-
-
-def _bracket_depth(source: bytes, limit: int) -> int:
-    """The nesting depth of valid JSON ``source``, or ``limit + 1`` when it is deeper than
-    ``limit``: its strings removed, then its brackets alone, peeled one level per pass (each
-    pass removes every pair that was empty at its start). At most ``limit + 1`` passes, so a
-    large, deep body costs no more than that many scans."""
-    brackets = _JSON_STRING.sub(b"", source).translate(None, _NOT_BRACKETS)
-    depth = 0
-    while brackets and depth <= limit:
-        brackets = _LEAF_PAIR.sub(b"", brackets)
-        depth += 1
-    return depth
-
-
-def _deep_path(value: Any, max_depth: int) -> str:
-    """The path of the first value nested past ``max_depth`` (only once refusing)."""
-    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
-    while stack:
-        item, path, depth = stack.pop()
-        if depth > max_depth:
-            return path
-        if isinstance(item, dict):
-            stack.extend((child, f"{path}.{key}" if path else str(key), depth + 1)
-                         for key, child in item.items() if isinstance(child, dict | list))
-        elif isinstance(item, list):
-            stack.extend((child, f"{path}[{index}]", depth + 1)
-                         for index, child in enumerate(item) if isinstance(child, dict | list))
-    return ""
+    """400 when ``value`` nests objects and lists deeper than ``max_depth``
+    (``jsondepth.check``: ``source`` lets the depth be measured on its brackets)."""
+    try:
+        jsondepth.check(value, max_depth, source)
+    except jsondepth.TooDeep as exc:
+        raise errors.BadRequest(exc.message) from exc
 
 
 def too_deep(max_depth: int, path: str = "") -> errors.BadRequest:
-    where = f" (at {fields.cut_path(path)})" if path else ""
-    return errors.BadRequest(
-        f"the request body is nested more than {max_depth} levels deep{where}")
+    return errors.BadRequest(jsondepth.TooDeep(max_depth, path).message)
 
 
 def too_large(limit: int, what: str = "the decoded object") -> errors.RequestEntityTooLarge:

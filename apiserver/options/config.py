@@ -7,7 +7,7 @@ import os
 import pathlib
 
 from controllers import config as controller_settings
-from openapi import install
+from openapi import install, jsondepth
 
 DEFAULT_WORKER_USER = install.WORKER_USER
 DEFAULT_NAMESPACE = install.DEFAULT_NAMESPACE
@@ -18,9 +18,8 @@ CONTROLLER_MODES = ("embedded", "external", "none")
 MAX_BODY_BYTES = 3 * 1024 * 1024
 """Request bodies larger than this get 413 (the same limit kube-apiserver applies); so do YAML
 bodies whose aliases expand past it and patches whose result would."""
-MAX_BODY_DEPTH = 64
-"""Objects and lists nested deeper than this in a body get 400: far deeper than any object of
-this API, well inside what the encoders (orjson: 255) and the validators handle."""
+MAX_BODY_DEPTH = jsondepth.MAX_DEPTH
+"""Objects and lists nested deeper than this in a body get 400 (the node plugin's bodies too)."""
 DEFAULT_ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 DEFAULT_WEBHOOK_CACHE_TTL = 10.0
 

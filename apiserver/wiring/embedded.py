@@ -31,7 +31,7 @@ from controllers import assembly as runner
 from controllers.nodestores import controller as nodestores
 from controllers.nodestores import settings as storesettings
 from controllers.prefetches import controller as prefetches
-from controllers.prefetches import plugindelivery, warmup
+from controllers.prefetches import placement, plugindelivery, warmup
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader
 from controllers.sources import claims, cluster, kubeapi, plugins, secrets
@@ -79,24 +79,30 @@ def prefetch_controller(
     clock: clocks.Clock,
     *,
     standalone: prefetches.Delivery | None = None,
+    plugin_pods: informer.Informer | None = None,
 ) -> tuple[prefetches.Prefetches, list[informer.Informer]]:
     """The prefetch controller and the informers it needs run beside it: its prefetches and, in
-    a cluster, the Nodes (labels) and the warm-up Pods (delivery); ``standalone`` delivers
-    without a cluster (the request to each ``--node`` plugin)."""
+    a cluster, the Nodes (labels, taints), the warm-up Pods (delivery) and the DaemonSets of the
+    plugin's namespace (the warm-up Pods' tolerations, with ``plugin_pods``, the progress
+    view's informer, run by the view); ``standalone`` delivers without a cluster (the request
+    to each ``--node`` plugin)."""
     found = informer.Informer(api, clients.MODEL_PREFETCHES, clock)
-    if theirs is None:
+    if theirs is None or plugin_pods is None:
         return prefetches.Prefetches(api, found, artifacts, view.informer, clock,
                                      delivery=standalone), [found]
+    cs = settings.controller_settings
     nodes = informer.Informer(theirs, clients.NODES, clock)
     pods = informer.Informer(theirs, clients.PODS, clock, label_selector=warmup.SELECTOR)
-    cs = settings.controller_settings
+    daemonsets = informer.Informer(theirs, clients.DAEMON_SETS, clock,
+                                   namespace=cs.plugin_namespace)
     delivery = warmup.WarmupPods(pods, theirs.create_pod, theirs.delete_pod, clock,
+                                 placement.PluginPlacement(plugin_pods, daemonsets, nodes),
                                  image=cs.prefetch_warmup_image,
                                  retry_seconds=cs.prefetch_warmup_retry)
     controller = prefetches.Prefetches(
         api, found, artifacts, view.informer, clock, labels=prefetches.NodeLabels(nodes),
         nodes=nodes, delivery=delivery, owned=pods, failed_recheck=cs.prefetch_warmup_retry)
-    return controller, [found, nodes, pods]
+    return controller, [found, nodes, pods, daemonsets]
 
 
 def node_stores(
@@ -260,7 +266,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
                                               ca_file=cs.plugin_ca_file)
                 if theirs is None else None)
     pf, pf_informers = prefetch_controller(settings, api, view, artifacts, theirs, clock,
-                                           standalone=delivery)
+                                           standalone=delivery, plugin_pods=pods)
     hooks.prefetches = pf
     if settings.controllers != "embedded":
         log.info("controllers: %s (node stores and prefetches run here, the rest out of this "

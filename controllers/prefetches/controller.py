@@ -42,9 +42,10 @@ ARTIFACT_INDEX = "artifact"
 
 class Delivery(Protocol):
     async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
-                   nodes: Sequence[str]) -> Mapping[str, str]:
+                   nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         """Have each of ``nodes`` (with a NodeModelStore, not holding the digest yet) download
-        the artifact through its ordinary path; returns node -> why its warm-up failed."""
+        the artifact through its ordinary path; returns node -> why its warm-up failed or is
+        not made."""
         ...
 
 
@@ -53,7 +54,7 @@ class NoDelivery:
     status and the pins still follow the prefetch (standalone mode, docs/controllers.md)."""
 
     async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
-                   nodes: Sequence[str]) -> Mapping[str, str]:
+                   nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         return {}
 
 
@@ -182,9 +183,12 @@ class Prefetches:
                 self.statuses.enqueue(clients.key_of(prefetch))
 
     def _node_changed(self, old: Obj | None, new: Obj | None) -> None:
+        """A Node's labels move selectors; its taints and cordon move where warm-up Pods go, so
+        the prefetches naming it look again too."""
         _, node = clients.key_of(new or old or {})
         for prefetch in self._prefetches.items():
-            if (prefetch.get("spec") or {}).get("targets", {}).get("nodeSelector") is not None:
+            targets = (prefetch.get("spec") or {}).get("targets") or {}
+            if targets.get("nodeSelector") is not None or node in (targets.get("nodeNames") or []):
                 self._wake(prefetch)
         if node:
             self.pins.enqueue(node)
@@ -204,7 +208,7 @@ class Prefetches:
             return runtime.DONE
         artifact = self._artifact(prefetch)
         nodes = self._targets(prefetch)
-        failures: Mapping[str, str] = {}
+        failures: Mapping[str, prefetchplan.Hold] = {}
         if not artifact.problem:
             cold = [n for n in nodes if self._stores.get("", n) is not None and
                     (prefetchplan.model_entry(self._stores.get("", n), artifact.digest)
@@ -215,7 +219,7 @@ class Prefetches:
         entries = []
         for node in nodes:
             store = self._stores.get("", node)
-            entry = prefetchplan.node_entry(node, store, artifact, failures.get(node, ""))
+            entry = prefetchplan.node_entry(node, store, artifact, failures.get(node))
             entry["pinned"] = self._pinned_here(prefetch, store, artifact.digest, now)
             entries.append(entry)
 

@@ -3,7 +3,7 @@
 - ``targets``: the nodes a prefetch selects (``nodeNames`` plus the nodes running the plugin whose
   labels match ``nodeSelector``);
 - ``node_entry``: one target node's phase from its NodeModelStore's ``status.models`` entry for
-  the artifact's digest (and its warm-up, when one failed);
+  the artifact's digest (and its warm-up's ``Hold``, when one failed or cannot be placed);
 - ``status``: the counts, the entries (at most 256, by name) and the conditions;
 - ``pins``: the digests a node must keep, the union over every prefetch pinning there; a pin with
   ``ttlAfterLastUse`` lapses once the node's copy went unused that long (``lastUsedTime``, or the
@@ -88,6 +88,21 @@ def artifact_of(prefetch: wire.Obj, found: wire.Obj | None) -> Artifact:
                     secret=modelartifact.secret_name(found))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hold:
+    """Why a node's warm-up failed or is not made (a delivery's answer): the entry's phase
+    (``Failed``, or ``Pending`` while it waits), reason and message."""
+
+    reason: str
+    message: str
+    phase: str = states.FAILED
+
+
+def failed(message: str) -> Hold:
+    """A warm-up that was made and failed (``DeliveryFailed``)."""
+    return Hold(reasons.DELIVERY_FAILED, message)
+
+
 def model_entry(store: wire.Obj | None, digest: str) -> wire.Readable | None:
     if store is None or not digest:
         return None
@@ -99,7 +114,7 @@ def _count(value: int | None) -> int | None:
 
 
 def node_entry(node: str, store: wire.Obj | None, artifact: Artifact,
-               delivery_failure: str = "") -> wire.Obj:
+               held: Hold | None = None) -> wire.Obj:
     """One target node's ``status.nodes[]`` entry (``pinned`` is added by the caller)."""
     entry: wire.Obj = {"name": node}
     if store is None:
@@ -124,9 +139,9 @@ def node_entry(node: str, store: wire.Obj | None, artifact: Artifact,
     if state == states.FAILED and found is not None:
         return {**entry, "phase": states.FAILED, "reason": nodemodelstore.entry_reason(found),
                 "message": nodemodelstore.entry_message(found)[:1024]}
-    if delivery_failure:
-        return {**entry, "phase": states.FAILED, "reason": reasons.DELIVERY_FAILED,
-                "message": delivery_failure[:1024]}
+    if held is not None:
+        return {**entry, "phase": held.phase, "reason": held.reason,
+                "message": held.message[:1024]}
     return {**entry, "phase": states.PENDING}
 
 

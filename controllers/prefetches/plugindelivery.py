@@ -72,7 +72,7 @@ class PluginDelivery:
         self._timeout = timeout
 
     async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
-                   nodes: Sequence[str]) -> Mapping[str, str]:
+                   nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         namespace = prefetchplan.namespace(prefetch)
         request = plugin_api.prefetch_request(namespace, prefetchplan.artifact_name(prefetch),
                                           artifact.uid, artifact.digest)
@@ -80,14 +80,16 @@ class PluginDelivery:
             try:
                 request["token"] = await self._secrets.token(namespace, artifact.secret)
             except secrets.SecretMissing as exc:
-                return {node: f"the artifact's token: {exc}" for node in nodes}
+                return {node: prefetchplan.failed(f"the artifact's token: {exc}")
+                        for node in nodes}
             except secrets.SecretUnreadable as exc:
                 log.warning("prefetch %s/%s: %s; asked again on the next pass", namespace,
                             prefetch["metadata"]["name"], exc)
                 return {}
         body = json.dumps(request).encode()
         answers = await asyncio.gather(*(self._ask(node, body) for node in nodes))
-        return {node: why for node, why in zip(nodes, answers, strict=True) if why}
+        return {node: prefetchplan.failed(why)
+                for node, why in zip(nodes, answers, strict=True) if why}
 
     async def _ask(self, node: str, body: bytes) -> str:
         base = self._locator.url(node)

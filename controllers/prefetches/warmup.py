@@ -6,14 +6,19 @@ Secret as ``nodePublishSecretRef``), so the node cache downloads, verifies and p
 as for any consumer, and the plugin's mount authorization stays the one rule. It runs under a
 restricted security context (non-root, no privilege escalation, every capability dropped,
 RuntimeDefault seccomp, read-only root, no ServiceAccount token), reads every file back and
-exits. It lives in the prefetch's namespace, is owned by the prefetch (``ownerReferences``, so
-deleting the prefetch collects it), is bound to its node (``spec.nodeName``, so no scheduler or
-queue holds it) and tolerates every taint. Its image is a setting
-(``--prefetch-warmup-image``).
+exits. It lives in the prefetch's namespace and is owned by the prefetch (``ownerReferences``,
+so deleting the prefetch collects it). Its image is a setting (``--prefetch-warmup-image``).
 
-A Pod that succeeded is left as it is (the node is not warmed again while it exists); one that
-failed is reported (``Failed/DeliveryFailed`` with its reason) and deleted after
-``--prefetch-warmup-retry-interval`` (default five minutes) so a later pass makes a fresh one.
+Where it goes is ``placement.py``'s: node affinity to its one node (never ``spec.nodeName``), so
+kube-scheduler's filters hold (taints, cordons, resources), and only the plugin DaemonSet's keyed
+tolerations; a node the plugin cannot run on, or whose taints those do not cover, gets no Pod
+(``TaintNotTolerated``), nor one without a plugin Pod now (``Pending/NoNodePlugin``).
+
+A Pod that succeeded is left as it is (the node is not warmed again while it exists). One that
+failed (``Failed/DeliveryFailed`` with its reason) or that the scheduler cannot place
+(``Failed/Unschedulable`` with the scheduler's message) is reported, and deleted after
+``--prefetch-warmup-retry-interval`` (default five minutes) so a later pass makes a fresh one
+(with the tolerations and taints of then).
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 from controllers import config as settings
+from controllers.prefetches import placement
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer
-from openapi import resources
+from openapi import reasons, resources
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -44,13 +51,22 @@ Create = Callable[[Obj], Awaitable[Obj]]
 Delete = Callable[[str, str], Awaitable[None]]
 
 
+class Placement(Protocol):
+    async def synced(self) -> None: ...
+
+    def tolerations(self, node: str) -> list[Obj] | prefetchplan.Hold:
+        """The tolerations a warm-up Pod on ``node`` carries, or why it gets none."""
+        ...
+
+
 def pod_name(prefetch: str, node: str) -> str:
     """``<prefetch>-warmup-<10 hex of the node>``: stable per (prefetch, node), at most 63."""
     tail = hashlib.sha256(node.encode()).hexdigest()[:10]
     return f"{prefetch[:45].rstrip('-.')}-warmup-{tail}"
 
 
-def render(prefetch: Obj, artifact: prefetchplan.Artifact, node: str, image: str) -> Obj:
+def render(prefetch: Obj, artifact: prefetchplan.Artifact, node: str, image: str,
+           tolerations: Sequence[Obj] = ()) -> Obj:
     metadata = prefetch["metadata"]
     attributes = {"artifact": prefetchplan.artifact_name(prefetch),
                   "artifactUID": artifact.uid, "manifestDigest": artifact.digest}
@@ -71,11 +87,11 @@ def render(prefetch: Obj, artifact: prefetchplan.Artifact, node: str, image: str
                 "blockOwnerDeletion": False}],
         },
         "spec": {
-            "nodeName": node,
+            "affinity": placement.affinity(node),
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            "tolerations": [{"operator": "Exists"}],
+            "tolerations": [dict(t) for t in tolerations],
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
                                 "seccompProfile": {"type": "RuntimeDefault"}},
             # keyword form: the string "image" is spelled only as a source kind (openapi.sources)
@@ -110,25 +126,29 @@ def failure(pod: Obj) -> str:
 
 
 class WarmupPods:
-    """``Delivery`` over the warm-up Pods' informer (every namespace, ``SELECTOR``)."""
+    """``Delivery`` over the warm-up Pods' informer (every namespace, ``SELECTOR``) and where
+    the plugin runs (``placement.PluginPlacement``)."""
 
     def __init__(self, pods: informer.Informer, create: Create, delete: Delete,
-                 clock: clocks.Clock, *, image: str = settings.DEFAULT_WARMUP_IMAGE,
+                 clock: clocks.Clock, where: Placement, *,
+                 image: str = settings.DEFAULT_WARMUP_IMAGE,
                  retry_seconds: float = settings.DEFAULT_WARMUP_RETRY) -> None:
         self._pods = pods
         self._create = create
         self._delete = delete
         self._clock = clock
+        self._where = where
         self.image = image
         self.retry_seconds = retry_seconds
         self._failed_at: dict[tuple[str, str], float] = {}
 
     async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
-                   nodes: Sequence[str]) -> Mapping[str, str]:
+                   nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         await self._pods.synced.wait()
+        await self._where.synced()
         namespace = prefetchplan.namespace(prefetch)
         uid = str(prefetch["metadata"].get("uid") or "")
-        failures: dict[str, str] = {}
+        held: dict[str, prefetchplan.Hold] = {}
         for node in nodes:
             name = pod_name(prefetch["metadata"]["name"], node)
             found = self._pods.get(namespace, name)
@@ -136,19 +156,31 @@ class WarmupPods:
             if found is not None and owner.get(PREFETCH_UID_LABEL) != uid:
                 continue  # an earlier prefetch of that name: its Pod goes with it
             if found is None:
-                await self._start(render(prefetch, artifact, node, self.image))
+                tolerations = self._where.tolerations(node)
+                if isinstance(tolerations, prefetchplan.Hold):
+                    held[node] = tolerations
+                    continue
+                await self._start(render(prefetch, artifact, node, self.image, tolerations),
+                                  node)
                 continue
             why = failure(found)
-            if why:
-                failures[node] = why
+            hold = prefetchplan.failed(why) if why else None
+            refused = placement.scheduling_failure(found)
+            if refused:
+                hold = prefetchplan.Hold(reasons.UNSCHEDULABLE, f"warm-up Pod {name} cannot be "
+                                         f"scheduled on {node}: {refused}")
+            if hold is not None:
+                held[node] = hold
                 await self._retry_later((namespace, name))
-        return failures
+            else:
+                self._failed_at.pop((namespace, name), None)
+        return held
 
-    async def _start(self, pod: Obj) -> None:
+    async def _start(self, pod: Obj, node: str) -> None:
         try:
             await self._create(pod)
-            log.info("warm-up Pod %s/%s created on %s", pod["metadata"]["namespace"],
-                     pod["metadata"]["name"], pod["spec"]["nodeName"])
+            log.info("warm-up Pod %s/%s created for %s", pod["metadata"]["namespace"],
+                     pod["metadata"]["name"], node)
         except Exception as exc:  # already there (the informer lags) or refused: next pass
             log.info("warm-up Pod %s/%s not created: %s", pod["metadata"]["namespace"],
                      pod["metadata"]["name"], getattr(exc, "message", exc))
@@ -163,4 +195,3 @@ class WarmupPods:
             except Exception as exc:
                 log.info("failed warm-up Pod %s/%s not deleted: %s", *key,
                          getattr(exc, "message", exc))
-

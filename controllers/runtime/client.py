@@ -47,6 +47,7 @@ CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 NODES = Resource("", "v1", "nodes", "Node", False)
 CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
+DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """``client.Client`` (and ``leader.LeaseApi``) over ``kube.Client``: how external controllers
 reach our resources (status written through ``.../modelartifacts/{name}/status``), and how any
-controller reaches cluster objects (Secrets, claims, Pods, ConfigMaps, Leases).
+controller reaches cluster objects (Secrets, claims, Pods, ConfigMaps, Leases, Nodes, CSINodes,
+the plugin's DaemonSets).
 
 Objects cross as plain dicts; lightkube's models are built and taken apart here only.
 ``kube.errors`` become ``controllers.errors`` here, once.
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from lightkube.resources import coordination_v1, core_v1, storage_v1
+from lightkube.resources import apps_v1, coordination_v1, core_v1, storage_v1
 
 import kube
 from controllers.runtime import client as clients
@@ -30,6 +31,7 @@ MODELS: dict[clients.Resource, Any] = {
     clients.LEASES: coordination_v1.Lease,
     clients.NODES: core_v1.Node,
     clients.CSI_NODES: storage_v1.CSINode,
+    clients.DAEMON_SETS: apps_v1.DaemonSet,
 }
 
 

@@ -47,7 +47,7 @@ class PodPlugins:
     def __init__(self, pods: informer.Informer, port: int) -> None:
         self._pods = pods
         self._port = port
-        pods.add_index(NODE_INDEX, _node_of)
+        pods.add_index(NODE_INDEX, node_of)
 
     def url(self, node: str) -> str | None:
         for pod in self._pods.by_index(NODE_INDEX, node):
@@ -61,7 +61,7 @@ class PodPlugins:
 NODE_INDEX = "node"
 
 
-def _node_of(pod: informer.Obj) -> list[str]:
+def node_of(pod: informer.Obj) -> list[str]:
     node = (pod.get("spec") or {}).get("nodeName")
     return [str(node)] if node else []
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 import kube
 from nodeplugin import reviews, serve
 from nodeplugin.cache import layout
-from nodeplugin.peer import admission, client, holders, server, wire
+from nodeplugin.peer import admission, answer, client, holders, server, wire
 from openapi import schema as contract
 from timing import clock as clocks
 
@@ -42,6 +42,10 @@ class Settings:
     """``node -> https://host:port`` of other plugins' peer ports, over what they publish."""
     ca_file: str | None = None
     max_streams: int = 8
+    max_streams_per_peer: int | None = None
+    """Of ``max_streams``, at most this many for one caller; None gives half."""
+    send_timeout: float = answer.SEND_TIMEOUT_SECONDS
+    """An answer whose caller reads nothing for this long is cut."""
     advertise_address: str = ""
     """The host (an IP or DNS name) the other plugins reach this one at; empty publishes none."""
 
@@ -123,7 +127,9 @@ async def serve_port(
     """Serve the port in a task; ``published`` carries ``settings.url`` until the task ends."""
     reviewer = reviews.TokenReviewer(api, clock=clock, audiences=[wire.AUDIENCE])
     app = server.make_app(cache, admission.Admission(reviewer, settings.plugin_user),
-                          quarantined=quarantined, max_streams=settings.max_streams)
+                          quarantined=quarantined, max_streams=settings.max_streams,
+                          per_peer=settings.max_streams_per_peer,
+                          send_timeout=settings.send_timeout)
     sync = PeerSync(found, asyncio.Event())
     cfg = serve.hypercorn_config_for(bind_address, settings.port, cert, key)
     log.info("serving peers on %s:%d", bind_address, settings.port)

@@ -5,8 +5,14 @@
 /peer/v1/trees/{hex}/files/{path}`` answers one file named by that manifest, whole (200) or one
 ``Range`` (206). Only published trees that are not quarantined are served: a partial download is
 never under ``objects/``, and a path the manifest does not name is 404, so nothing outside the
-tree (no ``..``, no marker, no symlink) can be asked for. At most ``max_streams`` file answers
-run at once; the others wait their turn. Every request passes ``admission`` first.
+tree (no ``..``, no marker, no symlink) can be asked for. Every request passes ``admission``
+first, which names the caller (the plugin Pod its token is bound to).
+
+A file answer takes a stream slot (``slots.Slots``: ``max_streams`` at once, ``per_peer`` of
+them per caller, the rest waiting their turn or refused 429/503 with ``Retry-After``) before the
+file is opened and before its status line is sent, and gives it back when the answer ends.
+Every send of an answer is bounded by ``send_timeout`` (``answer.Answer``): a caller that stops
+reading is cut, and its file and slot freed.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from collections.abc import AsyncIterator, Callable
 
 from starlette import applications, requests, responses, routing
 
+from nodeplugin import reviews
 from nodeplugin.cache import layout
-from nodeplugin.peer import admission, wire
+from nodeplugin.peer import admission, answer, slots, wire
 from openapi import grammar, manifest
 
 Quarantined = Callable[[str], bool]
@@ -63,68 +70,95 @@ def make_app(
     *,
     quarantined: Quarantined = lambda digest: False,
     max_streams: int = 8,
+    per_peer: int | None = None,
+    send_timeout: float = answer.SEND_TIMEOUT_SECONDS,
+    wait_seconds: float = slots.WAIT_SECONDS,
 ) -> applications.Starlette:
+    """``per_peer``: None gives half of ``max_streams``."""
     trees = Trees(cache, quarantined)
-    streams = asyncio.Semaphore(max_streams)
+    streams = slots.Slots(max_streams, per_peer=per_peer, wait_seconds=wait_seconds)
     served = {"bytes": 0}
 
-    async def tree(request: requests.Request) -> responses.Response:
-        refused = await gate.refusal(request)
-        if refused is not None:
-            return refused
+    async def admitted(request: requests.Request
+                       ) -> tuple[reviews.Identity, str, tuple[bytes, dict[str, int]]] | (
+                           responses.Response):
+        found_caller = await gate.admit(request)
+        if isinstance(found_caller, responses.Response):
+            return found_caller
         digest = _digest(request.path_params["hex"])
         found = await asyncio.to_thread(trees.listing, digest) if digest else None
-        if found is None:
+        if digest is None or found is None:
             return admission.status(404, "NotFound", "no published tree with that digest")
-        return responses.Response(found[0], media_type="text/plain; charset=utf-8")
+        return found_caller, digest, found
+
+    async def tree(request: requests.Request) -> responses.Response:
+        checked = await admitted(request)
+        if isinstance(checked, responses.Response):
+            return checked
+        caller, _, (stored, _) = checked
+
+        async def body() -> AsyncIterator[bytes]:
+            yield stored
+
+        return answer.Answer(200, {"content-type": "text/plain; charset=utf-8",
+                                   "content-length": str(len(stored))}, body,
+                             send_timeout=send_timeout, what=f"manifest for {caller.key}")
 
     async def file(request: requests.Request) -> responses.Response:
-        refused = await gate.refusal(request)
-        if refused is not None:
-            return refused
-        digest = _digest(request.path_params["hex"])
+        checked = await admitted(request)
+        if isinstance(checked, responses.Response):
+            return checked
+        caller, digest, (_, sizes) = checked
         path = request.path_params["path"]
-        found = await asyncio.to_thread(trees.listing, digest) if digest else None
-        if digest is None or found is None or path not in found[1]:
+        if path not in sizes:
             return admission.status(404, "NotFound", "no such file in a published tree")
-        size = found[1][path]
+        size = sizes[path]
         try:
             wanted = wire.byte_range(request.headers.get("range"), size)
         except wire.RangeError as exc:
             return admission.status(416, "RequestedRangeNotSatisfiable", str(exc))
         start, end = wanted if wanted is not None else (0, size - 1)
-        full = cache.published_path(digest) / path
+        slot = await streams.take(caller.key)
+        if isinstance(slot, slots.Busy):
+            return admission.status(slot.code, slot.reason, slot.message,
+                                    headers={"retry-after": str(slot.retry_after)})
         try:
-            fd = await asyncio.to_thread(os.open, full, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = await asyncio.to_thread(os.open, cache.published_path(digest) / path,
+                                         os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
+            slot.release()
             return admission.status(404, "NotFound", "no such file in a published tree")
+        except BaseException:
+            slot.release()
+            raise
 
         async def body() -> AsyncIterator[bytes]:
-            try:
-                async with streams:
-                    offset = start
-                    while offset <= end:
-                        chunk = await asyncio.to_thread(
-                            os.pread, fd, min(wire.CHUNK_BYTES, end - offset + 1), offset)
-                        if not chunk:
-                            return
-                        offset += len(chunk)
-                        served["bytes"] += len(chunk)
-                        yield chunk
-            finally:
-                os.close(fd)
+            offset = start
+            while offset <= end:
+                chunk = await asyncio.to_thread(
+                    os.pread, fd, min(wire.CHUNK_BYTES, end - offset + 1), offset)
+                if not chunk:
+                    return
+                offset += len(chunk)
+                served["bytes"] += len(chunk)
+                yield chunk
 
-        headers = {"content-length": str(end - start + 1), "accept-ranges": "bytes"}
-        if wanted is None:
-            return responses.StreamingResponse(body(), 200, headers,
-                                               media_type="application/octet-stream")
-        headers["content-range"] = f"bytes {start}-{end}/{size}"
-        return responses.StreamingResponse(body(), 206, headers,
-                                           media_type="application/octet-stream")
+        def ended() -> None:
+            os.close(fd)
+            slot.release()
+
+        headers = {"content-type": "application/octet-stream",
+                   "content-length": str(end - start + 1), "accept-ranges": "bytes"}
+        if wanted is not None:
+            headers["content-range"] = f"bytes {start}-{end}/{size}"
+        return answer.Answer(206 if wanted is not None else 200, headers, body,
+                             send_timeout=send_timeout, on_end=ended,
+                             what=f"{path[:64]} of {digest[:19]} for {caller.key}")
 
     app = applications.Starlette(routes=[
         routing.Route(wire.PREFIX + "{hex}", tree, methods=["GET"]),
         routing.Route(wire.PREFIX + "{hex}/files/{path:path}", file, methods=["GET"]),
     ])
     app.state.served = served
+    app.state.slots = streams
     return app

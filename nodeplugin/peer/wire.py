@@ -9,7 +9,10 @@ AUDIENCE = "model.csi.gpustack.ai/peer"
 """The audience of the projected token a pulling plugin sends (never the API server's)."""
 PREFIX = "/peer/v1/trees/"
 CHUNK_BYTES = 1 << 20
-_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+MAX_DIGITS = 19
+"""Digits of a Range number: an int64 byte offset has at most 19, and a longer number is refused
+before it is converted (Python refuses ``int()`` past 4,300 digits with a ValueError)."""
+_RANGE = re.compile(r"bytes=([0-9]+)-([0-9]*)", re.ASCII)
 
 
 def tree_path(hex_digest: str) -> str:
@@ -26,12 +29,15 @@ class RangeError(ValueError):
 
 def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     """``(start, end inclusive)`` of one ``bytes=a-b`` / ``bytes=a-`` range, None without a
-    header; ``RangeError`` for several ranges, suffix ranges or one outside the file."""
+    header; ``RangeError`` for several ranges, suffix ranges, numbers of more than
+    ``MAX_DIGITS`` digits or a range outside the file."""
     if header is None:
         return None
     found = _RANGE.fullmatch(header.strip())
     if found is None:
         raise RangeError("only one bytes=start-end range is served")
+    if max(len(found.group(1)), len(found.group(2))) > MAX_DIGITS:
+        raise RangeError(f"a range number has at most {MAX_DIGITS} digits")
     start = int(found.group(1))
     end = int(found.group(2)) if found.group(2) else size - 1
     end = min(end, size - 1)

@@ -1,6 +1,9 @@
 """Node-to-node sync with a real kubelet (issue 22): a ModelPrefetch warms the real node (its
-warm-up Pod mounts the artifact through kubelet), then a second node pulls the tree from the
-first node's plugin instead of the hub.
+warm-up Pod, placed by kube-scheduler through node affinity, mounts the artifact through kubelet),
+then a second node pulls the tree from the first node's plugin instead of the hub. Between the
+two, warm-up Pods meet the real scheduler's rules (issue 35): a tainted node gets none, a
+cordoned one a Pod the scheduler refuses (said in the prefetch's status) and warms once
+uncordoned.
 
 The rig has one kubelet, so the second node ("node-b") is what a node is to this product without
 one: a Node and a CSINode listing the driver (the worker then keeps its NodeModelStore), a plugin
@@ -49,6 +52,9 @@ FILES: dict[str, bytes | int] = {
     "tokenizer.json": 300_000,
 }
 SIZE = sum(len(c) if isinstance(c, bytes) else c for c in FILES.values())
+PLACED = "e2e/placed"
+PLACED_FILES: dict[str, bytes | int] = {"config.json": b'{"model_type": "placed"}\n',
+                                        "model.safetensors": 1 << 20}
 WARMUP_IMAGE = "localhost/model-manager-test/busybox:e2e"  # not :latest, so IfNotPresent
 PEER_AUDIENCE = "model.csi.gpustack.ai/peer"
 PEER_PORT_B = 32455
@@ -140,6 +146,74 @@ def test_prefetch_warms_the_real_node(installed: rig.Rig, hub: fakehub.FakeHub,
     url = store["status"]["peer"]["url"]
     assert url.startswith("https://10.244.0.") and url.endswith(":32445"), url
     state["peer_url"] = url
+
+
+# --- 1b. warm-up Pods go where the scheduler would put a tenant's Pod --------------------------
+
+
+def _placed_entry(cluster: rig.Rig) -> dict[str, Any]:
+    got = _json(cluster, "get", "modelprefetches", "placed", "-n", TENANT)
+    nodes = got.get("status", {}).get("nodes") or [{}]
+    return dict(nodes[0])
+
+
+def _warmup_pods(cluster: rig.Rig) -> list[dict[str, Any]]:
+    pods = _json(cluster, "get", "pods", "-n", TENANT)["items"]
+    return [p for p in pods if p["metadata"]["name"].startswith("placed-warmup-")]
+
+
+def test_warm_up_pods_meet_taints_and_cordons(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+    hub.add_repo(PLACED, PLACED_FILES)
+    objects.artifact(installed, TENANT, "placed", PLACED)
+    node = installed.node_name
+    taint = "dedicated=e2e:NoSchedule"
+    try:
+        # a taint the plugin tolerates only by its wildcard: no warm-up Pod, and the status says
+        installed.kubectl("taint", "node", node, taint)
+        installed.apply(textwrap.dedent(f"""\
+            apiVersion: worker.gpustack.ai/v1
+            kind: ModelPrefetch
+            metadata: {{name: placed, namespace: {TENANT}}}
+            spec:
+              artifactRef: {{name: placed}}
+              targets: {{nodeNames: [{node}]}}
+            """))  # fmt: skip
+        held = installed.wait(
+            "the tainted node's entry TaintNotTolerated",
+            lambda: (e := _placed_entry(installed)).get("reason") == "TaintNotTolerated" and e,
+            timeout=120, namespace=TENANT)  # fmt: skip
+        assert isinstance(held, dict) and held["phase"] == "Failed", held
+        assert "dedicated=e2e:NoSchedule" in held["message"], held
+        assert _warmup_pods(installed) == []
+        # cordoned instead: a Pod is made, and kube-scheduler refuses it
+        installed.kubectl("cordon", node)
+        installed.kubectl("taint", "node", node, f"{taint}-")
+        refused = installed.wait(
+            "the cordoned node's entry Unschedulable",
+            lambda: (e := _placed_entry(installed)).get("reason") == "Unschedulable" and e,
+            timeout=180, namespace=TENANT)  # fmt: skip
+        assert isinstance(refused, dict) and "unschedulable" in refused["message"], refused
+        (pod,) = _warmup_pods(installed)
+        assert "nodeName" not in pod["spec"] and pod["status"]["phase"] == "Pending", pod
+        # none of the plugin's: only what DefaultTolerationSeconds adds to every Pod
+        assert {(t.get("key"), t.get("effect")) for t in pod["spec"].get("tolerations") or []} <= {
+            ("node.kubernetes.io/not-ready", "NoExecute"),
+            ("node.kubernetes.io/unreachable", "NoExecute")}, pod["spec"]["tolerations"]
+        # uncordoned: the scheduler places the same Pod and the node warms
+        installed.kubectl("uncordon", node)
+
+        def ready() -> dict[str, Any] | None:
+            entry = _placed_entry(installed)
+            return entry if entry.get("phase") == "Ready" else None
+
+        installed.wait("the uncordoned node Ready", ready, timeout=240, namespace=TENANT)
+        (placed,) = _warmup_pods(installed)
+        assert placed["spec"]["nodeName"] == node  # bound by the scheduler
+    finally:
+        installed.kubectl("taint", "node", node, f"{taint}-", check=False)
+        installed.kubectl("uncordon", node, check=False)
+        installed.kubectl("delete", "modelprefetches", "placed", "-n", TENANT, "--wait=false",
+                          check=False)  # fmt: skip
 
 
 # --- 2. a second node pulls it from node A ------------------------------------------------------

@@ -176,7 +176,11 @@ NodeModelStore's spec, which the worker writes from the settings ConfigMap).
   (printf "--peer-user=%s" (include "model-manager.pluginUser" .))
   (printf "--peer-token-file=%s/token" (include "model-manager.peerTokenDir" .))
   "--peer-advertise-address=$(POD_IP)"
-  (printf "--peer-max-streams=%d" (int $mm.peerSync.maxServingStreams))) -}}
+  (printf "--peer-max-streams=%d" (int $mm.peerSync.maxServingStreams))
+  (printf "--peer-send-timeout=%s" $mm.peerSync.sendTimeout)) -}}
+{{- if gt (int $mm.peerSync.maxServingStreamsPerPeer) 0 -}}
+{{- $args = append $args (printf "--peer-max-streams-per-peer=%d" (int $mm.peerSync.maxServingStreamsPerPeer)) -}}
+{{- end -}}
 {{- end -}}
 {{- $args = append $args (printf "--log-level=%s" $mm.logLevel) -}}
 {{- toYaml (concat $args $mm.extraArgs) -}}

@@ -4,9 +4,10 @@ API server in cluster mode, started with the chart's own args (``--controllers=e
 --leader-elect``), and the node plugin, as the chart's ServiceAccounts, do their whole job:
 resolve a hub artifact with a Secret and a claim artifact, record Events, hold and renew the
 Lease, read the settings and the hub CA ConfigMaps, keep node-a's NodeModelStore (its Node, its
-CSINode, its kubelet's configz), find the plugin Pods, and take the plugin's status write through
-the guard's Pod lookup (a token without the node-name extra, as before Kubernetes 1.30); the
-plugin reviews a caller's token on its HTTPS port.
+CSINode, its kubelet's configz), find the plugin Pods and their DaemonSet (the warm-up Pods'
+tolerations), and take the plugin's status write through the guard's Pod lookup (a token without
+the node-name extra, as before Kubernetes 1.30); the plugin reviews a caller's token on its HTTPS
+port.
 
 Then: no request of either identity was refused, and every rule of the chart's own roles was
 needed by at least one request (an unused grant fails the test), and the plugin's requests to
@@ -71,9 +72,12 @@ def _server_args(docs: list[dict[str, Any]], plugin_port: int) -> list[str]:
 
 def _plugin_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
     """The DaemonSet's Pod on node-a, as the scheduler and kubelet would have it."""
-    template = helm.one(docs, "DaemonSet")["spec"]["template"]
+    daemonset = helm.one(docs, "DaemonSet")
+    template = daemonset["spec"]["template"]
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "controller": True,
+             "name": daemonset["metadata"]["name"], "uid": "ds-uid"}
     return {"metadata": {"name": POD[0], "namespace": NS, "uid": POD[1],
-                         "labels": template["metadata"]["labels"]},
+                         "labels": template["metadata"]["labels"], "ownerReferences": [owner]},
             "spec": {**template["spec"], "nodeName": "node-a"},
             "status": {"phase": "Running", "podIP": "127.0.0.1",
                        "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
@@ -95,6 +99,8 @@ def _seed(cp: ControlPlane, docs: list[dict[str, Any]], hub: fakehub.FakeHub) ->
                                  "spec": {"drivers": [{"name": DRIVER, "nodeID": "node-a"}]}})
     cp.set_configz("node-a", {"evictionHard": {"nodefs.available": "10%"},
                               "imageGCHighThresholdPercent": 85})
+    cp.seed(resources.DAEMONSETS, {**helm.one(docs, "DaemonSet"), "metadata": {
+        **helm.one(docs, "DaemonSet")["metadata"], "uid": "ds-uid"}})
     cp.seed(resources.PODS, _plugin_pod(docs))
     cp.seed(resources.SECRETS, {"metadata": {"name": "hf", "namespace": "team-a"},
                                 "data": {"token": base64.b64encode(HUB_TOKEN.encode()).decode()}})
@@ -177,7 +183,12 @@ async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
         await waiting.until(lambda: cp.get(resources.PODS, pod_name, "team-a") is not None,
                             guard=60, what="the warm-up Pod")
         failed = cp.get(resources.PODS, pod_name, "team-a")
-        assert failed is not None and failed["spec"]["nodeName"] == "node-a"
+        assert failed is not None and "nodeName" not in failed["spec"]  # the scheduler's to bind
+        (term,) = failed["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert term["matchFields"] == [
+            {"key": "metadata.name", "operator": "In", "values": ["node-a"]}]
+        assert failed["spec"]["tolerations"] == []  # the chart's plugin tolerates by wildcard
         cp.put(resources.PODS, {**failed, "status": {"phase": "Failed", "reason": "Evicted"}})
         await waiting.until(lambda: cp.recorder.count(f"/namespaces/team-a/pods/{pod_name}",
                                                       "DELETE"),

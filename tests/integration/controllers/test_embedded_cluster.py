@@ -50,6 +50,8 @@ async def test_embedded_controllers_use_the_clusters_sources(
     cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),
                                   ("secrets", "persistentvolumeclaims", "configmaps", "pods")),
                              Rule(("list", "watch"), ("",), ("nodes",)),  # prefetch selectors
+                             # the plugin's DaemonSets: the warm-up Pods' tolerations
+                             Rule(("list", "watch"), ("apps",), ("daemonsets",)),
                              Rule(("get", "create", "update"), ("coordination.k8s.io",),
                                   ("leases",)),
                              Rule(("create",), ("",), ("events",))])

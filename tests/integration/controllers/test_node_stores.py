@@ -85,6 +85,7 @@ async def world(tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> Async
             Rule(("get", "list", "watch"), ("",),
                  ("secrets", "persistentvolumeclaims", "configmaps", "pods", "nodes")),
             Rule(("get", "list", "watch"), ("storage.k8s.io",), ("csinodes",)),
+            Rule(("list", "watch"), ("apps",), ("daemonsets",)),  # warm-up Pods' tolerations
             Rule(("get",), ("",), ("nodes/proxy",)),
             Rule(("create",), ("",), ("events",)),
         ])  # fmt: skip

@@ -181,6 +181,7 @@ def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any
     assert role["metadata"]["namespace"] == NS
     assert _rules(role) == {
         *{("", "pods", v) for v in ("get", "list", "watch")},
+        *{("apps", "daemonsets", v) for v in ("list", "watch")},
         *{("", "configmaps", v) for v in ("list", "watch")},
         *{("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")},
     }

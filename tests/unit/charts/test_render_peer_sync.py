@@ -55,6 +55,8 @@ def test_on_the_args_parse_to_the_plugin_s_peer_settings(
     pod = helm.pod_spec(on_docs, "DaemonSet")
     assert peer.plugin_user.rsplit(":", 1)[1] == pod["serviceAccountName"]
     assert peer.max_streams == 8
+    assert peer.max_streams_per_peer is None  # half of max_streams (slots.Slots)
+    assert peer.send_timeout == 30.0
     assert peer.token_file == assembly.TOKEN_FILE
     assert peer.addresses == {}  # discovery, not a static map
     assert {"name": "peer", "containerPort": 32445, "protocol": "TCP"} in plugin["ports"]

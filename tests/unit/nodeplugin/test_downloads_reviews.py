@@ -134,3 +134,29 @@ async def test_in_a_pod_the_plugin_uses_its_projected_token_and_follows_its_rota
     seen = control_plane.recorder.requests("/configmaps", "GET")
     assert [r.user for r in seen] == [user.name, user.name]
     assert all(r.code == 200 for r in seen)
+
+
+async def test_a_review_names_the_pod_or_node_a_token_is_bound_to(
+    plane: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    """One ServiceAccount, three holders: the Pod a projected token is bound to, else its node,
+    else the user alone (what the peer port counts one caller's answers by)."""
+    user = "system:serviceaccount:gpustack-system:model-manager-node"
+    plane.add_token("pod-bound", service_account(
+        "gpustack-system", "model-manager-node", uid="n-uid", pod=("node-x1", "pod-uid-1"),
+        node=("node-a", "node-uid-a")))
+    plane.add_token("node-bound", service_account(
+        "gpustack-system", "model-manager-node", uid="n-uid", node=("node-b", "node-uid-b")))
+    plane.add_token("unbound", service_account("gpustack-system", "model-manager-node",
+                                               uid="n-uid"))
+    config = plane.write_kubeconfig(tmp_path / "plugin.kubeconfig", token=PLUGIN_TOKEN)
+    async with kube.Client.from_kubeconfig(config) as client:
+        reviewer = reviews.TokenReviewer(client, clock=clocks.ManualClock())
+        pod = await reviewer.identity_of("pod-bound")
+        node = await reviewer.identity_of("node-bound")
+        plain = await reviewer.identity_of("unbound")
+        assert await reviewer.identity_of("no-such-token") is None
+    assert pod == reviews.Identity(user, "pod:pod-uid-1")
+    assert node == reviews.Identity(user, "node:node-b")
+    assert plain == reviews.Identity(user) and plain.key == user
+    assert len({pod.key, node.key, plain.key}) == 3

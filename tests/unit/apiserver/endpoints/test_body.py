@@ -13,6 +13,7 @@ import pytest
 
 from apiserver import errors
 from apiserver.endpoints import body
+from openapi import jsondepth
 
 SMALL = body.Limits(max_bytes=1000, max_depth=5, inline_bytes=100)
 
@@ -149,8 +150,8 @@ def test_depth_from_the_brackets_matches_a_walk_of_the_tree() -> None:
         document = {"root": _random_document(rng, rng.randint(0, 12))}
         for text in (json.dumps(document).encode(), orjson.dumps(document)):
             depth = _tree_depth(document)
-            assert body._bracket_depth(text, 64) == depth
-            assert body._bracket_depth(text, depth - 1) == depth  # stops: limit + 1
+            assert jsondepth.bracket_depth(text, 64) == depth
+            assert jsondepth.bracket_depth(text, depth - 1) == depth  # stops: limit + 1
             body.check_depth(document, depth, text)
             with pytest.raises(errors.BadRequest, match=f"nested more than {depth - 1} "):
                 body.check_depth(document, depth - 1, text)
@@ -159,7 +160,7 @@ def test_depth_from_the_brackets_matches_a_walk_of_the_tree() -> None:
 def test_a_large_deep_body_is_peeled_at_most_limit_plus_one_times() -> None:
     deep = b"[" * 1000 + b"]" * 1000
     text = b"[" + b",".join([deep] * 500) + b"]"  # 1 MB, 1,001 levels: orjson still takes it
-    assert body._bracket_depth(text, 64) == 65  # one pass per level would count 1,001
-    assert body._bracket_depth(text, 2000) == 1001
+    assert jsondepth.bracket_depth(text, 64) == 65  # one pass per level would count 1,001
+    assert jsondepth.bracket_depth(text, 2000) == 1001
     with pytest.raises(errors.BadRequest, match="nested more than 64 levels deep"):
         body.json_document(text, body.DEFAULT)

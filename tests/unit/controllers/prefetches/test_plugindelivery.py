@@ -89,7 +89,9 @@ async def test_the_same_request_to_each_plugin(
     state.answers = [(200, {"state": "Downloading"}), (403, {"message": "no ModelArtifact"})]
     failures = await delivery.warm(PREFETCH, artifact, ["node-1", "node-2", "node-3", "node-4"])
     assert list(failures) == [next(n for n in ("node-1", "node-2") if n in failures)]
-    assert "HTTP 403" in next(iter(failures.values()))
+    (held,) = failures.values()
+    assert held.reason == "DeliveryFailed" and held.phase == "Failed"
+    assert "HTTP 403" in held.message
     assert len(state.received) == 2
     head, body = state.received[0]
     assert head.startswith(b"POST /model/prefetches HTTP/1.1")
@@ -99,4 +101,4 @@ async def test_the_same_request_to_each_plugin(
     # a Secret that does not exist fails every node, naming it
     missing = prefetchplan.Artifact(DIGEST, uid="a-uid", secret="gone")
     failures = await delivery.warm(PREFETCH, missing, ["node-1"])
-    assert "Secret team-a/gone not found" in failures["node-1"]
+    assert "Secret team-a/gone not found" in failures["node-1"].message

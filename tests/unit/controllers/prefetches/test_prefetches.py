@@ -33,9 +33,9 @@ class Recorded:
         self.failing = dict(failing or {})
 
     async def warm(self, prefetch: dict[str, Any], artifact: prefetchplan.Artifact,
-                   nodes: Sequence[str]) -> Mapping[str, str]:
+                   nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         self.asked.append((prefetch["metadata"]["name"], artifact.digest, tuple(nodes)))
-        return {n: why for n, why in self.failing.items() if n in nodes}
+        return {n: prefetchplan.failed(why) for n, why in self.failing.items() if n in nodes}
 
 
 class World:
@@ -277,3 +277,23 @@ def test_pins_keep_the_oldest_prefetches_when_the_list_is_full() -> None:
     lapsing = [prefetchplan.Pin(DIGEST, "x", now + datetime.timedelta(seconds=90)),
                prefetchplan.Pin(OTHER, "x", now - datetime.timedelta(seconds=1))]
     assert prefetchplan.pins(lapsing, now) == ([DIGEST], 90.0)
+
+
+async def test_a_node_that_changes_wakes_the_prefetches_naming_it(world: World) -> None:
+    """A taint or a cordon moves where a warm-up Pod may go: the prefetches that name the node
+    (and those with a selector) look again at once, not at the next resync."""
+    nodes = _Owned()
+    controller = prefetches.Prefetches(
+        world.api, *world.informers, world.clock, delivery=world.delivery,
+        nodes=cast(informer.Informer, nodes))
+    await world.artifact()
+    await world.prefetch("named", targets={"nodeNames": ["node-1"]})
+    await world.prefetch("elsewhere", targets={"nodeNames": ["node-2"]})
+    await world.settle()
+    controller.statuses.queue = queue.WorkQueue(world.clock)
+    (handler,) = nodes.handlers
+    tainted = {"metadata": {"name": "node-1"}, "spec": {"taints": [
+        {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}}
+    handler({"metadata": {"name": "node-1"}, "spec": {}}, tainted)
+    assert len(controller.statuses.queue) == 1
+    assert await controller.statuses.queue.get() == ("team-a", "named")

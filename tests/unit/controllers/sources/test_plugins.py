@@ -11,6 +11,7 @@ from controllers.runtime import client as clients
 from controllers.runtime import informer
 from controllers.sources import plugins
 from tests.support import clock as manual
+from tests.unit.controllers.fakes import Listed
 
 
 def test_parse_downloads_keeps_well_formed_entries() -> None:
@@ -33,25 +34,6 @@ def _pod(name: str, node: str, ip: str, *, phase: str = "Running",
             "spec": {"nodeName": node},
             "status": {"phase": phase, "podIP": ip,
                        "conditions": [{"type": "Ready", "status": ready}]}}
-
-
-class Listed:
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        self.pods = pods
-
-    async def list(self, resource: clients.Resource, *, namespace: str = "",
-                   label_selector: str = "") -> clients.ListResult:
-        return clients.ListResult(self.pods, "1")
-
-    async def watch(self, resource: clients.Resource, **_: Any) -> Any:
-        await asyncio.Event().wait()
-        yield  # pragma: no cover
-
-    async def get(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    async def update_status(self, *args: Any) -> Any:
-        raise NotImplementedError
 
 
 async def test_plugin_pods_give_the_ready_pod_on_the_node() -> None:
