@@ -11,7 +11,7 @@ base, optional ones in a ``total=False`` subclass.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypedDict
 
 Obj = dict[str, Any]
@@ -67,6 +67,14 @@ class ObjectMeta(TypedDict, total=False):
     ownerReferences: list[OwnerReference]
     finalizers: list[str]
     managedFields: list[ManagedFieldsEntry]
+
+
+class Envelope(TypedDict, total=False):
+    """What every object of the group carries besides its spec and status."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
 
 
 ListMeta = TypedDict("ListMeta", {"resourceVersion": str, "continue": str,
@@ -147,6 +155,21 @@ def strings(obj: object, *path: str) -> list[str]:
     if not isinstance(found, list):
         return []
     return [item for item in found if isinstance(item, str)]
+
+
+def text_at(*path: str) -> Callable[[object], str]:
+    """A reader of the string at ``path`` (``""`` when missing): one field, one line."""
+    return lambda obj: text(obj, *path)
+
+
+def integer_at(*path: str) -> Callable[[object], int | None]:
+    """A reader of the integer at ``path`` (None when missing)."""
+    return lambda obj: integer(obj, *path)
+
+
+def mapping_at(*path: str) -> Callable[[object], Readable]:
+    """A reader of the object at ``path`` (empty when missing)."""
+    return lambda obj: mapping(obj, *path)
 
 
 def meta(obj: object) -> Readable:

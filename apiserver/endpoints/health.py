@@ -9,7 +9,6 @@ import importlib.metadata
 import platform
 import re
 import sys
-from typing import TypedDict
 
 import orjson
 from starlette.requests import Request
@@ -18,6 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from apiserver.request import info as infos
 from apiserver.storage import interface
+from openapi import wire
 
 PACKAGE = "model-manager"
 BACKEND_CHECK_LIMIT = 10.0
@@ -26,18 +26,6 @@ DEFAULT_MINOR = 33
 """The minor reported to a client whose User-Agent names none: the newest kubectl tested."""
 _CLIENT = re.compile(r"[^/\s]+/v1\.(?P<minor>[0-9]{1,3})\.")
 _BUILD_UNSAFE = re.compile(r"[^0-9A-Za-z.-]+")
-
-
-class VersionInfo(TypedDict):
-    major: str
-    minor: str
-    gitVersion: str
-    gitCommit: str
-    gitTreeState: str
-    buildDate: str
-    goVersion: str
-    compiler: str
-    platform: str
 
 
 def project_version() -> str:
@@ -54,7 +42,7 @@ def kubernetes_minor(user_agent: str) -> int:
     return int(match["minor"]) if match else DEFAULT_MINOR
 
 
-def version_info(user_agent: str = "") -> VersionInfo:
+def version_info(user_agent: str = "") -> wire.VersionInfo:
     """The shape of kube's ``version.Info``, as a Kubernetes distribution writes it.
 
     kubectl warns when ``gitVersion``, parsed as semver, is more than one minor away from its

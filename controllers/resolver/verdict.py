@@ -76,14 +76,9 @@ def starting(status: wire.Obj, ctx: Context, message: str) -> None:
 def resolved(status: wire.Obj, found: passes.Resolution, ctx: Context, where: str) -> float:
     stamp = clocks.rfc3339(ctx.now)
     status["resolved"] = modelartifact.Resolved(
-        revision=found.commit,
-        manifestDigest=found.digest,
-        digestSource=anchors.DIGEST_FROM_HUB,
-        fileCount=found.file_count,
-        sizeBytes=found.size_bytes,
-        resolvedTime=stamp,
-        lastValidatedTime=stamp,
-    )
+        revision=found.commit, manifestDigest=found.digest, digestSource=anchors.DIGEST_FROM_HUB,
+        fileCount=found.file_count, sizeBytes=found.size_bytes, resolvedTime=stamp,
+        lastValidatedTime=stamp)
     _put(status, RESOLVED, "True", reasons.RESOLVED,
          f"{where} resolved to commit {found.commit}: {found.file_count} files, "
          f"{found.size_bytes} bytes, {found.digest}", ctx)

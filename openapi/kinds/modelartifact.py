@@ -92,10 +92,7 @@ class _ModelArtifactRequired(TypedDict):
     spec: ModelArtifactSpec
 
 
-class ModelArtifact(_ModelArtifactRequired, total=False):
-    apiVersion: str
-    kind: str
-    metadata: wire.ObjectMeta
+class ModelArtifact(wire.Envelope, _ModelArtifactRequired, total=False):
     status: ModelArtifactStatus
 
 
@@ -114,8 +111,7 @@ IMAGE_COUNTS_NOTHING: Final = (
 
 # The spec.
 
-def spec(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "spec")
+spec = wire.mapping_at("spec")
 
 
 def source_kind(obj: wire.Readable) -> str:
@@ -150,16 +146,11 @@ def secret_name(obj: wire.Readable) -> str:
     return wire.text(hub_member(obj), "secretRef", "name")
 
 
-def claim_name(obj: wire.Readable) -> str:
-    return wire.text(obj, "spec", "source", sources.CLAIM, "claimName")
-
-
-def claim_path(obj: wire.Readable) -> str:
-    return wire.text(obj, "spec", "source", sources.CLAIM, "path")
-
-
-def image_reference(obj: wire.Readable) -> str:
-    return wire.text(obj, "spec", "source", sources.IMAGE, "reference")
+claim_name = wire.text_at("spec", "source", sources.CLAIM, "claimName")
+claim_path = wire.text_at("spec", "source", sources.CLAIM, "path")
+image_reference = wire.text_at("spec", "source", sources.IMAGE, "reference")
+expected_digest = wire.text_at("spec", "expectedDigest")
+"""``spec.expectedDigest``, the anchor; ``""`` when unset."""
 
 
 def allow_patterns(obj: wire.Readable) -> list[str]:
@@ -170,15 +161,9 @@ def ignore_patterns(obj: wire.Readable) -> list[str]:
     return wire.strings(obj, "spec", "ignorePatterns")
 
 
-def expected_digest(obj: wire.Readable) -> str:
-    """``spec.expectedDigest``, the anchor; ``""`` when unset."""
-    return wire.text(obj, "spec", "expectedDigest")
-
-
 # The status.
 
-def status(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "status")
+status = wire.mapping_at("status")
 
 
 def of_status(found: wire.Readable) -> wire.Readable:
@@ -192,33 +177,26 @@ def drop_resolution(found: wire.Obj) -> None:
     found.pop("resolved", None)
 
 
-def resolved(obj: wire.Readable) -> wire.Readable:
-    """``status.resolved``; empty before the first resolution."""
-    return wire.mapping(obj, "status", "resolved")
-
-
-def manifest_digest(obj: wire.Readable) -> str:
-    """The digest the artifact resolved to; ``""`` while unresolved."""
-    return wire.text(resolved(obj), "manifestDigest")
-
-
-def revision(obj: wire.Readable) -> str:
-    """The commit the source's revision resolved to; ``""`` for none (or an anchor's)."""
-    return wire.text(resolved(obj), "revision")
-
-
-def size_bytes(obj: wire.Readable) -> int | None:
-    """The manifest's size; None while unknown."""
-    return wire.integer(resolved(obj), "sizeBytes")
-
-
-def file_count(obj: wire.Readable) -> int | None:
-    return wire.integer(resolved(obj), "fileCount")
-
-
-def digest_source(obj: wire.Readable) -> str:
-    """``Hub`` or ``Expected`` (``openapi.anchors``); ``""`` while unresolved."""
-    return wire.text(resolved(obj), "digestSource")
+resolved = wire.mapping_at("status", "resolved")
+"""``status.resolved``; empty before the first resolution."""
+manifest_digest = wire.text_at("status", "resolved", "manifestDigest")
+"""The digest the artifact resolved to; ``""`` while unresolved."""
+revision = wire.text_at("status", "resolved", "revision")
+"""The commit the source's revision resolved to; ``""`` for none (or an anchor's)."""
+size_bytes = wire.integer_at("status", "resolved", "sizeBytes")
+"""The manifest's size; None while unknown."""
+file_count = wire.integer_at("status", "resolved", "fileCount")
+digest_source = wire.text_at("status", "resolved", "digestSource")
+"""``Hub`` or ``Expected`` (``openapi.anchors``); ``""`` while unresolved."""
+anchor_proof = wire.text_at("status", "resolved", "anchorProof")
+"""What lets an ``Expected`` identity be mounted (``anchors.PROOFS``); ``""`` for none."""
+resolved_time = wire.text_at("status", "resolved", "resolvedTime")
+last_validated = wire.text_at("status", "resolved", "lastValidatedTime")
+"""When access was last confirmed (RFC 3339; ``timing.clock.parse`` reads it)."""
+anchor_granted = wire.text_at("status", "anchorGrant", "grantedTime")
+"""``status.anchorGrant.grantedTime``; ``""`` without a grant."""
+node_counts = wire.mapping_at("status", "nodes")
+"""``status.nodes`` (ready, downloading, failed, downloadingPercent); empty before any."""
 
 
 def anchored(obj: wire.Readable) -> bool:
@@ -226,32 +204,8 @@ def anchored(obj: wire.Readable) -> bool:
     return digest_source(obj) == anchors.DIGEST_FROM_ANCHOR
 
 
-def anchor_proof(obj: wire.Readable) -> str:
-    """What lets an ``Expected`` identity be mounted (``anchors.PROOFS``); ``""`` for none."""
-    return wire.text(resolved(obj), "anchorProof")
-
-
-def resolved_time(obj: wire.Readable) -> str:
-    return wire.text(resolved(obj), "resolvedTime")
-
-
-def last_validated(obj: wire.Readable) -> str:
-    """When access was last confirmed (RFC 3339; ``timing.clock.parse`` reads it)."""
-    return wire.text(resolved(obj), "lastValidatedTime")
-
-
-def anchor_granted(obj: wire.Readable) -> str:
-    """``status.anchorGrant.grantedTime``; ``""`` without a grant."""
-    return wire.text(obj, "status", "anchorGrant", "grantedTime")
-
-
 def has_anchor_grant(obj: wire.Readable) -> bool:
     return isinstance(wire.dig(obj, "status", "anchorGrant"), dict)
-
-
-def node_counts(obj: wire.Readable) -> wire.Readable:
-    """``status.nodes`` (ready, downloading, failed, downloadingPercent); empty before any."""
-    return wire.mapping(obj, "status", "nodes")
 
 
 def resolved_condition(obj: wire.Readable) -> wire.Readable | None:

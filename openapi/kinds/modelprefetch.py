@@ -68,10 +68,7 @@ class _ModelPrefetchRequired(TypedDict):
     spec: Spec
 
 
-class ModelPrefetch(_ModelPrefetchRequired, total=False):
-    apiVersion: str
-    kind: str
-    metadata: wire.ObjectMeta
+class ModelPrefetch(wire.Envelope, _ModelPrefetchRequired, total=False):
     status: Status
 
 
@@ -80,17 +77,10 @@ VIEW: Final = ModelPrefetch
 
 # The spec.
 
-def spec(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "spec")
-
-
-def artifact_name(obj: wire.Readable) -> str:
-    """The ModelArtifact to warm, in the prefetch's namespace."""
-    return wire.text(obj, "spec", "artifactRef", "name")
-
-
-def targets(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "spec", "targets")
+spec = wire.mapping_at("spec")
+artifact_name = wire.text_at("spec", "artifactRef", "name")
+"""The ModelArtifact to warm, in the prefetch's namespace."""
+targets = wire.mapping_at("spec", "targets")
 
 
 def node_names(obj: wire.Readable) -> list[str]:
@@ -110,8 +100,7 @@ def min_ready(obj: wire.Readable) -> int:
     return wire.integer(obj, "spec", "targets", "minReady") or 0
 
 
-def retention(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "spec", "retention")
+retention = wire.mapping_at("spec", "retention")
 
 
 def pinned(obj: wire.Readable) -> bool:
@@ -119,20 +108,15 @@ def pinned(obj: wire.Readable) -> bool:
     return wire.dig(obj, "spec", "retention", "pinned") is not False
 
 
-def ttl_after_last_use(obj: wire.Readable) -> str:
-    """The duration after which an unused copy's pin lapses; ``""`` keeps it."""
-    return wire.text(obj, "spec", "retention", "ttlAfterLastUse")
+ttl_after_last_use = wire.text_at("spec", "retention", "ttlAfterLastUse")
+"""The duration after which an unused copy's pin lapses; ``""`` keeps it."""
 
 
 # The status.
 
-def status(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "status")
-
-
-def manifest_digest(obj: wire.Readable) -> str:
-    """The artifact's digest this prefetch warms and pins; ``""`` before the worker set it."""
-    return wire.text(obj, "status", "manifestDigest")
+status = wire.mapping_at("status")
+manifest_digest = wire.text_at("status", "manifestDigest")
+"""The artifact's digest this prefetch warms and pins; ``""`` before the worker set it."""
 
 
 def node_entries(obj: wire.Readable) -> list[wire.Readable]:
@@ -147,17 +131,10 @@ def counts(obj: wire.Readable) -> tuple[int, int, int, int]:
             wire.integer(found, "downloadingNodes") or 0, wire.integer(found, "failedNodes") or 0)
 
 
-def node_phase(entry: wire.Readable) -> str:
-    """``Pending``, ``Downloading``, ``Ready`` or ``Failed`` (``states.PHASES``)."""
-    return wire.text(entry, "phase")
-
-
-def node_size(entry: wire.Readable) -> int | None:
-    return wire.integer(entry, "sizeBytes")
-
-
-def node_downloaded(entry: wire.Readable) -> int | None:
-    return wire.integer(entry, "downloadedBytes")
+node_phase = wire.text_at("phase")
+"""``Pending``, ``Downloading``, ``Ready`` or ``Failed`` (``states.PHASES``)."""
+node_size = wire.integer_at("sizeBytes")
+node_downloaded = wire.integer_at("downloadedBytes")
 
 
 def node_pinned(entry: wire.Readable) -> bool:

@@ -83,10 +83,7 @@ class Status(TypedDict, total=False):
     conditions: list[wire.Condition]
 
 
-class NodeModelStore(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    metadata: wire.ObjectMeta
+class NodeModelStore(wire.Envelope, total=False):
     spec: Spec
     status: Status
 
@@ -96,8 +93,7 @@ VIEW: Final = NodeModelStore
 
 # The spec.
 
-def spec(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "spec")
+spec = wire.mapping_at("spec")
 
 
 def pinned(obj: wire.Readable) -> list[str]:
@@ -105,46 +101,18 @@ def pinned(obj: wire.Readable) -> list[str]:
     return wire.strings(obj, "spec", "pinned")
 
 
-def watermarks(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "spec", "watermarks")
-
-
-def high_percent(obj: wire.Readable) -> int | None:
-    return wire.integer(obj, "spec", "watermarks", "highPercent")
-
-
-def low_percent(obj: wire.Readable) -> int | None:
-    return wire.integer(obj, "spec", "watermarks", "lowPercent")
-
-
-def concurrency(obj: wire.Readable) -> int | None:
-    return wire.integer(obj, "spec", "download", "concurrency")
-
-
-def bytes_per_second(obj: wire.Readable) -> int | None:
-    """The node's bandwidth cap; 0 is unlimited."""
-    return wire.integer(obj, "spec", "download", "bytesPerSecond")
-
-
-def huggingface_endpoint(obj: wire.Readable) -> str:
-    return wire.text(obj, "spec", "hub", "huggingFaceEndpoint")
-
-
-def modelscope_endpoint(obj: wire.Readable) -> str:
-    return wire.text(obj, "spec", "hub", "modelScopeEndpoint")
-
-
-def https_proxy(obj: wire.Readable) -> str:
-    return wire.text(obj, "spec", "hub", "httpsProxy")
-
-
-def no_proxy(obj: wire.Readable) -> str:
-    return wire.text(obj, "spec", "hub", "noProxy")
-
-
-def ca_bundle_configmap(obj: wire.Readable) -> str:
-    """The ConfigMap (in the worker's namespace) whose ``ca.crt`` holds extra CAs; ``""``."""
-    return wire.text(obj, "spec", "hub", "caBundleConfigMap")
+watermarks = wire.mapping_at("spec", "watermarks")
+high_percent = wire.integer_at("spec", "watermarks", "highPercent")
+low_percent = wire.integer_at("spec", "watermarks", "lowPercent")
+concurrency = wire.integer_at("spec", "download", "concurrency")
+bytes_per_second = wire.integer_at("spec", "download", "bytesPerSecond")
+"""The node's bandwidth cap; 0 is unlimited."""
+huggingface_endpoint = wire.text_at("spec", "hub", "huggingFaceEndpoint")
+modelscope_endpoint = wire.text_at("spec", "hub", "modelScopeEndpoint")
+https_proxy = wire.text_at("spec", "hub", "httpsProxy")
+no_proxy = wire.text_at("spec", "hub", "noProxy")
+ca_bundle_configmap = wire.text_at("spec", "hub", "caBundleConfigMap")
+"""The ConfigMap (in the worker's namespace) whose ``ca.crt`` holds extra CAs; ``""``."""
 
 
 def has_kubelet(obj: wire.Readable) -> bool:
@@ -152,23 +120,15 @@ def has_kubelet(obj: wire.Readable) -> bool:
     return isinstance(wire.dig(obj, "spec", "kubelet"), dict)
 
 
-def nodefs_available(obj: wire.Readable) -> str:
-    """kubelet's ``evictionHard`` ``nodefs.available``; ``""`` when unset."""
-    return wire.text(obj, "spec", "kubelet", "nodefsAvailable")
-
-
-def imagefs_available(obj: wire.Readable) -> str:
-    return wire.text(obj, "spec", "kubelet", "imagefsAvailable")
-
-
-def image_gc_high_percent(obj: wire.Readable) -> int | None:
-    return wire.integer(obj, "spec", "kubelet", "imageGCHighThresholdPercent")
+nodefs_available = wire.text_at("spec", "kubelet", "nodefsAvailable")
+"""kubelet's ``evictionHard`` ``nodefs.available``; ``""`` when unset."""
+imagefs_available = wire.text_at("spec", "kubelet", "imagefsAvailable")
+image_gc_high_percent = wire.integer_at("spec", "kubelet", "imageGCHighThresholdPercent")
 
 
 # The status.
 
-def status(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "status")
+status = wire.mapping_at("status")
 
 
 def models(obj: wire.Readable) -> list[wire.Readable]:
@@ -187,26 +147,13 @@ def holds(obj: wire.Readable, digest: str) -> bool:
     return found is not None and entry_state(found) == states.READY
 
 
-def capacity(obj: wire.Readable) -> wire.Readable:
-    return wire.mapping(obj, "status", "capacity")
-
-
-def total_bytes(obj: wire.Readable) -> int | None:
-    return wire.integer(capacity(obj), "totalBytes")
-
-
-def stored_bytes(obj: wire.Readable) -> int | None:
-    return wire.integer(capacity(obj), "storedBytes")
-
-
-def used_percent(obj: wire.Readable) -> int | None:
-    """``status.capacity.usedPercent`` (a multiple of 5); None before the plugin reported."""
-    return wire.integer(capacity(obj), "usedPercent")
-
-
-def peer_url(obj: wire.Readable) -> str:
-    """Where the other plugins reach this node's peer port; ``""`` while it serves none."""
-    return wire.text(obj, "status", "peer", "url")
+capacity = wire.mapping_at("status", "capacity")
+total_bytes = wire.integer_at("status", "capacity", "totalBytes")
+stored_bytes = wire.integer_at("status", "capacity", "storedBytes")
+used_percent = wire.integer_at("status", "capacity", "usedPercent")
+"""``status.capacity.usedPercent`` (a multiple of 5); None before the plugin reported."""
+peer_url = wire.text_at("status", "peer", "url")
+"""Where the other plugins reach this node's peer port; ``""`` while it serves none."""
 
 
 def ready(obj: wire.Readable) -> bool:
@@ -216,28 +163,15 @@ def ready(obj: wire.Readable) -> bool:
 
 # One entry of status.models.
 
-def entry_digest(found: wire.Readable) -> str:
-    return wire.text(found, "digest")
-
-
-def entry_state(found: wire.Readable) -> str:
-    """``Downloading``, ``Ready`` or ``Failed`` (``states.MODEL_STATES``)."""
-    return wire.text(found, "state")
-
-
-def entry_size(found: wire.Readable) -> int | None:
-    """The manifest's size, once listed."""
-    return wire.integer(found, "sizeBytes")
-
-
-def entry_downloaded(found: wire.Readable) -> int | None:
-    """What the current attempt holds."""
-    return wire.integer(found, "downloadedBytes")
-
-
-def entry_source(found: wire.Readable) -> str:
-    """``Hub`` or ``Peer`` (``states.ORIGINS``); ``""`` when not recorded."""
-    return wire.text(found, "source")
+entry_digest = wire.text_at("digest")
+entry_state = wire.text_at("state")
+"""``Downloading``, ``Ready`` or ``Failed`` (``states.MODEL_STATES``)."""
+entry_size = wire.integer_at("sizeBytes")
+"""The manifest's size, once listed."""
+entry_downloaded = wire.integer_at("downloadedBytes")
+"""What the current attempt holds."""
+entry_source = wire.text_at("source")
+"""``Hub`` or ``Peer`` (``states.ORIGINS``); ``""`` when not recorded."""
 
 
 def entry_referenced(found: wire.Readable) -> bool:
@@ -245,20 +179,10 @@ def entry_referenced(found: wire.Readable) -> bool:
     return wire.dig(found, "referenced") is True
 
 
-def entry_last_used(found: wire.Readable) -> str:
-    """Last use, truncated to the hour (RFC 3339); ``""`` when never or unknown."""
-    return wire.text(found, "lastUsedTime")
-
-
-def entry_reason(found: wire.Readable) -> str:
-    """Why it failed (``reasons.FAILURE_REASONS``); ``""`` otherwise."""
-    return wire.text(found, "reason")
-
-
-def entry_message(found: wire.Readable) -> str:
-    return wire.text(found, "message")
-
-
-def entry_retry_time(found: wire.Readable) -> str:
-    """The earliest next attempt after a failure (RFC 3339); ``""`` for none."""
-    return wire.text(found, "retryTime")
+entry_last_used = wire.text_at("lastUsedTime")
+"""Last use, truncated to the hour (RFC 3339); ``""`` when never or unknown."""
+entry_reason = wire.text_at("reason")
+"""Why it failed (``reasons.FAILURE_REASONS``); ``""`` otherwise."""
+entry_message = wire.text_at("message")
+entry_retry_time = wire.text_at("retryTime")
+"""The earliest next attempt after a failure (RFC 3339); ``""`` for none."""

@@ -21,10 +21,7 @@ class FailureReasonCount(_FailureReasonCountRequired):
     """How many failed nodes gave one reason."""
 
 
-class ModelArtifactProgress(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    metadata: wire.ObjectMeta
+class ModelArtifactProgress(wire.Envelope, total=False):
     timestamp: str
     manifestDigest: str
     sizeBytes: int
@@ -41,13 +38,9 @@ class ModelArtifactProgress(TypedDict, total=False):
 VIEW: Final = ModelArtifactProgress
 
 
-def manifest_digest(obj: wire.Readable) -> str:
-    """The digest counted; ``""`` when there is nothing to count (then ``reason`` says why)."""
-    return wire.text(obj, "manifestDigest")
-
-
-def size_bytes(obj: wire.Readable) -> int | None:
-    return wire.integer(obj, "sizeBytes")
+manifest_digest = wire.text_at("manifestDigest")
+"""The digest counted; ``""`` when there is nothing to count (then ``reason`` says why)."""
+size_bytes = wire.integer_at("sizeBytes")
 
 
 def ready(obj: wire.Readable) -> int:
@@ -62,9 +55,8 @@ def failed(obj: wire.Readable) -> int:
     return wire.integer(obj, "failed") or 0
 
 
-def downloading_percent(obj: wire.Readable) -> int | None:
-    """The downloading nodes' mean, whole percent; None when none downloads."""
-    return wire.integer(obj, "downloadingPercent")
+downloading_percent = wire.integer_at("downloadingPercent")
+"""The downloading nodes' mean, whole percent; None when none downloads."""
 
 
 def downloading_bytes(obj: wire.Readable) -> int:
@@ -82,6 +74,5 @@ def failure_reasons(obj: wire.Readable) -> list[tuple[str, int]]:
             for item in wire.items(obj, "failureReasons")]
 
 
-def reason(obj: wire.Readable) -> str:
-    """Why there is nothing to count (not resolved yet, a claim or an image source)."""
-    return wire.text(obj, "reason")
+reason = wire.text_at("reason")
+"""Why there is nothing to count (not resolved yet, a claim or an image source)."""

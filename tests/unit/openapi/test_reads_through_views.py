@@ -68,20 +68,21 @@ def _key(node: ast.expr) -> str | None:
 def _reads(path: pathlib.Path) -> Iterator[tuple[int, str]]:
     for node in ast.walk(sourcescan.tree(path)):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-            key = _key(node.slice)
+            keys = [node.slice]
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr in ("get", "pop", "setdefault") and node.args):
-            key = _key(node.args[0])
+            keys = [node.args[0]]
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and ast.unparse(node.func.value) == "wire"):
-            key = next((k for arg in node.args if (k := _key(arg)) is not None), None)
+            keys = list(node.args)
         elif (isinstance(node, ast.Compare) and len(node.ops) == 1
               and isinstance(node.ops[0], ast.In | ast.NotIn)):
-            key = _key(node.left)
+            keys = [node.left]
         else:
             continue
-        if key is not None:
-            yield node.lineno, key
+        for key in keys:
+            if (found := _key(key)) is not None:
+                yield node.lineno, found
 
 
 def test_fields_of_our_kinds_are_read_through_the_views() -> None:
