@@ -19,7 +19,7 @@ from apiserver.serving import processes, server, tls
 from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from apiserver.wiring import access, app, embedded, standalone
+from apiserver.wiring import access, app, embedded, revisions, standalone
 from openapi import resources as openapi_resources
 
 
@@ -81,7 +81,7 @@ def auth_for(settings: config.Settings, serving: tls.ServingContexts) -> access.
 def wire(settings: config.Settings, serving: tls.ServingContexts,
          hooks: Sequence[app.StartupHook] = ()) -> Starlette:
     auth = auth_for(settings, serving)
-    storage = open_storage(settings)
+    storage = revisions.guarded(settings, open_storage(settings), auth.cluster_client)
     registry = build.build(storage, admission=auth.admission)
     background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,
                                       identity=lambda: auth.admission.facts.worker)
@@ -95,8 +95,10 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         groups=auth.groups,
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],
-        # stopped in reverse: the controllers first, then what they talk to kube-apiserver with
-        stop=[*auth.shutdown, *background.stop],
+        # stopped in reverse: the controllers first, then the revision mark is recorded (on the
+        # Lease too), then what they talk to kube-apiserver with
+        stop=[*auth.shutdown, storage.flush, *background.stop],
+        revisions=storage,
     )
     return application
 

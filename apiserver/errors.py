@@ -9,7 +9,8 @@ import orjson
 
 
 class Cause(TypedDict, total=False):
-    type: str
+    reason: str
+    """kube's ``StatusCause.Type``, sent as ``reason`` (its JSON name)."""
     message: str
     field: str
 

@@ -19,6 +19,7 @@ from kube.errors import (
     NotFound,
     ServerError,
     TLSError,
+    TooLargeResourceVersion,
     Unauthorized,
     Undecodable,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "RawResponse",
     "ServerError",
     "TLSError",
+    "TooLargeResourceVersion",
     "Unauthorized",
     "Undecodable",
     "VersionInfo",

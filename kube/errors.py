@@ -96,6 +96,27 @@ class ServerError(KubeError):
     """5xx or 429: the server could not answer now; retrying later may work."""
 
 
+class TooLargeResourceVersion(ServerError):
+    """504 ``ResourceVersionTooLarge``: the server has not reached the resourceVersion asked for
+    (it lags, or its store went back): list again, without a version, and rebuild from that."""
+
+
+TOO_LARGE_CAUSE = "ResourceVersionTooLarge"
+"""The cause kube-apiserver gives a read from a resourceVersion it has not reached."""
+
+
+def _too_large(code: int, status: Mapping[str, Any], message: str) -> bool:
+    """client-go's test: a 504 naming the cause, or (older servers) saying so in the message."""
+    if code != 504:
+        return False
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    for cause in causes if isinstance(causes, list) else []:
+        if isinstance(cause, dict) and cause.get("reason") == TOO_LARGE_CAUSE:
+            return True
+    return "Too large resource version" in message
+
+
 class ConnectionFailed(KubeError):
     """No answer: connection refused or reset, a timeout, or a TLS failure."""
 
@@ -146,6 +167,8 @@ def from_status(status: Mapping[str, Any], http_code: int = 0) -> KubeError:
         reason = _REASONS.get(code, "Unknown")
     message = status.get("message")
     text = message if isinstance(message, str) else ""
+    if _too_large(code, status, text):
+        return TooLargeResourceVersion(code, reason, text, status)
     return _class_for(code, reason)(code, reason, text, status)
 
 

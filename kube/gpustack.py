@@ -24,6 +24,9 @@ from openapi import sources, states, wire
 from openapi.kinds import modelartifact, nodemodelstore
 
 HubKind = sources.HubKind
+RETRY_SECONDS = 1.0
+"""``wait_resolved``: how long it waits after the server could not be reached, then reads the
+artifact again."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -238,14 +241,18 @@ class ModelManager:
 
     async def wait_resolved(self, namespace: str, name: str, timeout: float) -> Artifact:
         """The artifact once its Resolved condition is True; ``ResolutionTimeout`` after
-        ``timeout`` seconds (a failure the worker retries is waited through, as it may pass)."""
+        ``timeout`` seconds (a failure the worker retries is waited through, as it may pass).
+        It watches from the version it read; when that version cannot be served (410: compacted,
+        or from before the server's store went back; 504 "Too large resource version") or the
+        server cannot be reached for a while (it restarts), it reads the artifact again and
+        watches from there."""
         last = await self.get_artifact(namespace, name)
         if last.resolved:
             return last
         try:
             async with asyncio.timeout(timeout):
-                version = str(last.raw.get("metadata", {}).get("resourceVersion") or "")
                 while True:
+                    version = str(last.raw.get("metadata", {}).get("resourceVersion") or "")
                     stream = self.api.watch(resources.ModelArtifact, namespace=namespace,
                                             fields={"metadata.name": name},
                                             resource_version=version or None)
@@ -256,18 +263,28 @@ class ModelManager:
                                                       f"{namespace}/{name} was deleted")
                             if kind in ("ADDED", "MODIFIED"):
                                 last = Artifact.of(_plain(obj))
-                                version = str(last.raw.get("metadata", {})
-                                              .get("resourceVersion") or version)
                                 if last.resolved:
                                     return last
-                    except errors.Expired:
-                        # the version was compacted away: read the artifact again, watch from it
-                        last = await self.get_artifact(namespace, name)
-                        if last.resolved:
-                            return last
-                        version = str(last.raw.get("metadata", {}).get("resourceVersion") or "")
+                    except (errors.Expired, errors.TooLargeResourceVersion):
+                        pass  # read the artifact again, watch from what it says now
+                    except errors.TLSError:
+                        raise
+                    except (errors.ConnectionFailed, errors.ServerError):
+                        await asyncio.sleep(RETRY_SECONDS)
+                    last = await self._read_again(namespace, name)
+                    if last.resolved:
+                        return last
         except TimeoutError:
             raise ResolutionTimeout(last, timeout) from None
+
+    async def _read_again(self, namespace: str, name: str) -> Artifact:
+        while True:
+            try:
+                return await self.get_artifact(namespace, name)
+            except errors.TLSError:
+                raise
+            except (errors.ConnectionFailed, errors.ServerError):
+                await asyncio.sleep(RETRY_SECONDS)
 
     async def progress(self, namespace: str, name: str) -> wire.Obj:
         """The computed ``progress`` subresource (``ModelArtifactProgress``)."""

@@ -1,5 +1,5 @@
 """The one list-and-watch loop (client-go's reflector) every informer of ours runs: the
-controllers' informers (``controllers/informer.py``), the node plugin's artifact copy
+controllers' informers (``controllers/runtime/informer.py``), the node plugin's artifact copy
 (``nodeplugin/artifacts.py``) and its own NodeModelStore and CA ConfigMap
 (``nodeplugin/nodestore/source.py``).
 
@@ -7,11 +7,14 @@ controllers' informers (``controllers/informer.py``), the node plugin's artifact
 resourceVersion and hands it every event (bookmarks only move that version on). When a watch
 ends, it watches again from the last version seen, at once after a watch that ran its course,
 after a backoff when it ended at once; after a failure it backs off and resumes the same way
-(the list again when the list is what failed). Only an expired version (410) lists again, at
-once. The backoff doubles per consecutive failure from ``Backoff.initial`` up to
-``Backoff.maximum`` and starts over after a list or a watch that ran its course. What is listed
-and watched (a client, paging, selectors, how a 410 is spelled) is the ``ListWatch``'s; what the
-events mean (a cache, indexes, handlers, a callback) is the ``Sink``'s.
+(the list again when the list is what failed). Only a version the server cannot serve lists
+again, at once, and the list replaces the sink's whole state: an expired one (410, compacted, or
+from before the server's store went back) or one it has not reached (504 "Too large resource
+version": its store went back, or it lags). The backoff doubles per consecutive failure from
+``Backoff.initial`` up to ``Backoff.maximum`` and starts over after a list or a watch that ran
+its course. What is listed and watched (a client, paging, selectors, how a 410 is spelled) is the
+``ListWatch``'s; what the events mean (a cache, indexes, handlers, a callback) is the
+``Sink``'s.
 """
 
 from __future__ import annotations
@@ -89,13 +92,15 @@ def describe(exc: BaseException) -> str:
 class Reflector:
     """Keeps a ``Sink`` current from a ``ListWatch`` until cancelled.
 
-    ``expired``: the errors meaning "list again" (``kube.Expired`` by default; a client of our
-    own may spell it otherwise); ``describe`` words a failure for ``last_error``; ``failed`` is
-    called after each failure (a waiter that must not wait for ever, say)."""
+    ``expired``: the errors meaning "list again" (``kube.Expired`` and
+    ``kube.TooLargeResourceVersion`` by default; a client of our own may spell them otherwise);
+    ``describe`` words a failure for ``last_error``; ``failed`` is called after each failure (a
+    waiter that must not wait for ever, say)."""
 
     def __init__(self, source: ListWatch, sink: Sink, *, what: str,
                  clock: clocks.Clock | None = None, backoff: Backoff = Backoff(),
-                 expired: tuple[type[BaseException], ...] = (errors.Expired,),
+                 expired: tuple[type[BaseException], ...] = (
+                     errors.Expired, errors.TooLargeResourceVersion),
                  describe: Callable[[BaseException], str] = describe,
                  failed: Callable[[], None] = lambda: None,
                  quick_end: float = QUICK_END_SECONDS) -> None:
@@ -130,9 +135,9 @@ class Reflector:
                 # a watch that ends at once, again and again, must not spin: back off
             except asyncio.CancelledError:
                 raise
-            except self._expired:
-                log.info("%s: resource version %s expired; listing again", self.what,
-                         self.resource_version)
+            except self._expired as exc:
+                log.info("%s: resource version %s cannot be served (%s); listing again",
+                         self.what, self.resource_version, self._describe(exc))
                 need_list = True
                 continue
             except Exception as exc:

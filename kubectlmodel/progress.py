@@ -4,7 +4,11 @@ seconds until the artifact is ready somewhere and nothing downloads (``Snapshot.
 A terminal gets rich's live table (bars redrawn in place); a pipe gets a line per change; ``-o
 json`` prints the ``progress`` object (again each time it changes, with ``--watch``). While
 watching, an answer that failed on the way (a 5xx, a lost connection) is retried at the next
-look; a refusal or a missing artifact ends the command.
+look; a refusal or a missing artifact ends the command. Every look reads the artifact afresh
+(no resourceVersion is kept between looks), and when it is another object than the last look's
+(a new UID: deleted and created again) or an older state of it (its resourceVersion went back:
+the server's store went back), what the command built from the earlier looks (the rates, the
+lines printed) starts over.
 """
 
 from __future__ import annotations
@@ -45,9 +49,19 @@ class Command:
         self.monotonic = monotonic
         self.now = now
         self.rates = snapshot.Rates()
+        self.restarts = 0
+        """How many times the artifact turned out another object, or older (see above)."""
+        self._seen: tuple[str, int] | None = None
 
     async def take(self) -> snapshot.Snapshot:
-        return await self.reader.take(self.monotonic(), self.now())
+        shot = await self.reader.take(self.monotonic(), self.now())
+        meta = shot.artifact.raw.get("metadata") or {}
+        seen = (str(meta.get("uid") or ""), _version(meta.get("resourceVersion")))
+        if self._seen is not None and (seen[0] != self._seen[0] or seen[1] < self._seen[1]):
+            self.rates = snapshot.Rates()
+            self.restarts += 1
+        self._seen = seen
+        return shot
 
     async def looks(self, watch: bool) -> snapshot.Snapshot:
         """The next snapshot; while watching, a transient failure waits for the next look."""
@@ -81,8 +95,11 @@ class Command:
 
     async def lines(self, watch: bool) -> int:
         printed: dict[str, tuple[object, ...]] = {}
+        restarts = self.restarts
         while True:
             shot = await self.looks(watch)
+            if self.restarts != restarts:
+                printed, restarts = {}, self.restarts
             for line in render.lines(shot, render.rates_for(shot, self.rates)):
                 if printed.get(line.key) != line.change:
                     self.out.write(line.text + "\n")
@@ -103,6 +120,13 @@ class Command:
                 await asyncio.sleep(self.interval)
                 shot = await self.looks(watch)
                 live.update(render.frame(shot, render.rates_for(shot, self.rates)))
+        return 0
+
+
+def _version(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
         return 0
 
 

@@ -35,7 +35,8 @@ class WatchEvent(TypedDict):
 
 
 class Gone(Exception):
-    """410: the resource version (or continue token) is too old; list again."""
+    """The resource version (or continue token) cannot be served: too old (410), or newer than
+    the server's store (504 too large, its store went back); list again."""
 
 
 class ApiError(Exception):
@@ -74,7 +75,7 @@ class KubeArtifactClient:
         try:
             answer = await self._client.request("GET", self._path, params=params)
             body = answer.json()
-        except kube.Expired as exc:
+        except (kube.Expired, kube.TooLargeResourceVersion) as exc:
             raise Gone(exc.message) from None
         except kube.KubeError as exc:
             raise ApiError(f"listing {self._path}: {exc}") from None
@@ -97,7 +98,7 @@ class KubeArtifactClient:
         try:
             async for kind, obj in stream:
                 yield WatchEvent(type=kind, object=_plain(obj))
-        except kube.Expired as exc:
+        except (kube.Expired, kube.TooLargeResourceVersion) as exc:
             raise Gone(exc.message) from None
         except kube.KubeError as exc:
             raise ApiError(f"watching {self._path}: {exc}") from None

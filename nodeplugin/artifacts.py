@@ -3,7 +3,8 @@
 Mount authorization reads it by ``(namespace, name)`` in O(1). Until the first complete list the
 cache is not ``synced`` and mounts answer Unavailable. The loop is ``kube.informer.Reflector``,
 the one every informer of ours runs: after a disconnect the watch resumes from the last resource
-version seen (events and bookmarks); a 410 Gone lists again from scratch.
+version seen (events and bookmarks); a 410 Gone, or a 504 "Too large resource version" (the
+server's store went back), lists again from scratch.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import kube
 from kube import informer as reflectors
 from nodeplugin import apiclient
 from openapi import sources, wire
@@ -140,7 +142,8 @@ class Informer:
         async for event in self._client.watch(resource_version):
             kind, obj = event["type"], event["object"]
             if kind == "ERROR":
-                if obj.get("code") == 410:
+                if isinstance(kube.errors.from_status(obj), (kube.Expired,
+                                                             kube.TooLargeResourceVersion)):
                     raise apiclient.Gone(str(obj.get("message", "expired")))
                 raise apiclient.ApiError(f"watch error: {obj.get('message', '')}")
             yield reflectors.Event(kind, obj)

@@ -1,5 +1,7 @@
 """The API server's Prometheus metrics at ``/metrics``: request latency, requests in flight and
-open watches, from one pure ASGI middleware (``Observe``) in front of everything else.
+open watches, from one pure ASGI middleware (``Observe``) in front of everything else; and the
+store's revision mark (``storage.marks``): the mark, and the starts that found the store behind
+it.
 
 ``/metrics`` is a non-resource path judged like every other request (``auth.middleware``): verb
 ``get`` on ``/metrics``, as kube-apiserver's own. Standalone mode's policy grants it to
@@ -18,15 +20,17 @@ with ``--workers N`` a scrape answers for the process that served it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import prometheus_client
-from prometheus_client import exposition, registry
+from prometheus_client import exposition, metrics_core, registry
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apiserver.request import info as infos
+from apiserver.storage import marks
 from openapi import resources
 
 PREFIX = "gpustack_model_manager_apiserver_"
@@ -64,11 +68,38 @@ def labels_of(request: infos.RequestInfo) -> tuple[str, str]:
     return verb, resource if (request.api_group, resource) in SERVED else OTHER
 
 
-class Metrics:
-    """One process's registry: its families and the process collector."""
+class Revisions(registry.Collector):
+    """The revision mark's families, read from the guarded store at each scrape."""
 
-    def __init__(self) -> None:
+    def __init__(self, guarded: marks.Guarded) -> None:
+        self.guarded = guarded
+
+    def collect(self) -> Iterator[metrics_core.Metric]:
+        fence = self.guarded.last_fence
+        yield metrics_core.GaugeMetricFamily(
+            PREFIX + "storage_revision_mark",
+            "The highest revision recorded outside the store (beside its file; on the Lease in "
+            "a cluster): no revision at or below it is handed out again.",
+            value=self.guarded.recorded)
+        yield metrics_core.CounterMetricFamily(
+            PREFIX + "storage_revision_fences",
+            "Starts of this process that found the store behind its revision mark (emptied, or "
+            "an older copy) and continued numbering above it; its clients list again.",
+            value=self.guarded.fences)
+        yield metrics_core.GaugeMetricFamily(
+            PREFIX + "storage_revision_fenced_at",
+            "The revision numbering continued from at the last such start (0: none).",
+            value=fence.continued if fence is not None else 0)
+
+
+class Metrics:
+    """One process's registry: its families and the process collector (and, given a guarded
+    store, its revision mark)."""
+
+    def __init__(self, revisions: marks.Guarded | None = None) -> None:
         self.registry = registry.CollectorRegistry(auto_describe=True)
+        if revisions is not None:
+            self.registry.register(Revisions(revisions))
         prometheus_client.ProcessCollector(registry=self.registry)
         self.latency = prometheus_client.Histogram(
             PREFIX + "request_duration_seconds",

@@ -142,7 +142,7 @@ def _failed(index: int, operation: dict[str, Any], why: str) -> errors.Invalid:
     message = (f"the JSON patch could not be applied: operation {index} ({operation['op']}"
                f" {path[:200]!r}): {why[:200]}")
     return errors.Invalid(message, details={"causes": [
-        {"type": "FieldValueInvalid", "message": message, "field": "patch"}]})
+        {"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})
 
 
 def _encoded_size(value: Any, budget: int) -> int:

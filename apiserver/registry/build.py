@@ -47,11 +47,12 @@ class Registry:
 
 def build(storage: interface.Store,
           served: Sequence[resources.ResourceInfo] = resources.SERVED, *,
-          admission: strategy.Admission) -> Registry:
-    """``admission``: the chain (``apiserver.admission.chain.build``), with the cluster's facts."""
+          admission: strategy.Admission, fresh_wait: float = store.FRESH_WAIT) -> Registry:
+    """``admission``: the chain (``apiserver.admission.chain.build``), with the cluster's facts;
+    ``fresh_wait``: ``store.FRESH_WAIT``."""
     return Registry(
         storage=storage,
         stores={info.plural: store.ResourceStore(
-            storage, tracking.Tracking(info), admission=admission)
+            storage, tracking.Tracking(info), admission=admission, fresh_wait=fresh_wait)
             for info in served},
     )

@@ -48,8 +48,10 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
         wanted = options.parse_revision(opts.resource_version)
         current = await storage.current_revision()
         if wanted > current:
-            # The initial state must be at least as new as asked; like a list, say it is not.
-            yield WatchEvent("ERROR", status=statuses.too_large(current, wanted).body())
+            # The initial state must be at least as new as asked: an ERROR event at once, as
+            # kube-apiserver sends (tests/data/kube-samples/resource-version-too-large.json)
+            yield WatchEvent("ERROR", status=statuses.too_large(
+                current, wanted, retry_after=1).body())
             return
     if initial:
         try:

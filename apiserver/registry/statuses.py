@@ -17,7 +17,7 @@ from openapi import fields, resources
 
 def causes(problems: Sequence[fields.FieldError]) -> list[errors.Cause]:
     """At most ``fields.MAX_CAUSES`` causes (see ``fields.bounded``)."""
-    return [{"type": p.type, "message": p.message, "field": p.field}
+    return [{"reason": p.type, "message": p.message, "field": p.field}
             for p in fields.bounded(problems)]
 
 
@@ -56,14 +56,19 @@ def invalid(info: resources.ResourceInfo, name: str,
     )
 
 
-def too_large(current: int, requested: int) -> errors.Timeout:
-    """504: the client asked for a state newer than the store has."""
+def too_large(current: int, requested: int, *, retry_after: int = 0) -> errors.Timeout:
+    """504: the client asked for a state newer than the store has, worded as kube-apiserver
+    1.36 words it (tests/data/kube-samples/resource-version-too-large.json): ``retry_after``
+    (with its header) where the server waited for that state first, as its watch cache does."""
+    details: errors.StatusDetails = {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                 "message": "Too large resource version"}]}
+    headers = {}
+    if retry_after > 0:
+        details["retryAfterSeconds"] = retry_after
+        headers["Retry-After"] = str(retry_after)
     return errors.Timeout(
-        f"Too large resource version: {requested}, current: {current}",
-        details={"causes": [{"type": "ResourceVersionTooLarge",
-                             "message": "Too large resource version"}],
-                 "retryAfterSeconds": 1},
-    )
+        f"Timeout: Too large resource version: {requested}, current: {current}",
+        details=details, headers=headers)
 
 
 def expired(exc: interface.Compacted, *, continuing: bool) -> errors.Gone:
@@ -98,7 +103,8 @@ def from_storage(exc: interface.StorageError, info: resources.ResourceInfo | Non
             exc = interface.Compacted(requested, exc.oldest)
         return expired(exc, continuing=continuing)
     if isinstance(exc, interface.FutureRevision):
-        return too_large(exc.current if current is None else current, exc.requested)
+        return too_large(exc.current if current is None else current, exc.requested,
+                         retry_after=exc.retry_after)
     if isinstance(exc, interface.Timeout):
         return errors.Timeout(
             "Timeout: the storage did not answer within the request timeout",

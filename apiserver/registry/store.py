@@ -36,6 +36,9 @@ T = TypeVar("T")
 INLINE_ENTRIES = 512
 """Metadata with more labels, annotations, finalizers, owners and managed fields than this is
 checked in a worker thread."""
+FRESH_WAIT = 3.0
+"""How long a read from a resourceVersion the store has not reached waits for it before the 504
+"Too large resource version" (kube-apiserver's watch cache waits 3 s)."""
 _GENERATE_ATTEMPTS = 8
 _UPDATE_ATTEMPTS = 8
 GC_FINALIZERS = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}
@@ -80,17 +83,18 @@ class ResourceStore:
                  offload: Callable[[Callable[[], list[fields.FieldError]]],
                                    Awaitable[list[fields.FieldError]]] = _in_thread,
                  generate_name: Callable[[str], str] = meta.generate_name, *,
-                 admission: strategy.Admission) -> None:
+                 admission: strategy.Admission, fresh_wait: float = FRESH_WAIT) -> None:
         """``offload`` runs the checks of large metadata away from the event loop;
         ``generate_name`` makes a name from a ``generateName`` prefix; ``admission`` judges
         every object the strategy prepared (required: a store without it would admit anything
-        its schema allows)."""
+        its schema allows); ``fresh_wait``: see ``FRESH_WAIT``."""
         self.storage = storage
         self.strategy = rules
         self.admission = admission
         self.info = rules.info
         self._offload = offload
         self._generate_name = generate_name
+        self.fresh_wait = fresh_wait
 
     # keys and errors ------------------------------------------------------------------------
 
@@ -119,7 +123,9 @@ class ResourceStore:
         if resource_version not in ("", "0"):
             wanted = options.parse_revision(resource_version)
             if wanted > await self._current():
-                raise statuses.too_large(await self._current(), wanted)
+                current = await self.storage.reached(wanted, self.fresh_wait)
+                if wanted > current:
+                    raise statuses.too_large(current, wanted, retry_after=1)
         record = await self.storage.get(self.key(namespace, name))
         if record is None:
             raise statuses.not_found(self.info, name)
@@ -152,10 +158,11 @@ class ResourceStore:
             wanted = options.parse_revision(opts.resource_version)
             if opts.resource_version_match == options.EXACT:
                 revision = wanted
-            elif wanted > await self._current():
-                raise statuses.too_large(await self._current(), wanted)
             else:
-                not_older_than = wanted
+                if opts.limit and wanted > (current := await self._current()):
+                    # a paged list is read at one revision, at once (kube's etcd answer)
+                    raise statuses.too_large(current, wanted)
+                not_older_than = wanted  # list_recent waits for it, then 504
         filtered = not (opts.label_selector.empty and opts.field_selector.empty)
         found: list[interface.Record] = []
         while True:
@@ -163,7 +170,7 @@ class ResourceStore:
             try:
                 if recent:  # the first page; later ones read at its revision
                     page = await self.storage.list_recent(prefix, not_older_than=not_older_than,
-                                                          limit=want)
+                                                          limit=want, wait=self.fresh_wait)
                     recent = False
                 else:
                     page = await self.storage.list(prefix, revision=revision,

@@ -9,6 +9,7 @@ the API exposes as ``resourceVersion``.
 from __future__ import annotations
 
 import abc
+import asyncio
 import dataclasses
 import enum
 from collections.abc import AsyncIterator
@@ -54,12 +55,18 @@ class Compacted(StorageError):
 
 
 class FutureRevision(StorageError):
-    """The requested revision is newer than the store's current revision."""
+    """The requested revision is newer than the store's current revision.
 
-    def __init__(self, requested: int, current: int) -> None:
+    ``retry_after``: seconds a client may wait before asking again, set where the store already
+    waited for the revision (``list_recent``), 0 where it answered at once (a read at that exact
+    revision); kube-apiserver words the two the same way (tests/data/kube-samples/
+    resource-version-too-large.json)."""
+
+    def __init__(self, requested: int, current: int, *, retry_after: int = 0) -> None:
         super().__init__(f"revision {requested} is newer than the current {current}")
         self.requested = requested
         self.current = current
+        self.retry_after = retry_after
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -148,15 +155,35 @@ class Store(abc.ABC):
         ``start_after`` continues after that key; ``limit`` 0 means everything.
         """
 
-    async def list_recent(self, prefix: str, *, not_older_than: int = 0, limit: int = 0) -> Page:
+    async def list_recent(self, prefix: str, *, not_older_than: int = 0, limit: int = 0,
+                          wait: float = 0.0) -> Page:
         """Like ``list`` at no particular revision, but any state at least as new as
         ``not_older_than`` will do (Kubernetes' resourceVersion "0" and NotOlderThan), so a
-        backend may answer from a cache that lags the newest writes. FutureRevision when no
-        state that new can be had in time. Without a cache this is a current ``list``."""
+        backend may answer from a cache that lags the newest writes. A store behind
+        ``not_older_than`` is given ``wait`` seconds to reach it (writes elsewhere, a cache
+        catching up), then FutureRevision (``retry_after`` 1). Without a cache this is a
+        current ``list``."""
         page = await self.list(prefix, limit=limit)
         if not_older_than > page.revision:
-            raise FutureRevision(not_older_than, page.revision)
+            if await self.reached(not_older_than, wait) < not_older_than:
+                raise FutureRevision(not_older_than, await self.current_revision(),
+                                     retry_after=1)
+            page = await self.list(prefix, limit=limit)
         return page
+
+    async def reached(self, revision: int, timeout: float) -> int:
+        """The current revision once it is at least ``revision``, or as it is after ``timeout``
+        seconds (looked at every few milliseconds, then every 250 ms)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        delay = 0.01
+        while True:
+            current = await self.current_revision()
+            left = deadline - loop.time()
+            if current >= revision or left <= 0:
+                return current
+            await asyncio.sleep(min(delay, left))
+            delay = min(delay * 2, 0.25)
 
     @abc.abstractmethod
     async def create(self, key: str, value: bytes) -> Record:
@@ -194,3 +221,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def compact(self, revision: int) -> None:
         """Forget history at or below ``revision`` (live records are kept)."""
+
+    @abc.abstractmethod
+    async def fence(self, revision: int) -> int:
+        """Continue numbering above ``revision`` and forget all history: afterwards the store's
+        revision F is at least ``revision``, every write gets a revision above F, the live
+        records are what they were, and ``oldest_revision()`` is F, so a list or a watch from
+        any earlier revision is ``Compacted``. Returns F. For a store found behind the revisions
+        it once handed out (``marks``), at start, before anyone watches."""

@@ -122,6 +122,22 @@ def _check(write: Write, live: _Row | None) -> interface.Record | Exception | No
     )  # fmt: skip
 
 
+def fence(conn: sqlite3.Connection, revision: int) -> int:
+    """``interface.Store.fence`` in one transaction: the history up to now compacted away, the
+    AUTOINCREMENT counter (the next revision) and the compaction mark raised to ``revision``
+    (or left at the current revision when that is newer). No row is written: nothing shows in a
+    list or a watch. Returns the store's revision after it."""
+    with logtable.transaction(conn, write=True):
+        current = logtable.current(conn)
+        mark = logtable.compacted(conn)
+        target = max(current, revision)
+        if current > mark:
+            conn.execute(_COMPACT, {"compacted": mark, "upto": current})
+        conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'log'", (target,))
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'compacted'", (target,))
+    return target
+
+
 def compact_step(conn: sqlite3.Connection, target: int, step: int) -> int:
     """Compact at most ``step`` revisions towards ``target``; returns the new compaction mark."""
     with logtable.transaction(conn, write=True):

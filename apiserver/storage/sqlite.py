@@ -256,6 +256,23 @@ class Store(interface.Store):
             raise interface.FutureRevision(revision, current)
         await self._compact_to(revision)
 
+    async def fence(self, revision: int) -> int:
+        """See ``interface.Store.fence``; with ``shared`` the other processes learn it from the
+        counter (their watchers from before it end with Compacted, as after a compaction)."""
+        self._check_open()
+        assert self._loop is not None and self._write_conn is not None
+        reached: int = await self._loop.run_in_executor(
+            self._writer, logwrites.fence, self._write_conn, revision)
+        if self._counter is not None:
+            self._counter.publish(reached)
+            self._counter.publish_compacted(reached)
+            if self._wakeups is not None:
+                self._wakeups.notify()
+        # everything before ``reached`` is history now: the state read again at it, the ring
+        # restarted there (its watchers read the log, which answers Compacted)
+        await self._apply_tail(self._ring.last)
+        return reached
+
     # -- watch -----------------------------------------------------------------------------
 
     async def watch(self, prefix: str, *, after: int) -> AsyncIterator[interface.Event]:

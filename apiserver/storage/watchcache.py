@@ -147,25 +147,34 @@ class Cache(interface.Store):
         for each in self.windows.values():
             each.forget(revision)  # what this store compacted, no watch may start before
 
+    async def fence(self, revision: int) -> int:
+        """The backend's fence, then every window starts over at its revision (its watchers end
+        with Compacted); the windows' own backend watches, now compacted, rebuild them again."""
+        reached = await self.inner.fence(revision)
+        for each in self.windows.values():
+            page = await self.inner.list(each.prefix)
+            each.reset(page.records, page.revision)
+        return reached
+
     # -- served from the windows -------------------------------------------------------------
 
-    async def list_recent(self, prefix: str, *, not_older_than: int = 0,
-                          limit: int = 0) -> interface.Page:
+    async def list_recent(self, prefix: str, *, not_older_than: int = 0, limit: int = 0,
+                          wait: float = 0.0) -> interface.Page:
         each = self._window(prefix)
         if each is None or not self._open:
             return await self.inner.list_recent(prefix, not_older_than=not_older_than,
-                                                limit=limit)  # fmt: skip
+                                                limit=limit, wait=wait)  # fmt: skip
         if each.revision < not_older_than:
             try:
                 async with asyncio.timeout(self._fresh_timeout):
                     while each.revision < not_older_than and not each.closed:
                         await each.changed()
             except TimeoutError:
-                # a current list from etcd is as new as anything the client can have seen
-                page = await self.inner.list(prefix, limit=limit)
-                if page.revision < not_older_than:
-                    raise interface.FutureRevision(not_older_than, page.revision) from None
-                return page
+                # a current list from etcd is as new as anything the client can have seen; a
+                # revision newer than etcd's gets the rest of ``wait`` to be reached there
+                rest = max(0.0, wait - self._fresh_timeout)
+                return await self.inner.list_recent(prefix, not_older_than=not_older_than,
+                                                    limit=limit, wait=rest)  # fmt: skip
         return each.page(prefix, limit)
 
     async def watch(self, prefix: str, *, after: int) -> AsyncIterator[interface.Event]:

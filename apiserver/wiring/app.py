@@ -32,7 +32,7 @@ from apiserver.endpoints import discovery, health, openapi
 from apiserver.endpoints import metrics as served_metrics
 from apiserver.options import config
 from apiserver.registry import statuses
-from apiserver.storage import interface
+from apiserver.storage import interface, marks
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +54,13 @@ def build(
     startup: Sequence[StartupHook] = (),
     stop: Sequence[StartupHook] = (),
     max_body_bytes: int = config.MAX_BODY_BYTES,
+    revisions: marks.Guarded | None = None,
 ) -> Starlette:
     """The API server app. ``resource_routes`` serve everything under the group version except
     its discovery document; ``groups`` are the other groups this mode serves (listed in
     discovery); ``startup`` hooks run after storage started, before readiness;
-    ``stop`` hooks run (in reverse order) before storage closes."""
+    ``stop`` hooks run (in reverse order) before storage closes; ``revisions``: the storage
+    itself when it keeps a revision mark (``storage.marks``), for the metrics."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -78,7 +80,7 @@ def build(
             await storage.close()
 
     # discovery first: it owns the exact group-version path the resource routes leave alone
-    observed = served_metrics.Metrics()
+    observed = served_metrics.Metrics(revisions)
     routes: list[BaseRoute] = [
         *health.routes(),
         *served_metrics.routes(observed),

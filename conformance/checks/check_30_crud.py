@@ -143,7 +143,7 @@ def check_server_side_apply(conformance_run: Run, admin: Api) -> None:
     assert status["reason"] == "Conflict"
     assert status["message"] == ('Apply failed with 1 conflict: conflict with "conformance-a":'
                                  " .metadata.labels.team")
-    assert status["details"]["causes"][0]["type"] == "FieldManagerConflict"
+    assert status["details"]["causes"][0]["reason"] == "FieldManagerConflict"
     forced = apply("conformance-b", "b", force="true")
     assert forced.status_code == 200, forced.text[:300]
     assert forced.json()["metadata"]["labels"]["team"] == "b"

@@ -35,12 +35,21 @@ class Expired(ApiError):
     code = 410
 
 
+class TooLarge(ApiError):
+    """The resourceVersion asked for is newer than the server's store (504 "Too large resource
+    version": its store went back, or it lags): list again."""
+
+    code = 504
+
+
 class Forbidden(ApiError):
     code = 403
 
 
 def from_status(code: int, message: str) -> ApiError:
     """The error for an HTTP status code and a ``Status`` message."""
+    if code == 504 and "Too large resource version" in message:
+        return TooLarge(message, code=code)
     kinds: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Expired, 403: Forbidden}
     kind = kinds.get(code, ApiError)
     return kind(message, code=code)

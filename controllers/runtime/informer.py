@@ -58,8 +58,8 @@ class Informer:
         self.synced = asyncio.Event()
         self._reflector = reflectors.Reflector(
             _ListWatch(self), _Sink(self), what=f"{resource.plural} informer", clock=clock,
-            backoff=reflectors.Backoff(backoff.base, backoff.cap), expired=(errors.Expired,),
-            describe=_describe)
+            backoff=reflectors.Backoff(backoff.base, backoff.cap),
+            expired=(errors.Expired, errors.TooLarge), describe=_describe)
 
     @property
     def last_error(self) -> str:

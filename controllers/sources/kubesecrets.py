@@ -75,7 +75,7 @@ class KubeSecrets:
         await reflectors.Reflector(
             every, every, what="watching Secrets", clock=self._clock,
             backoff=reflectors.Backoff(self._backoff.base, self._backoff.cap),
-            expired=(errors.Expired,), describe=_describe).run()
+            expired=(errors.Expired, errors.TooLarge), describe=_describe).run()
 
     async def _changed(self, event: reflectors.Event) -> None:
         key = clients.key_of(event.object)

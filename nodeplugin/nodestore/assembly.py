@@ -95,7 +95,7 @@ class NodeStore:
             )
             self.source = source.Source(
                 api, node=options.node_name, namespace=options.namespace,
-                changed=self._changed_object,
+                changed=self._changed_object, stale=self.reporter.reset,
             )
         self.scrubber = scrub.Scrubber(
             cache, quarantined, clock=clock, quarantined=self._quarantined,

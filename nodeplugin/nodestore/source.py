@@ -7,8 +7,13 @@ UID or the CA ConfigMap's data change. Status-only changes of the object (the pl
 writes among them) are not changes of anything the plugin applies, so they never call it back.
 While the object does not exist the source keeps watching for it. Both are followed by
 ``kube.informer.Reflector``, the one list-and-watch loop every informer of ours runs (a watch
-resumes from the last version seen, a 410 lists again); failures back off from 0.5 s doubling
-to 30 s.
+resumes from the last version seen, a 410 or a 504 "Too large resource version" lists again);
+failures back off from 0.5 s doubling to 30 s.
+
+What the plugin wrote may be gone while the object's UID and generation stay: after a list
+other than the first (the server answered that the version the plugin held is gone or not
+reached: its store went back, to an empty one or an older copy) or when the object's status
+was emptied. Then ``stale`` is called, so the whole status is written again.
 """
 
 from __future__ import annotations
@@ -148,11 +153,13 @@ class _One:
 
 class Source:
     def __init__(self, api: StoreApi, *, node: str, namespace: str, changed: Changed,
+                 stale: Callable[[], None] = lambda: None,
                  retry_initial: float = RETRY_INITIAL, retry_max: float = RETRY_MAX) -> None:
         self._api = api
         self._node = node
         self._namespace = namespace
         self._changed = changed
+        self._stale = stale
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self.object: wire.Obj | None = None
@@ -191,9 +198,15 @@ class Source:
         if how == "DELETED":
             log.warning("NodeModelStore %s was deleted; waiting for the worker to recreate it",
                         self._node)
+        relisted = how == "LISTED" and self.listed.is_set()
+        emptied = how == "MODIFIED" and obj is not None and not obj.get("status")
         await self._take(obj)
         if how == "LISTED":
             self.listed.set()
+        if obj is not None and (relisted or emptied):
+            log.info("NodeModelStore %s was %s; writing its whole status again", self._node,
+                     "listed again" if relisted else "left without a status")
+            self._stale()
 
     async def _take(self, obj: wire.Obj | None) -> None:
         meta = (obj or {}).get("metadata") or {}

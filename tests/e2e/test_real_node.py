@@ -6,9 +6,11 @@ share one cluster; each waits generously and fails with the cluster's pods, even
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import textwrap
+import time
 from typing import Any
 
 import pytest
@@ -202,11 +204,120 @@ def test_roll_keeps_the_mount_readable(installed: rig.Rig) -> None:
     assert done.stdout.split()[0] == _sha256(FILES["config.json"])
 
 
+def _pods(cluster: rig.Rig) -> dict[str, tuple[str, int]]:
+    """Every Pod but the API server's, in the release's and the tenant's namespaces: its UID
+    and its containers' restarts, by namespace/name."""
+    found: dict[str, tuple[str, int]] = {}
+    for namespace in (NAMESPACE, TENANT):
+        for pod in _json(cluster, "get", "pods", "-n", namespace)["items"]:
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get("app.kubernetes.io/component") == "apiserver":
+                continue
+            restarts = sum(c.get("restartCount", 0)
+                           for c in pod["status"].get("containerStatuses") or [])
+            found[f"{namespace}/{pod['metadata']['name']}"] = (pod["metadata"]["uid"], restarts)
+    return found
+
+
+def _versions(cluster: rig.Rig) -> list[int]:
+    """Every resourceVersion this test can see of our API: the lists' and their objects'."""
+    seen = []
+    for plural in ("modelartifacts", "nodemodelstores"):
+        listed = json.loads(cluster.kubectl(
+            "get", "--raw", f"/apis/worker.gpustack.ai/v1/{plural}").stdout)
+        seen.append(int(listed["metadata"]["resourceVersion"]))
+        seen += [int(item["metadata"]["resourceVersion"]) for item in listed["items"]]
+    return seen
+
+
+def test_an_emptydir_store_lost_with_its_pod_heals_without_restarting_anything(
+        installed: rig.Rig, state: dict[str, Any]) -> None:
+    """Issue 34: the release keeps its store in an emptyDir (the rig has no StorageClass), so
+    deleting the API server's Pod starts a new one on an empty store. Within 60 s, with no
+    other Pod restarted, the node plugin and the worker list again (the new server numbers
+    above the mark the old one kept on its Lease, so the versions they held answer 410): the
+    NodeModelStore is created again and its status written again, the tenant's artifact
+    created again mounts in a new Pod, and no resourceVersion seen before is handed out
+    again. reader-1 keeps reading throughout."""
+    store_before = _json(installed, "get", "nodemodelstores", installed.node_name)
+    assert any(m["digest"] == state["attributes"]["manifestDigest"]
+               for m in store_before["status"].get("models") or []), store_before["status"]
+    pods_before = _pods(installed)
+    held = max(_versions(installed))
+    server = _json(installed, "get", "pods", "-n", NAMESPACE, "-l",
+                   "app.kubernetes.io/component=apiserver")["items"][0]["metadata"]["name"]
+    started = time.monotonic()
+    installed.kubectl("delete", "pod", "-n", NAMESPACE, server, "--wait=false")
+
+    def left() -> float:
+        """What is left of the 60 s the whole recovery may take."""
+        remaining = 60 - (time.monotonic() - started)
+        assert remaining > 0, "not healed within 60 s of the API server's Pod deleted"
+        return remaining
+
+    def store_back() -> dict[str, Any] | None:
+        got: dict[str, Any] = _json(installed, "get", "nodemodelstores", installed.node_name)
+        if got["metadata"]["uid"] == store_before["metadata"]["uid"]:
+            return None
+        held_digests = [m["digest"] for m in got.get("status", {}).get("models") or []]
+        if state["attributes"]["manifestDigest"] not in held_digests:
+            return None
+        return got if _condition(got, "Ready") == "True" else None
+
+    # the worker created the node's store again, and the plugin wrote its whole status on it
+    store_after = installed.wait("the NodeModelStore created and its status written again",
+                                 store_back, timeout=left(), namespace=NAMESPACE)
+    assert isinstance(store_after, dict)
+    # the tenant creates the artifact again (a new UID): a new Pod mounts it
+    attributes = objects.artifact(installed, TENANT, ARTIFACT, REPOSITORY, user="alice")
+    assert attributes["artifactUID"] != state["attributes"]["artifactUID"]
+    assert attributes["manifestDigest"] == state["attributes"]["manifestDigest"]
+    installed.apply(_reader_pod("reader-3", TENANT, attributes))
+    installed.wait("reader-3 read the model", lambda: "--- done" in installed.kubectl(
+        "logs", "-n", TENANT, "reader-3", check=False).stdout, timeout=left(), namespace=TENANT)
+    assert left() > 0  # the artifact's own wait is not bounded by the 60 s: this is
+
+    # nothing else was restarted, and reader-1 reads on
+    after = _pods(installed)
+    assert {k: v for k, v in after.items() if k in pods_before} == pods_before
+    done = installed.kubectl("exec", "-n", TENANT, "reader-1", "--", "sha256sum",
+                             "/models/config.json")  # fmt: skip
+    assert done.stdout.split()[0] == _sha256(FILES["config.json"])
+    # no version seen before the roll was handed out again
+    assert min(_versions(installed)) > held
+    assert int(store_after["metadata"]["resourceVersion"]) > held
+    # and the server said why: its log, and an Event about its Lease
+    logs = installed.kubectl("logs", "-n", NAMESPACE, "-l",
+                             "app.kubernetes.io/component=apiserver", "--tail=-1").stdout
+    assert "behind the revision mark" in logs, logs[-3000:]
+    events = _json(installed, "get", "events", "-n", NAMESPACE, "--field-selector",
+                   "reason=StoreWentBack")["items"]  # fmt: skip
+    assert events and events[0]["involvedObject"]["kind"] == "Lease", events
+
+
 def _sha256(data: bytes | int) -> str:
     import hashlib
 
     assert isinstance(data, bytes)
     return hashlib.sha256(data).hexdigest()
+
+
+def test_the_notes_find_the_pods_to_delete_before_an_uninstall(installed: rig.Rig) -> None:
+    """The command the chart's notes print (and install.md gives) lists the Pods that mount an
+    artifact, and only them, on a real cluster."""
+    done = helm.run("get", "notes", RELEASE, "--namespace", NAMESPACE,
+                    "--kubeconfig", str(installed.kubeconfig))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [command] = [line.strip() for line in done.stdout.splitlines()
+                 if line.strip().startswith("kubectl get pods -A -o custom-columns")]
+    listed = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True,
+                            text=True, timeout=60, check=False,
+                            env={**os.environ, "KUBECONFIG": str(installed.kubeconfig)})
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split()[:2] for line in listed.stdout.splitlines()[1:]]
+    mounting = {f"{ns}/{name}" for ns, name in rows}
+    assert {f"{TENANT}/reader-1", f"{TENANT}/reader-2"} <= mounting, listed.stdout
+    assert not any(name.startswith(RELEASE) for _, name in rows), listed.stdout
 
 
 def test_deleting_pods_unpublishes(installed: rig.Rig) -> None:

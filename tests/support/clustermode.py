@@ -3,7 +3,9 @@ the fixture control plane, as a subprocess, for tests and benchmarks.
 
 ``prepare`` gives the control plane what the chart gives a real cluster: the worker's
 ServiceAccount token, ``system:auth-delegator``, the extension-apiserver-authentication reader
-Role in kube-system, and get on Pods in the plugin namespace. ``running`` starts the server with
+Role in kube-system, get on Pods in the plugin namespace, and the controllers' Lease there,
+which also keeps the server's revision mark (create, and get and update by name), and Events
+(create). ``running`` starts the server with
 a kubeconfig for that ServiceAccount and a serving certificate of its own CA, and waits for
 ``/readyz`` (always allowed, so no credential is needed).
 """
@@ -26,6 +28,7 @@ import httpx
 from tests.support import aggregator
 from tests.support.apiserver import REPO, PortTaken, free_port
 from tests.support.controlplane import Authority, ControlPlane, KeyPair, Rule, Subject
+from tests.support.controlplane import resources as kinds
 from tests.support.controlplane import service_account as sa_user
 
 NAMESPACE = "gpustack-system"
@@ -37,6 +40,9 @@ STOP_TIMEOUT = 15.0
 
 def prepare(cp: ControlPlane, *, token: str = WORKER_TOKEN) -> None:
     cp.add_token(token, WORKER)
+    if cp.store.find(kinds.NAMESPACES, "", NAMESPACE) is None:  # the server's own, the chart's
+        cp.seed(kinds.NAMESPACES, {"metadata": {"name": NAMESPACE, "labels": {
+            "kubernetes.io/metadata.name": NAMESPACE}}})
     worker = Subject("ServiceAccount", "model-manager-worker", NAMESPACE)
     cp.policy.bind("system:auth-delegator", [worker], name="model-manager-auth-delegator")
     cp.policy.bind("extension-apiserver-authentication-reader", [worker],
@@ -44,6 +50,13 @@ def prepare(cp: ControlPlane, *, token: str = WORKER_TOKEN) -> None:
                    name="model-manager-authentication-reader")
     cp.policy.grant(worker, Rule(("get",), ("",), ("pods",)), namespace=NAMESPACE,
                     name="model-manager-worker-pods")
+    cp.policy.grant(worker, Rule(("create",), ("coordination.k8s.io",), ("leases",)),
+                    namespace=NAMESPACE, name="model-manager-worker-lease-create")
+    cp.policy.grant(worker, Rule(("get", "update"), ("coordination.k8s.io",), ("leases",),
+                                 ("model-manager-controllers",)),
+                    namespace=NAMESPACE, name="model-manager-worker-lease")
+    cp.policy.grant(worker, Rule(("create",), ("",), ("events",)),
+                    name="model-manager-worker-events")
 
 
 @dataclasses.dataclass

@@ -208,7 +208,7 @@ def conflict(found: list[tuple[Entry, fieldsets.Path]]) -> errors.Conflict:
     """kube's 409 for an apply's conflicts: one line for one, grouped by manager for more."""
     listed = found[:MAX_LISTED_CONFLICTS]
     causes: list[errors.Cause] = [
-        {"type": "FieldManagerConflict", "message": f"conflict with {entry.described()}",
+        {"reason": "FieldManagerConflict", "message": f"conflict with {entry.described()}",
          "field": fieldsets.render(path)} for entry, path in listed]
     if len(found) == 1:
         entry, path = found[0]

@@ -30,6 +30,8 @@ class Keys:
         """A key never written: reading it proves etcd serves linearizable reads."""
         self.compaction = self._root + b"#compact_rev_key"
         """The compactor's coordination key (its version counts compactions)."""
+        self.fence = self._root + b"#fence"
+        """Written (empty) to raise etcd's revision above a mark (``Store.fence``)."""
 
     def full(self, key: str) -> bytes:
         if not key.startswith("/"):

@@ -33,6 +33,10 @@ CHUNK = 2000
 START_TIMEOUT = 30.0
 """How long start() waits for etcd to answer before giving up."""
 MIN_VERSION = (3, 4)
+FENCE_LIMIT = 100_000
+"""The most writes ``fence`` makes to raise etcd's revision (etcd moves it one per write; about
+6,000 a second here); a store further behind is refused, see ``fence``."""
+FENCE_CONCURRENCY = 64
 _RETRY_FIRST, _RETRY_MAX = 0.1, 2.0
 """Backoff between attempts to re-open a broken watch stream."""
 
@@ -49,7 +53,8 @@ Update = interface.Event | interface.Progress
 
 
 class Store(interface.Store):
-    """``interface.Store`` on etcd. ``compaction_interval`` 0 disables the compactor."""
+    """``interface.Store`` on etcd. ``compaction_interval`` 0 disables the compactor;
+    ``fence_limit``: the most empty writes ``fence`` makes (``FENCE_LIMIT``)."""
 
     health_check = "etcd"
 
@@ -59,6 +64,7 @@ class Store(interface.Store):
         *,
         compaction_interval: float = 300.0,
         start_timeout: float = START_TIMEOUT,
+        fence_limit: int = FENCE_LIMIT,
     ) -> None:
         self.config = config
         self.keys = keys.Keys(config.prefix)
@@ -66,6 +72,7 @@ class Store(interface.Store):
         """The etcd client this store talks through (leases and leader election can share it)."""
         self._compaction_interval = compaction_interval
         self._start_timeout = start_timeout
+        self._fence_limit = fence_limit
         self._compactor: asyncio.Task[None] | None = None
         self._calls: set[grpc.aio.StreamStreamCall[rpc_pb2.WatchRequest,
                                                    rpc_pb2.WatchResponse]] = set()  # fmt: skip
@@ -269,6 +276,35 @@ class Store(interface.Store):
             raise interface.FutureRevision(revision, current)
         with contextlib.suppress(interface.Compacted):  # already compacted that far
             await self.client.compact(revision)
+
+    async def fence(self, revision: int) -> int:
+        """See ``interface.Store.fence``. etcd hands out revisions itself, one per write, so it
+        is raised with empty writes of a key of the server's own (outside every list and watch),
+        then compacted there. Further behind than ``FENCE_LIMIT`` writes (a new, empty etcd
+        under a mark of millions) this refuses: restore etcd with ``etcdutl snapshot restore
+        --bump-revision`` (above the mark) ``--mark-compacted`` instead, as kube-apiserver's own
+        etcd needs after a restore."""
+        self._check_open()
+        current = await self.current_revision()
+        if revision - current > self._fence_limit:
+            raise interface.StorageError(
+                f"etcd is at revision {current}, {revision - current} behind {revision}: more "
+                f"than {self._fence_limit} writes to catch up; restore etcd with `etcdutl "
+                f"snapshot restore --bump-revision {revision - current} --mark-compacted`")
+        put = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=self.keys.fence, value=b""))
+        reached = current
+
+        async def one() -> None:
+            nonlocal reached
+            response = await self.client.txn(rpc_pb2.TxnRequest(success=[put]))
+            reached = max(reached, int(response.header.revision))
+
+        while reached < revision:
+            batch = min(FENCE_CONCURRENCY, revision - reached)
+            await asyncio.gather(*(one() for _ in range(batch)))
+        with contextlib.suppress(interface.Compacted):  # already compacted that far
+            await self.client.compact(reached)
+        return reached
 
     # -- watch -------------------------------------------------------------------------------
 

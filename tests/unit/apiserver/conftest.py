@@ -29,9 +29,13 @@ async def storage(tmp_path: pathlib.Path) -> AsyncIterator[sqlite.Store]:
         await store.close()
 
 
+FRESH_WAIT = 0.1
+"""A read from a resourceVersion the store has not reached waits this long here, not 3 s."""
+
+
 @pytest.fixture
 def registry(storage: sqlite.Store) -> build.Registry:
-    return build.build(storage, admission=admitting.standalone())
+    return build.build(storage, admission=admitting.standalone(), fresh_wait=FRESH_WAIT)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ def test_status_body_carries_code_reason_and_causes() -> None:
         details={
             "name": "x",
             "kind": "ModelArtifact",
-            "causes": [{"field": "spec", "type": "FieldValueInvalid", "message": "m"}],
+            "causes": [{"field": "spec", "reason": "FieldValueInvalid", "message": "m"}],
         },
     )
     body = err.body()

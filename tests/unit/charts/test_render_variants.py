@@ -49,6 +49,28 @@ def test_default_notes_carry_no_warning_but_the_tenant_role() -> None:
     assert "name: model-artifact-reader" in notes and "python -m conformance" in notes
 
 
+def test_notes_warn_of_an_emptydir_store_and_say_how_to_upgrade_and_uninstall() -> None:
+    def notes(*sets: str) -> str:
+        args = [arg for value in sets for arg in ("--set", value)]
+        result = helm.run("install", "mm", str(helm.CHART), "--namespace", "x",
+                          "--dry-run=client", *args)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split("NOTES:", 1)[1]
+
+    empty = notes("apiserver.storage.sqlite.persistence.enabled=false")
+    assert "WARNING: apiserver.storage.sqlite.persistence.enabled=false keeps the API " in empty
+    assert "starts it on an\nempty store" in empty
+    for kept in (notes(), notes("apiserver.storage.backend=etcd",
+                                "apiserver.storage.etcd.servers={https://etcd:2379}",
+                                "apiserver.storage.sqlite.persistence.enabled=false")):
+        assert "emptyDir" not in kept
+    # the upgrade keeps the release's values; consumer Pods go before the plugin
+    assert "helm upgrade mm <chart> -n x --reuse-values" in empty
+    found = ("kubectl get pods -A -o custom-columns='NAMESPACE:.metadata.namespace,"
+             "NAME:.metadata.name,DRIVERS:.spec.volumes[*].csi.driver'")
+    assert found in empty and empty.index(found) < empty.index("helm uninstall mm -n x")
+
+
 def test_secret_mode_takes_the_bundle_from_values() -> None:
     bundle = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
     docs = helm.template(sets=["apiserver.tls.mode=secret", "apiserver.tls.secretName=mine",

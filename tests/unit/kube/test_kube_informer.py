@@ -13,7 +13,7 @@ from typing import Any
 import kube
 from kube import informer
 from tests.support import clock as manual
-from tests.support import waiting
+from tests.support import toolarge, waiting
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 OWNER = REPO / "kube" / "informer.py"
@@ -113,6 +113,42 @@ async def test_failures_and_quick_ends_back_off_doubling() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_version_the_server_has_not_reached_lists_again_and_replaces_everything(
+) -> None:
+    # The server's store went back (an empty one after a roll, an older copy): kube-apiserver's
+    # 504 "Too large resource version" (as recorded, in a watch's ERROR event or a list's
+    # answer) means the same as a 410 here: list again at once, and the sink is rebuilt from
+    # that list alone, so objects gone with the old store leave the copy
+    recorded = toolarge.status(toolarge.CACHED["list-notolderthan"], 176, 6)
+    too_large = kube.errors.from_status(recorded, 504)
+    assert isinstance(too_large, kube.TooLargeResourceVersion)
+    api = Scripted()
+    api.lists = [informer.Listed([obj("a", 170), obj("b", 176)], "176"),
+                 informer.Listed([obj("a", 177)], "178")]
+    api.watches = [[too_large]]
+    clock = manual.ManualClock()
+    reflector = await _run(api, clock, lambda r: r.lists == 2 and len(api.watched_from) == 2)
+    assert api.watched_from == ["176", "178"]
+    assert api.seen == ["list@176:2", "list@178:1"]
+    assert clock.pending() == []  # at once, no backoff
+    assert reflector.last_error == ""
+
+
+def test_too_large_is_told_apart_from_other_timeouts() -> None:
+    for answer in (toolarge.CACHED["list"], toolarge.CACHED["list-exact"],
+                   toolarge.UNCACHED["watch-initial-events"]):
+        found = kube.errors.from_status(toolarge.status(answer, 9, 1), 504)
+        assert isinstance(found, kube.TooLargeResourceVersion) and found.code == 504
+    worded_only = {"kind": "Status", "code": 504, "reason": "Timeout",
+                   "message": "Timeout: Too large resource version: 9, current: 1"}
+    assert isinstance(kube.errors.from_status(worded_only), kube.TooLargeResourceVersion)
+    timeout = {"kind": "Status", "code": 504, "reason": "Timeout",
+               "message": "Timeout: the storage did not answer within the request timeout"}
+    other = kube.errors.from_status(timeout)
+    assert isinstance(other, kube.ServerError)
+    assert not isinstance(other, kube.TooLargeResourceVersion)
 
 
 def test_backoff_doubles_to_its_maximum() -> None:

@@ -1,6 +1,7 @@
 """``kubectlmodel.progress.Command``: the watch loops over a scripted series of answers (a
 stand-in for ``gpustack.ModelManager``): a line or a JSON document per change, a transient
-failure waited through, a refusal ending the command."""
+failure waited through, a refusal ending the command, and a fresh start when the artifact turns
+out another object or an older state (the server's store went back)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ class Scripted:
             raise step
         self.current = step
         return gpustack.Artifact.of({
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace, "uid": step.get("uid", "u1"),
+                         "resourceVersion": str(step.get("rv", 1))},
             "spec": {"source": {"huggingFace": {"repository": "org/m"}}},
             "status": {"resolved": {"manifestDigest": DIGEST, "sizeBytes": 4 * MIB},
                        "conditions": [{"type": "Resolved", "status": "True"}]}})
@@ -78,6 +80,26 @@ async def test_lines_follow_the_download_and_stop_when_ready(
     assert lines[5] == "m  node-a  Downloading  3.0MiB/4.0MiB  75%  1.0MiB/s  eta 1s"
     assert lines[7] == "m  node-a  Ready  4.0MiB/4.0MiB  100%"
     assert capsys.readouterr().err == "retrying: 503 ServiceUnavailable: not listed yet\n"
+
+
+@pytest.mark.parametrize("after", [{"uid": "u2", "rv": 7},   # deleted and created again
+                                   {"uid": "u1", "rv": 7}])  # an older copy of the same one
+async def test_an_artifact_from_a_store_that_went_back_starts_the_view_over(
+        after: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    too_large = kube.TooLargeResourceVersion(
+        504, "Timeout", "Timeout: Too large resource version: 110, current: 6")
+    cmd, out = command([{"have": MIB, "rv": 100}, {"have": 2 * MIB, "rv": 110}, too_large,
+                        {"have": 3 * MIB, **after}, {"have": 4 * MIB, **after},
+                        {"have": 4 * MIB, **after}])
+    assert await cmd.lines(watch=True) == 0
+    assert cmd.restarts == 1
+    lines = out.getvalue().splitlines()
+    # everything is printed again from the first look at the new state, and no rate spans the
+    # two: 3 MiB is that state's first count (with the old one's, 0.5 MiB/s would show)
+    assert [line.split("  ")[1] for line in lines].count(
+        "Resolved -, sha256:121212121212, 4.0MiB") == 2
+    assert "m  node-a  Downloading  3.0MiB/4.0MiB  75%  -  eta -" in lines
+    assert "retrying: 504 Timeout" in capsys.readouterr().err
 
 
 async def test_json_prints_each_changed_object() -> None:

@@ -152,6 +152,14 @@ class FakeStoreApi:
         for queue in self._store_watchers:
             queue.put_nowait((kind, self.store))
 
+    def roll(self, obj: dict[str, Any] | None, error: BaseException) -> None:
+        """The server's store went back (an empty one, an older copy): the object is now
+        ``obj`` with no event for it, and every open watch of it fails with ``error`` (the
+        410 or 504 such a server answers)."""
+        self.store = self._bump(obj) if obj is not None else None
+        for queue in self._store_watchers:
+            queue.put_nowait(error)
+
     def delete(self) -> None:
         gone, self.store = self.store, None
         if gone is not None:
@@ -178,7 +186,10 @@ class FakeStoreApi:
         self._store_watchers.append(queue)
         try:
             while True:
-                yield await queue.get()
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
         finally:
             self._store_watchers.remove(queue)
 

@@ -66,7 +66,7 @@ async def test_list_pages_carry_limit_continue_and_the_token(
     assert all(r.user == "plugin" for r in seen)
 
 
-async def test_410_is_gone_and_other_errors_carry_no_token(
+async def test_410_and_too_large_are_gone_and_other_errors_carry_no_token(
     plane: ControlPlane, tmp_path: pathlib.Path
 ) -> None:
     _seed(plane, "a", "b")
@@ -79,6 +79,12 @@ async def test_410_is_gone_and_other_errors_carry_no_token(
         apiclient.Gone
     ):
         await client.list_page(limit=1, continue_token=page["continueToken"])
+    # and 504 "Too large resource version" for a version its store has not reached (the
+    # plugin's informer lists again on either)
+    with plane.fail(r"^GET /api/v1/configmaps$", 504,
+                    "Timeout: Too large resource version: 176, current: 6", count=1), \
+            pytest.raises(apiclient.Gone):
+        await client.list_page(limit=1, continue_token="")
     await client.aclose()
     stranger = _client(plane, tmp_path, token="not-a-known-token")
     with pytest.raises(apiclient.ApiError) as info:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 
 from nodeplugin import apiclient, artifacts
+from tests.support import toolarge
 from tests.unit.nodeplugin import fakes
 
 
@@ -53,6 +54,10 @@ async def test_lists_pages_then_follows_the_watch_and_resumes() -> None:
         await client.events.put(apiclient.WatchEvent(
             type="ERROR", object={"kind": "Status", "code": 410, "message": "too old"}))
         await _until(lambda: informer.lists == 2)
+        # and so does kube-apiserver's 504 "Too large resource version" (its store went back)
+        await client.events.put(apiclient.WatchEvent(type="ERROR", object=toolarge.status(
+            toolarge.UNCACHED["watch-initial-events"], 176, 6)))
+        await _until(lambda: informer.lists == 3)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -85,7 +85,7 @@ async def test_conflict_names_fields_and_manager_then_force_takes_over(
     assert status["message"] == ('Apply failed with 1 conflict: conflict with "editor" using'
                                  f" {GV}: .metadata.labels.team")
     assert status["details"] == {"causes": [{
-        "type": "FieldManagerConflict", "message": f'conflict with "editor" using {GV}',
+        "reason": "FieldManagerConflict", "message": f'conflict with "editor" using {GV}',
         "field": ".metadata.labels.team"}]}
     forced = await _apply(client, config(team="c"), manager="alpha", force="true")
     assert forced.status_code == 200

@@ -203,7 +203,7 @@ def test_conflict_with_an_update_manager_is_kubes_409() -> None:
         'Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using'
         f" {GV}: .metadata.labels.app")
     assert caught.value.details == {"causes": [{
-        "type": "FieldManagerConflict",
+        "reason": "FieldManagerConflict",
         "message": f'conflict with "kubectl-client-side-apply" using {GV}',
         "field": ".metadata.labels.app"}]}
 

@@ -85,7 +85,17 @@ async def test_resource_version_rules(registry: build.Registry, storage: sqlite.
             resource_version=str(current + 10)))
     body = too_large.value.body()
     assert body["code"] == 504
-    assert body["details"]["causes"][0]["type"] == "ResourceVersionTooLarge"
+    assert body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+    assert body["details"]["retryAfterSeconds"] == 1  # it waited for that version first
+    assert too_large.value.headers == {"Retry-After": "1"}
+    with pytest.raises(errors.Timeout) as paged:
+        await registry.modelartifacts.list("a", options.ListOptions(
+            resource_version=str(current + 10), limit=1))
+    assert "retryAfterSeconds" not in paged.value.body()["details"]  # answered at once
+    with pytest.raises(errors.Timeout) as exact:
+        await registry.modelartifacts.list("a", options.ListOptions(
+            resource_version=str(current + 10), resource_version_match=options.EXACT))
+    assert "retryAfterSeconds" not in exact.value.body()["details"]
     with pytest.raises(errors.Timeout):
         await registry.modelartifacts.get("a", "m00", resource_version=str(current + 1))
     with pytest.raises(errors.BadRequest, match="invalid resource version"):

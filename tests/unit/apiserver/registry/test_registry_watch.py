@@ -81,7 +81,8 @@ async def test_initial_events_newer_than_the_store_are_a_504(
     [event] = await _take(events, 1)
     assert event.type == "ERROR" and event.status is not None
     assert event.status["code"] == 504
-    assert event.status["details"]["causes"][0]["type"] == "ResourceVersionTooLarge"
+    assert event.status["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+    assert event.status["details"]["retryAfterSeconds"] == 1
 
 
 async def test_label_selector_turns_transitions_into_added_and_deleted(

@@ -65,3 +65,6 @@ class Pair(interface.Store):
 
     async def compact(self, revision: int) -> None:
         await self._reader.compact(revision)
+
+    async def fence(self, revision: int) -> int:
+        return await self._writer.fence(revision)

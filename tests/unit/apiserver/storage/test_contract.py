@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from apiserver.registry import statuses
 from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from tests.support import etcd
+from tests.support import etcd, toolarge
 from tests.unit.apiserver.storage import shared_pair
 
 # Generous bounds so a loaded CI machine never fails a correct store; they only turn a hang
@@ -215,6 +216,95 @@ async def test_list_in_the_future_is_refused(store: interface.Store) -> None:
     with pytest.raises(interface.FutureRevision) as caught:
         await store.list("/f/", revision=current + 1)
     assert caught.value.current == current
+
+
+async def test_a_list_from_a_future_revision_answers_like_kube_apiserver(
+        store: interface.Store) -> None:
+    # tests/data/kube-samples/resource-version-too-large.json: a list at that exact revision
+    # (Exact, or a page) is refused at once; one that any newer state would do (NotOlderThan)
+    # waits for it first, then is refused with retryAfterSeconds and Retry-After
+    await store.create("/f/a", b"v")
+    current = await store.current_revision()
+    future = current + 1000
+    with pytest.raises(interface.FutureRevision) as exact:
+        await store.list("/f/", revision=future)
+    refused = statuses.from_storage(exact.value)
+    assert refused.body() == toolarge.status(toolarge.CACHED["list-exact"], future, current)
+    assert refused.headers.get("Retry-After") == toolarge.retry_after(
+        toolarge.CACHED["list-exact"]) is None
+    with pytest.raises(interface.FutureRevision) as recent:
+        await store.list_recent("/f/", not_older_than=future, wait=0.05)
+    refused = statuses.from_storage(recent.value)
+    answer = toolarge.CACHED["list-notolderthan"]
+    assert refused.body() == toolarge.status(answer, future, current)
+    assert refused.headers.get("Retry-After") == toolarge.retry_after(answer) == "1"
+
+
+async def test_a_list_waits_for_a_revision_the_store_reaches_in_time(
+        store: interface.Store) -> None:
+    before = await store.current_revision()
+    waiting = asyncio.ensure_future(
+        store.list_recent("/w/", not_older_than=before + 1, wait=_PATIENCE))
+    await asyncio.sleep(0.05)
+    record = await store.create("/w/a", b"v")
+    page = await asyncio.wait_for(waiting, _PATIENCE)
+    assert page.revision >= record.revision and record in page.records
+
+
+async def test_a_watch_from_a_future_revision_waits_then_sends_what_follows_it(
+        store: interface.Store) -> None:
+    # as kube-apiserver (the recording's "watch" and "watch-then-writes"): no error, nothing
+    # until the store passes that revision, then only what happens after it
+    current = await store.current_revision()
+    after = current + 2
+    events = asyncio.ensure_future(collect(store, "/q/", after, 2))
+    updates: list[interface.Event | interface.Progress] = []
+
+    async def follow() -> None:
+        async for update in store.updates("/q/", after=after):
+            updates.append(update)
+            if sum(isinstance(u, interface.Event) for u in updates) == 2:
+                return
+
+    following = asyncio.ensure_future(asyncio.wait_for(follow(), _PATIENCE))
+    await asyncio.sleep(0.3)
+    assert not events.done() and not updates  # silent while the store is behind
+    written = [await store.create(f"/q/{n}", b"v") for n in "abcd"]
+    assert [e.record for e in await events] == written[2:]
+    await following
+    assert [u.record for u in updates if isinstance(u, interface.Event)] == written[2:]
+    assert all(u.revision > after for u in updates if isinstance(u, interface.Progress))
+
+
+async def test_a_fence_continues_above_a_revision_and_expires_all_history(
+        store: interface.Store) -> None:
+    # what the server does at start with a store behind its revision mark (apiserver/storage/
+    # marks.py): the live records stay, numbering goes on above the mark, and every earlier
+    # revision is compacted, so a client holding one lists again (410)
+    a = await store.create("/g/a", b"a1")
+    b = await store.create("/g/b", b"b1")
+    a2 = await store.update("/g/a", b"a2", expected_revision=a.revision)
+    before = await store.current_revision()
+    reached = await store.fence(before + 100)
+    assert reached >= before + 100
+    assert await store.current_revision() >= reached
+    assert await store.oldest_revision() == reached
+    now = await store.list("/g/")
+    assert now.records == [a2, b] and now.revision >= reached
+    assert await store.get("/g/a") == a2
+    for old in (before, before + 50, reached - 1):
+        with pytest.raises(interface.Compacted):
+            await store.list("/g/", revision=old)
+    for old in (before, before + 50):  # (etcd still replays from F itself: after F - 1)
+        with pytest.raises(interface.Compacted):
+            await collect(store, "/g/", old, 1)
+    at = await store.list("/g/", revision=reached)
+    assert at.records == [a2, b]
+    c = await store.create("/g/c", b"c1")
+    assert c.revision > reached
+    assert [e.record for e in await collect(store, "/g/", reached, 1)] == [c]
+    again = await store.fence(reached - 10)  # behind the store: nothing moves back
+    assert again >= c.revision and await store.get("/g/c") == c
 
 
 async def test_compaction_forgets_history_but_keeps_live_records(store: interface.Store) -> None:

@@ -1,4 +1,5 @@
-"""The informer: list then watch, bookmarks, a relist after 410 reported as a difference,
+"""The informer: list then watch, bookmarks, a relist after 410 (or 504 "Too large resource
+version") reported as a difference,
 backoff after failures on the manual clock, indexes, and resync."""
 
 from __future__ import annotations
@@ -78,6 +79,31 @@ async def test_list_watch_bookmarks_and_a_relist_after_expiry() -> None:
     assert seen == [(None, "1"), (None, "2"), ("1", "3"),  # list, then the watch
                     ("2", None), ("3", "5"), (None, "6")]  # the relist's difference
     assert sorted(inf.keys()) == [("a", "x"), ("a", "z")]
+
+
+async def test_a_version_the_server_has_not_reached_is_a_relist_too() -> None:
+    # the server's store went back to an empty one: the worker's informer held 176; the store's
+    # answer (the in-process client's and the HTTP one's, worded as kube-apiserver's) lists
+    # again, and what the old store held is deleted from the copy, what it holds now added
+    too_large = errors.from_status(504, "Timeout: Too large resource version: 176, current: 6")
+    assert isinstance(too_large, errors.TooLarge)
+    api = Scripted()
+    api.lists = [clients.ListResult([obj("x", 170), obj("y", 176)], "176"),
+                 clients.ListResult([obj("z", 6)], "6")]
+    api.watches = [[too_large], []]
+    seen: list[tuple[str | None, str | None]] = []
+    clock = manual.ManualClock()
+    inf = informer.Informer(api, RESOURCE, clock)
+    inf.add_handler(lambda old, new: seen.append(
+        ((old or {}).get("metadata", {}).get("name"),
+         (new or {}).get("metadata", {}).get("name"))))
+    task = asyncio.create_task(inf.run())
+    await waiting.until(lambda: len(api.watched_from) == 2)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert api.watched_from == ["176", "6"] and clock.pending() == []
+    assert seen[2:] == [("x", None), ("y", None), (None, "z")]
+    assert inf.keys() == [("a", "z")]
 
 
 async def test_failures_back_off_on_the_clock() -> None:

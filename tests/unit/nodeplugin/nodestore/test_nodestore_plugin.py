@@ -1,6 +1,7 @@
 """The assembled plugin's node store on a manual clock (fake mounter, fake APIs): its own status
 writes never trigger another report, a quiet node writes nothing, a mount is reported at once,
-collection runs every five minutes, a recreated object gets the whole status again."""
+collection runs every five minutes, a recreated object gets the whole status again, and so does
+one whose status the server lost (its store went back; the watch answered 410 or 504)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
+import kube
 from nodeplugin import plugin
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.nodestore import collect, reporter
@@ -115,6 +117,32 @@ async def test_a_recreated_object_gets_the_whole_status_again(node: Node) -> Non
     await _until(lambda: len(node.api.writes) == 2)
     assert node.api.writes[1] == node.api.writes[0] | {
         "conditions": node.api.writes[1]["conditions"]}
+
+
+@pytest.mark.parametrize("answer", [
+    kube.Expired(410, "Expired", "too old resource version: 176 (1177)"),
+    kube.TooLargeResourceVersion(504, "Timeout",
+                                 "Timeout: Too large resource version: 176, current: 6")])
+async def test_a_store_that_went_back_gets_the_whole_status_again(
+        node: Node, answer: kube.KubeError) -> None:
+    # the same object (UID, generation) without the status the plugin wrote: the server's store
+    # was replaced by an older copy or an empty one the worker filled again, so the watch the
+    # plugin held fails; the relist finds it, and the whole status is written at once
+    node.api.put(fakes.node_store())
+    await _until(lambda: len(node.api.writes) == 1)
+    node.api.roll(fakes.node_store(), answer)
+    await _until(lambda: len(node.api.writes) == 2)
+    assert node.api.writes[1] == node.api.writes[0] | {
+        "conditions": node.api.writes[1]["conditions"]}
+    assert node.api.store is not None and node.api.store["status"] == node.api.writes[1]
+
+
+async def test_a_status_emptied_by_someone_else_is_written_again(node: Node) -> None:
+    node.api.put(fakes.node_store())
+    await _until(lambda: len(node.api.writes) == 1)
+    node.api.put(fakes.node_store())  # same UID and generation, no status
+    await _until(lambda: len(node.api.writes) == 2)
+    assert node.api.writes[1]["observedGeneration"] == 1
 
 
 async def _settle(rounds: int = 20) -> None:
