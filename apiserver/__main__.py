@@ -84,7 +84,8 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
     storage = revisions.guarded(settings, open_storage(settings), auth.cluster_client)
     registry = build.build(storage, admission=auth.admission)
     background = embedded.build_hooks(settings, registry, cluster_client=auth.cluster_client,
-                                      identity=lambda: auth.admission.facts.worker)
+                                      identity=lambda: auth.admission.facts.worker,
+                                      learning=auth.identity)
     if background.artifacts is not None:  # a prefetch's artifact is looked at from here on
         auth.admission.facts.artifacts = embedded.InformerArtifacts(background.artifacts)
     application = app.build(
@@ -99,6 +100,10 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         # Lease too), then what they talk to kube-apiserver with
         stop=[*auth.shutdown, storage.flush, *background.stop],
         revisions=storage,
+        # not ready while controllers that must run here wait for the worker identity
+        checks=[auth.identity] if auth.identity is not None and settings.controllers != "none"
+        else [],
+        collectors=[auth.identity] if auth.identity is not None else [],
     )
     return application
 

@@ -1,5 +1,8 @@
 """mount-warm: 1,000 NodePublishVolume calls of a published digest, 50 at a time, each to a new
-target, then 1,000 NodeUnpublishVolume; baseline: the same calls against a no-op servicer.
+target, then 1,000 NodeUnpublishVolume; baseline: the same calls against a no-op servicer. Also
+against today's plugin (``today``: the plugin before issue 34, which checked no tree before a
+mount; ``bench.start_trees`` runs it), on a cache and kubelet directory of its own, as
+``mount-warm-today``.
 
 The plugin runs as its own process against the real standalone API server, with real bind mounts
 (root needed). ``python -m bench.mount_warm noop|floor SOCKET BASE`` is a baseline's servicer
@@ -345,14 +348,26 @@ async def _run(base: pathlib.Path) -> dict[str, Any]:
         process = start_plugin(plugin_dir, server.kubeconfig, import_dir)
         stack.callback(unmount_under, plugin_dir)
         stack.callback(stop, process)
+        # today's plugin: its own cache, its kubelet directory inside the same filesystem
+        today_dir = base / "today"
+        (kubelet / "today").mkdir()
+        sockets["today"] = today_dir / "csi.sock"
+        today = subprocess.Popen(
+            [sys.executable, "-m", "bench.start_trees", "today", "--node-name", "bench",
+             "--endpoint", f"unix://{sockets['today']}", "--root", str(today_dir / "cache"),
+             "--kubelet-dir", str(kubelet / "today"), "--kubeconfig", str(server.kubeconfig),
+             "--import-dir", str(import_dir), "--log-level", "WARNING"], cwd=REPO)
+        stack.callback(stop, today)
         for socket in sockets.values():
             await wait_serving(socket)
-        async with grpc.aio.insecure_channel(f"unix:{sockets['plugin']}") as channel:
-            stub = csi_pb2_grpc.NodeStub(channel)
-            warm = publish_request(kubelet, "warm-up", "bench", "warm", uid, digest)
-            await publish_until_ok(stub, warm)  # materialize once: now it is warm
-            await stub.NodeUnpublishVolume(csi_pb2.NodeUnpublishVolumeRequest(
-                volume_id=warm.volume_id, target_path=warm.target_path))
+        for name in ("plugin", "today"):
+            async with grpc.aio.insecure_channel(f"unix:{sockets[name]}") as channel:
+                stub = csi_pb2_grpc.NodeStub(channel)
+                warm = publish_request(kubelet if name == "plugin" else kubelet / name,
+                                       "warm-up", "bench", "warm", uid, digest)
+                await publish_until_ok(stub, warm)  # materialize once: now it is warm
+                await stub.NodeUnpublishVolume(csi_pb2.NodeUnpublishVolumeRequest(
+                    volume_id=warm.volume_id, target_path=warm.target_path))
         # The baselines' targets lie on the same filesystem as the plugin's.
         requests = {name: [publish_request(kubelet / name if name != "plugin" else kubelet,
                                            f"pod-{i}", "bench", "warm", uid, digest)
@@ -398,6 +413,10 @@ def main() -> None:
         figures["noop_p99_unpublish_ms"], higher_is_better=False, params=params,
         rounds=rounds("unpublish", "noop"),
     )
+    # Against today's plugin (no tree checked before a mount): what the check costs a warm mount.
+    for phase, name in (("publish", "mount-warm-today"), ("unpublish", "mount-warm-today-unp")):
+        result.report(name, figures[f"p99_{phase}_ms"], "ms", figures[f"today_p99_{phase}_ms"],
+                      higher_is_better=False, params=params, rounds=rounds(phase, "today"))
     # Not targets: the plugin against the floor of the kernel work any plugin must do.
     for phase, name in (("publish", "mount-warm-floor"), ("unpublish", "mount-warm-floor-unp")):
         result.report(name, figures[f"p99_{phase}_ms"], "ms", figures[f"floor_p99_{phase}_ms"],

@@ -5,6 +5,11 @@ the API server), writing status through ``.../modelartifacts/{name}/status`` ove
 which proxies the aggregated API, or a standalone server). Secrets, claims, the settings
 ConfigMap and the Lease come from ``--cluster-kubeconfig`` (default: the same cluster), or, with
 ``--secrets-dir`` and no cluster, from the standalone sources.
+
+The controllers start once the process has learned who it writes as (a SelfSubjectReview over
+``--kubeconfig``, asked again with backoff while it fails: ``controllers.runtime.identity``);
+``--health-port`` serves ``/readyz`` (failing with the reason until then), ``/livez`` and
+``/metrics``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import kube
 import logs
 from controllers import assembly as runner
 from controllers import config as settings
-from controllers.runtime import leader
+from controllers import health
+from controllers.runtime import errors, identity, leader
 from controllers.sources import claims, cluster, kubeapi, secrets
 from timing import clock as clocks
 
@@ -46,6 +52,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=8, metavar="N",
                    help="artifacts resolved at once (default: 8)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--health-port", type=int, default=0, metavar="PORT",
+                   help="serve /readyz, /livez and /metrics over HTTP on this port "
+                   "(default: 0, none)")
+    p.add_argument("--health-bind-address", default="0.0.0.0", metavar="ADDRESS",
+                   help="the address of --health-port (default: 0.0.0.0)")
     settings.add_flags(p, serving=False)
     return p
 
@@ -86,19 +97,44 @@ async def run(args: argparse.Namespace, config: settings.Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    learning = identity.Learning(whoami(api), clock)
+    tasks = [asyncio.create_task(learning.run(), name="learn the worker identity")]
+    port = (asyncio.create_task(health.serve(learning, args.health_bind_address,
+                                             args.health_port, stop), name="health port")
+            if args.health_port else None)
     view.start()
-    running.start()
-    log.info("controllers started against %s", ours.cluster.server)
+    tasks.append(asyncio.create_task(learning.then(running.start), name="start the controllers"))
+    log.info("controllers against %s: starting once the worker identity is learned",
+             ours.cluster.server)
     try:
         await stop.wait()
     finally:
         log.info("stopping")
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if port is not None:  # it ends on ``stop``
+            await asyncio.gather(port, return_exceptions=True)
         await running.stop()
         await view.stop()
         await ours.aclose()
         if theirs is not None and theirs is not ours:
             await theirs.aclose()
         shutil.rmtree(state, ignore_errors=True)
+
+
+def whoami(api: kubeapi.KubeApi) -> identity.Attempt:
+    """One attempt at learning who this process writes status as."""
+
+    async def attempt() -> str:
+        try:
+            name = await api.whoami()
+        except errors.ApiError as exc:
+            return f"the SelfSubjectReview failed: {exc.code} {exc.message[:200]}"
+        log.info("the controllers write as %s (SelfSubjectReview)", name)
+        return ""
+
+    return attempt
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,6 +39,7 @@ Res = TypeVar("Res", bound=lk_resource.Resource)
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_USER_AGENT = "model-manager/0.1.0"
 RAW_BODY_LIMIT = 16 << 20
+SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 Selector = Mapping[str, Any] | str | None
 """A label or field selector: lightkube's mapping form or kube's string syntax."""
@@ -356,6 +357,18 @@ class Client:
                 return RawResponse(response.status_code, dict(response.headers), body)
         except Exception as exc:
             raise _translated(exc) from None
+
+    async def self_subject_review(self) -> dict[str, Any]:
+        """Who this client is to the server: a SelfSubjectReview's ``status.userInfo``
+        (``username``, ``uid``, ``groups``, ``extra``). Raises ``NotFound`` where it is not
+        served (kube-apiserver before 1.28)."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        answer = (await self.request("POST", SELF_SUBJECT_REVIEWS, json_body=body)).json()
+        status = answer.get("status") if isinstance(answer, dict) else None
+        found = status.get("userInfo") if isinstance(status, dict) else None
+        if not isinstance(found, dict):
+            raise errors.ServerError(201, "BadResponse", "the SelfSubjectReview has no userInfo")
+        return found
 
     async def version(self) -> VersionInfo:
         """kube-apiserver's ``/version``."""

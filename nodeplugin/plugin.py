@@ -1,12 +1,15 @@
 """Assemble and run the node plugin: cache start-up, informer, node store, CSI server, shutdown.
 
-Start-up order matters: references are rebuilt from the live mount table, stray partial
-directories removed and every published tree's files checked against its manifest *before* the
-socket serves, so a restart never forgets a mounted Pod nor serves a damaged tree; the socket
-serves Identity and NodeGetInfo at once, while mounts answer Unavailable until the informer's
-first list completes. The node store (its spec, status, collection and scrub) starts with the
-socket. The HTTPS port (metrics, health, running downloads) starts last and is ready once the
-informer has synced. Every call to the API goes through one ``kube.Client``.
+Start-up order matters: references are rebuilt from the live mount table and stray partial
+directories removed *before* the socket serves, so a restart never forgets a mounted Pod; every
+published tree is then checked (``cache.integrity``: its stored manifest hashes to its digest,
+its files have the manifest's names and sizes) by a pass that starts as the socket serves, and a
+mount of a tree the pass has not reached yet checks that tree first, so no damaged tree is
+mounted and the socket does not wait for the checks. The socket serves Identity and NodeGetInfo
+at once, while mounts answer Unavailable until the informer's first list completes. The node
+store (its spec, status, collection and scrub; the scrub's first pass once the start checks are
+done) starts with the socket. The HTTPS port (metrics, health, running downloads) starts last
+and is ready once the informer has synced. Every call to the API goes through one ``kube.Client``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from hub import errors as hub_errors
 from nodeplugin import apiclient, artifacts, metrics, prefetchapi, reviews, scrub, serve
 from nodeplugin.cache import (
     fsutil,
+    integrity,
     inventory,
     layout,
     locks,
@@ -77,6 +81,10 @@ class Config:
     downloads_token_file: str | None = None
     peer: peer_assembly.Settings = dataclasses.field(default_factory=peer_assembly.Settings)
     """Node-to-node sync (``--peer-port``; off by default)."""
+    check_trees: bool = True
+    """False skips the check of the trees found at start (at start and before a first mount);
+    no flag sets it: ``bench start-trees`` and ``bench mount-warm`` run their baseline of the
+    plugin before issue 34 with it."""
 
 
 @dataclasses.dataclass
@@ -101,6 +109,9 @@ class Plugin:
     failures: backoff.Backoff
     quarantined: quarantine.Quarantine
     ledger: capacity.Capacity
+    checks: integrity.Integrity
+    checks_task: asyncio.Task[None] | None = None
+    """The start checks' pass (done once every tree found at start was checked)."""
     reviewer: reviews.Reviewer | None = None
     kube_clients: list[kube.Client] = dataclasses.field(default_factory=list)
     """The API clients this plugin built (closed with it)."""
@@ -128,6 +139,10 @@ class Plugin:
             await self.peer_sync.stop_serving()  # while the store can still clear the URL
         self.informer_task.cancel()
         await asyncio.gather(self.informer_task, return_exceptions=True)
+        if self.checks_task is not None:
+            self.checks_task.cancel()
+            await asyncio.gather(self.checks_task, return_exceptions=True)
+        self.checks.done.set()  # what waits for the checks (the inventory's scan) stops too
         await self.store.stop()
         await self.materializer.close()
         if self.peer_sync is not None:
@@ -156,11 +171,15 @@ class Stock:
         """The first measurement (None before ``start``)."""
         return self._scan
 
-    def start(self) -> None:
-        """Measure what is on disk, in the background: the socket need not wait for it."""
-        self._scan = asyncio.create_task(self._measure_all(), name="measure the cache")
+    def start(self, after: asyncio.Event | None = None) -> None:
+        """Measure what is on disk, in the background: the socket need not wait for it; after
+        ``after`` is set (the start checks: both walk every tree, and a tree they quarantine
+        need not be measured)."""
+        self._scan = asyncio.create_task(self._measure_all(after), name="measure the cache")
 
-    async def _measure_all(self) -> None:
+    async def _measure_all(self, after: asyncio.Event | None) -> None:
+        if after is not None:
+            await after.wait()
         try:
             await asyncio.to_thread(self.inventory.scan)
         except OSError as exc:
@@ -168,7 +187,11 @@ class Stock:
 
     def completed(self, done: interface.Completion) -> None:
         """The materializer's completion callback."""
-        task = asyncio.create_task(self._refresh(done.digest), name=f"measure {done.digest}")
+        self.refresh(done.digest)
+
+    def refresh(self, digest: str) -> None:
+        """Measure ``digest`` again, in the background (it was published or taken away)."""
+        task = asyncio.create_task(self._refresh(digest), name=f"measure {digest}")
         self._refreshes.add(task)
         task.add_done_callback(self._refreshes.discard)
 
@@ -302,9 +325,12 @@ async def start(
     published = await asyncio.to_thread(cache.published)
     await usage_store.reconcile(references.digests(), published)
     held = quarantine.Quarantine(cache)
-    damaged = await asyncio.to_thread(scrub.verify_published, cache, held, clock.now())
-    log.info("cache %s: %d published trees (%d failed their check), %d live mounts", cache.root,
-             len(published), len(damaged), len(references))
+    digest_locks = locks.DigestLocks()
+    checks = integrity.Integrity(cache, held, digest_locks, now=clock.now)
+    moved = await asyncio.to_thread(checks.legacy)
+    checks.expect([d for d in published if d not in moved] if config.check_trees else [])
+    log.info("cache %s: %d published trees (checked once the socket serves), %d live mounts",
+             cache.root, len(published) - len(moved), len(references))
     built: list[kube.Client] = []
     if client is None:
         if kube_client is None:
@@ -317,7 +343,6 @@ async def start(
     if reviewer is None and cluster_client is not None and not config.downloads_token_file:
         reviewer = reviews.TokenReviewer(cluster_client, clock=clock)
     informer = artifacts.Informer(client)
-    digest_locks = locks.DigestLocks()
     mount = mount or mounter.LinuxMounter()
     readonly_view = view.View(cache, mount)
     readonly_view.open()
@@ -329,6 +354,7 @@ async def start(
         digest_locks=digest_locks,
         kubelet_dir=config.kubelet_dir,
         readonly_view=readonly_view,
+        checks=checks if config.check_trees else None,
     )
     failures = failures or backoff.Backoff(cache)
     ledger = capacity.Capacity(cache.root, high_percent=_flag_high(config, cache))
@@ -358,18 +384,27 @@ async def start(
                          ca_bundle=config.hub.ca_bundle),
         cache=cache, references=references, usage_store=usage_store,
         digest_locks=digest_locks, materializer=front, failures=failures, quarantined=held,
-        ledger=ledger, stock=stock.inventory, tree_facts=tree_facts, clock=clock,
+        checks=checks, ledger=ledger, stock=stock.inventory, tree_facts=tree_facts, clock=clock,
         api=store_api, make_hub=make_hub, read_mountinfo=read_mountinfo,
         origins=tree_origins.all, peer=peer_url if store_api is not None else None,
     )  # fmt: skip
     peer_url.changed = store.changed
     front.on_started = lambda digest: store.changed()
+
+    def quarantined_tree(digest: str) -> None:
+        tree_facts.forget(digest)
+        stock.inventory.drop_tree(digest)  # no longer published: at once, then measured again
+        stock.refresh(digest)
+        store.quarantined(digest)
+
+    checks.changed = quarantined_tree
+    # a held copy goes once its last Pod unmounts it
+    volume_set.unpublished = lambda: store.collector.poke() if held.all() else None
     node_service = node.Node(
         node_name=config.node_name,
         informer=informer,
         volume_set=volume_set,
         materializer=front,
-        quarantined=held,
         tree_facts=tree_facts,
     )
     measured_sources = metrics.sources_for(
@@ -383,15 +418,16 @@ async def start(
         high_watermark_percent=lambda: ledger.high_percent,
         store_ready=lambda: store.state.invalid is None,
         verification_failures=lambda: {
-            ("start", metrics.Check.SIZE.value): len(damaged),
+            **{("start", check.value): n for check, n in checks.failures.items()},
             **{("scrub", check.value): n for check, n in store.scrubber.failures.items()}},
     ))  # fmt: skip
     front.add_done_callback(measured.completed)
     front.add_done_callback(stock.completed)
     stock.refreshed.append(lambda digest: store.changed())
     grpc_server = await server.start(config.endpoint, identity.Identity(VERSION), node_service)
+    checking = asyncio.create_task(checks.check_all(), name="start checks")
     task = asyncio.create_task(informer.run(), name="artifact informer")
-    stock.start()
+    stock.start(after=checks.done)
     store.start(settled=stock.scan)
     elapsed = time.monotonic() - began
     log.info("serving CSI on %s as node %s (started in %.3fs)", config.endpoint, config.node_name,
@@ -399,7 +435,8 @@ async def start(
     running = Plugin(config, cache, informer, volume_set, front, grpc_server, client, task,
                      elapsed, node_service=node_service, metrics=measured, stock=stock,
                      store=store, gate=front, failures=failures, quarantined=held,
-                     ledger=ledger, reviewer=reviewer, kube_clients=built, peer_url=peer_url)
+                     ledger=ledger, checks=checks, checks_task=checking, reviewer=reviewer,
+                     kube_clients=built, peer_url=peer_url)
     if config.secure_port:
         running.https_task = await start_https(running, measured.registry)
     if holders is not None and cluster_client is not None:
@@ -430,7 +467,7 @@ async def start_peers(running: Plugin, holders: peer_holders.Holders, api: kube.
     cert, key = files
     return await peer_assembly.serve_port(
         config.peer, holders, cache=running.cache, api=api, bind_address=config.bind_address,
-        cert=cert, key=key, quarantined=lambda d: running.quarantined.get(d) is not None,
+        cert=cert, key=key, withheld=lambda d: d in running.checks.pending,
         clock=clock, published=published)
 
 
@@ -474,7 +511,8 @@ async def start_https(
         worker_user=config.worker_user,
         prefetch=prefetchapi.handler(
             informer=running.informer, kubelet_dir=running.volume_set.targets.base,
-            materializer=running.materializer, quarantined=running.quarantined),
+            materializer=running.materializer,
+            checks=running.checks if running.config.check_trees else None),
     )
     cfg = serve.hypercorn_config_for(config.bind_address, config.secure_port, cert, key)
     log.info("serving HTTPS on %s:%d (metrics, health, downloads)", config.bind_address,

@@ -5,8 +5,9 @@ Served to the worker identity only (``serve.make_app`` admits the caller as for
 ``/model/downloads``). The artifact is judged by the mount authorization itself
 (``authorize.authorize``, rules 2 and 3: it exists in the named namespace with that UID, has a
 hub source, is Resolved=True and resolved to that digest), against the informer's copy of the
-API, exactly as a volume of a Pod in that namespace would be; a quarantined digest is refused as
-it is to a mount. Then the digest goes through the node cache's ordinary path
+API, exactly as a volume of a Pod in that namespace would be; a tree found at start is checked
+first if start-up has not reached it yet, as for a mount. Then the digest goes through the node
+cache's ordinary path
 (``Materializer.ensure``: download, verify, publish once), as a mount's would. Nothing is mounted
 and the digest's last use is not touched: warming a node is not using the model.
 
@@ -32,7 +33,7 @@ from typing import Any
 from starlette import requests, responses
 
 from nodeplugin import artifacts, authorize, errors
-from nodeplugin.cache import quarantine
+from nodeplugin.cache import integrity
 from nodeplugin.csi import node
 from nodeplugin.materialize import interface
 from openapi import grammar, jsondepth, names, sources, states, volume
@@ -131,7 +132,7 @@ def handler(
     informer: artifacts.Informer,
     kubelet_dir: str,
     materializer: interface.Materializer,
-    quarantined: quarantine.Quarantine | None = None,
+    checks: integrity.Integrity | None = None,
 ) -> Handler:
     """The route's handler (the caller admits the worker before calling it)."""
 
@@ -149,11 +150,8 @@ def handler(
         grant = authorize.authorize(
             informer, kubelet_dir=kubelet_dir, target=f"{kubelet_dir}/{PSEUDO_TARGET}",
             mount_capability=True, volume_context=volume_context, walk=False)
-        if quarantined is not None:
-            held = quarantined.get(grant.digest)
-            if held is not None:
-                raise errors.Unavailable(
-                    f"materializing {grant.digest} failed (IntegrityMismatch): {held.message}")
+        if checks is not None:
+            await checks.before_use(grant.digest)
         art = grant.artifact
         progress = await materializer.ensure(interface.Request(
             digest=grant.digest,

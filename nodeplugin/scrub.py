@@ -1,36 +1,34 @@
-"""Integrity of published trees after publication: a check at start and a background re-hash.
+"""Integrity of published trees after publication: the background re-hash.
 
 Content is verified once, as it arrives. Afterwards a disk error, a bit flip or a hand on the
 node can still change it (seed 003: "tampering after READY"), so:
 
-- **At start**, before the socket serves, every published tree is compared with its manifest
-  (``.gpustack-manifest``): the same files, regular, of the same sizes (``check_sizes``). One
-  ``stat`` per file, no reads.
+- **At start and before a tree's first mount**, the cheap check of ``cache.check`` (the stored
+  manifest hashes to the digest, the files are the manifest's, of its sizes), run by
+  ``cache.integrity`` for every tree found at start, without delaying the socket.
 - **In the background** (``Scrubber``) every published tree is re-hashed against its manifest,
-  ``sha256`` or the git blob SHA-1 as at download. A full pass is spread over ``interval``
-  (default 7 days) and never reads faster than ``bytes_per_second``.
+  ``sha256`` or the git blob SHA-1 as at download, after that same cheap check. A full pass is
+  spread over ``interval`` (default 7 days) and never reads faster than ``bytes_per_second``.
 
-A mismatch quarantines the tree at once (``cache.quarantine``): new mounts are refused with the
-reason, running Pods keep theirs, and collection removes it once no Pod references it. A tree
-without a manifest (published before manifests were kept) cannot be checked and is left alone.
+A failure quarantines the tree at once (``Integrity.quarantine``): it is taken out of
+``objects/``, running Pods keep their mounts, the next mount materializes the digest again, and
+collection removes the held copy once no Pod mounts it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import datetime
 import hashlib
 import logging
 import os
 import pathlib
-import stat
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-from nodeplugin.cache import layout, quarantine
+from nodeplugin.cache import check, integrity, layout, quarantine
 from nodeplugin.materialize import interface
 from openapi import manifest
 from timing import clock as clocks
@@ -40,8 +38,6 @@ log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 DEFAULT_INTERVAL = 7 * 24 * 3600.0
 DEFAULT_BYTES_PER_SECOND = 64 << 20
-SIZE_MESSAGE = "a published file is missing, added or of another size than its manifest says"
-HASH_MESSAGE = "a published file's hash no longer matches its manifest"
 Throttle = Callable[[int], bool]
 """Called (in the scrub's thread) after each chunk read with its size; False means stop now."""
 
@@ -52,58 +48,27 @@ class Hasher(Protocol):
     def update(self, data: bytes, /) -> None: ...
 
 
-def entries_of(cache: layout.Layout, digest: str) -> list[manifest.Entry] | None:
-    """The tree's manifest, or None when it keeps none (or it cannot be read)."""
+def tree_id(cache: layout.Layout, digest: str) -> quarantine.TreeId | None:
+    """Which directory is the digest's tree now (None when there is none)."""
     try:
-        data = (cache.published_path(digest) / layout.MANIFEST).read_bytes()
+        found = os.stat(cache.published_path(digest))
     except OSError:
         return None
-    try:
-        return manifest.parse(data)
-    except manifest.ManifestError as exc:
-        log.warning("the manifest kept in %s cannot be read: %s", digest, exc)
-        return None
-
-
-def check_sizes(cache: layout.Layout, digest: str) -> str | None:
-    """What is wrong with the tree's files compared with its manifest (names, types, sizes),
-    or None. Blocking: one ``lstat`` per file."""
-    entries = entries_of(cache, digest)
-    if entries is None:
-        return None
-    root = cache.published_path(digest)
-    found: dict[str, int] = {}
-    for directory, dirnames, filenames in os.walk(root, followlinks=False):
-        rel = os.path.relpath(directory, root)
-        for name in dirnames + filenames:
-            path = name if rel == "." else f"{rel}/{name}"
-            if rel == "." and name in (layout.MARKER, layout.MANIFEST):
-                continue
-            mode = os.lstat(os.path.join(directory, name)).st_mode
-            if stat.S_ISDIR(mode):
-                continue
-            if not stat.S_ISREG(mode):
-                return f"{path}: not a regular file"
-            found[path] = os.lstat(os.path.join(directory, name)).st_size
-    for entry in entries:
-        if entry.path not in found:
-            return f"{entry.path}: missing"
-        if found[entry.path] != entry.size:
-            return f"{entry.path}: {found[entry.path]} bytes, the manifest says {entry.size}"
-    extra = sorted(set(found) - {entry.path for entry in entries})
-    if extra:
-        return f"{extra[0]}: not in the manifest"
-    return None
+    return found.st_dev, found.st_ino
 
 
 def rehash(cache: layout.Layout, digest: str,
            throttle: Throttle) -> tuple[interface.Check, str] | None:
-    """Hash every file of the tree again; the verification that failed and what does not
-    match, or None. Blocking. Stops early (answering None) when ``throttle`` says so."""
-    problem = check_sizes(cache, digest)
+    """The cheap check, then every file of the tree hashed again; the verification that failed
+    and what does not match, or None. Blocking. Stops early (answering None) when ``throttle``
+    says so."""
+    problem = check.problem(cache, digest)
     if problem is not None:
-        return interface.Check.SIZE, problem
-    entries = entries_of(cache, digest) or []
+        return problem
+    try:
+        _, entries = check.stored(cache, digest)
+    except check.Damaged:
+        return None  # collected or replaced since: the next pass looks again
     root = cache.published_path(digest)
     for entry in entries:
         if entry.algorithm == "sha256":
@@ -152,22 +117,6 @@ def _hash_file(path: pathlib.Path, hasher: Hasher, throttle: Throttle) -> bool |
             return None
 
 
-def verify_published(cache: layout.Layout, records: quarantine.Quarantine,
-                     now: datetime.datetime) -> list[str]:
-    """The start-up check of every published tree (names, types and sizes); quarantines what
-    fails and returns those digests. Blocking."""
-    failed: list[str] = []
-    for digest in cache.published():
-        if digest in records:
-            continue
-        problem = check_sizes(cache, digest)
-        if problem is not None:
-            log.error("integrity: %s at start: %s; quarantined", digest, problem)
-            records.add(digest, SIZE_MESSAGE, now)
-            failed.append(digest)
-    return failed
-
-
 class Pacer:
     """A ``Throttle`` holding reads to ``bytes_per_second`` (0: unlimited), and stopping when
     ``stop`` is set. Sleeps in the scrub's thread."""
@@ -189,24 +138,22 @@ class Pacer:
 
 class Scrubber:
     """Re-hashes every published tree, one full pass per ``interval``, reading at most
-    ``bytes_per_second``; calls ``quarantined(digest)`` after quarantining one. ``failures``
-    counts what it found by the verification that failed (for the metrics)."""
+    ``bytes_per_second``; quarantines what fails through ``checks``. ``failures`` counts what it
+    found by the verification that failed (for the metrics)."""
 
     def __init__(
         self,
         cache: layout.Layout,
-        records: quarantine.Quarantine,
+        checks: integrity.Integrity,
         *,
         clock: clocks.Clock,
-        quarantined: Callable[[str], None],
         interval: float = DEFAULT_INTERVAL,
         bytes_per_second: int = DEFAULT_BYTES_PER_SECOND,
         throttle: Callable[[float, threading.Event], Throttle] = Pacer,
     ) -> None:
         self._cache = cache
-        self._records = records
+        self._checks = checks
         self._clock = clock
-        self._quarantined = quarantined
         self.interval = interval
         self.bytes_per_second = bytes_per_second
         self._throttle = throttle
@@ -219,8 +166,10 @@ class Scrubber:
         self._stop.set()
 
     async def run(self) -> None:
-        """Pass after pass until stopped; a pass that ends early waits out its interval."""
+        """Pass after pass until stopped, the first once the start checks are done (they
+        check the same trees first); a pass that ends early waits out its interval."""
         try:
+            await self._checks.done.wait()
             while not self._stop.is_set():
                 began = self._clock.monotonic()
                 await self.scrub_once()
@@ -242,25 +191,27 @@ class Scrubber:
         for digest in digests:
             if self._stop.is_set():
                 break
-            if digest in self._records:
-                continue
+            judged = await asyncio.to_thread(tree_id, self._cache, digest)
+            if judged is None:
+                continue  # collected since the listing
             failed = await asyncio.to_thread(rehash, self._cache, digest, throttle)
             self.checked += 1
             if failed is None:
                 continue
-            check, problem = failed
-            self.failures[check] += 1
-            log.error("integrity: %s: %s; quarantined (mounted Pods keep it until they end)",
-                      digest, problem)
-            message = HASH_MESSAGE if check is interface.Check.HASH else SIZE_MESSAGE
-            await asyncio.to_thread(self._records.add, digest, message, self._clock.now())
-            found.append(digest)
-            self._quarantined(digest)
+            kind, problem = failed
+            self.failures[kind] += 1
+            log.error("integrity: %s: %s; quarantined (mounted Pods keep it until they end, the "
+                      "next mount materializes it again)", digest, problem)
+            if await self._checks.quarantine(digest, kind, judged):
+                found.append(digest)
         self.passes += 1
         return found
 
     def _total(self, digests: list[str]) -> int:
         total = 0
         for digest in digests:
-            total += sum(e.size for e in entries_of(self._cache, digest) or [])
+            try:
+                total += sum(e.size for e in check.stored(self._cache, digest)[1])
+            except check.Damaged:
+                continue
         return total

@@ -19,7 +19,6 @@ AUTHENTICATION_V1 = "authentication.k8s.io/v1"
 AUTHORIZATION_V1 = "authorization.k8s.io/v1"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 
 class ResourceAttributes(TypedDict, total=False):
@@ -67,10 +66,6 @@ def token_review(token: str, audiences: tuple[str, ...] = ()) -> dict[str, Any]:
     if audiences:
         spec["audiences"] = list(audiences)
     return {"apiVersion": AUTHENTICATION_V1, "kind": "TokenReview", "spec": spec}
-
-
-def self_subject_review() -> dict[str, Any]:
-    return {"apiVersion": AUTHENTICATION_V1, "kind": "SelfSubjectReview"}
 
 
 def access_review_spec(attributes: attrs.Attributes) -> AccessReviewSpec:
@@ -149,8 +144,3 @@ def parse_access_review(body: Any) -> AccessReviewStatus:
         reason=reason if isinstance(reason, str) else "",
         evaluation_error=evaluation if isinstance(evaluation, str) else "",
     )
-
-
-def parse_self_subject_review(body: Any) -> users.UserInfo | None:
-    status = body.get("status") if isinstance(body, dict) else None
-    return user_info(status.get("userInfo")) if isinstance(status, dict) else None

@@ -1,11 +1,12 @@
 """The worker identity: the one user allowed to write a ModelArtifact's status.
 
 In a cluster the server runs as the worker's ServiceAccount, so it learns the name from
-kube-apiserver at start (docs/auth.md, "Status guards"): a SelfSubjectReview
-(``authentication.k8s.io/v1``, served since 1.28), or, where that is not served, a TokenReview
-of its own token. With neither, the identity is unknown: the server says why, status writes are
-refused with that reason, and the controllers must not start (they check ``known``). In
-standalone mode the name is configured (``--worker-user``) and its token is in the token file.
+kube-apiserver (docs/auth.md, "Status guards"): a SelfSubjectReview (``authentication.k8s.io/v1``,
+served since 1.28), or, where that is not served, a TokenReview of its own token. With neither,
+the identity is unknown: status writes are refused with the reason, and the controllers wait.
+``learn`` is one attempt; ``controllers.runtime.identity.Learning`` makes them, at start and
+again with backoff until one succeeds, logging and counting each failure. In standalone mode the
+name is configured (``--worker-user``) and its token is in the token file.
 """
 
 from __future__ import annotations
@@ -74,15 +75,14 @@ def expect(identity: WorkerIdentity, name: str) -> WorkerIdentity:
     when the server runs as someone else than configured."""
     if not name or not identity.known or identity.name == name:
         return identity
-    found = WorkerIdentity.unknown(
+    return WorkerIdentity.unknown(
         f"the server authenticates as {identity.name} ({identity.learned_by}), but --worker-user "
         f"says {name}")
-    log.error("worker identity unknown, controllers will not start: %s", found.reason)
-    return found
 
 
 async def learn(self_reviewer: SelfReviewer, token_reviewer: OwnTokenReviewer) -> WorkerIdentity:
-    """SelfSubjectReview first; TokenReview of the own token only where SSR is not served."""
+    """One attempt: SelfSubjectReview first; TokenReview of the own token only where SSR is not
+    served. Unknown, saying why, when neither tells (the caller logs it)."""
     try:
         found = await self_reviewer.whoami()
         log.info("worker identity %s (SelfSubjectReview)", found.name)
@@ -90,9 +90,7 @@ async def learn(self_reviewer: SelfReviewer, token_reviewer: OwnTokenReviewer) -
     except NotServed:
         ssr = "kube-apiserver does not serve SelfSubjectReview"
     except webhook.Unavailable as exc:
-        identity = WorkerIdentity.unknown(f"the SelfSubjectReview failed: {exc.reason}")
-        log.error("worker identity unknown, controllers will not start: %s", identity.reason)
-        return identity
+        return WorkerIdentity.unknown(f"the SelfSubjectReview failed: {exc.reason}")
     try:
         status = await token_reviewer.review_own_token()
     except (NotServed, webhook.Unavailable) as exc:
@@ -110,5 +108,4 @@ async def learn(self_reviewer: SelfReviewer, token_reviewer: OwnTokenReviewer) -
         else:
             log.info("worker identity %s (TokenReview of its own token)", status.user.name)
             return WorkerIdentity(status.user, learned_by="TokenReview")
-    log.error("worker identity unknown, controllers will not start: %s", identity.reason)
     return identity

@@ -64,14 +64,12 @@ class OwnIdentity:
 
     async def whoami(self) -> users.UserInfo:
         try:
-            answer = (await self.client.request(
-                "POST", reviews.SELF_SUBJECT_REVIEWS, json_body=reviews.self_subject_review(),
-            )).json()
+            answer = await self.client.self_subject_review()
         except kube.NotFound:
             raise worker.NotServed() from None
         except kube.KubeError as exc:
             raise unavailable(exc) from None
-        found = reviews.parse_self_subject_review(answer)
+        found = reviews.user_info(answer)
         if found is None:
             raise webhook.Unavailable("the SelfSubjectReview answer names no user",
                                       retriable=False)

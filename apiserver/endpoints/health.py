@@ -1,6 +1,11 @@
-"""Health and version: ``/healthz``, ``/livez``, ``/readyz`` (ready once storage started and, for
-a backend with its own check such as etcd, while that check passes) and ``/version`` (kube's
-``version.Info`` shape)."""
+"""Health and version: ``/healthz``, ``/livez``, ``/readyz`` (ready once storage started, for a
+backend with its own check such as etcd while that check passes, and while every ``Check`` the
+app was given passes, such as the worker identity's) and ``/version`` (kube's ``version.Info``
+shape).
+
+A failing ``/readyz`` lists its checks whatever was asked, as kube-apiserver does, each failed
+one with its reason when it gives one (``[-]worker-identity failed: ...``): a probe's log then
+says why."""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import importlib.metadata
 import platform
 import re
 import sys
+from collections.abc import Sequence
+from typing import Protocol
 
 import orjson
 from starlette.requests import Request
@@ -26,6 +33,15 @@ DEFAULT_MINOR = 33
 """The minor reported to a client whose User-Agent names none: the newest kubectl tested."""
 _CLIENT = re.compile(r"[^/\s]+/v1\.(?P<minor>[0-9]{1,3})\.")
 _BUILD_UNSAFE = re.compile(r"[^0-9A-Za-z.-]+")
+
+
+class Check(Protocol):
+    """One more readiness check: ``failing`` answers "" while it passes, else why not (short,
+    no secret: ``/readyz`` is open to anyone)."""
+
+    name: str
+
+    def failing(self) -> str: ...
 
 
 def project_version() -> str:
@@ -78,7 +94,14 @@ async def ready(request: Request) -> Response:
     storage: interface.Store | None = getattr(request.app.state, "storage", None)
     if storage is not None and storage.health_check:
         checks[storage.health_check] = checks["storage"] and await _backend_ok(storage)
-    return _check(request, checks, "readyz")
+    reasons: dict[str, str] = {}
+    more: Sequence[Check] = getattr(request.app.state, "checks", ())
+    for check in more:
+        why = check.failing()
+        checks[check.name] = not why
+        if why:
+            reasons[check.name] = why
+    return _check(request, checks, "readyz", reasons)
 
 
 async def _backend_ok(storage: interface.Store) -> bool:
@@ -96,12 +119,16 @@ async def version(request: Request) -> Response:
                     media_type="application/json")
 
 
-def _check(request: Request, checks: dict[str, bool], name: str) -> Response:
+def _check(request: Request, checks: dict[str, bool], name: str,
+           reasons: dict[str, str] | None = None) -> Response:
     passed = all(checks.values())
     status = 200 if passed else 503
-    if not infos.served(request.scope).query.has("verbose"):
-        return PlainTextResponse("ok" if passed else f"{name} check failed", status_code=status)
-    lines = [f"[+]{check} ok" if ok else f"[-]{check} failed" for check, ok in checks.items()]
+    if passed and not infos.served(request.scope).query.has("verbose"):
+        return PlainTextResponse("ok", status_code=status)
+    why = reasons or {}
+    lines = [f"[+]{check} ok" if ok else
+             f"[-]{check} failed" + (f": {why[check]}" if check in why else "")
+             for check, ok in checks.items()]
     lines.append(f"{name} check {'passed' if passed else 'failed'}")
     return PlainTextResponse("\n".join(lines) + "\n", status_code=status)
 

@@ -26,6 +26,7 @@ from apiserver.auth import (
 )
 from apiserver.endpoints import discovery, selfreviews
 from apiserver.options import config
+from controllers.runtime import identity as identities
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -41,6 +42,9 @@ class Auth:
     shutdown: list[Hook] = dataclasses.field(default_factory=list)
     cluster_client: kube.Client | None = None
     """Cluster mode: the server's own client (the worker identity), for the controllers too."""
+    identity: identities.Learning | None = None
+    """Cluster mode: the worker identity's learning (the controllers start once it learned;
+    readiness says why not meanwhile). None where the identity is configured (standalone)."""
     routes: list[BaseRoute] = dataclasses.field(default_factory=list)
     """Routes only this mode serves (standalone: the self reviews kube-apiserver answers in a
     cluster)."""

@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+from prometheus_client import registry as prometheus_registry
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -53,14 +54,17 @@ def build(
     groups: Sequence[discovery.Group] = (),
     startup: Sequence[StartupHook] = (),
     stop: Sequence[StartupHook] = (),
+    checks: Sequence[health.Check] = (),
+    collectors: Sequence[prometheus_registry.Collector] = (),
     max_body_bytes: int = config.MAX_BODY_BYTES,
     revisions: marks.Guarded | None = None,
 ) -> Starlette:
     """The API server app. ``resource_routes`` serve everything under the group version except
     its discovery document; ``groups`` are the other groups this mode serves (listed in
     discovery); ``startup`` hooks run after storage started, before readiness;
-    ``stop`` hooks run (in reverse order) before storage closes; ``revisions``: the storage
-    itself when it keeps a revision mark (``storage.marks``), for the metrics."""
+    ``stop`` hooks run (in reverse order) before storage closes; ``checks`` are more readiness
+    checks (``/readyz``) and ``collectors`` more metrics (``/metrics``); ``revisions``: the
+    storage itself when it keeps a revision mark (``storage.marks``), for the metrics."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -81,6 +85,8 @@ def build(
 
     # discovery first: it owns the exact group-version path the resource routes leave alone
     observed = served_metrics.Metrics(revisions)
+    for collector in collectors:
+        observed.registry.register(collector)
     routes: list[BaseRoute] = [
         *health.routes(),
         *served_metrics.routes(observed),
@@ -107,6 +113,7 @@ def build(
     app.state.ready = False
     app.state.shutdown = shutdown
     app.state.storage = storage
+    app.state.checks = tuple(checks)
     app.state.metrics = observed
     return app
 

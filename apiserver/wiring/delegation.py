@@ -5,13 +5,16 @@ authentication: front proxy (requestheader) -> client certificate -> bearer toke
 file when given, then TokenReview, cached); anonymous when none had an opinion.
 authorization: system:masters -> always-allowed paths -> SubjectAccessReview (cached).
 Trust comes from the flag files when given, else from the watched ConfigMap; both feed the TLS
-handshake bundle. At start, before listening: the trust is read, the worker identity is learned
-(SelfSubjectReview, else TokenReview of the own token) and kube-apiserver's version is read.
+handshake bundle. At start, before listening: the trust is read, the worker identity is asked for
+(SelfSubjectReview, else TokenReview of the own token; when that fails, asked again with backoff
+in the background until learned: ``controllers.runtime.identity``) and kube-apiserver's version
+is read.
 Built from ``apiserver.cluster``'s calls into the ``access.Auth`` either mode hands the app.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import kube
@@ -34,6 +37,8 @@ from apiserver.cluster import authconfig, pods, reviews, version
 from apiserver.options import config
 from apiserver.serving import tls
 from apiserver.wiring import access
+from controllers.runtime import identity as identities
+from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +93,22 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access
         if configmap.needed:
             await configmap.start()
 
+    async def attempt() -> str:
+        learned = worker.expect(await worker.learn(identity, identity), settings.worker_username)
+        cluster.worker = learned
+        return learned.reason
+
+    learning = identities.Learning(attempt, clocks.SystemClock())
+    retrying: list[asyncio.Task[None]] = []
+
     async def learn_worker() -> None:
-        learned = await worker.learn(identity, identity)
-        cluster.worker = worker.expect(learned, settings.worker_username)
+        if not await learning.first():
+            retrying.append(asyncio.create_task(learning.run(), name="learn the worker identity"))
 
     async def stop() -> None:
+        for task in retrying:
+            task.cancel()
+        await asyncio.gather(*retrying, return_exceptions=True)
         await configmap.stop()
         await cluster_version.stop()
         for client in clients.values():
@@ -105,4 +121,5 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access
         startup=[trust_sources, learn_worker, cluster_version.start],
         shutdown=[stop],
         cluster_client=own,
+        identity=learning,
     )

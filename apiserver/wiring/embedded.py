@@ -11,6 +11,10 @@ every claim present, ``--node NAME=URL`` and the worker's static token.
 The node stores controller (one NodeModelStore per node running the plugin) runs in this
 process whenever controllers run at all, with ``--controllers=external`` too: only the worker
 inside the API server can create NodeModelStores and write their spec.
+
+In a cluster the controllers (and, with ``external``, the node stores and prefetches) start once
+the worker identity is learned (``controllers.runtime.identity.Learning``): at once when the first
+attempt succeeds, else when a later one does.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from controllers.nodestores import settings as storesettings
 from controllers.prefetches import controller as prefetches
 from controllers.prefetches import placement, plugindelivery, warmup
 from controllers.runtime import client as clients
+from controllers.runtime import identity as identities
 from controllers.runtime import informer, leader
 from controllers.sources import claims, cluster, kubeapi, plugins, secrets
 from openapi import sources
@@ -131,16 +136,31 @@ def node_stores(
         configz=nodestores.KubeConfigz(cluster_client.node_configz))
 
 
+def once_learned(learning: identities.Learning | None, start: Callable[[], None],
+                 tasks: list[asyncio.Task[None]], what: str) -> None:
+    """``start()`` now when the worker identity is known (or configured: no ``learning``),
+    else in a task once it is learned."""
+    if learning is None or learning.known:
+        start()
+        return
+    log.warning("%s start once the worker identity is learned (%s)", what, learning.reason)
+    tasks.append(asyncio.create_task(learning.then(start), name=f"{what}: waiting to start"))
+
+
 def _runner(stores: nodestores.NodeStores, pf: prefetches.Prefetches,
-            informers: list[informer.Informer], tasks: list[asyncio.Task[None]]) -> Hook:
+            informers: list[informer.Informer], tasks: list[asyncio.Task[None]],
+            learning: identities.Learning | None) -> Hook:
     """Run the node stores and the prefetches on their own (no Lease: every replica converges
     on the same spec and pins, and a write that loses a race is a conflict, read again)."""
 
-    async def start() -> None:
+    def run() -> None:
         for found in informers:
             tasks.append(asyncio.create_task(found.run(), name=f"informer {found.resource.plural}"))
         tasks.append(asyncio.create_task(stores.run(), name="node stores"))
         tasks.append(asyncio.create_task(pf.run(), name="prefetches"))
+
+    async def start() -> None:
+        once_learned(learning, run, tasks, "the node stores and prefetches")
 
     return start
 
@@ -204,9 +224,11 @@ def client_token(client: kube.Client) -> plugins.TokenSource:
 def build_hooks(settings: config.Settings, registry: build.Registry, *,
                 cluster_client: kube.Client | None = None,
                 clock: clocks.Clock | None = None,
-                identity: Callable[[], workers.WorkerIdentity] | None = None) -> Hooks:
-    """``identity``: the worker identity as the server knows it (learned at start in a
-    cluster); the controllers write as it, and do not start while it is unknown."""
+                identity: Callable[[], workers.WorkerIdentity] | None = None,
+                learning: identities.Learning | None = None) -> Hooks:
+    """``identity``: the worker identity as the server knows it (learned in a cluster); the
+    controllers write as it. ``learning`` learns it: they start once it did (no ``learning``:
+    the identity is configured, they start at once)."""
     clock = clock or clocks.SystemClock()
     cs = settings.controller_settings
     fixed = workers.WorkerIdentity.configured(settings.worker_username)
@@ -272,7 +294,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         log.info("controllers: %s (node stores and prefetches run here, the rest out of this "
                  "process)", settings.controllers)
         extra = [found.configmaps] if found is not None else []
-        hooks.start.append(_runner(stores, pf, [*extra, *pf_informers], hooks_tasks))
+        hooks.start.append(_runner(stores, pf, [*extra, *pf_informers], hooks_tasks, learning))
         return hooks
     if found is not None:
         running = runner.Worker(api, cs, clock, index=view.index, secret_source=found.secrets,
@@ -291,15 +313,15 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
                                 ledger=proofs.StoreLedger(registry.storage))
     hooks.controllers = running
 
+    waiting: list[asyncio.Task[None]] = []
+
     async def start_controllers() -> None:
-        known = current()
-        if not known.known:
-            log.error("the controllers do not start: the worker identity is unknown (%s)",
-                      known.reason)
-            return
-        running.start()
+        once_learned(learning, running.start, waiting, "the controllers")
 
     async def stop_controllers() -> None:
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
         await running.stop()
 
     hooks.start.append(start_controllers)

@@ -86,6 +86,17 @@ class KubeApi:
         except kube.KubeError as exc:
             raise translate(exc) from None
 
+    async def whoami(self) -> str:
+        """The user this client acts as (a SelfSubjectReview); raises ``errors.ApiError``."""
+        try:
+            found = await self.kube.self_subject_review()
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+        name = found.get("username")
+        if not isinstance(name, str) or not name:
+            raise errors.ApiError("the SelfSubjectReview names no user")
+        return name
+
     async def get(self, resource: clients.Resource, namespace: str, name: str) -> Obj:
         try:
             found = await self.kube.get(_model(resource), name,

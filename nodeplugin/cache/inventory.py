@@ -75,6 +75,11 @@ class Inventory:
             else:
                 self._partials.pop(digest, None)
 
+    def drop_tree(self, digest: str) -> None:
+        """The digest's tree left ``objects/`` (quarantined): it no longer counts, at once."""
+        with self._lock:
+            self._trees.pop(digest, None)
+
     def bytes_of(self, digest: str, *, tree: bool) -> int | None:
         """What the digest's tree (or its partials) measured; None when not measured."""
         with self._lock:

@@ -6,6 +6,7 @@
     <root>/view/                        objects/sha256 bound read-only while the plugin runs
     <root>/partial/sha256/<hex>.<id>/   attempts in progress (files, checkpoints)
     <root>/state/                       small records, written atomically
+    <root>/quarantined/<hex>.<id>/      trees that failed a check, kept while a Pod mounts them
 
 A published tree is a directory whose marker file (``MARKER``) holds ``sha256:<hex>\\n``; a
 directory under ``objects/`` without a matching marker is never mounted. A partial directory whose
@@ -75,6 +76,7 @@ class Layout:
         self._objects = str(self.objects)
         self.partial = self.root / "partial" / ALGORITHM
         self.state = self.root / "state"
+        self.held = self.root / "quarantined"
 
     def create(self) -> None:
         """Create the three directories (0755: parents of trees any user may read)."""

@@ -72,9 +72,11 @@ def source_prefix(mounts: list[Mount], directory: str) -> tuple[str, str] | None
     return best.device, os.path.normpath(inner)
 
 
-def scan(mounts: list[Mount], objects_dir: str) -> dict[str, str]:
-    """``{target: hex}`` for every mount whose source is a tree under ``objects_dir``."""
-    where = source_prefix(mounts, objects_dir)
+def under(mounts: list[Mount], directory: str) -> dict[str, str]:
+    """``{target: name}`` for every mount whose source lies in ``directory``'s entry ``name``
+    (the kernel shows a bind's source where it is now: a tree renamed after it was mounted is
+    shown at its new place)."""
+    where = source_prefix(mounts, directory)
     if where is None:
         return {}
     device, prefix = where
@@ -83,10 +85,14 @@ def scan(mounts: list[Mount], objects_dir: str) -> dict[str, str]:
     for mount in mounts:
         if mount.device != device or not mount.root.startswith(lead):
             continue
-        name = mount.root[len(lead) :].split("/", 1)[0]
-        if len(name) == 64:
-            found[mount.mount_point] = name
+        found[mount.mount_point] = mount.root[len(lead) :].split("/", 1)[0]
     return found
+
+
+def scan(mounts: list[Mount], objects_dir: str) -> dict[str, str]:
+    """``{target: hex}`` for every mount whose source is a tree under ``objects_dir``."""
+    return {target: name for target, name in under(mounts, objects_dir).items()
+            if len(name) == 64}
 
 
 class References:

@@ -17,7 +17,10 @@ the ``mkdir`` to a thread cost the plugin about 300 us more CPU per publish (the
 worker and the loop taking the GIL from each other) than it freed (``docs/performance.md``). A
 warm mount (the digest already recorded as referenced) mounts in one go, with no state to write.
 
-Whether a digest's tree is published (its marker) is read once, under the digest's shared lock,
+A tree found at start is checked before its first mount (``integrity.Integrity.before_use``,
+under the digest's exclusive lock) when start-up has not reached it yet; a warm mount pays one
+set lookup for that. Whether a digest's tree is published (its marker) is read once, under the
+digest's shared lock,
 and then trusted until the next exclusive section of any digest (``locks.DigestLocks
 .exclusive_sections``): trees leave ``objects/`` only by collection's rename, which holds the
 digest's lock exclusive, so while that count stands a tree seen published is still there. A bind
@@ -31,9 +34,10 @@ import errno
 import logging
 import os
 import stat
+from collections.abc import Callable
 
 from nodeplugin import errors
-from nodeplugin.cache import layout, locks, mounter, refs, targets, usage, view
+from nodeplugin.cache import integrity, layout, locks, mounter, refs, targets, usage, view
 
 log = logging.getLogger(__name__)
 TARGET_MODE = 0o750
@@ -50,8 +54,14 @@ class Volumes:
         digest_locks: locks.DigestLocks,
         kubelet_dir: str,
         readonly_view: view.View | None = None,
+        checks: integrity.Integrity | None = None,
     ) -> None:
         self.cache = cache
+        self.checks = checks
+        """The start checks (a tree found at start is checked before its first mount)."""
+        self.unpublished: Callable[[], None] = lambda: None
+        """Called after each unpublish (collection looks whether a held copy lost its last
+        Pod: such a mount may be one no reference knows, made before a restart)."""
         self.view = readonly_view
         """Where trees are bound from when it is mounted (``cache.view``)."""
         self.targets = targets.Targets(kubelet_dir)
@@ -79,6 +89,8 @@ class Volumes:
                 raise errors.AlreadyExists(
                     f"target {target} is already published with {current}; not {digest}"
                 )
+            if self.checks is not None and digest in self.checks.pending:
+                await self.checks.before_use(digest)  # a failing tree is moved out of objects/
             async with self.locks.shared(digest):
                 if self.usage.is_current(digest, referenced=True):
                     # warm: recorded as referenced already (nothing to write); whether it is
@@ -161,6 +173,7 @@ class Volumes:
             digest = self.references.remove(target)
             if digest is not None:
                 await self._settle(digest)
+        self.unpublished()
 
     async def _settle(self, digest: str) -> None:
         """After a reference went away: the last one flips ``referenced`` (best effort)."""

@@ -3,8 +3,9 @@ and NodeGetVolumeStats (``stats``).
 
 Publish checks the request's shape, then authorization (before any disk access), then binds a
 published tree or hands the digest to the Materializer and answers with its progress. Every other
-Node RPC answers UNIMPLEMENTED (the generated base class does that). A quarantined digest (its
-published tree failed an integrity check) is refused to new mounts with the reason. Each publish
+Node RPC answers UNIMPLEMENTED (the generated base class does that). A digest whose tree failed
+an integrity check is simply not published (``cache.integrity`` moved the tree out of use): its
+next mount materializes it again. Each publish
 outcome is counted in ``mount_results`` (``hit``, ``materialized``, ``denied``, ``pending``) for
 the metrics collector to read at scrape time.
 """
@@ -17,7 +18,7 @@ import logging
 import grpc
 
 from nodeplugin import artifacts, authorize, errors
-from nodeplugin.cache import quarantine, targets, trees, volumes
+from nodeplugin.cache import targets, trees, volumes
 from nodeplugin.csi import errors as csi_errors
 from nodeplugin.csi import stats
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
@@ -40,14 +41,12 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         informer: artifacts.Informer,
         volume_set: volumes.Volumes,
         materializer: interface.Materializer,
-        quarantined: quarantine.Quarantine | None = None,
         tree_facts: trees.Trees | None = None,
     ) -> None:
         self._node_name = node_name
         self._informer = informer
         self._volumes = volume_set
         self._materializer = materializer
-        self._quarantine = quarantined
         self._trees = tree_facts or trees.Trees(volume_set.cache)
         self.mount_results: collections.Counter[str] = collections.Counter()
         """Publish outcomes by metric label; read by ``nodeplugin.metrics`` at scrape time."""
@@ -114,13 +113,6 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             volume_context=request.volume_context,
             walk=False,  # volumes.publish walks the target on its way to the mount
         )
-        if self._quarantine is not None:
-            held = self._quarantine.get(grant.digest)
-            if held is not None:
-                raise errors.Unavailable(
-                    f"materializing {grant.digest} failed (IntegrityMismatch): {held.message}; "
-                    "the node's copy is removed once no Pod mounts it, and the next mount "
-                    "downloads it again")
         if await self._volumes.publish(grant.target, grant.digest):
             return self._mounted(grant.digest)
         # Not published: refuse a symlinked target before anything is materialized for it.

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from nodeplugin.cache import check
 from openapi import reasons, sources, states
 
 log = logging.getLogger(__name__)
@@ -70,18 +71,9 @@ class Progress:
     origin: Origin = states.HUB
 
 
-class Check(enum.Enum):
-    """Which verification failed: the ``reason`` vocabulary of the verification-failure metric
-    (the materializers at download or import, the scrub at start and in the background)."""
-
-    MANIFEST = "manifest"
-    """The listed or imported manifest does not hash to the digest (or cannot be read)."""
-    SIZE = "size"
-    """A file is missing, added, not a regular file or of another size than its entry."""
-    HASH = "hash"
-    """A file's bytes hash to another value than its entry."""
-    UNREADABLE = "unreadable"
-    """A published file could not be read back to be hashed again."""
+Check = check.Check
+"""Which verification failed (``cache.check`` owns the vocabulary: the published trees' rule
+lives there)."""
 
 
 STOPPED = "Stopped"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nodeplugin import scrub
-from nodeplugin.cache import inventory, layout, locks, quarantine, refs, trees, usage
+from nodeplugin.cache import integrity, inventory, layout, locks, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity
 from nodeplugin.nodestore import apply, collect, compose, gate, reporter, source
 from timing import clock as clocks
@@ -49,6 +49,7 @@ class NodeStore:
         materializer: gate.Gate,
         failures: backoff.Backoff,
         quarantined: quarantine.Quarantine,
+        checks: integrity.Integrity,
         ledger: capacity.Capacity,
         stock: inventory.Inventory,
         tree_facts: trees.Trees,
@@ -98,8 +99,8 @@ class NodeStore:
                 changed=self._changed_object, stale=self.reporter.reset,
             )
         self.scrubber = scrub.Scrubber(
-            cache, quarantined, clock=clock, quarantined=self._quarantined,
-            interval=options.scrub_interval, bytes_per_second=options.scrub_bytes_per_second,
+            cache, checks, clock=clock, interval=options.scrub_interval,
+            bytes_per_second=options.scrub_bytes_per_second,
         )  # fmt: skip
         self._quarantine = quarantined
         self._tasks: list[asyncio.Task[None]] = []
@@ -128,7 +129,9 @@ class NodeStore:
         if any(d in self._quarantine for d in digests):
             self.collector.poke()  # a quarantined tree may have lost its last Pod
 
-    def _quarantined(self, digest: str) -> None:
+    def quarantined(self, digest: str) -> None:
+        """A tree was quarantined: report it, and let collection remove the held copy once no
+        Pod mounts it."""
         self.changed()
         self.collector.poke()
 

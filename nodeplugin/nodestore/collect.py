@@ -169,7 +169,8 @@ class Collector:
         outcome = Outcome()
         try:
             text = await asyncio.to_thread(self._read_mountinfo)
-            found = refs.scan(refs.parse_mountinfo(text), str(self._cache.objects))
+            mounts = refs.parse_mountinfo(text)
+            found = refs.scan(mounts, str(self._cache.objects))
             mounted = {layout.digest_of_hex(h) for h in found.values()}
         except (OSError, layout.LayoutError) as exc:
             detail = exc.strerror if isinstance(exc, OSError) else str(exc)
@@ -177,7 +178,7 @@ class Collector:
                               f"be read ({detail})")
         referenced = self._references.digests() | mounted
         # A damaged tree goes as soon as no Pod mounts it, whatever the spec says.
-        await self._remove_quarantined(referenced, outcome)
+        await self._remove_quarantined(outcome)
         why = self._skip_reason()
         if why is not None:
             return self._skip(outcome, why)
@@ -222,7 +223,7 @@ class Collector:
         running = set(self._running())
         found: list[Candidate] = []
         for digest in self._stock.digests():
-            if digest in referenced or digest in pinned or digest in self._quarantine:
+            if digest in referenced or digest in pinned:
                 continue
             record = records.get(digest)
             if now - self._last_activity(digest, record) < UNREFERENCED_FOR:
@@ -294,24 +295,40 @@ class Collector:
             fsutil.remove_tree(_path(path))
         return sizes
 
-    async def _remove_quarantined(self, referenced: set[str], outcome: Outcome) -> None:
-        for entry in self._quarantine.all():
-            digest = entry.digest
-            if digest in referenced:
+    async def _remove_quarantined(self, outcome: Outcome) -> None:
+        """Delete every held tree no mount shows any more; a digest's record goes with its last
+        held tree (under its lock: a quarantine holds a tree, then records it). The held trees
+        are listed *before* the mount table is read: a tree moved after the table was read
+        would not show its mounts there yet."""
+        held = await asyncio.to_thread(self._quarantine.held)
+        shown: set[str] = set()
+        if held:
+            try:
+                text = await asyncio.to_thread(self._read_mountinfo)
+            except OSError as exc:
+                log.warning("quarantined copies kept: the mount table could not be read (%s)",
+                            exc.strerror or exc)
+                return
+            shown = set(refs.under(refs.parse_mountinfo(text), str(self._cache.held)).values())
+        for digest, path in held:
+            if path.name in shown:
                 continue
-            async with self._locks.exclusive(digest):
-                if self._references.count(digest):
+            size = (await asyncio.to_thread(self._delete, [str(path)]))[0]
+            self.removed_bytes += size
+            outcome.removed_bytes += size
+            outcome.removed.append(digest)
+            log.warning("removed the quarantined copy of %s (%d bytes) once no Pod mounted it",
+                        digest, size)
+        kept = {digest for digest, path in held if path.name in shown}
+        for entry in self._quarantine.all():
+            if entry.digest in kept:
+                continue
+            async with self._locks.exclusive(entry.digest):
+                still = await asyncio.to_thread(self._quarantine.held)
+                if any(digest == entry.digest for digest, _ in still):
                     continue
-                moved = self._move_to_trash(str(self._cache.published_path(digest)))
-            if moved is not None:
-                size = (await asyncio.to_thread(self._delete, [moved]))[0]
-                self.removed_bytes += size
-                outcome.removed_bytes += size
-                outcome.removed.append(digest)
-                log.warning("removed quarantined tree %s (%d bytes); the next mount downloads "
-                            "it again", digest, size)
-            await asyncio.to_thread(self._quarantine.remove, digest)
-            await self._settle([digest])
+                await asyncio.to_thread(self._quarantine.remove, entry.digest)
+            await self._settle([entry.digest])
 
     async def _drop_old_failures(self, outcome: Outcome) -> None:
         now = self._clock.now()

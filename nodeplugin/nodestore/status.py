@@ -24,8 +24,8 @@ from openapi import schema as contract
 
 MAX_MODELS = contract.MAX_MODELS
 MAX_MESSAGE = 1024
-QUARANTINE_SUFFIX = ("; the copy is refused to new mounts and removed once no Pod mounts it, "
-                     "then downloaded again")
+QUARANTINE_SUFFIX = ("; the copy was taken out of use (Pods that mount it keep it until they end) "
+                     "and is removed once no Pod mounts it; the next mount materializes it again")
 
 
 class Model(TypedDict):
@@ -77,7 +77,7 @@ class Facts:
     running: Sequence[interface.Progress]
     failures: Sequence[backoff.Failure]
     quarantined: Mapping[str, str]
-    """Digest -> what the integrity check found."""
+    """Digest -> what the integrity check found (its tree held apart, no longer published)."""
     referenced: frozenset[str]
     usage: Mapping[str, usages.Usage]
     total_bytes: int
@@ -102,13 +102,9 @@ def models(facts: Facts) -> tuple[list[Model], int]:
     """The entries to list and how many were left out by the 256 cap."""
     entries: dict[str, Model] = {}
     for digest in facts.published:
+        # a quarantined tree is never published: a digest published again is a good copy
         entry = _base(digest, facts)
-        if digest in facts.quarantined:
-            entry["state"] = "Failed"
-            entry["reason"] = reasons.FailureReason.INTEGRITY_MISMATCH.value
-            entry["message"] = _cut(facts.quarantined[digest] + QUARANTINE_SUFFIX)
-        else:
-            entry["state"] = "Ready"
+        entry["state"] = "Ready"
         if digest in facts.origins:
             entry["source"] = facts.origins[digest]
         if digest in facts.sizes:
@@ -134,6 +130,14 @@ def models(facts: Facts) -> tuple[list[Model], int]:
         if failure.retry_time is not None:
             entry["retryTime"] = format_time(failure.retry_time)
         entries[failure.digest] = entry
+    for digest, message in facts.quarantined.items():
+        if digest in entries:
+            continue
+        entry = _base(digest, facts)
+        entry["state"] = "Failed"
+        entry["reason"] = reasons.FailureReason.INTEGRITY_MISMATCH.value
+        entry["message"] = _cut(message + QUARANTINE_SUFFIX)
+        entries[digest] = entry
     if len(entries) <= MAX_MODELS:
         return [entries[d] for d in sorted(entries)], 0
     oldest = datetime.datetime.min.replace(tzinfo=datetime.UTC)

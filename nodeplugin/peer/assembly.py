@@ -122,13 +122,13 @@ def make_holders(settings: Settings, api: kube.Client, node_name: str) -> holder
 
 async def serve_port(
     settings: Settings, found: holders.Holders, *, cache: layout.Layout, api: kube.Client,
-    bind_address: str, cert: str, key: str, quarantined: server.Quarantined, clock: clocks.Clock,
+    bind_address: str, cert: str, key: str, withheld: server.Withheld, clock: clocks.Clock,
     published: Published | None = None,
 ) -> PeerSync:
     """Serve the port in a task; ``published`` carries ``settings.url`` until the task ends."""
     reviewer = reviews.TokenReviewer(api, clock=clock, audiences=[wire.AUDIENCE])
     app = server.make_app(cache, admission.Admission(reviewer, settings.plugin_user),
-                          quarantined=quarantined, max_streams=settings.max_streams,
+                          withheld=withheld, max_streams=settings.max_streams,
                           per_peer=settings.max_streams_per_peer,
                           send_timeout=settings.send_timeout)
     sync = PeerSync(found, asyncio.Event())

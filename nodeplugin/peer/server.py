@@ -1,12 +1,13 @@
 """The peer port: a published tree's stored manifest and its files by byte range, to plugins only.
 
 ``GET /peer/v1/trees/{hex}`` answers the canonical manifest the publish stored beside the tree
-(``.gpustack-manifest``), after checking it still hashes to the digest; ``GET
-/peer/v1/trees/{hex}/files/{path}`` answers one file named by that manifest, whole (200) or one
-``Range`` (206). Only published trees that are not quarantined are served: a partial download is
-never under ``objects/``, and a path the manifest does not name is 404, so nothing outside the
-tree (no ``..``, no marker, no symlink) can be asked for. Every request passes ``admission``
-first, which names the caller (the plugin Pod its token is bound to).
+(``.gpustack-manifest``), after checking it still hashes to the digest (``cache.check.stored``,
+the rule every use of a tree passes); ``GET /peer/v1/trees/{hex}/files/{path}`` answers one file
+named by that manifest, whole (200) or one ``Range`` (206). Only published trees are served, and
+not those ``withheld`` (found at start and not checked yet): a quarantined tree is no longer
+under ``objects/``, a partial download never is, and a path the manifest does not name is 404,
+so nothing outside the tree (no ``..``, no marker, no symlink) can be asked for. Every request
+passes ``admission`` first, which names the caller (the plugin Pod its token is bound to).
 
 A file answer takes a stream slot (``slots.Slots``: ``max_streams`` at once, ``per_peer`` of
 them per caller, the rest waiting their turn or refused 429/503 with ``Retry-After``) before the
@@ -24,35 +25,32 @@ from collections.abc import AsyncIterator, Callable
 from starlette import applications, requests, responses, routing
 
 from nodeplugin import reviews
-from nodeplugin.cache import layout
+from nodeplugin.cache import check, layout
 from nodeplugin.peer import admission, answer, slots, wire
-from openapi import grammar, manifest
+from openapi import grammar
 
-Quarantined = Callable[[str], bool]
+Withheld = Callable[[str], bool]
 
 
 class Trees:
     """The served trees' manifests, read once per tree (published trees never change)."""
 
-    def __init__(self, cache: layout.Layout, quarantined: Quarantined) -> None:
+    def __init__(self, cache: layout.Layout, withheld: Withheld) -> None:
         self._cache = cache
-        self._quarantined = quarantined
+        self._withheld = withheld
         self._manifests: dict[str, tuple[bytes, dict[str, int]]] = {}
 
     def listing(self, digest: str) -> tuple[bytes, dict[str, int]] | None:
         """The stored manifest and its files' sizes, or None (blocking)."""
-        if self._quarantined(digest) or not self._cache.is_published(digest):
+        if self._withheld(digest) or not self._cache.is_published(digest):
             self._manifests.pop(digest, None)
             return None
         known = self._manifests.get(digest)
         if known is not None:
             return known
         try:
-            data = (self._cache.published_path(digest) / layout.MANIFEST).read_bytes()
-            entries = manifest.parse(data)
-        except (OSError, manifest.ManifestError):
-            return None
-        if manifest.digest_of_bytes(data) != digest:
+            data, entries = check.stored(self._cache, digest)
+        except check.Damaged:
             return None
         known = (data, {e.path: e.size for e in entries})
         self._manifests[digest] = known
@@ -68,14 +66,14 @@ def make_app(
     cache: layout.Layout,
     gate: admission.Admission,
     *,
-    quarantined: Quarantined = lambda digest: False,
+    withheld: Withheld = lambda digest: False,
     max_streams: int = 8,
     per_peer: int | None = None,
     send_timeout: float = answer.SEND_TIMEOUT_SECONDS,
     wait_seconds: float = slots.WAIT_SECONDS,
 ) -> applications.Starlette:
     """``per_peer``: None gives half of ``max_streams``."""
-    trees = Trees(cache, quarantined)
+    trees = Trees(cache, withheld)
     streams = slots.Slots(max_streams, per_peer=per_peer, wait_seconds=wait_seconds)
     served = {"bytes": 0}
 

@@ -317,23 +317,30 @@ def test_tampering_after_ready_is_quarantined(installed: rig.Rig, hub: fakehub.F
         handle.write(bytes([byte[0] ^ 0x01]))
     entry = _wait_entry(installed, digest, "Failed", "the scrub quarantined it")
     assert entry["reason"] == "IntegrityMismatch", entry
-    assert (_cache(installed) / "state" / f"quarantine-{digest.split(':')[1]}.json").exists()
-    installed.apply(_reader_pod("tamper-2", TENANT, attributes))
-    message = _failed_mount(installed, "tamper-2", TENANT, "(IntegrityMismatch)")
-    assert "no longer matches its manifest" in message, message
-    # the running Pod keeps its mount
-    done = installed.kubectl("exec", "-n", TENANT, "tamper-1", "--", "cat", "/models/config.json")
-    assert done.stdout.encode() == CONFIG
+    hex_ = digest.split(":")[1]
+    assert (_cache(installed) / "state" / f"quarantine-{hex_}.json").exists()
+    # taken out of use at once: no longer published, held apart while tamper-1 mounts it
+    held = _cache(installed) / "quarantined"
+    assert [p.name.split(".")[0] for p in held.iterdir()] == [hex_]
+    assert not _published(installed, digest).exists()
     served = hub.bytes_served(TAMPER)
-    _delete_pods(installed, TENANT, "tamper-1", "tamper-2")
-    installed.wait("the quarantined tree removed once unmounted",
-                   lambda: not _published(installed, digest).exists(), timeout=90,
-                   namespace=TENANT)  # fmt: skip
     # the next mount materializes it again: the hub's bytes, never the tampered ones
-    installed.apply(_reader_pod("tamper-3", TENANT, attributes))
-    assert _wait_read(installed, "tamper-3", TENANT) == want
+    installed.apply(_reader_pod("tamper-2", TENANT, attributes))
+    assert _wait_read(installed, "tamper-2", TENANT) == want
     assert hub.bytes_served(TAMPER) - served == _size(TAMPER_FILES)
     assert _wait_entry(installed, digest, "Ready", "tamper again").get("reason") in ("", None)
+    # the running Pod keeps its mount (its own copy)
+    done = installed.kubectl("exec", "-n", TENANT, "tamper-1", "--", "cat", "/models/config.json")
+    assert done.stdout.encode() == CONFIG
+    _delete_pods(installed, TENANT, "tamper-1", "tamper-2")
+    installed.wait("the quarantined copy removed once unmounted",
+                   lambda: not any(held.iterdir()), timeout=90,
+                   namespace=TENANT)  # fmt: skip
+    assert _published(installed, digest).exists()  # the good copy stays
+    served = hub.bytes_served(TAMPER)
+    installed.apply(_reader_pod("tamper-3", TENANT, attributes))
+    assert _wait_read(installed, "tamper-3", TENANT) == want
+    assert hub.bytes_served(TAMPER) == served  # mounted from the cache
     _delete_pods(installed, TENANT, "tamper-3")
 
 

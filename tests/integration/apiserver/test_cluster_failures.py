@@ -139,7 +139,8 @@ async def test_with_neither_the_worker_identity_is_unknown(tmp_path: pathlib.Pat
     message = refused.json()["message"]
     assert "the worker identity is unknown" in message
     assert "does not serve SelfSubjectReview" in message and "not a bearer token" in message
-    assert "worker identity unknown, controllers will not start" in log
+    assert "worker identity unknown (attempt 1; the controllers wait): kube-apiserver does " \
+        "not serve SelfSubjectReview" in log
 
 
 async def test_a_worker_user_that_is_not_the_servers_identity(tmp_path: pathlib.Path) -> None:

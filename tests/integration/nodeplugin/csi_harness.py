@@ -18,14 +18,29 @@ from typing import Any
 
 import grpc
 
+from hub import config as hub_config
+from hub import huggingface, listing
 from nodeplugin.cache import refs
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from tests.support import apiserver as support
+from tests.support import fakehub
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 MNT_DETACH = 2
 START_TIMEOUT = 20.0
 GROUP = "/apis/worker.gpustack.ai/v1"
+
+async def hub_digest(hub: fakehub.FakeHub, repo: str, commit: str,
+                     token: str | None = None) -> str:
+    """The manifest digest of ``repo`` at ``commit``, computed here from the hub's listing
+    (independently of the plugin)."""
+    client = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
+    try:
+        source = huggingface.HuggingFace(client, hub.endpoint)
+        return (await listing.manifest_for(source, repo, commit, (), (), token=token))[2]
+    finally:
+        await client.aclose()
+
 
 def mounts_under(directory: pathlib.Path) -> list[str]:
     base = str(directory.resolve())

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import hashlib
 import json
 import os
 import pathlib
@@ -17,11 +16,11 @@ from typing import Any
 import grpc
 
 from nodeplugin import plugin
-from nodeplugin.cache import layout, publish
+from nodeplugin.cache import layout
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import interface
-from openapi import manifest
 from tests.support import clock as clocks
+from tests.support import trees
 from tests.unit.nodeplugin import fakes
 
 MIB = 1 << 20
@@ -36,18 +35,7 @@ def mount_tmpfs(path: pathlib.Path, size_mib: int) -> pathlib.Path:
     return path
 
 
-def publish_tree(cache: layout.Layout, name: str, files: Mapping[str, bytes]) -> str:
-    """Publish ``files`` as a verified tree the way the materializers do; its digest."""
-    cache.create()
-    entries = [manifest.Entry(path, "sha256", hashlib.sha256(data).hexdigest(), len(data))
-               for path, data in files.items()]
-    digest = manifest.digest(entries)
-    staging = cache.root / "staging" / name
-    for path, data in files.items():
-        (staging / path).parent.mkdir(parents=True, exist_ok=True)
-        (staging / path).write_bytes(data)
-    publish.publish_tree(cache, staging, digest, manifest_bytes=manifest.canonical_bytes(entries))
-    return digest
+publish_tree = trees.publish_tree
 
 
 def write_usage(cache: layout.Layout, used: Mapping[str, datetime.datetime]) -> None:

@@ -21,6 +21,7 @@ from hub import huggingface, listing
 from nodeplugin import plugin
 from nodeplugin.cache import layout
 from nodeplugin.materialize import download, ranges, transfer
+from tests.integration.nodeplugin import csi_harness
 from tests.integration.nodeplugin.csi_harness import ArtifactApi, Kubelet, mounts_under
 from tests.support import apiserver as support
 from tests.support import fakehub
@@ -74,12 +75,7 @@ async def running(
 
 
 async def _digest(hub: fakehub.FakeHub) -> str:
-    client = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
-    try:
-        source = huggingface.HuggingFace(client, hub.endpoint)
-        return (await listing.manifest_for(source, REPO, COMMIT, (), (), token=TOKEN))[2]
-    finally:
-        await client.aclose()
+    return await csi_harness.hub_digest(hub, REPO, COMMIT, TOKEN)
 
 
 async def test_first_mount_aborts_with_progress_then_twenty_mounts_share_one_download(

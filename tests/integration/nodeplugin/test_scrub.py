@@ -1,7 +1,7 @@
 """Integrity after publication (root, real bind mounts): a flipped byte found by the scrub
-quarantines the tree, new mounts are refused with the reason while a running Pod keeps reading,
-the tree goes once unmounted and the next mount imports it again; a file of the wrong size is
-caught at start, before the socket serves."""
+quarantines the tree: it is taken out of use at once, the next mount imports it again and gets
+the right bytes while a running Pod keeps reading its own copy, which goes once unmounted; a
+file of the wrong size is caught by the start check before any mount binds it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 
-from nodeplugin.materialize import local
+from nodeplugin.materialize import interface, local
 from tests.integration.nodeplugin import store_harness as harness
 from tests.integration.nodeplugin.csi_harness import mounts_under
 
@@ -34,7 +34,11 @@ async def _published(node: harness.Node, pod: str, digest: str) -> None:
     raise AssertionError("the import never published")
 
 
-async def test_a_flipped_byte_quarantines_the_tree_until_its_last_pod_ends(
+def _held(node: harness.Node) -> list[str]:
+    return [digest for digest, _ in node.plugin.quarantined.held()]
+
+
+async def test_a_flipped_byte_quarantines_the_tree_and_the_next_mount_imports_it_again(
     mount_guard: pathlib.Path,
 ) -> None:
     digest = local.write_import(mount_guard / "imports", FILES)
@@ -49,36 +53,50 @@ async def test_a_flipped_byte_quarantines_the_tree_until_its_last_pod_ends(
         data = bytearray((tree / "model.bin").read_bytes())
         data[5000] ^= 0xFF
         (tree / "model.bin").write_bytes(bytes(data))  # root writes past 0444
-        await node.plugin.store.scrubber.scrub_once()
-        assert digest in node.plugin.quarantined
-        # A new mount is refused with the reason; the running Pod keeps reading its mount.
-        code, message = await node.mount("new", digest, "qwen")
-        assert code == grpc.StatusCode.UNAVAILABLE
-        assert "IntegrityMismatch" in message and "no longer matches its manifest" in message
+        assert await node.plugin.store.scrubber.scrub_once() == [digest]
+        entry = node.plugin.quarantined.get(digest)
+        assert entry is not None and "no longer matches its manifest" in entry.message
+        # taken out of use at once: no longer published, held apart while a Pod mounts it
+        assert not node.cache.is_published(digest) and _held(node) == [digest]
+        status = await node.plugin.store.composer.compose()
+        listed = next(m for m in status["models"] if m["digest"] == digest)
+        assert (listed["state"], listed["reason"]) == ("Failed", "IntegrityMismatch")
+        assert listed["referenced"] is True
+        # A new mount imports it again and reads the right bytes; the running Pod keeps its own.
+        await _published(node, "new", digest)
+        assert (node.target("new") / "model.bin").read_bytes() == FILES["model.bin"]
+        assert (node.target("running") / "model.bin").read_bytes() == bytes(data)
         assert (node.target("running") / "config.json").read_bytes() == b"{}"
         status = await node.plugin.store.composer.compose()
-        entry = next(m for m in status["models"] if m["digest"] == digest)
-        assert (entry["state"], entry["reason"]) == ("Failed", "IntegrityMismatch")
-        assert entry["referenced"] is True
-        # Once no Pod mounts it the tree goes; the next mount imports it again.
+        listed = next(m for m in status["models"] if m["digest"] == digest)
+        assert listed["state"] == "Ready" and "reason" not in listed
+        # Once no Pod mounts the held copy it goes, and its record with it.
         await node.unmount("running")
-        await _until(lambda: not tree.exists() and digest not in node.plugin.quarantined)
+        await _until(lambda: not _held(node) and digest not in node.plugin.quarantined)
+        assert node.cache.is_published(digest)  # the good copy stays
+        assert (node.target("new") / "model.bin").read_bytes() == FILES["model.bin"]
         await _published(node, "again", digest)
         assert (node.target("again") / "model.bin").read_bytes() == FILES["model.bin"]
+        await node.unmount("new")
         await node.unmount("again")
     assert mounts_under(mount_guard / "kubelet") == []
 
 
-async def test_a_file_of_the_wrong_size_is_caught_at_start(mount_guard: pathlib.Path) -> None:
+async def test_a_file_of_the_wrong_size_is_caught_before_any_mount(
+        mount_guard: pathlib.Path) -> None:
     cache_dir = mount_guard / "cache"
     from nodeplugin.cache import layout
 
     digest = harness.publish_tree(layout.Layout(cache_dir), "t", FILES)
+    assert local.write_import(mount_guard / "imports", FILES) == digest
     with open(layout.Layout(cache_dir).published_path(digest) / "model.bin", "r+b") as handle:
         handle.truncate(100)
     async with harness.started(mount_guard, cache_dir=cache_dir,
                                kubelet_dir=mount_guard / "kubelet",
                                artifacts=[("qwen", digest)]) as node:
-        assert digest in node.plugin.quarantined  # before the socket served
-        code, message = await node.mount("p", digest, "qwen")
-        assert code == grpc.StatusCode.UNAVAILABLE and "IntegrityMismatch" in message
+        # the first mount, whether or not the start pass got there first, never binds it
+        await _published(node, "p", digest)
+        assert (node.target("p") / "model.bin").read_bytes() == FILES["model.bin"]
+        await node.plugin.checks.done.wait()
+        assert node.plugin.checks.failures == {interface.Check.SIZE: 1}
+        await node.unmount("p")

@@ -1,5 +1,6 @@
-"""The integrity scrub's checks and its pace (the re-hash itself against real files; the bind
-mounts and the quarantine's effect on mounts are in the integration tests)."""
+"""The integrity scrub's re-hash and its pace (against real files; the cheap check it starts
+with is ``cache/test_check.py``'s, the bind mounts and the quarantine's effect on mounts are in
+the integration tests)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pathlib
 import threading
 
 from nodeplugin import scrub
-from nodeplugin.cache import layout, publish, quarantine
+from nodeplugin.cache import check, integrity, layout, locks, publish, quarantine
 from nodeplugin.materialize import interface
 from openapi import manifest
 from tests.support import clock as clocks
@@ -40,25 +41,19 @@ def test_sizes_names_and_hashes_are_checked(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     digest = _publish(cache, FILES)
     never_stop: scrub.Throttle = lambda size: True  # noqa: E731
-    assert scrub.check_sizes(cache, digest) is None
     assert scrub.rehash(cache, digest, never_stop) is None
     tree = cache.published_path(digest)
     (tree / "dir" / "b.txt").write_bytes(b"HELLO")  # same size, other bytes
-    assert scrub.check_sizes(cache, digest) is None
+    assert check.problem(cache, digest) is None  # the cheap check cannot see it
     assert scrub.rehash(cache, digest, never_stop) == (
         interface.Check.HASH, "dir/b.txt: gitsha1 differs from the manifest")
     (tree / "a.bin").write_bytes(b"a" * 10)
-    assert "10 bytes, the manifest says 5000" in (scrub.check_sizes(cache, digest) or "")
-    (tree / "a.bin").write_bytes(b"a" * 5000)
-    (tree / "extra").write_bytes(b"")
-    assert "extra: not in the manifest" in (scrub.check_sizes(cache, digest) or "")
-    (tree / "extra").unlink()
-    (tree / "a.bin").unlink()
-    (tree / "a.bin").symlink_to("/etc/hostname")
-    assert "not a regular file" in (scrub.check_sizes(cache, digest) or "")
+    # the re-hash starts with the cheap check: a wrong size is found without reading
+    assert scrub.rehash(cache, digest, lambda size: False) == (
+        interface.Check.SIZE, "a.bin: 10 bytes, the manifest says 5000")
 
 
-def test_a_tree_without_a_kept_manifest_is_left_alone(tmp_path: pathlib.Path) -> None:
+def test_a_tree_without_a_kept_manifest_fails(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     cache.create()
     staging = tmp_path / "s"
@@ -66,8 +61,8 @@ def test_a_tree_without_a_kept_manifest_is_left_alone(tmp_path: pathlib.Path) ->
     (staging / "f").write_bytes(b"x")
     digest = "sha256:" + "ab" * 32
     publish.publish_tree(cache, staging, digest)
-    assert scrub.check_sizes(cache, digest) is None
-    assert scrub.rehash(cache, digest, lambda size: True) is None
+    assert scrub.rehash(cache, digest, lambda size: True) == (
+        interface.Check.MANIFEST, "no stored manifest")
 
 
 async def test_a_pass_is_spread_over_the_interval_and_capped(tmp_path: pathlib.Path) -> None:
@@ -83,20 +78,27 @@ async def test_a_pass_is_spread_over_the_interval_and_capped(tmp_path: pathlib.P
 
     records = quarantine.Quarantine(cache)
     found: list[str] = []
-    scrubber = scrub.Scrubber(cache, records, clock=clocks.ManualClock(),
-                              quarantined=found.append, interval=100.0,
+    checks = integrity.Integrity(cache, records, locks.DigestLocks(), now=clocks.ManualClock().now,
+                                 changed=found.append)
+    scrubber = scrub.Scrubber(cache, checks, clock=clocks.ManualClock(), interval=100.0,
                               bytes_per_second=1000, throttle=throttle)
     assert await scrubber.scrub_once() == []
     assert rates == [total / 100.0] and sum(seen) == total  # the interval's pace: slower
     scrubber.interval = 0.001
     await scrubber.scrub_once()
     assert rates[-1] == 1000  # the cap
-    (cache.published_path(digest) / "a.bin").write_bytes(b"b" * 5000)
+    tree = cache.published_path(digest)
+    (tree / "a.bin").write_bytes(b"b" * 5000)
     assert await scrubber.scrub_once() == [digest] and found == [digest]
     assert scrubber.failures == {interface.Check.HASH: 1}  # the metrics' reason
     assert records.added == 1
-    assert records.get(digest) is not None
+    entry = records.get(digest)
+    assert entry is not None and entry.message == check.MESSAGES[check.Check.HASH]
     assert quarantine.Quarantine(cache).get(digest) is not None  # kept across a restart
+    # taken out of objects/ (the next mount materializes it again), held apart with its bytes
+    assert not cache.is_published(digest) and not tree.exists()
+    [(held_digest, held)] = records.held()
+    assert held_digest == digest and (held / "a.bin").read_bytes() == b"b" * 5000
     assert await scrubber.scrub_once() == []  # a quarantined tree is not read again
 
 

@@ -61,9 +61,9 @@ def test_token_review_request_body() -> None:
 
 
 def test_self_subject_review_answer() -> None:
-    found = reviews.parse_self_subject_review(samples.load("selfsubjectreview-sa"))
+    found = reviews.user_info(samples.load("selfsubjectreview-sa")["status"]["userInfo"])
     assert found is not None
     assert found.name == "system:serviceaccount:gpustack-system:model-manager-node"
     assert found.uid == "13dd404c-0056-41bf-b858-e4232a8c48a2"
     assert users.AUTHENTICATED in found.groups
-    assert reviews.parse_self_subject_review({"status": {"userInfo": {}}}) is None
+    assert reviews.user_info({}) is None

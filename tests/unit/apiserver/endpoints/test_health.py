@@ -40,6 +40,35 @@ async def test_readyz_verbose_lists_checks() -> None:
     assert response.text.endswith("readyz check failed\n")
 
 
+class Identity:
+    name = "worker-identity"
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def failing(self) -> str:
+        return self.why
+
+
+async def test_a_failing_check_names_why_without_verbose() -> None:
+    application = Starlette(routes=health.routes())
+    application.state.ready = True
+    check = Identity("the SelfSubjectReview failed: kube-apiserver answered 503")
+    application.state.checks = (check,)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(application),
+                                 base_url="https://t") as client:
+        failed = await client.get("/readyz")
+        check.why = ""
+        passed = await client.get("/readyz")
+        verbose = await client.get("/readyz?verbose")
+    assert failed.status_code == 503
+    assert failed.text == ("[+]ping ok\n[+]storage ok\n[-]worker-identity failed: the "
+                           "SelfSubjectReview failed: kube-apiserver answered 503\n"
+                           "readyz check failed\n")
+    assert (passed.status_code, passed.text) == (200, "ok")
+    assert "[+]worker-identity ok" in verbose.text
+
+
 async def test_version_shape() -> None:
     async with _client(ready=True) as client:
         body = (await client.get("/version")).json()

@@ -31,17 +31,20 @@ def test_each_state_reads_from_its_source() -> None:
                               "the hub refused the credential (HTTP 401)", 2, NOW,
                               NOW + datetime.timedelta(minutes=2))
     facts = _facts(
-        published=[_d(1), _d(4)], sizes={_d(1): 123},
+        published=[_d(1), _d(5)], sizes={_d(1): 123},
         running=[interface.Progress(_d(2), interface.State.DOWNLOADING, 40, 100)],
         failures=[failure],
-        quarantined={_d(4): "a published file's hash no longer matches its manifest"},
-        referenced=frozenset({_d(1)}),
+        # _d(4)'s tree is held apart; _d(5) was materialized again beside its held copy
+        quarantined={_d(4): "a published file's hash no longer matches its manifest",
+                     _d(5): "a published file's hash no longer matches its manifest"},
+        referenced=frozenset({_d(1), _d(4)}),
         usage={_d(1): usage.Usage(hour, True), _d(2): usage.Usage(hour, False)},
     )
     listed, left_out = statuses.models(facts)
     assert left_out == 0
-    assert [m["digest"] for m in listed] == [_d(1), _d(2), _d(3), _d(4)]
-    ready, downloading, failed, quarantined = listed
+    assert [m["digest"] for m in listed] == [_d(1), _d(2), _d(3), _d(4), _d(5)]
+    ready, downloading, failed, quarantined, again = listed
+    assert (again["state"], again["referenced"]) == ("Ready", False) and "reason" not in again
     assert ready == {"digest": _d(1), "state": "Ready", "referenced": True, "sizeBytes": 123,
                      "lastUsedTime": "2026-03-01T12:00:00Z"}
     assert downloading == {"digest": _d(2), "state": "Downloading", "referenced": False,
@@ -51,6 +54,8 @@ def test_each_state_reads_from_its_source() -> None:
     assert failed["retryTime"] == "2026-03-01T12:32:00Z" and "HTTP 401" in failed["message"]
     assert quarantined["state"] == "Failed" and quarantined["reason"] == "IntegrityMismatch"
     assert "removed once no Pod mounts it" in quarantined["message"]
+    assert "the next mount materializes it again" in quarantined["message"]
+    assert quarantined["referenced"] is True  # a running Pod still mounts the held copy
     body = statuses.body(facts, observed_generation=3, conditions=[], listed=listed)
     assert body["capacity"] == {"totalBytes": 1000, "storedBytes": 300, "usedPercent": 40}
     assert body["observedGeneration"] == 3
