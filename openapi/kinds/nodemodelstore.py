@@ -131,6 +131,13 @@ image_gc_high_percent = wire.integer_at("spec", "kubelet", "imageGCHighThreshold
 status = wire.mapping_at("status")
 
 
+def of_status(found: wire.Readable) -> wire.Readable:
+    """A store holding only ``found`` as its status: the status readers below, for the node
+    plugin, which composes a status on its own (``models(of_status(status))``)."""
+    return {"status": found}
+
+
+
 def models(obj: wire.Readable) -> list[wire.Readable]:
     """``status.models``: one entry per digest on the node (``entry_*`` read each)."""
     return wire.items(obj, "status", "models")
