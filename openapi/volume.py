@@ -17,7 +17,6 @@ ARTIFACT: Final = "artifact"
 ARTIFACT_UID: Final = "artifactUID"
 MANIFEST_DIGEST: Final = "manifestDigest"
 
-KUBELET_PREFIX: Final = "csi.storage.k8s.io/"
 POD_NAMESPACE: Final = "csi.storage.k8s.io/pod.namespace"
 POD_NAME: Final = "csi.storage.k8s.io/pod.name"
 POD_UID: Final = "csi.storage.k8s.io/pod.uid"

@@ -24,7 +24,6 @@ Readable = Mapping[str, Any]
 ConditionStatus = Literal["True", "False", "Unknown"]
 TRUE: Literal["True"] = "True"
 FALSE: Literal["False"] = "False"
-UNKNOWN: Literal["Unknown"] = "Unknown"
 
 
 class _OwnerReferenceRequired(TypedDict):

@@ -147,7 +147,6 @@ def secret_name(obj: wire.Readable) -> str:
 
 
 claim_name = wire.text_at("spec", "source", sources.CLAIM, "claimName")
-claim_path = wire.text_at("spec", "source", sources.CLAIM, "path")
 image_reference = wire.text_at("spec", "source", sources.IMAGE, "reference")
 expected_digest = wire.text_at("spec", "expectedDigest")
 """``spec.expectedDigest``, the anchor; ``""`` when unset."""

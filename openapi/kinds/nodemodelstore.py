@@ -177,8 +177,6 @@ entry_size = wire.integer_at("sizeBytes")
 """The manifest's size, once listed."""
 entry_downloaded = wire.integer_at("downloadedBytes")
 """What the current attempt holds."""
-entry_source = wire.text_at("source")
-"""``Hub`` or ``Peer`` (``states.ORIGINS``); ``""`` when not recorded."""
 
 
 def entry_referenced(found: wire.Readable) -> bool:
