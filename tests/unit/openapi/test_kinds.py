@@ -13,7 +13,8 @@ import types
 import typing
 from typing import Any, get_args, get_origin, get_type_hints
 
-from openapi import anchors, kinds, reasons, resources, schema, states, wire
+from nodeplugin.materialize import interface
+from openapi import anchors, kinds, plugin, reasons, resources, schema, states, wire
 from openapi.kinds import modelartifact, modelprefetch, nodemodelstore, progress
 
 MODULES = [importlib.import_module(f"openapi.kinds.{info.name}")
@@ -124,6 +125,9 @@ def test_the_vocabularies_are_the_schemas() -> None:
     resolved = schema.MODEL_ARTIFACT_STATUS["properties"]["resolved"]["properties"]
     assert tuple(resolved["digestSource"]["enum"]) == anchors.DIGEST_SOURCES
     assert set(typing.get_args(reasons.FailureReasonWord)) == set(reasons.FAILURE_REASONS)
+    assert {state.value for state in interface.State} == set(states.DELIVERY_STATES)
+    answer = typing.get_type_hints(plugin.PrefetchAnswer)["state"]
+    assert set(typing.get_args(answer)) == set(states.DELIVERY_STATES)
     assert set(reasons.HUB_REASONS) >= {reasons.ACCESS_DENIED, reasons.SOURCE_UNAVAILABLE}
 
 
