@@ -19,7 +19,8 @@ from apiserver.storage import interface, sqlite
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
 from openapi import resources, sources
-from tests.support import admitting, apiserver, etcd  # the same harness the integration tests use
+from devkit import admitting  # the same harness the integration tests use
+from devkit.harness import apiserver, etcd
 
 GROUP = f"/apis/{resources.GROUP_VERSION}"
 NAMESPACE = "bench"

@@ -24,11 +24,11 @@ import time
 from typing import Any
 
 from bench import result
+from devkit import clock as manualclock
 from nodeplugin.cache import inventory, layout, locks, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity
 from nodeplugin.nodestore import apply, collect, watermarks
 from nodeplugin.nodestore import spec as specs
-from tests.support import clock as manualclock
 
 TREES = 10_000
 REFERENCED = 1_000

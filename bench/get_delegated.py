@@ -25,8 +25,8 @@ import httpx
 
 from bench import _apiserver, result
 from openapi import resources
-from tests.support import aggregator, clustermode
-from tests.support.controlplane import ControlPlane, Rule, Subject, UserInfo
+from devkit.controlplane import ControlPlane, Rule, Subject, UserInfo
+from devkit.harness import aggregator, clustermode
 
 CLIENTS = 50
 SECONDS = 12.0

@@ -63,12 +63,12 @@ def serve_hub(spec_json: str) -> None:
     digests are ready, then answer each ``stats`` line with ``{"bytes": served, "max_open": n}``.
     ``spec["tls"]`` serves HTTPS with a throwaway CA (``ca_bundle``, its PEM file)."""
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.support import fakehub
+    from devkit import fixturehub
 
     spec = json.loads(spec_json)
-    with fakehub.run_fakehub(tls=bool(spec.get("tls"))) as hub:
+    with fixturehub.run(tls=bool(spec.get("tls"))) as hub:
         files = {
-            p: fakehub.FileSpec(size=f["size"], lfs=f["lfs"]) for p, f in spec["files"].items()
+            p: fixturehub.FileSpec(size=f["size"], lfs=f["lfs"]) for p, f in spec["files"].items()
         }
         hub.add_repo(REPO, files)
         for path in files:

@@ -120,7 +120,7 @@ def workspace() -> Iterator[pathlib.Path]:
 @contextlib.contextmanager
 def api_server(base: pathlib.Path) -> Iterator[Any]:
     sys.path.insert(0, str(REPO))
-    from tests.support import apiserver  # the same harness the integration tests use
+    from devkit.harness import apiserver  # the same harness the integration tests use
 
     server = apiserver.start(base / "apiserver")
     try:

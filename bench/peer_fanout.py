@@ -4,7 +4,7 @@ pulling from their peers (node-to-node sync on), against the same N cold nodes a
 against all-from-hub, as a ratio, and the hub bytes served per extra node (target 0).
 
 Root: each plugin's read-only view of its cache is a bind mount. Everything is a real process
-on loopback, as in a cluster (``tests.support.peernodes``, the harness the integration tests of
+on loopback, as in a cluster (``devkit.harness.peernodes``, the harness the integration tests of
 node-to-node sync use): the API server in cluster mode behind the fixture control plane (which
 authenticates, authorizes with the chart's rendered RBAC, proxies ``/apis/worker.gpustack.ai``
 as kube-aggregator does, and answers the plugins' TokenReviews: the standalone server serves
@@ -46,7 +46,7 @@ from openapi import states
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-from tests.support import peernodes  # noqa: E402 - the harness of the integration tests
+from devkit.harness import peernodes  # noqa: E402 - the harness of the integration tests
 
 COLD = 4
 ROUNDS = 3

@@ -32,7 +32,8 @@ from certs import authority
 from openapi import anchors, reasons, sources, states
 from openapi import plugin as plugin_api
 from openapi.kinds import modelartifact
-from tests.support import admitting, apiserver
+from devkit import admitting
+from devkit.harness import apiserver
 
 STORES = 10_000
 HOLDERS = 300

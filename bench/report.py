@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench import result
+from devkit import clock as manualclock
 from nodeplugin.cache import inventory, layout, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity, interface
 from nodeplugin.nodestore import apply, compose, reporter, watermarks
 from nodeplugin.nodestore import spec as specs
-from tests.support import clock as manualclock
 
 DOWNLOADS = 50
 MINUTES = 10

@@ -29,10 +29,10 @@ from controllers.resolver import hubs, passes
 from controllers.runtime import client as clients
 from controllers.runtime import informer
 from controllers.sources import claims, secrets
+from devkit import admitting, fixturehub
 from hub import config as hub_config
 from openapi import install, sources
 from openapi.kinds import modelartifact
-from tests.support import admitting, fakehub
 from timing import clock as clocks
 
 REPOS = 100
@@ -44,8 +44,8 @@ PATTERNS = [["*.json"], ["*.safetensors"], ["shard-0*"], ["shard-1*", "*.json"],
             ["*.txt"], ["shard-2*"], ["tokenizer*"], ["*"], ["shard-3*"]]
 
 
-def _files(repo: int) -> dict[str, bytes | int | fakehub.FileSpec]:
-    found: dict[str, bytes | int | fakehub.FileSpec] = {
+def _files(repo: int) -> dict[str, bytes | int | fixturehub.FileSpec]:
+    found: dict[str, bytes | int | fixturehub.FileSpec] = {
         "config.json": b'{"repo": %d}' % repo, "tokenizer.json": b"{}", "notes.txt": b"n"}
     for i in range(FILES_PER_REPO - 3):
         found[f"shard-{i:02d}.safetensors"] = 1000 + i
@@ -70,7 +70,7 @@ async def _create(registry: build.Registry, names: list[tuple[str, int, int]]) -
             namespace="bench") for name, repo, k in names[start:start + 50]))
 
 
-async def run(hub: fakehub.FakeHub, directory: pathlib.Path) -> dict[str, float]:
+async def run(hub: fixturehub.Hub, directory: pathlib.Path) -> dict[str, float]:
     store = sqlite.Store(directory / "store.db")
     await store.start()
     registry = build.build(store, admission=admitting.standalone())
@@ -114,7 +114,7 @@ async def run(hub: fakehub.FakeHub, directory: pathlib.Path) -> dict[str, float]
 
 
 def main() -> None:
-    with fakehub.run_fakehub() as hub, tempfile.TemporaryDirectory(prefix="bench-resolve-") as d:
+    with fixturehub.run() as hub, tempfile.TemporaryDirectory(prefix="bench-resolve-") as d:
         for r in range(REPOS):
             hub.add_repo(f"org/repo-{r:03d}", _files(r), tree_page_size=16)
         rounds: list[dict[str, float]] = []

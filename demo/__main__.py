@@ -37,8 +37,8 @@ import httpx
 from demo import csiclient, progressbar
 from openapi import resources, volume, wire
 from openapi.kinds import modelartifact, progress
-from tests.support import apiserver as server_support
-from tests.support import fakehub
+from devkit import fixturehub
+from devkit.harness import apiserver as server_support
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 NAMESPACE = "demo"
@@ -84,7 +84,7 @@ class Demo:
     def run(self) -> None:
         self.prepare()
         step(1, "the fixture hub serves a small synthetic model")
-        hub = self.stack.enter_context(fakehub.run_fakehub())
+        hub = self.stack.enter_context(fixturehub.run())
         files: dict[str, bytes | int] = {
             "config.json": b'{"model_type": "demo"}\n',
             "model.safetensors": self.model_bytes,
@@ -214,7 +214,7 @@ class Demo:
         server: server_support.RunningServer,
         kubelet: csiclient.Kubelet,
         artifact: dict[str, Any],
-        hub: fakehub.FakeHub,
+        hub: fixturehub.Hub,
     ) -> None:
         digest = modelartifact.manifest_digest(artifact)
         attributes = volume.attributes(ARTIFACT, wire.text(artifact, "metadata", "uid"),

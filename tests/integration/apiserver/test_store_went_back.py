@@ -22,10 +22,10 @@ from controllers.runtime import client as clients
 from controllers.runtime import informer as controller_informers
 from controllers.runtime import queue
 from controllers.sources import kubeapi
+from devkit.harness import apiserver as support
 from kube import gpustack
 from kubectlmodel import progress
 from nodeplugin import apiclient, artifacts
-from tests.support import apiserver as support
 from tests.support import kubeclient
 from timing import clock as clocks
 

@@ -17,21 +17,22 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import embedded
 from controllers import config as controller_settings
+from devkit import admitting, fixturehub
+from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from hub import config as hub_config
-from tests.support import admitting, fakehub, waiting
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 TOKEN = "hf_cluster_token_3"
 
 
 @pytest.fixture
-async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fakehub.FakeHub,
+async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fixturehub.Hub,
                                                                  build.Registry]]:
     store = sqlite.Store(tmp_path / "store.db")
     await store.start()
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp, \
-            fakehub.run_fakehub() as hub:
+            fixturehub.run() as hub:
         try:
             yield cp, hub, build.build(store, admission=admitting.standalone())
         finally:
@@ -43,7 +44,7 @@ def _artifact(name: str, source: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_embedded_controllers_use_the_clusters_sources(
-        world: tuple[ControlPlane, fakehub.FakeHub, build.Registry],
+        world: tuple[ControlPlane, fixturehub.Hub, build.Registry],
         tmp_path: pathlib.Path) -> None:
     cp, hub, registry = world
     cp.add_token("worker-token", UserInfo(WORKER, uid="w"))

@@ -21,14 +21,15 @@ from typing import Any
 
 import pytest
 
-from tests.support import apiserver as support
-from tests.support import fakehub, kubectl
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from devkit import fixturehub
+from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
+from devkit.harness import apiserver as support
+from tests.support import kubectl
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 TOKEN = "hf_external_token_7"
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {"config.json": b"{}", "w.safetensors": 4096}
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {"config.json": b"{}", "w.safetensors": 4096}
 
 
 class Controllers:
@@ -82,8 +83,8 @@ def _artifact(name: str, repo: str, secret: str | None = None) -> str:
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         yield running
 
 
@@ -98,7 +99,7 @@ def started() -> Iterator[list[Controllers]]:
 
 
 def test_external_controllers_write_status_as_the_worker_only(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
     hub.add_repo("org/private", FILES, private_token=TOKEN)
     secrets_dir = tmp_path / "secrets"
     (secrets_dir / "team-a" / "hf").mkdir(parents=True)
@@ -127,7 +128,7 @@ def test_external_controllers_write_status_as_the_worker_only(
 
 
 def test_leader_election_between_two_replicas(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp:
         cp.add_token("worker-token", UserInfo(WORKER, uid="w"))
         cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),

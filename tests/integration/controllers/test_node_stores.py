@@ -21,10 +21,11 @@ from apiserver.storage import sqlite
 from apiserver.wiring import embedded
 from controllers import config as controller_settings
 from controllers.nodestores import controller as nodestores
+from devkit import admitting
+from devkit import clock as manual
+from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from hub import config as hub_config
-from tests.support import admitting, waiting
-from tests.support import clock as manual
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 NAMESPACE = "gpustack-system"

@@ -60,16 +60,16 @@ if __name__ == "__main__":
 
 # --- the tests (imported by pytest only) ---------------------------------------------------------
 
+from devkit import fixturehub  # noqa: E402
 from hub import config as hub_config  # noqa: E402
 from hub import huggingface, listing  # noqa: E402
 from nodeplugin.cache import layout  # noqa: E402
-from tests.support import fakehub  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 
 class Driver:
-    def __init__(self, root: pathlib.Path, hub: fakehub.FakeHub, digest: str, hold: bool) -> None:
+    def __init__(self, root: pathlib.Path, hub: fixturehub.Hub, digest: str, hold: bool) -> None:
         env = dict(os.environ, DRIVER_TOKEN=TOKEN)
         self.proc = subprocess.Popen(
             [sys.executable, __file__, str(root), hub.endpoint, hub.repo(REPO).commit, digest,
@@ -102,7 +102,7 @@ def drivers() -> Iterator[list[Driver]]:
             d.kill()
 
 
-async def _digest(hub: fakehub.FakeHub) -> str:
+async def _digest(hub: fixturehub.Hub) -> str:
     client = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
     try:
         source = huggingface.HuggingFace(client, hub.endpoint)
@@ -115,7 +115,7 @@ async def _digest(hub: fakehub.FakeHub) -> str:
 async def test_kill_mid_download_then_restart_resumes(
     tmp_path: pathlib.Path, drivers: list[Driver]
 ) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, {"a.safetensors": 24 * MiB, "b.safetensors": 24 * MiB,
                             "config.json": b"{}"}, private_token=TOKEN)
         total = 48 * MiB + 2
@@ -150,7 +150,7 @@ async def test_kill_mid_download_then_restart_resumes(
 async def test_kill_after_publication_serves_the_tree_at_once(
     tmp_path: pathlib.Path, drivers: list[Driver]
 ) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, {"a.safetensors": 3 * MiB, "config.json": b"{}"},
                      private_token=TOKEN)
         digest = await _digest(hub)

@@ -13,7 +13,8 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
 from controllers import assembly as runner
-from tests.support import admitting, etcd
+from devkit import admitting
+from devkit.harness import etcd
 from timing import clock as clocks
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"

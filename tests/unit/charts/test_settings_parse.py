@@ -11,10 +11,10 @@ import pytest
 
 from controllers.nodestores import settings as storesettings
 from controllers.resolver import settings as clustersettings
+from devkit import helm
+from devkit.controlplane import Authority
 from hub import config as hub_config
 from openapi import install
-from tests.support import helm
-from tests.support.controlplane import Authority
 
 READ_BY_THE_CONTROLLERS = {
     *storesettings.HUB_KEYS, storesettings.HIGH, storesettings.LOW, storesettings.CONCURRENCY,

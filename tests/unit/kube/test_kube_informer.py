@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import kube
+from devkit import clock as manual
 from kube import informer
-from tests.support import clock as manual
 from tests.support import toolarge, waiting
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

@@ -9,11 +9,11 @@ import os
 import pathlib
 import threading
 
+from devkit import clock as clocks
 from nodeplugin import scrub
 from nodeplugin.cache import check, integrity, layout, locks, publish, quarantine
 from nodeplugin.materialize import interface
 from openapi import manifest
-from tests.support import clock as clocks
 
 FILES = {"a.bin": b"a" * 5000, "dir/b.txt": b"hello"}
 

@@ -4,8 +4,8 @@ serve."""
 
 from __future__ import annotations
 
+from devkit import admitting as admission
 from openapi import schema, sources
-from tests.support import admitting as admission
 
 
 def test_the_owner_is_what_the_schema_and_admission_serve() -> None:

@@ -16,7 +16,7 @@ from apiserver.endpoints import resources
 from apiserver.registry import build
 from apiserver.wiring import app
 from controllers import assembly as runner
-from tests.support import admitting
+from devkit import admitting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 PLUGIN = "system:serviceaccount:gpustack-system:model-manager-node"

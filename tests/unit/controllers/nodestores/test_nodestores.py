@@ -12,8 +12,8 @@ from controllers.nodestores import controller as nodestores
 from controllers.nodestores import settings as storesettings
 from controllers.runtime import client as clients
 from controllers.runtime import informer
+from devkit import clock as manual
 from hub import config as hub_config
-from tests.support import clock as manual
 from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"

@@ -9,7 +9,7 @@ from typing import Any
 from controllers.nodeview import index as nodeindex
 from controllers.nodeview import progress
 from openapi.kinds import modelartifact
-from tests.support import clock as manual
+from devkit import clock as manual
 
 DIGEST = "sha256:" + "ab" * 32
 NOW = manual.START

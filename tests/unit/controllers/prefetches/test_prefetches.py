@@ -18,8 +18,8 @@ from controllers.prefetches import controller as prefetches
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer, queue
+from devkit import clock as manual
 from openapi import resources
-from tests.support import clock as manual
 from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"

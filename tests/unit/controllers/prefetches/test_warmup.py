@@ -16,7 +16,7 @@ from controllers.prefetches import placement, warmup
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import informer
 from openapi import keys
-from tests.support import clock as manual
+from devkit import clock as manual
 
 DIGEST = "sha256:" + "ab" * 32
 PREFETCH: dict[str, Any] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from controllers.runtime import queue
-from tests.support import clock as manual
+from devkit import clock as manual
 
 
 async def test_a_key_is_queued_once_and_never_handed_out_twice() -> None:

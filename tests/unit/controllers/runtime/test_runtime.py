@@ -8,7 +8,7 @@ from collections import Counter
 
 from controllers.runtime import controller as runtime
 from controllers.runtime import leader
-from tests.support import clock as manual
+from devkit import clock as manual
 from tests.support import waiting
 
 
