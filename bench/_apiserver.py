@@ -18,9 +18,9 @@ from apiserver.registry import build
 from apiserver.storage import interface, sqlite
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from openapi import resources, sources
 from devkit import admitting  # the same harness the integration tests use
 from devkit.harness import apiserver, etcd
+from openapi import resources, sources
 
 GROUP = f"/apis/{resources.GROUP_VERSION}"
 NAMESPACE = "bench"

@@ -24,9 +24,9 @@ import tempfile
 import httpx
 
 from bench import _apiserver, result
-from openapi import resources
 from devkit.controlplane import ControlPlane, Rule, Subject, UserInfo
 from devkit.harness import aggregator, clustermode
+from openapi import resources
 
 CLIENTS = 50
 SECONDS = 12.0

@@ -29,11 +29,11 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from bench import _apiserver, result
 from certs import authority
+from devkit import admitting
+from devkit.harness import apiserver
 from openapi import anchors, reasons, sources, states
 from openapi import plugin as plugin_api
 from openapi.kinds import modelartifact
-from devkit import admitting
-from devkit.harness import apiserver
 
 STORES = 10_000
 HOLDERS = 300

@@ -35,10 +35,10 @@ import grpc
 import httpx
 
 from demo import csiclient, progressbar
-from openapi import resources, volume, wire
-from openapi.kinds import modelartifact, progress
 from devkit import fixturehub
 from devkit.harness import apiserver as server_support
+from openapi import resources, volume, wire
+from openapi.kinds import modelartifact, progress
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 NAMESPACE = "demo"

@@ -9,11 +9,11 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from openapi import wire
 from devkit.controlplane import selectors, status
 from devkit.controlplane.requestinfo import RequestInfo
 from devkit.controlplane.resources import Kind
 from devkit.controlplane.store import Store, continue_token, parse_continue
+from openapi import wire
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"

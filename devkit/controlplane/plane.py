@@ -18,7 +18,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from openapi import wire
 from devkit.controlplane import files, status
 from devkit.controlplane import resources as kinds
 from devkit.controlplane.aggregation import APIService
@@ -36,6 +35,7 @@ from devkit.controlplane.rbac import Policy
 from devkit.controlplane.server import Server
 from devkit.controlplane.store import Store
 from devkit.controlplane.watch import Bookmarks
+from openapi import install, wire
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 ADMIN_TOKEN = "fixture-admin-token"
@@ -242,8 +242,8 @@ class ControlPlane:
         self,
         node: str,
         *,
-        namespace: str = "gpustack-system",
-        service_account_name: str = "model-manager-node",
+        namespace: str = install.DEFAULT_NAMESPACE,
+        service_account_name: str = install.PLUGIN_SERVICE_ACCOUNT,
         pod_name: str | None = None,
         audiences: Sequence[str] = (API_AUDIENCE,),
     ) -> tuple[str, UserInfo, wire.Obj]:
@@ -272,7 +272,7 @@ class ControlPlane:
         return token, user, pod
 
     def write_service_account(
-        self, directory: Path, token: str, namespace: str = "gpustack-system"
+        self, directory: Path, token: str, namespace: str = install.DEFAULT_NAMESPACE
     ) -> dict[str, str]:
         """An in-cluster ServiceAccount directory (token, ca.crt, namespace) for this control
         plane; returns the ``KUBERNETES_SERVICE_*`` environment that goes with it. Call it again

@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from openapi import wire
 from devkit.controlplane import status
 from devkit.controlplane.resources import CSINODES, NAMESPACES, PODS, PVCS, Kind
+from openapi import wire
 
 HISTORY = 10_000
 _NAME = "abcdefghijklmnopqrstuvwxyz0123456789"

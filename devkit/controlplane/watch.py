@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from openapi import wire
 from devkit.controlplane import objects, status
 from devkit.controlplane.store import Event, Store
+from openapi import wire
 
 DEFAULT_TIMEOUT = 1800.0
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"

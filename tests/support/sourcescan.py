@@ -32,10 +32,17 @@ def tree(path: pathlib.Path) -> ast.Module:
 
 def prose(module: ast.Module) -> set[int]:
     """The ids of the string constants that are statements of their own (docstrings and bare
-    strings): they explain, they do not spell anything to the wire."""
-    return {id(node.value) for node in ast.walk(module)
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)}
+    strings) and of a module's ``__all__``: they explain or name Python objects, they do not
+    spell anything to the wire."""
+    found = {id(node.value) for node in ast.walk(module)
+             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+             and isinstance(node.value.value, str)}
+    for node in module.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == "__all__"
+                for target in node.targets):
+            found |= {id(item) for item in ast.walk(node.value)}
+    return found
 
 
 def constants(path: pathlib.Path) -> list[ast.Constant]:

@@ -45,6 +45,21 @@ ALLOWED: dict[tuple[str, object], str] = {
     ("kube/config.py", "ca.crt"):
         "the CA file of kube's in-cluster service-account directory",
     ("bench/pod_start.py", "Failed"): _POD_WORD,
+    ("devkit/controlplane/store.py", "Pending"):
+        "a new Pod's and claim's phase, as the fixture control plane sets it: kube's word",
+    ("devkit/controlplane/files.py", "ca.crt"): _TLS_FILE,
+    ("devkit/harness/apiserver.py", "ca.crt"): _TLS_FILE,
+    ("devkit/controlplane/plane.py", "image"): "a container's image field (kube's Pod spec)",
+    ("devkit/fixturehub/hfroutes.py", "RevisionNotFound"):
+        "the X-Error-Code the fixture hub answers, as the Hugging Face Hub does",
+    ("devkit/fixturehub/hfroutes.py", "EntryNotFound"):
+        "the X-Error-Code the fixture hub answers, as the Hugging Face Hub does",
+    ("devkit/helm.py", "model-manager"):
+        "the chart's directory and the Helm release name the tests install",
+    ("devkit/realnode/release_values.py", "model-manager"): "the Helm release name of the rig",
+    ("devkit/realnode/release_values.py", "image"): "the chart's image values, not a source",
+    ("devkit/realnode/deploy.py", "model-manager"): "the name of the product's image archive",
+    ("devkit/realnode/deploy.py", "image"): "the image build's subcommand, not a source",
     ("controllers/prefetches/warmup.py", "Failed"): _POD_WORD,
     ("controllers/prefetches/placement.py", "Pending"): _POD_WORD,
     ("controllers/prefetches/placement.py", "Unschedulable"):

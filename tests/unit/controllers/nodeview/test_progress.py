@@ -8,8 +8,8 @@ from typing import Any
 
 from controllers.nodeview import index as nodeindex
 from controllers.nodeview import progress
-from openapi.kinds import modelartifact
 from devkit import clock as manual
+from openapi.kinds import modelartifact
 
 DIGEST = "sha256:" + "ab" * 32
 NOW = manual.START

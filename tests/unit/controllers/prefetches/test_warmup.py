@@ -15,8 +15,8 @@ from controllers import config as settings
 from controllers.prefetches import placement, warmup
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import informer
-from openapi import keys
 from devkit import clock as manual
+from openapi import keys
 
 DIGEST = "sha256:" + "ab" * 32
 PREFETCH: dict[str, Any] = {
