@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench import result
+from openapi import sources, states
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 REPO = "bench/cold-model"
@@ -159,7 +160,7 @@ def drive(root: str, endpoint: str, commit: str, digest: str) -> None:
     async def run() -> None:
         config = hub_config.HubConfig(huggingface_endpoint=endpoint)
         m = download.HubMaterializer.from_config(layout.Layout(root), config, settings())
-        request = interface.Request(digest, interface.Source("huggingFace", REPO, commit))
+        request = interface.Request(digest, interface.Source(sources.HUGGING_FACE, REPO, commit))
         started = time.monotonic()
         while True:
             p = await m.ensure(request)
@@ -236,7 +237,7 @@ class Downloader:
         for last in self.lines():  # noqa: B007 - the final line is the summary
             pass
         self.proc.wait()
-        if last.get("state") != "Published":
+        if last.get("state") != states.PUBLISHED:
             raise RuntimeError(f"download did not publish: {last}")
         return last
 

@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench import _apiserver, materialize_cold, mount_warm, result
+from openapi import states
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -133,7 +134,7 @@ def main() -> None:
         before = hub.bytes_served()
         seed_seconds = peernodes.publish([seed])[0]
         seed_hub_bytes = hub.bytes_served() - before
-        if seed.source() != "Hub":  # the cold nodes find the seed by its store's listing
+        if seed.source() != states.HUB:  # the cold nodes find the seed by its store's listing
             raise RuntimeError("the seed's store does not list the digest Ready")
         for r in range(ROUNDS):
             subject = _round(cluster, hub, seed, names[(r, "peer")], peer=True)

@@ -31,13 +31,15 @@ from controllers.runtime import informer
 from controllers.sources import claims, secrets
 from devkit import admitting, fixturehub
 from hub import config as hub_config
+from openapi import install, sources
+from openapi.kinds import modelartifact
 from timing import clock as clocks
 
 REPOS = 100
 PER_REPO = 10
 FILES_PER_REPO = 40
 ROUNDS = 3
-WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
+WORKER = install.WORKER_USER
 PATTERNS = [["*.json"], ["*.safetensors"], ["shard-0*"], ["shard-1*", "*.json"], [],
             ["*.txt"], ["shard-2*"], ["tokenizer*"], ["*"], ["shard-3*"]]
 
@@ -53,8 +55,7 @@ def _files(repo: int) -> dict[str, bytes | int | fixturehub.FileSpec]:
 async def _resolved(registry: build.Registry, count: int) -> None:
     while True:
         listed = (await registry.modelartifacts.list("bench")).items()
-        done = sum(1 for a in listed for c in (a.get("status") or {}).get("conditions", [])
-                   if c["type"] == "Resolved" and c["status"] == "True")
+        done = sum(1 for a in listed if modelartifact.is_resolved(a))
         if done >= count:
             return
         await asyncio.sleep(0.05)
@@ -64,7 +65,7 @@ async def _create(registry: build.Registry, names: list[tuple[str, int, int]]) -
     for start in range(0, len(names), 50):
         await asyncio.gather(*(registry.modelartifacts.create({
             "metadata": {"name": name},
-            "spec": {"source": {"huggingFace": {"repository": f"org/repo-{repo:03d}"}},
+            "spec": {"source": {sources.HUGGING_FACE: {"repository": f"org/repo-{repo:03d}"}},
                      **({"allowPatterns": PATTERNS[k]} if PATTERNS[k] else {})}},
             namespace="bench") for name, repo, k in names[start:start + 50]))
 

@@ -8,10 +8,10 @@ from typing import Any
 from apiserver.admission import chain, facts
 from apiserver.auth import authorizer, policy, rbac
 from apiserver.registry import strategy
-from openapi import fields, resources
+from openapi import fields, install, resources
 
-WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
-PLUGIN = facts.Plugin("gpustack-system", "model-manager-node")
+WORKER = install.WORKER_USER
+PLUGIN = facts.Plugin(install.DEFAULT_NAMESPACE, install.PLUGIN_SERVICE_ACCOUNT)
 PLUGIN_USER = PLUGIN.username
 
 

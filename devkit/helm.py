@@ -13,10 +13,12 @@ from typing import Any
 
 import yaml
 
+from openapi import install
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "model-manager"
 FULL_VALUES = CHART / "ci" / "full-values.yaml"
-NAMESPACE = "gpustack-system"
+NAMESPACE = install.DEFAULT_NAMESPACE
 
 
 def binary() -> pathlib.Path:

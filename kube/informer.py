@@ -23,21 +23,21 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from kube import errors
+from openapi import wire
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 QUICK_END_SECONDS = 1.0
 """A watch that ends sooner than this ended "at once": the next one waits out a backoff."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Listed:
-    items: list[Obj]
+    items: list[wire.Obj]
     resource_version: str
 
 
@@ -45,7 +45,7 @@ class Listed:
 class Event:
     type: str
     """ADDED, MODIFIED, DELETED or BOOKMARK."""
-    object: Obj
+    object: wire.Obj
 
 
 class ListWatch(Protocol):
@@ -78,7 +78,7 @@ class Backoff:
         return min(self.maximum, self.initial * 2.0 ** max(0, failures - 1))
 
 
-def version_of(obj: Obj) -> str:
+def version_of(obj: wire.Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 

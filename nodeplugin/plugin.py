@@ -48,6 +48,7 @@ from nodeplugin.nodestore import assembly, collect, gate, source, watermarks
 from nodeplugin.nodestore import spec as specs
 from nodeplugin.peer import assembly as peer_assembly
 from nodeplugin.peer import holders as peer_holders
+from openapi import install
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class Config:
     # ``spec.hub``, ``spec.download`` and ``spec.watermarks.highPercent``.
     hub: hub_config.HubConfig = dataclasses.field(default_factory=hub_config.HubConfig)
     download: download.Settings = dataclasses.field(default_factory=download.Settings)
-    namespace: str = "gpustack-system"
+    namespace: str = install.DEFAULT_NAMESPACE
     """The operator namespace: where the spec's CA ConfigMap lives."""
     worker_user: str = ""
     """The one user ``GET /model/downloads`` admits after a TokenReview (in a cluster)."""

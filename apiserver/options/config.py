@@ -6,11 +6,11 @@ import dataclasses
 import pathlib
 
 from controllers import config as controller_settings
-from openapi import jsondepth
+from openapi import install, jsondepth
 
-DEFAULT_WORKER_USER = "system:serviceaccount:gpustack-system:model-manager-worker"
-DEFAULT_NAMESPACE = controller_settings.DEFAULT_NAMESPACE
-DEFAULT_PLUGIN_SERVICE_ACCOUNT = "model-manager-node"
+DEFAULT_WORKER_USER = install.WORKER_USER
+DEFAULT_NAMESPACE = install.DEFAULT_NAMESPACE
+DEFAULT_PLUGIN_SERVICE_ACCOUNT = install.PLUGIN_SERVICE_ACCOUNT
 DEFAULT_PORT = 8443
 DEFAULT_BIND = "127.0.0.1"
 CONTROLLER_MODES = ("embedded", "external", "none")

@@ -19,8 +19,7 @@ from apiserver.auth import worker as workers
 from apiserver.registry import build, codec, options, selectors, store
 from controllers.runtime import client as clients
 from controllers.runtime import errors as controller_errors
-
-Obj = clients.Obj
+from openapi import wire
 
 
 def _translate(exc: errors.StatusError) -> controller_errors.ApiError:
@@ -77,27 +76,27 @@ class RegistryClient:
             elif event.record is not None and event.type in ("ADDED", "MODIFIED", "DELETED"):
                 yield clients.WatchEvent(event.type, codec.decode(event.record))
 
-    async def get(self, resource: clients.Resource, namespace: str, name: str) -> Obj:
+    async def get(self, resource: clients.Resource, namespace: str, name: str) -> wire.Obj:
         try:
             return await self._store(resource).get(namespace, name)
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 
-    async def create(self, resource: clients.Resource, obj: Obj) -> Obj:
+    async def create(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         namespace, _ = clients.key_of(obj)
         try:
             return await self._store(resource).create(obj, namespace=namespace)
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 
-    async def update(self, resource: clients.Resource, obj: Obj) -> Obj:
+    async def update(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         namespace, name = clients.key_of(obj)
         try:
             return await self._store(resource).update(obj, namespace=namespace, name=name)
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 
-    async def update_status(self, resource: clients.Resource, obj: Obj) -> Obj:
+    async def update_status(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         namespace, name = clients.key_of(obj)
         try:
             resource_store = self._store(resource)

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
+from openapi import wire
 from timing import clock as clocks
-
-Obj = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -32,12 +31,12 @@ class Record:
     verified: datetime.datetime
     """When the hub last confirmed it (``status.resolved.lastValidatedTime``)."""
 
-    def to_json(self) -> Obj:
+    def to_json(self) -> wire.Obj:
         return {"namespace": self.namespace, "digest": self.digest, "artifact": self.artifact,
                 "uid": self.uid, "verifiedTime": clocks.rfc3339(self.verified)}
 
     @classmethod
-    def from_json(cls, found: Obj) -> Record | None:
+    def from_json(cls, found: wire.Obj) -> Record | None:
         """The record, None when ``found`` is not one (a foreign or damaged value)."""
         verified = clocks.parse(found.get("verifiedTime"))
         fields = [found.get(k) for k in ("namespace", "digest", "artifact", "uid")]

@@ -17,6 +17,7 @@ from controllers.runtime import client as clients
 from controllers.runtime import errors, queue
 from controllers.sources import secrets
 from kube import informer as reflectors
+from openapi import sources
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -42,11 +43,11 @@ class KubeSecrets:
             raise secrets.SecretMissing(f"{where} not found") from None
         except errors.ApiError as exc:
             raise secrets.SecretUnreadable(f"{where} could not be read (HTTP {exc.code})") from None
-        raw = (secret.get("data") or {}).get(secrets.TOKEN_KEY)
+        raw = (secret.get("data") or {}).get(sources.SECRET_TOKEN_KEY)
         if raw is None:
-            text = (secret.get("stringData") or {}).get(secrets.TOKEN_KEY)
+            text = (secret.get("stringData") or {}).get(sources.SECRET_TOKEN_KEY)
             if text is None:
-                raise secrets.SecretMissing(f"{where} has no key {secrets.TOKEN_KEY!r}")
+                raise secrets.SecretMissing(f"{where} has no key {sources.SECRET_TOKEN_KEY!r}")
             return secrets.decode(str(text).encode(), where)
         try:
             value = base64.b64decode(str(raw), validate=True)

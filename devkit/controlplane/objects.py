@@ -12,7 +12,8 @@ import orjson
 from devkit.controlplane import selectors, status
 from devkit.controlplane.requestinfo import RequestInfo
 from devkit.controlplane.resources import Kind
-from devkit.controlplane.store import Obj, Store, continue_token, parse_continue
+from devkit.controlplane.store import Store, continue_token, parse_continue
+from openapi import wire
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -38,7 +39,7 @@ def _decode(body: bytes) -> Any:
         ) from None
 
 
-def _object(body: bytes) -> Obj:
+def _object(body: bytes) -> wire.Obj:
     obj = _decode(body)
     if not isinstance(obj, dict):
         raise status.StatusError(status.bad_request("the request body is not a JSON object"))
@@ -58,11 +59,11 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def matcher(call: Call) -> Callable[[Obj], bool]:
+def matcher(call: Call) -> Callable[[wire.Obj], bool]:
     labels = selectors.labels(call.query.get("labelSelector"))
     fields = selectors.fields(call.query.get("fieldSelector"), call.kind)
 
-    def match(obj: Obj) -> bool:
+    def match(obj: wire.Obj) -> bool:
         return labels(obj.get("metadata", {}).get("labels") or {}) and fields.matches(obj)
 
     return match
@@ -93,12 +94,12 @@ def list_objects(store: Store, call: Call) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _key(obj: Obj) -> tuple[str, str]:
+def _key(obj: wire.Obj) -> tuple[str, str]:
     meta = obj.get("metadata", {})
     return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
-def create(store: Store, call: Call) -> tuple[int, Obj]:
+def create(store: Store, call: Call) -> tuple[int, wire.Obj]:
     obj = _object(call.body)
     meta = obj.get("metadata") or {}
     namespace = call.info.namespace
@@ -111,7 +112,7 @@ def create(store: Store, call: Call) -> tuple[int, Obj]:
     return 201, store.create(call.kind, namespace if call.kind.namespaced else "", obj)
 
 
-def replace(store: Store, call: Call) -> Obj:
+def replace(store: Store, call: Call) -> wire.Obj:
     obj = _object(call.body)
     namespace = call.info.namespace if call.kind.namespaced else ""
     return store.update(
@@ -119,7 +120,7 @@ def replace(store: Store, call: Call) -> Obj:
     )
 
 
-def patch(store: Store, call: Call) -> Obj:
+def patch(store: Store, call: Call) -> wire.Obj:
     content_type = call.content_type.split(";", 1)[0].strip()
     document = _decode(call.body)
     if content_type in (MERGE, STRATEGIC):
@@ -127,16 +128,16 @@ def patch(store: Store, call: Call) -> Obj:
         if not isinstance(document, dict):
             raise status.StatusError(status.bad_request("a merge patch must be a JSON object"))
 
-        def mutate(current: Obj) -> Obj:
-            patched: Obj = merge_patch(current, document)
+        def mutate(current: wire.Obj) -> wire.Obj:
+            patched: wire.Obj = merge_patch(current, document)
             return patched
     elif content_type == JSON_PATCH:
         if not isinstance(document, list):
             raise status.StatusError(status.bad_request("a JSON patch must be a JSON array"))
 
-        def mutate(current: Obj) -> Obj:
+        def mutate(current: wire.Obj) -> wire.Obj:
             try:
-                patched: Obj = jsonpatch.apply_patch(current, document)
+                patched: wire.Obj = jsonpatch.apply_patch(current, document)
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
                 raise status.StatusError(
                     status.status(422, "Invalid", f"the server rejected our request due to an "
@@ -151,7 +152,7 @@ def patch(store: Store, call: Call) -> Obj:
     )
 
 
-def delete(store: Store, call: Call) -> Obj:
+def delete(store: Store, call: Call) -> wire.Obj:
     options: dict[str, Any] = {}
     if call.body.strip():
         decoded = _object(call.body)
@@ -169,7 +170,7 @@ def delete(store: Store, call: Call) -> Obj:
     )
 
 
-def delete_collection(store: Store, call: Call) -> Obj:
+def delete_collection(store: Store, call: Call) -> wire.Obj:
     items, _ = store.list(call.kind, call.info.namespace, matcher(call))
     deleted = []
     for item in items:

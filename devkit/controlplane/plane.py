@@ -33,8 +33,9 @@ from devkit.controlplane.identity import (
 from devkit.controlplane.pki import Authority, KeyPair
 from devkit.controlplane.rbac import Policy
 from devkit.controlplane.server import Server
-from devkit.controlplane.store import Obj, Store
+from devkit.controlplane.store import Store
 from devkit.controlplane.watch import Bookmarks
+from openapi import install, wire
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 ADMIN_TOKEN = "fixture-admin-token"
@@ -241,11 +242,11 @@ class ControlPlane:
         self,
         node: str,
         *,
-        namespace: str = "gpustack-system",
-        service_account_name: str = "model-manager-node",
+        namespace: str = install.DEFAULT_NAMESPACE,
+        service_account_name: str = install.PLUGIN_SERVICE_ACCOUNT,
         pod_name: str | None = None,
         audiences: Sequence[str] = (API_AUDIENCE,),
-    ) -> tuple[str, UserInfo, Obj]:
+    ) -> tuple[str, UserInfo, wire.Obj]:
         """A Pod of ``service_account_name`` bound to ``node`` (the Node created if missing) and
         a bound token for it with the pod/node extras, as kubelet would project it.
         Returns (token, user, pod)."""
@@ -271,7 +272,7 @@ class ControlPlane:
         return token, user, pod
 
     def write_service_account(
-        self, directory: Path, token: str, namespace: str = "gpustack-system"
+        self, directory: Path, token: str, namespace: str = install.DEFAULT_NAMESPACE
     ) -> dict[str, str]:
         """An in-cluster ServiceAccount directory (token, ca.crt, namespace) for this control
         plane; returns the ``KUBERNETES_SERVICE_*`` environment that goes with it. Call it again
@@ -304,16 +305,16 @@ class ControlPlane:
 
     # --- objects ---------------------------------------------------------------------
 
-    def seed(self, kind: kinds.Kind, obj: Obj) -> Obj:
+    def seed(self, kind: kinds.Kind, obj: wire.Obj) -> wire.Obj:
         """Store ``obj`` as is (uid, creationTimestamp and status kept when present; its
         namespace created if missing), as if it had been there all along."""
         namespace = str(obj.get("metadata", {}).get("namespace", "")) if kind.namespaced else ""
         return self.store.create(kind, namespace, obj, seed=True)
 
-    def get(self, kind: kinds.Kind, name: str, namespace: str = "") -> Obj | None:
+    def get(self, kind: kinds.Kind, name: str, namespace: str = "") -> wire.Obj | None:
         return self.store.find(kind, namespace if kind.namespaced else "", name)
 
-    def put(self, kind: kinds.Kind, obj: Obj) -> Obj:
+    def put(self, kind: kinds.Kind, obj: wire.Obj) -> wire.Obj:
         """Create or overwrite (unconditionally) as the cluster's own components would."""
         meta = obj.get("metadata", {})
         namespace = str(meta.get("namespace", "")) if kind.namespaced else ""
@@ -327,7 +328,7 @@ class ControlPlane:
             updated = self.store.update(kind, namespace, name, body, subresource="status")
         return updated
 
-    def publish_authentication(self) -> Obj:
+    def publish_authentication(self) -> wire.Obj:
         """(Re)write ``kube-system/extension-apiserver-authentication`` from the client CA and
         the front proxy, as kube-apiserver does at start and on rotation."""
         data = self.front_proxy.configmap_data(self.client_ca.cert_pem)

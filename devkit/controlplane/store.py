@@ -19,25 +19,25 @@ import orjson
 
 from devkit.controlplane import status
 from devkit.controlplane.resources import CSINODES, NAMESPACES, PODS, PVCS, Kind
+from openapi import wire
 
-Obj = dict[str, Any]
 HISTORY = 10_000
 _NAME = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
-def _copy(obj: Obj) -> Obj:
-    copied: Obj = orjson.loads(orjson.dumps(obj))
+def _copy(obj: wire.Obj) -> wire.Obj:
+    copied: wire.Obj = orjson.loads(orjson.dumps(obj))
     return copied
 
 
-def _ordered(obj: Obj) -> Obj:
+def _ordered(obj: wire.Obj) -> wire.Obj:
     """kube's field order: kind, apiVersion, metadata, then the rest as given."""
-    head: Obj = {k: obj[k] for k in ("kind", "apiVersion", "metadata") if k in obj}
+    head: wire.Obj = {k: obj[k] for k in ("kind", "apiVersion", "metadata") if k in obj}
     head.update((k, v) for k, v in obj.items() if k not in head)
     return head
 
 
-def _nil_lists(kind: Kind, obj: Obj) -> Obj:
+def _nil_lists(kind: Kind, obj: wire.Obj) -> wire.Obj:
     """What Go's JSON encoding writes for an empty list without ``omitempty``: kube-apiserver
     answers a CSINode whose ``spec.drivers`` was sent empty, null or not at all with
     ``"spec": {"drivers": null}`` (kube-samples/csinode-no-drivers.json)."""
@@ -58,8 +58,8 @@ class Event:
     revision: int
     kind: tuple[str, str]
     type: str  # ADDED, MODIFIED, DELETED
-    object: Obj
-    previous: Obj | None
+    object: wire.Obj
+    previous: wire.Obj | None
 
 
 def _valid_name(name: str) -> bool:
@@ -72,7 +72,7 @@ class Store:
     def __init__(self, *, first_revision: int = 1000) -> None:
         self.cond = threading.Condition()
         self._revision = first_revision
-        self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+        self._objects: dict[tuple[str, str], dict[tuple[str, str], wire.Obj]] = {}
         self._events: list[Event] = []
         self._revisions: list[int] = []
         self._compacted = 0
@@ -90,21 +90,21 @@ class Store:
         with self.cond:
             return self._compacted
 
-    def get(self, kind: Kind, namespace: str, name: str) -> Obj:
+    def get(self, kind: Kind, namespace: str, name: str) -> wire.Obj:
         with self.cond:
             obj = self._objects.get(kind.key, {}).get((namespace, name))
             if obj is None:
                 raise status.StatusError(status.not_found(kind.group, kind.plural, name))
             return _copy(obj)
 
-    def find(self, kind: Kind, namespace: str, name: str) -> Obj | None:
+    def find(self, kind: Kind, namespace: str, name: str) -> wire.Obj | None:
         with self.cond:
             obj = self._objects.get(kind.key, {}).get((namespace, name))
             return None if obj is None else _copy(obj)
 
     def list(
-        self, kind: Kind, namespace: str, match: Callable[[Obj], bool]
-    ) -> tuple[builtins.list[Obj], int]:
+        self, kind: Kind, namespace: str, match: Callable[[wire.Obj], bool]
+    ) -> tuple[builtins.list[wire.Obj], int]:
         with self.cond:
             table = self._objects.get(kind.key, {})
             keys = sorted(k for k in table if not namespace or k[0] == namespace)
@@ -121,7 +121,7 @@ class Store:
 
     # --- writing ---------------------------------------------------------------------
 
-    def _record(self, kind: Kind, type_: str, obj: Obj, previous: Obj | None) -> None:
+    def _record(self, kind: Kind, type_: str, obj: wire.Obj, previous: wire.Obj | None) -> None:
         self._events.append(Event(self._revision, kind.key, type_, _copy(obj), previous))
         self._revisions.append(self._revision)
         if len(self._events) > HISTORY:
@@ -131,7 +131,7 @@ class Store:
             del self._revisions[:drop]
         self.cond.notify_all()
 
-    def _bump(self, obj: Obj) -> None:
+    def _bump(self, obj: wire.Obj) -> None:
         self._revision += 1
         obj["metadata"]["resourceVersion"] = str(self._revision)
 
@@ -144,7 +144,7 @@ class Store:
             self.cond.notify_all()
             return self._revision
 
-    def create(self, kind: Kind, namespace: str, body: Obj, *, seed: bool = False) -> Obj:
+    def create(self, kind: Kind, namespace: str, body: wire.Obj, *, seed: bool = False) -> wire.Obj:
         obj = _copy(body)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -201,7 +201,7 @@ class Store:
             return _copy(obj)
 
     def _create_namespace(self, namespace: str) -> None:
-        obj: Obj = {
+        obj: wire.Obj = {
             "apiVersion": "v1",
             "kind": "Namespace",
             "metadata": {
@@ -220,11 +220,11 @@ class Store:
         kind: Kind,
         namespace: str,
         name: str,
-        body: Obj,
+        body: wire.Obj,
         *,
         subresource: str = "",
-        mutate: Callable[[Obj], Obj] | None = None,
-    ) -> Obj:
+        mutate: Callable[[wire.Obj], wire.Obj] | None = None,
+    ) -> wire.Obj:
         """PUT (``body``) or, with ``mutate``, a read-modify-write of the current object (PATCH).
         A stale ``metadata.resourceVersion`` in the result is a 409 Conflict."""
         with self.cond:
@@ -262,7 +262,8 @@ class Store:
                 self._record(kind, "MODIFIED", merged, previous)
             return _copy(merged)
 
-    def _merge(self, kind: Kind, current: Obj, incoming: Obj, subresource: str) -> Obj:
+    def _merge(self, kind: Kind, current: wire.Obj, incoming: wire.Obj,
+               subresource: str) -> wire.Obj:
         if subresource == "status":
             merged = _copy(current)
             if "status" in incoming:
@@ -289,7 +290,7 @@ class Store:
 
     def delete(
         self, kind: Kind, namespace: str, name: str, preconditions: dict[str, Any] | None = None
-    ) -> tuple[Obj, bool]:
+    ) -> tuple[wire.Obj, bool]:
         """(the object, gone): gone False when finalizers keep it (deletionTimestamp set)."""
         with self.cond:
             table = self._objects.get(kind.key, {})

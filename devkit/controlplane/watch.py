@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 
 from devkit.controlplane import objects, status
-from devkit.controlplane.store import Event, Obj, Store
+from devkit.controlplane.store import Event, Store
+from openapi import wire
 
 DEFAULT_TIMEOUT = 1800.0
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -19,14 +20,14 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 Write = Callable[[bytes], None]
 
 
-def _line(type_: str, obj: Obj) -> bytes:
+def _line(type_: str, obj: wire.Obj) -> bytes:
     return orjson.dumps({"type": type_, "object": obj}) + b"\n"
 
 
 # What kube-apiserver 1.36 writes besides metadata in a BOOKMARK's object: the kind's empty
 # object as Go serializes it, nil lists as null (kube-samples/watch-bookmarks.json). Kinds not
 # recorded there get metadata only.
-_EMPTY: dict[str, Obj] = {
+_EMPTY: dict[str, wire.Obj] = {
     "Pod": {"spec": {"containers": None}, "status": {}},
     "CSINode": {"spec": {"drivers": None}},
     "Lease": {"spec": {}},
@@ -42,17 +43,17 @@ _EMPTY: dict[str, Obj] = {
 }  # fmt: skip
 
 
-def _bookmark(call: objects.Call, revision: int, initial_end: bool = False) -> Obj:
+def _bookmark(call: objects.Call, revision: int, initial_end: bool = False) -> wire.Obj:
     meta: dict[str, Any] = {"resourceVersion": str(revision)}
     if initial_end:
         meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-    body: Obj = {"kind": call.kind.kind, "apiVersion": call.kind.api_version, "metadata": meta}
+    body: wire.Obj = {"kind": call.kind.kind, "apiVersion": call.kind.api_version, "metadata": meta}
     body.update(orjson.loads(orjson.dumps(_EMPTY.get(call.kind.kind, {}))))
     return body
 
 
-def _translate(event: Event, namespace: str, match: Callable[[Obj], bool]) -> str | None:
-    def visible(obj: Obj | None) -> bool:
+def _translate(event: Event, namespace: str, match: Callable[[wire.Obj], bool]) -> str | None:
+    def visible(obj: wire.Obj | None) -> bool:
         if obj is None:
             return False
         if namespace and obj.get("metadata", {}).get("namespace") != namespace:

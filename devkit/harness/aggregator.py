@@ -19,6 +19,7 @@ import httpx
 
 from devkit.controlplane.identity import UserInfo, service_account
 from devkit.controlplane.pki import KeyPair
+from openapi import install
 
 _TOKEN_CHARS = frozenset(
     b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -29,7 +30,8 @@ _TOKEN_CHARS = frozenset(
 ADMIN = UserInfo("admin", uid="admin-uid", groups=("system:masters", "system:authenticated"))
 ALICE = UserInfo("alice", uid="alice-uid", groups=("tenants", "system:authenticated"))
 PLUGIN_A = service_account(
-    "gpustack-system", "model-manager-node", uid="13dd404c-0056-41bf-b858-e4232a8c48a2",
+    install.DEFAULT_NAMESPACE, install.PLUGIN_SERVICE_ACCOUNT,
+    uid="13dd404c-0056-41bf-b858-e4232a8c48a2",
     pod=("plugin-a", "1db066b1-1edf-4efb-a324-75448ef128f2"),
     node=("node-a", "aea1e0c4-8615-43f8-be33-79dfc03f6957"),
     credential_id="69ae88c5-fdab-45da-acb7-26f0d4183ccc",

@@ -30,9 +30,10 @@ from devkit.controlplane import resources as kinds
 from devkit.controlplane import service_account as sa_user
 from devkit.harness import aggregator
 from devkit.harness.apiserver import REPO, PortTaken, free_port
+from openapi import install
 
-NAMESPACE = "gpustack-system"
-WORKER = sa_user(NAMESPACE, "model-manager-worker", uid="5b0c6f2e-worker")
+NAMESPACE = install.DEFAULT_NAMESPACE
+WORKER = sa_user(NAMESPACE, install.WORKER_SERVICE_ACCOUNT, uid="5b0c6f2e-worker")
 WORKER_TOKEN = "fixture-worker-sa-token"
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
@@ -43,7 +44,7 @@ def prepare(cp: ControlPlane, *, token: str = WORKER_TOKEN) -> None:
     if cp.store.find(kinds.NAMESPACES, "", NAMESPACE) is None:  # the server's own, the chart's
         cp.seed(kinds.NAMESPACES, {"metadata": {"name": NAMESPACE, "labels": {
             "kubernetes.io/metadata.name": NAMESPACE}}})
-    worker = Subject("ServiceAccount", "model-manager-worker", NAMESPACE)
+    worker = Subject("ServiceAccount", install.WORKER_SERVICE_ACCOUNT, NAMESPACE)
     cp.policy.bind("system:auth-delegator", [worker], name="model-manager-auth-delegator")
     cp.policy.bind("extension-apiserver-authentication-reader", [worker],
                    namespace="kube-system", role_kind="Role",
@@ -53,7 +54,7 @@ def prepare(cp: ControlPlane, *, token: str = WORKER_TOKEN) -> None:
     cp.policy.grant(worker, Rule(("create",), ("coordination.k8s.io",), ("leases",)),
                     namespace=NAMESPACE, name="model-manager-worker-lease-create")
     cp.policy.grant(worker, Rule(("get", "update"), ("coordination.k8s.io",), ("leases",),
-                                 ("model-manager-controllers",)),
+                                 (install.LEASE,)),
                     namespace=NAMESPACE, name="model-manager-worker-lease")
     cp.policy.grant(worker, Rule(("create",), ("",), ("events",)),
                     name="model-manager-worker-events")

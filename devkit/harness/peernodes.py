@@ -36,9 +36,13 @@ from devkit.harness import clustermode
 from devkit.harness.apiserver import PLUGIN_USER, REPO, free_port
 from nodeplugin.cache import fsutil, refs
 from nodeplugin.peer import wire
+from openapi import anchors, install, reasons, sources, states
+from openapi import plugin as plugin_api
+from openapi import resources as contract
+from openapi.kinds import modelartifact, nodemodelstore
 
-GROUP = "/apis/worker.gpustack.ai/v1"
-PLUGIN_NS = "gpustack-system"
+GROUP = f"/apis/{contract.GROUP_VERSION}"
+PLUGIN_NS = install.DEFAULT_NAMESPACE
 NAMESPACE = "team-a"
 POLL = 0.05
 PEER_AUDIENCE = wire.AUDIENCE
@@ -76,7 +80,7 @@ class Cluster:
         chartrbac.render(sets=("modelManager.peerSync.enabled=true",)).apply(self.cp)
         seed_stores(base / "server", specs)
         self.server = stack.enter_context(clustermode.running(self.cp, base / "server"))
-        self.cp.register_api_service("worker.gpustack.ai", "v1", self.server.url,
+        self.cp.register_api_service(contract.GROUP, contract.VERSION, self.server.url,
                                      self.server.ca_pem)
         self.worker = clustermode.WORKER.name
         self.worker_token = clustermode.WORKER_TOKEN
@@ -93,16 +97,17 @@ class Cluster:
                 file_count: int, size: int) -> str:
         """Create the artifact and write its status as the resolver (the worker) would;
         returns its UID. Nodes are then asked for it."""
-        body = {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
+        body = {"apiVersion": contract.GROUP_VERSION, "kind": contract.MODEL_ARTIFACT.kind,
                 "metadata": {"name": name, "namespace": NAMESPACE},
-                "spec": {"source": {"huggingFace": {"repository": repository}}}}
+                "spec": {"source": {sources.HUGGING_FACE: {"repository": repository}}}}
         created = self.admin.post(f"{GROUP}/namespaces/{NAMESPACE}/modelartifacts", json=body)
         created.raise_for_status()
         obj = created.json()
         obj["status"] = {
-            "resolved": {"revision": revision, "manifestDigest": digest, "digestSource": "Hub",
-                         "fileCount": file_count, "sizeBytes": size},
-            "conditions": [{"type": "Resolved", "status": "True", "reason": "Resolved",
+            "resolved": modelartifact.Resolved(
+                revision=revision, manifestDigest=digest, digestSource=anchors.DIGEST_FROM_HUB,
+                fileCount=file_count, sizeBytes=size),
+            "conditions": [{"type": reasons.RESOLVED, "status": "True", "reason": reasons.RESOLVED,
                             "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
         }
         with self.client(self.worker_token) as worker:
@@ -115,7 +120,7 @@ class Cluster:
         """The ConfigMap a store's ``spec.hub.caBundleConfigMap`` names, in the plugins'
         namespace (``ca.crt``)."""
         self.cp.seed(resources.CONFIGMAPS, {"metadata": {"name": name, "namespace": PLUGIN_NS},
-                                            "data": {"ca.crt": pem}})
+                                            "data": {install.CA_BUNDLE_KEY: pem}})
 
     def store(self, node: str) -> dict[str, Any]:
         answer = self.admin.get(f"{GROUP}/nodemodelstores/{node}")
@@ -125,8 +130,8 @@ class Cluster:
 
     def model(self, node: str) -> dict[str, Any] | None:
         """The node store's entry for the artifact's digest."""
-        for entry in (self.store(node).get("status") or {}).get("models") or []:
-            if entry["digest"] == self.digest:
+        for entry in nodemodelstore.models(self.store(node)):
+            if nodemodelstore.entry_digest(entry) == self.digest:
                 return dict(entry)
         return None
 
@@ -185,22 +190,20 @@ class Node:
         raise RuntimeError(f"{self.name} not serving in {timeout}s:\n{self.log()[-4000:]}")
 
     def _store_ready(self) -> bool:
-        status = self.cluster.store(self.name).get("status") or {}
-        ready = any(c["type"] == "Ready" and c["status"] == "True"
-                    for c in status.get("conditions") or [])
-        return ready and (not self.peer or bool((status.get("peer") or {}).get("url")))
+        store = self.cluster.store(self.name)
+        return nodemodelstore.ready(store) and (
+            not self.peer or bool(nodemodelstore.peer_url(store)))
 
     def ask(self) -> dict[str, Any]:
         """One ``POST /model/prefetches`` for the cluster's artifact: the materialization's
         state (``Published``, ``Downloading`` with bytes, ``Failed`` with the reason)."""
-        answer = self.http.post("/model/prefetches", json={
-            "namespace": NAMESPACE, "artifact": self.cluster.artifact,
-            "artifactUID": self.cluster.uid, "manifestDigest": self.cluster.digest})
+        answer = self.http.post(plugin_api.PREFETCHES, json=plugin_api.prefetch_request(
+            NAMESPACE, self.cluster.artifact, self.cluster.uid, self.cluster.digest))
         if answer.status_code == 503:  # the artifacts not listed yet
-            return {"state": "Downloading", "downloadedBytes": 0}
+            return {"state": states.DOWNLOADING, "downloadedBytes": 0}
         answer.raise_for_status()
         body: dict[str, Any] = answer.json()
-        if body["state"] == "Failed":
+        if plugin_api.answer_state(body) == states.FAILED:
             raise RuntimeError(f"{self.name}: {body}\n{self.log()[-4000:]}")
         return body
 
@@ -209,7 +212,8 @@ class Node:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             entry = self.cluster.model(self.name)
-            if entry is not None and entry.get("state") == "Ready" and entry.get("source"):
+            if entry is not None and nodemodelstore.entry_state(entry) == states.READY \
+                    and entry.get("source"):
                 return str(entry["source"])
             time.sleep(POLL)
         return "unreported"
@@ -262,7 +266,7 @@ def publish(nodes: Sequence[Node], timeout: float = 300.0) -> list[float]:
         if time.monotonic() - started > timeout:
             raise RuntimeError(f"not published in {timeout}s: only {sorted(done)}")
         for node in nodes:
-            if node.name not in done and node.ask()["state"] == "Published":
+            if node.name not in done and plugin_api.answer_state(node.ask()) == states.PUBLISHED:
                 done[node.name] = time.monotonic() - started
         time.sleep(POLL)
     return [done[n.name] for n in nodes]

@@ -9,8 +9,10 @@ import textwrap
 from typing import Any
 
 from devkit.realnode import release_values, rig
+from openapi import reasons, volume
+from openapi.kinds import modelartifact
 
-DRIVER = "model.csi.gpustack.ai"
+DRIVER = volume.DRIVER
 BUSYBOX = "docker.io/library/busybox:latest"
 
 
@@ -29,7 +31,7 @@ def condition(obj: dict[str, Any], kind: str) -> str | None:
 def wait_store_ready(cluster: rig.Rig, timeout: float = 240) -> None:
     def ready() -> bool:
         return condition(json_of(cluster, "get", "nodemodelstores", cluster.node_name),
-                         "Ready") == "True"  # fmt: skip
+                         reasons.READY) == "True"  # fmt: skip
 
     cluster.wait("NodeModelStore Ready", ready, timeout=timeout,
                  namespace=release_values.NAMESPACE)  # fmt: skip
@@ -50,13 +52,13 @@ def artifact(cluster: rig.Rig, namespace: str, name: str, repository: str, *,
 
     def resolved() -> dict[str, Any] | None:
         got = json_of(cluster, "get", "modelartifacts", name, "-n", namespace, user=user)
-        return got if condition(got, "Resolved") == "True" else None
+        return got if condition(got, reasons.RESOLVED) == "True" else None
 
     got = cluster.wait(f"ModelArtifact {namespace}/{name} resolved", resolved, timeout=120,
                        namespace=release_values.NAMESPACE)  # fmt: skip
     assert isinstance(got, dict)
-    return {"artifact": name, "artifactUID": got["metadata"]["uid"],
-            "manifestDigest": got["status"]["resolved"]["manifestDigest"]}  # fmt: skip
+    return volume.context(volume.attributes(name, got["metadata"]["uid"],
+                                            modelartifact.manifest_digest(got)))
 
 
 def pod(name: str, namespace: str, script: str, *, attributes: dict[str, str] | None = None,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from devkit import fixturehub
 from devkit.realnode import rig
+from openapi import install
 
-NAMESPACE = "gpustack-system"
+NAMESPACE = install.DEFAULT_NAMESPACE
 RELEASE = "model-manager"
 REGISTRAR_TAG = "v2.17.0"
 REGISTRAR = f"localhost/model-manager-test/csi-node-driver-registrar:{REGISTRAR_TAG}"
@@ -23,7 +24,7 @@ def values(hub: fixturehub.Hub, cluster: rig.Rig) -> dict[str, object]:
             "storage": {"sqlite": {"persistence": {"enabled": False}}},
             "extraEnv": direct,
         },
-        "settings": {"model-artifact-huggingface-endpoint": hub.endpoint},
+        "settings": {install.HUGGING_FACE_ENDPOINT: hub.endpoint},
         "modelManager": {
             "rootPath": str(cluster.shared_directory(cluster.work / "models")),
             "registrar": {"image": REGISTRAR, "pullPolicy": "Never"},

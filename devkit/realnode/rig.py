@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from devkit import helm
+from openapi import volume
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SHARED = pathlib.Path(os.environ.get("MODEL_MANAGER_SHARED_KUBE", REPO.parent / "shared" / "kube"))
@@ -117,7 +118,7 @@ class Rig:
                 subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", "veth-host"], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", "cni0"], capture_output=True, check=False)
-        for leftover in (KUBELET_DIR / "plugins" / "model.csi.gpustack.ai",
+        for leftover in (KUBELET_DIR / "plugins" / volume.DRIVER,
                          KUBELET_DIR / "plugins_registry", KUBELET_DIR / "pods",
                          KUBELET_DIR / "csi-sanity", self.work):
             shutil.rmtree(leftover, ignore_errors=True)

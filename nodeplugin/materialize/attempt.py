@@ -33,7 +33,7 @@ from nodeplugin.materialize import (
     receive,
     transfer,
 )
-from openapi import columns, manifest
+from openapi import columns, manifest, reasons, states
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,11 @@ class Node:
 
 
 _HUB_REASONS: dict[str, interface.Reason] = {
-    "AccessDenied": interface.Reason.ACCESS_DENIED,
-    "InvalidRequest": interface.Reason.INVALID_REQUEST,
-    "SourceUnavailable": interface.Reason.SOURCE_UNAVAILABLE,
-    "RevisionNotFound": interface.Reason.SOURCE_UNAVAILABLE,
-    "EntryNotFound": interface.Reason.SOURCE_UNAVAILABLE,
+    reasons.ACCESS_DENIED: interface.Reason.ACCESS_DENIED,
+    reasons.INVALID_REQUEST: interface.Reason.INVALID_REQUEST,
+    reasons.SOURCE_UNAVAILABLE: interface.Reason.SOURCE_UNAVAILABLE,
+    reasons.REVISION_NOT_FOUND: interface.Reason.SOURCE_UNAVAILABLE,
+    reasons.ENTRY_NOT_FOUND: interface.Reason.SOURCE_UNAVAILABLE,
 }
 
 
@@ -143,10 +143,10 @@ class Attempt:
         """Where most of the bytes came from so far: ``Peer`` once peers delivered more than
         half of them (and while a bound peer is the source, before the first byte)."""
         if self.peer_received * 2 > self.received:
-            return "Peer"
+            return states.PEER
         if self.received == 0 and self.relay is not None and self.relay.on_peer:
-            return "Peer"
-        return "Hub"
+            return states.PEER
+        return states.HUB
 
     def progress(self) -> interface.Progress:
         return interface.Progress(

@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 
 from hub import errors as hub_errors
 from nodeplugin.materialize import limits
+from openapi import reasons
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -154,7 +155,7 @@ def plan(size: int, offset: int, part_size: int) -> list[Part]:
 
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, hub_errors.HubError):
-        return exc.reason == "SourceUnavailable"
+        return exc.reason == reasons.SOURCE_UNAVAILABLE
     return isinstance(exc, (OSError, TimeoutError, EOFError))
 
 
@@ -235,7 +236,7 @@ async def _stream_once(
             room = part.length - part.received
             if len(chunk) > room:
                 raise hub_errors.HubError(
-                    "SourceUnavailable", "the hub sent more bytes than the range holds"
+                    reasons.SOURCE_UNAVAILABLE, "the hub sent more bytes than the range holds"
                 )
             deliver(part, chunk, budget)
             await rate.consume(len(chunk))
@@ -243,7 +244,7 @@ async def _stream_once(
         async with asyncio.timeout(policy.stall_seconds):
             async for _extra in stream:
                 raise hub_errors.HubError(
-                    "SourceUnavailable", "the hub sent more bytes than the range holds"
+                    reasons.SOURCE_UNAVAILABLE, "the hub sent more bytes than the range holds"
                 )
     finally:
         aclose = getattr(stream, "aclose", None)

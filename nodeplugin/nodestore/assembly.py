@@ -20,6 +20,7 @@ from nodeplugin import scrub
 from nodeplugin.cache import integrity, inventory, layout, locks, quarantine, refs, trees, usage
 from nodeplugin.materialize import backoff, capacity
 from nodeplugin.nodestore import apply, collect, compose, gate, reporter, source
+from openapi import states
 from timing import clock as clocks
 
 
@@ -57,7 +58,7 @@ class NodeStore:
         api: source.StoreApi | None,
         make_hub: apply.MakeHub | None,
         read_mountinfo: Any = refs.read_mountinfo,
-        origins: Callable[[], Mapping[str, str]] = dict,
+        origins: Callable[[], Mapping[str, states.Origin]] = dict,
         peer: Callable[[], str] | None = None,
     ) -> None:
         """``peer``: the published URL of this node's peer port (``compose.Composer``)."""

@@ -14,11 +14,12 @@ from controllers.resolver import settings as clustersettings
 from devkit import helm
 from devkit.controlplane import Authority
 from hub import config as hub_config
+from openapi import install
 
 READ_BY_THE_CONTROLLERS = {
     *storesettings.HUB_KEYS, storesettings.HIGH, storesettings.LOW, storesettings.CONCURRENCY,
     storesettings.BANDWIDTH, storesettings.CA_BUNDLE,
-    clustersettings.PREFIX + "revalidate-interval",
+    install.REVALIDATE_INTERVAL,
 }
 # Read by no controller: it reports the chart's switch modelManager.peerSync.enabled, written
 # from it at every install (test_values_schema: the peer sync setting says what the switch runs).

@@ -16,6 +16,7 @@ from controllers.prefetches import placement, warmup
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import informer
 from devkit import clock as manual
+from openapi import keys
 
 DIGEST = "sha256:" + "ab" * 32
 PREFETCH: dict[str, Any] = {
@@ -57,7 +58,7 @@ def test_the_pod_mounts_the_artifacts_volume_restricted_owned_and_placed_by_affi
     assert metadata["namespace"] == "team-a"
     assert metadata["name"] == warmup.pod_name("warm", "node-1")
     assert len(warmup.pod_name("x" * 253, "n" * 253)) <= 63
-    assert metadata["labels"][warmup.COMPONENT_LABEL] == warmup.COMPONENT
+    assert metadata["labels"][keys.COMPONENT] == keys.WARMUP
     (owner,) = metadata["ownerReferences"]
     assert owner == {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelPrefetch",
                      "name": "warm", "uid": "p-uid", "controller": True,
