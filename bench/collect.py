@@ -106,7 +106,7 @@ async def _collect(root: pathlib.Path) -> dict[str, Any]:
     mountinfo = _mountinfo(root, cache.objects, referenced)
     collector = collect.Collector(
         cache, references=table, usage_store=usage_store, digest_locks=locks.DigestLocks(),
-        failures=failure_records.Backoff(cache), quarantined=quarantine.Quarantine(cache),
+        failures=failure_records.Failures(cache), quarantined=quarantine.Quarantine(cache),
         running=list, ledger=ledger, stock=stock, tree_facts=trees.Trees(cache), node=node,
         clock=clock, read_mountinfo=lambda: mountinfo,
     )  # fmt: skip

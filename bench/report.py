@@ -83,7 +83,7 @@ async def _run(base: pathlib.Path) -> dict[str, Any]:
     node.effective = watermarks.effective(80, 70, None, total_bytes=TOTAL, shared=False)
     composer = compose.Composer(
         node=node, stock=inventory.Inventory(cache), tree_facts=trees.Trees(cache),
-        materializer=downloads, failures=failure_records.Backoff(cache),
+        materializer=downloads, failures=failure_records.Failures(cache),
         quarantined=quarantine.Quarantine(cache), references=refs.References(),
         usage_store=usage.UsageStore(cache.state_file(usage.FILE_NAME), clock=clock.now),
         ledger=ledger, clock=clock,

@@ -95,7 +95,7 @@ def state_sources(
     *,
     references: Callable[[], tuple[int, int]],
     quarantined: Callable[[], tuple[int, int]],
-    failures: failure_records.Backoff,
+    failures: failure_records.Failures,
     high_watermark_percent: Callable[[], int],
     store_ready: Callable[[], bool],
     verification_failures: Callable[[], Mapping[tuple[str, str], int]],

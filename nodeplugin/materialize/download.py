@@ -73,7 +73,7 @@ class HubMaterializer:
         client: httpx.AsyncClient | None = None,
         connections: blocking.Connections | None = None,
         space: capacity.Capacity | None = None,
-        failures: failure_records.Backoff | None = None,
+        failures: failure_records.Failures | None = None,
         holders: peers.Peers | None = None,
         origin_records: origins.Origins | None = None,
     ) -> None:
@@ -105,7 +105,7 @@ class HubMaterializer:
             executor=self._executor,
             buffers=receive.BufferPool(),
         )
-        self.backoff = failures or failure_records.Backoff(cache)
+        self.backoff = failures or failure_records.Failures(cache)
         self._attempts: dict[str, attempt.Attempt] = {}
         self.holders = holders
         self.origins = origin_records or origins.Origins(cache)
@@ -122,7 +122,7 @@ class HubMaterializer:
         settings: Settings = Settings(),
         *,
         space: capacity.Capacity | None = None,
-        failures: failure_records.Backoff | None = None,
+        failures: failure_records.Failures | None = None,
         holders: peers.Peers | None = None,
         origin_records: origins.Origins | None = None,
     ) -> HubMaterializer:

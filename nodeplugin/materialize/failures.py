@@ -44,7 +44,7 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-class Backoff:
+class Failures:
     """The failure records of one cache; ``record``/``clear`` block briefly (one small write)."""
 
     def __init__(

@@ -48,7 +48,7 @@ class NodeStore:
         usage_store: usage.UsageStore,
         digest_locks: locks.DigestLocks,
         materializer: gate.Gate,
-        failures: failure_records.Backoff,
+        failures: failure_records.Failures,
         quarantined: quarantine.Quarantine,
         checks: integrity.Integrity,
         ledger: capacity.Capacity,

@@ -72,7 +72,7 @@ class Collector:
         references: refs.References,
         usage_store: usage.UsageStore,
         digest_locks: locks.DigestLocks,
-        failures: failure_records.Backoff,
+        failures: failure_records.Failures,
         quarantined: quarantine.Quarantine,
         running: Callable[[], Iterable[str]],
         ledger: capacity.Capacity,

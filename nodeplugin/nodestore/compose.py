@@ -62,7 +62,7 @@ class Composer:
         stock: inventory.Inventory,
         tree_facts: trees.Trees,
         materializer: interface.Materializer,
-        failures: failure_records.Backoff,
+        failures: failure_records.Failures,
         quarantined: quarantine.Quarantine,
         references: refs.References,
         usage_store: usage.UsageStore,
