@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from controllers.runtime import informer, queue
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class Controller(Generic[K]):
         *,
         keys: Callable[[], Iterable[K]] = tuple,
         workers: int = 4,
-        backoff: queue.Backoff = queue.DEFAULT_BACKOFF,
+        backoff: backoffs.Backoff = queue.DEFAULT_BACKOFF,
     ) -> None:
         self.name = name
         self._reconcile = reconcile

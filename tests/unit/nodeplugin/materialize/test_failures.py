@@ -23,7 +23,7 @@ class Clock:
 
 
 def test_delay_doubles_from_a_minute_to_an_hour() -> None:
-    waits = [failure_records.delay(n) for n in (1, 2, 3, 6, 7, 20)]
+    waits = [failure_records.RETRY.delay(n) for n in (1, 2, 3, 6, 7, 20)]
     assert waits == [60, 120, 240, 1920, 3600, 3600]
 
 
