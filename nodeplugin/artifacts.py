@@ -20,6 +20,7 @@ from kube import informer as reflectors
 from nodeplugin import apiclient
 from openapi import sources, wire
 from openapi.kinds import modelartifact
+from timing import backoff as backoffs
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +81,15 @@ class Informer:
         self,
         client: apiclient.ArtifactClient,
         *,
-        retry_initial: float = 0.5,
-        retry_max: float = 30.0,
+        retry_initial: float = reflectors.BACKOFF.initial,
+        retry_max: float = reflectors.BACKOFF.cap,
     ) -> None:
         self._client = client
         self._items: dict[tuple[str, str], Artifact] = {}
         self._synced = asyncio.Event()
         self._reflector = reflectors.Reflector(
             self, self, what="artifact informer", expired=(apiclient.Gone,),
-            backoff=reflectors.Backoff(retry_initial, retry_max))
+            backoff=backoffs.Backoff(retry_initial, retry_max))
 
     @property
     def resource_version(self) -> str:

@@ -43,7 +43,8 @@ from nodeplugin.cache import (
     volumes,
 )
 from nodeplugin.csi import identity, node, server
-from nodeplugin.materialize import backoff, capacity, download, interface, local, peers
+from nodeplugin.materialize import capacity, download, interface, local, peers
+from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import assembly, collect, gate, source, watermarks
 from nodeplugin.nodestore import spec as specs
 from nodeplugin.peer import assembly as peer_assembly
@@ -106,7 +107,7 @@ class Plugin:
     stock: Stock
     store: assembly.NodeStore
     gate: gate.Gate
-    failures: backoff.Backoff
+    failures: failure_records.Failures
     quarantined: quarantine.Quarantine
     ledger: capacity.Capacity
     checks: integrity.Integrity
@@ -239,7 +240,7 @@ def default_materializer(
     cache: layout.Layout,
     *,
     space: capacity.Capacity | None = None,
-    failures: backoff.Backoff | None = None,
+    failures: failure_records.Failures | None = None,
     holders: peers.Peers | None = None,
     origin_records: origins.Origins | None = None,
 ) -> interface.Materializer:
@@ -297,7 +298,7 @@ async def start(
     cluster_client: kube.Client | None = None,
     store_api: source.StoreApi | None = None,
     reviewer: reviews.Reviewer | None = None,
-    failures: backoff.Backoff | None = None,
+    failures: failure_records.Failures | None = None,
     clock: clocks.Clock | None = None,
     read_mountinfo: Callable[[], str] = refs.read_mountinfo,
 ) -> Plugin:
@@ -356,7 +357,7 @@ async def start(
         readonly_view=readonly_view,
         checks=checks if config.check_trees else None,
     )
-    failures = failures or backoff.Backoff(cache)
+    failures = failures or failure_records.Failures(cache)
     ledger = capacity.Capacity(cache.root, high_percent=_flag_high(config, cache))
     holders = None
     peer_url = peer_assembly.Published()

@@ -28,6 +28,7 @@ from controllers.resolver import anchoring, passes
 from controllers.runtime import conditions
 from openapi import anchors, reasons, wire
 from openapi.kinds import modelartifact
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 RESOLVED = reasons.RESOLVED
@@ -35,6 +36,8 @@ DEGRADED = reasons.DEGRADED
 RECHECK = 60.0
 """A failure is checked again this long after it was first seen (docs/controllers.md)."""
 MAX_BACKOFF = 3600.0
+REFUSALS = backoffs.Backoff(RECHECK, MAX_BACKOFF)
+"""Retries of a refusal: a minute, doubling per refusal in a row, at most an hour."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,7 +51,7 @@ class Context:
 
     def backoff(self) -> float:
         """Retries of a refusal: a minute, doubling, at most an hour (or the interval)."""
-        return min(MAX_BACKOFF, self.interval, RECHECK * 2.0 ** self.failures)
+        return min(self.interval, REFUSALS.delay(self.failures + 1))
 
 
 def _put(status: wire.Obj, kind: str, state: str, reason: str, message: str, ctx: Context) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 from controllers.runtime import queue
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class Controller(Generic[K]):
         *,
         keys: Callable[[], Iterable[K]] = tuple,
         concurrency: int = 4,
-        backoff: queue.Backoff = queue.DEFAULT_BACKOFF,
+        backoff: backoffs.Backoff = queue.DEFAULT_BACKOFF,
     ) -> None:
         self.name = name
         self._reconcile = reconcile

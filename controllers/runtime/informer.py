@@ -16,8 +16,9 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 
 from controllers.runtime import client as clients
-from controllers.runtime import errors, queue
+from controllers.runtime import errors
 from kube import informer as reflectors
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class Informer:
         namespace: str = "",
         label_selector: str = "",
         resync: float | None = None,
-        backoff: queue.Backoff = queue.INFORMER_BACKOFF,
+        backoff: backoffs.Backoff = reflectors.BACKOFF,
     ) -> None:
         self._api = api
         self.resource = resource
@@ -62,7 +63,7 @@ class Informer:
         self.synced = asyncio.Event()
         self._reflector = reflectors.Reflector(
             _ListWatch(self), _Sink(self), what=f"{resource.plural} informer", clock=clock,
-            backoff=reflectors.Backoff(backoff.base, backoff.cap),
+            backoff=backoff,
             expired=(errors.Expired, errors.TooLarge), describe=_describe)
 
     @property

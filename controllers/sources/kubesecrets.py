@@ -14,10 +14,11 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from controllers.runtime import client as clients
-from controllers.runtime import errors, queue
+from controllers.runtime import errors
 from controllers.sources import secrets
 from kube import informer as reflectors
 from openapi import sources
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 
 class KubeSecrets:
     def __init__(self, api: clients.Client, clock: clocks.Clock,
-                 backoff: queue.Backoff = queue.INFORMER_BACKOFF) -> None:
+                 backoff: backoffs.Backoff = reflectors.BACKOFF) -> None:
         self._api = api
         self._clock = clock
         self._backoff = backoff
@@ -74,7 +75,7 @@ class KubeSecrets:
         every = _Secrets(self._api, relisted, self._changed)
         await reflectors.Reflector(
             every, every, what="watching Secrets", clock=self._clock,
-            backoff=reflectors.Backoff(self._backoff.base, self._backoff.cap),
+            backoff=self._backoff,
             expired=(errors.Expired, errors.TooLarge), describe=_describe).run()
 
     async def _changed(self, event: reflectors.Event) -> None:

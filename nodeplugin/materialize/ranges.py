@@ -19,6 +19,7 @@ from typing import Generic, TypeVar
 from hub import errors as hub_errors
 from nodeplugin.materialize import limits
 from openapi import reasons
+from timing import backoff as backoffs
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,6 +36,11 @@ class Policy:
     max_failures: int = 5
     retry_base_seconds: float = 0.5
     retry_cap_seconds: float = 30.0
+
+    @property
+    def retry(self) -> backoffs.Backoff:
+        """The wait after a part's n-th failure in a row: the base doubling to the cap."""
+        return backoffs.Backoff(self.retry_base_seconds, self.retry_cap_seconds)
 
 
 class Part:
@@ -205,7 +211,7 @@ async def fetch_with(
             failures += 1
             if not _retryable(exc) or failures >= policy.max_failures:
                 raise
-            wait = min(policy.retry_cap_seconds, policy.retry_base_seconds * 2 ** (failures - 1))
+            wait = policy.retry.delay(failures)
             if isinstance(exc, hub_errors.HubError) and exc.retry_after is not None:
                 wait = min(policy.retry_cap_seconds, max(wait, exc.retry_after))
             log.info(

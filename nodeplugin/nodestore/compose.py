@@ -14,7 +14,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from nodeplugin.cache import inventory, quarantine, refs, trees, usage
-from nodeplugin.materialize import backoff, capacity, interface
+from nodeplugin.materialize import capacity, interface
+from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import apply
 from nodeplugin.nodestore import status as statuses
 from openapi import reasons, states, wire
@@ -61,7 +62,7 @@ class Composer:
         stock: inventory.Inventory,
         tree_facts: trees.Trees,
         materializer: interface.Materializer,
-        failures: backoff.Backoff,
+        failures: failure_records.Failures,
         quarantined: quarantine.Quarantine,
         references: refs.References,
         usage_store: usage.UsageStore,

@@ -31,11 +31,9 @@ from kube import informer as reflectors
 from kube import resources
 from openapi import install, wire
 from openapi.kinds import nodemodelstore
+from timing import backoff as backoffs
 
 log = logging.getLogger(__name__)
-
-RETRY_INITIAL = 0.5
-RETRY_MAX = 30.0
 
 
 
@@ -154,14 +152,14 @@ class _One:
 class Source:
     def __init__(self, api: StoreApi, *, node: str, namespace: str, changed: Changed,
                  stale: Callable[[], None] = lambda: None,
-                 retry_initial: float = RETRY_INITIAL, retry_max: float = RETRY_MAX) -> None:
+                 retry_initial: float = reflectors.BACKOFF.initial,
+                 retry_max: float = reflectors.BACKOFF.cap) -> None:
         self._api = api
         self._node = node
         self._namespace = namespace
         self._changed = changed
         self._stale = stale
-        self._retry_initial = retry_initial
-        self._retry_max = retry_max
+        self._backoff = backoffs.Backoff(retry_initial, retry_max)
         self.object: wire.Obj | None = None
         self.ca = CA()
         self.listed = asyncio.Event()
@@ -187,7 +185,7 @@ class Source:
             failed()
 
         reflector = reflectors.Reflector(
-            one, one, what=what, backoff=reflectors.Backoff(self._retry_initial, self._retry_max),
+            one, one, what=what, backoff=self._backoff,
             describe=lambda exc: f"{what}: {_why(exc)}", failed=record)
         return reflector
 

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
 from nodeplugin.cache import usage as usages
-from nodeplugin.materialize import backoff, interface
+from nodeplugin.materialize import failures as failure_records
+from nodeplugin.materialize import interface
 from openapi import reasons, states, wire
 from openapi import schema as contract
 from openapi.kinds import nodemodelstore
@@ -50,7 +51,7 @@ class Facts:
     sizes: Mapping[str, int]
     """The manifest size of each published tree (absent when it could not be read)."""
     running: Sequence[interface.Progress]
-    failures: Sequence[backoff.Failure]
+    failures: Sequence[failure_records.Failure]
     quarantined: Mapping[str, str]
     """Digest -> what the integrity check found (its tree held apart, no longer published)."""
     referenced: frozenset[str]

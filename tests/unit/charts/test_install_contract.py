@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
+from devkit import helm
 from nodeplugin.peer import assembly, wire
 from openapi import install, keys, plugin, volume
-from tests.support import helm
 
 PEER_SYNC = ["modelManager.peerSync.enabled=true"]
 

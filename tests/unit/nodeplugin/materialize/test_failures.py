@@ -7,7 +7,8 @@ import pathlib
 import stat
 
 from nodeplugin.cache import layout
-from nodeplugin.materialize import backoff, interface
+from nodeplugin.materialize import failures as failure_records
+from nodeplugin.materialize import interface
 
 DIGEST = "sha256:" + "ab" * 32
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -22,14 +23,15 @@ class Clock:
 
 
 def test_delay_doubles_from_a_minute_to_an_hour() -> None:
-    assert [backoff.delay(n) for n in (1, 2, 3, 6, 7, 20)] == [60, 120, 240, 1920, 3600, 3600]
+    waits = [failure_records.RETRY.delay(n) for n in (1, 2, 3, 6, 7, 20)]
+    assert waits == [60, 120, 240, 1920, 3600, 3600]
 
 
 def test_records_back_off_and_persist_across_restart(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     cache.create()
     clock = Clock()
-    book = backoff.Backoff(cache, clock=clock)
+    book = failure_records.Failures(cache, clock=clock)
     first = book.record(DIGEST, interface.Reason.SOURCE_UNAVAILABLE, "hub answered 503")
     assert first.retry_time == T0 + datetime.timedelta(minutes=1)
     second = book.record(DIGEST, interface.Reason.ACCESS_DENIED, "refused")
@@ -39,19 +41,19 @@ def test_records_back_off_and_persist_across_restart(tmp_path: pathlib.Path) -> 
     (record,) = cache.state.iterdir()
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
 
-    reopened = backoff.Backoff(cache, clock=clock)
+    reopened = failure_records.Failures(cache, clock=clock)
     assert reopened.get(DIGEST) == second
     clock.now = T0 + datetime.timedelta(minutes=2)
     assert reopened.blocking(DIGEST) is None
 
     reopened.clear(DIGEST)
-    assert backoff.Backoff(cache, clock=clock).get(DIGEST) is None
+    assert failure_records.Failures(cache, clock=clock).get(DIGEST) is None
 
 
 def test_invalid_request_and_canceled_do_not_back_off(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     cache.create()
-    book = backoff.Backoff(cache, clock=Clock())
+    book = failure_records.Failures(cache, clock=Clock())
     book.record(DIGEST, interface.Reason.INTEGRITY_MISMATCH, "bad byte")
     for reason in (interface.Reason.INVALID_REQUEST, interface.Reason.CANCELED):
         record = book.record(DIGEST, reason, "no backoff")
@@ -64,14 +66,14 @@ def test_a_torn_record_is_ignored(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     cache.create()
     (cache.state / ("download-failure-" + "cd" * 32 + ".json")).write_bytes(b"{not json")
-    assert backoff.Backoff(cache).all() == []
+    assert failure_records.Failures(cache).all() == []
 
 
 def test_backoffs_started_and_waiting_are_counted_by_reason(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     cache.create()
     clock = Clock()
-    book = backoff.Backoff(cache, clock=clock)
+    book = failure_records.Failures(cache, clock=clock)
     other = "sha256:" + "cd" * 32
     book.record(DIGEST, interface.Reason.SOURCE_UNAVAILABLE, "503")
     book.record(DIGEST, interface.Reason.SOURCE_UNAVAILABLE, "503")

@@ -17,9 +17,10 @@ from collections.abc import Callable
 
 from nodeplugin.cache import layout, records
 from nodeplugin.materialize import interface
+from timing import backoff as backoffs
 
-BASE_SECONDS = 60.0
-CAP_SECONDS = 3600.0
+RETRY = backoffs.Backoff(60.0, 3600.0)
+"""The wait after a digest's n-th failure in a row: a minute, doubling to an hour."""
 NO_BACKOFF = frozenset({interface.Reason.INVALID_REQUEST, interface.Reason.CANCELED})
 REPORT_ONCE = frozenset({interface.Reason.INVALID_REQUEST})
 
@@ -35,16 +36,11 @@ class Failure:
     retry_time: datetime.datetime | None
 
 
-def delay(failures: int) -> float:
-    """Seconds of backoff after ``failures`` consecutive failures (>= 1)."""
-    return float(min(CAP_SECONDS, BASE_SECONDS * 2 ** max(0, failures - 1)))
-
-
 def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-class Backoff:
+class Failures:
     """The failure records of one cache; ``record``/``clear`` block briefly (one small write)."""
 
     def __init__(
@@ -99,7 +95,7 @@ class Backoff:
         retry_time: datetime.datetime | None = None
         if reason not in NO_BACKOFF:
             count += 1
-            retry_time = now + datetime.timedelta(seconds=delay(count))
+            retry_time = now + datetime.timedelta(seconds=RETRY.delay(count))
             self.started[reason] += 1
         failure = Failure(digest, reason, message, count, now, retry_time)
         self._records[digest] = failure
