@@ -136,7 +136,7 @@ def test_a_missing_or_unresolved_artifact_is_admitted_unchanged_with_a_warning(
     _until_patched(server, install.FILL_WEBHOOK_PATH, _pod({"artifact": "qwen"}))
     for name, says in (("absent", "no ModelArtifact 'absent' in namespace 'team'"),
                        ("unresolved", "it is not resolved yet")):
-        response, patched = _ask(server, install.FILL_WEBHOOK_PATH, _pod({"artifact": name}))
+        response, _ = _ask(server, install.FILL_WEBHOOK_PATH, _pod({"artifact": name}))
         assert response["allowed"] is True and "patch" not in response
         assert says in response["warnings"][0], response
 
