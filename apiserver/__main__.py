@@ -93,7 +93,11 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         authentication=auth.authentication,
         authorization=auth.authorization,
         resource_routes=[*resources.routes(registry, auth.admission), *auth.routes,
-                         *podwebhook.routes(embedded.PodFacts(background.controllers))],
+                         *podwebhook.routes(embedded.PodFacts(
+                             background.controllers,
+                             # scheduling gates need a cluster (standalone: none to release them)
+                             auth.admission.facts.kubernetes_version
+                             if auth.cluster_client is not None else None))],
         groups=auth.groups,
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],

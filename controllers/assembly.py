@@ -28,6 +28,7 @@ from controllers.resolver import wiring as resolver
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader, manager, proofs
 from controllers.sources import kubeapi, plugins
+from controllers.warmgate import wiring as warmgate
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ REGISTERED: tuple[registration.Registration, ...] = (
     prefetches.STATUS,  # needs: - (status over HTTP; warm-up Pods through the cluster)
     nodestores.REGISTRATION,  # needs: WRITER
     prefetches.PINS,  # needs: WRITER
+    warmgate.REGISTRATION,  # needs: - (patches gated Pods in kube-apiserver; idle standalone)
 )
 
 
@@ -95,14 +97,14 @@ class ControllerSet:
 
     def __init__(self, mode: Mode, deps: registration.Deps,
                  running: list[tuple[str, manager.Runnable]], leadership: manager.Leadership,
-                 reader: plugins.HttpDownloads | None, plugin_nodes: warmth.PluginNodes,
+                 reader: plugins.HttpDownloads | None,
                  csinodes: informer.Informer | None = None) -> None:
         self.mode = mode
         self.deps = deps
         self.view = deps.view
         self.artifacts = deps.artifacts
         self.controllers = dict(running)
-        self.warm = warmth.WarmNodes(deps.view.index, deps.view.informer, plugin_nodes)
+        self.warm = deps.warm
         """The nodes warm for a digest (the Pod webhook's placement term)."""
         self._csinodes = csinodes
         self._reader = reader
@@ -192,7 +194,8 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
         config=cfg, clock=inputs.clock, api=inputs.api, writer=inputs.writer, cluster=cluster,
         view=view, artifacts=artifacts, plugins=locator, plugin_pods=pods, plugin_token=token,
         ledger=inputs.ledger if inputs.ledger is not None else proofs.InMemory(),
-        state_dir=inputs.state_dir)
+        state_dir=inputs.state_dir,
+        warm=warmth.WarmNodes(view.index, view.informer, plugin_nodes))
     running: list[tuple[str, manager.Runnable]] = []
     for each in selected(mode):
         if registration.Need.WRITER in each.needs and inputs.writer is None:
@@ -212,4 +215,4 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
         leadership = leader.AlwaysLeader()
     if running:
         log.info("controllers (%s): %s", mode.value, ", ".join(name for name, _ in running))
-    return ControllerSet(mode, deps, running, leadership, reader, plugin_nodes, csinodes)
+    return ControllerSet(mode, deps, running, leadership, reader, csinodes)

@@ -18,6 +18,7 @@ from typing import Any
 import kube
 from controllers import config
 from controllers.nodeview import view as views
+from controllers.nodeview import warm as warmth
 from controllers.runtime import client as clients
 from controllers.runtime import events, manager, proofs
 from controllers.runtime import informer as informers
@@ -66,6 +67,7 @@ class Deps:
         plugin_token: plugin_sources.TokenSource,
         ledger: proofs.Ledger,
         state_dir: pathlib.Path,
+        warm: warmth.WarmNodes,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -89,6 +91,8 @@ class Deps:
         """The record of the hub's verifications (the server's storage, or this process's
         memory)."""
         self.state_dir = state_dir
+        self.warm = warm
+        """The nodes warm for a digest (``openapi.placement``'s rules over the view)."""
         self.informers: dict[tuple[int, clients.Resource, str, str], informers.Informer] = {}
         """Built through ``informer``: run for the life of the process, waited for before
         leading."""

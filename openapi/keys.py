@@ -42,3 +42,10 @@ REQUIRE_WARM_NODE: Final = f"{resources.GROUP}/require-warm-node"
 """A Pod's opt-in annotation (value ``REQUIRE_WARM_NODE_ON``): run only on a node holding the
 digests its model volumes name (the term becomes required)."""
 REQUIRE_WARM_NODE_ON: Final = "true"
+WARM_NODE_GATE: Final = f"{resources.GROUP}/warm-node"
+"""The scheduling gate (``spec.schedulingGates``, kube 1.30+) an opted-in Pod carries while no
+node holds its digests; the warm-gate controller removes it (``openapi.warmgate``)."""
+WAITING_FOR_WARM_NODE: Final = f"{resources.GROUP}/waiting-for-warm-node"
+"""The label of a Pod carrying ``WARM_NODE_GATE`` (value ``REQUIRE_WARM_NODE_ON``): the warm-gate
+controller watches only the Pods it selects; it goes with the gate."""
+WAITING_SELECTOR: Final = f"{WAITING_FOR_WARM_NODE}={REQUIRE_WARM_NODE_ON}"

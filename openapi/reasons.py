@@ -104,3 +104,11 @@ CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 CONDITION_REASON_RULE = (
     "must be a CamelCase word of letters, digits, '_', ',' or ':', starting with a letter")
 CONDITION_REASON_MAX = 1024
+
+# The Events of the warm-gate controller on a gated Pod (``controllers/warmgate``).
+WAITING_FOR_WARM_NODE: Final = "WaitingForWarmNode"
+"""Normal: no node holds a digest of the Pod yet; it stays gated."""
+WARM_NODE_FOUND: Final = "WarmNodeFound"
+"""Normal: nodes hold every digest; the Pod is narrowed to them and released."""
+MODEL_ARTIFACT_GONE: Final = "ModelArtifactGone"
+"""Warning: an artifact a model volume names is gone (or re-created); the Pod stays gated."""

@@ -11,10 +11,13 @@ calls for Pod CREATE (the chart's MutatingWebhookConfiguration; standalone mode 
 Both answer from what this server already watches (``PodFacts``: the artifact informer, the
 NodeModelStore index, the nodes running the plugin); they wait at most ``SYNC_WAIT`` for those
 to be read once, then admit the Pod unchanged with a warning. Nothing a Pod says makes them fail:
-what they cannot use is admitted as it is, with a warning. Only the opt-in of ``prefer`` refuses
-(a Pod that must run where its digest is warm, and no node holds it: created later, by its
-controller's retry, once a node does). A body that is not an AdmissionReview gets a 400
-``Status`` naming the field; the body is bounded (``MAX_REVIEW_BYTES``) before it is read.
+what they cannot use is admitted as it is, with a warning. A Pod that must run where its digest
+is warm while no node holds it is gated (``openapi.warmgate``: it stays Pending until the
+warm-gate controller, ``controllers/warmgate``, narrows its affinity and releases it); where
+scheduling gates are not usable (kube before 1.30, or standalone) it is refused as before, to be
+created again once a node holds it. A model volume naming no digest with the opt-in is refused
+(no node can become warm for it). A body that is not an AdmissionReview gets a 400 ``Status``
+naming the field; the body is bounded (``MAX_REVIEW_BYTES``) before it is read.
 
 The paths are open to every caller (kube-apiserver presents no credentials to a webhook): an
 answer tells what the Pod's namespace's artifacts resolved to and which nodes hold a digest,
@@ -36,7 +39,7 @@ from starlette.routing import BaseRoute, Route
 from apiserver import errors
 from apiserver.endpoints import body as bodies
 from apiserver.endpoints import request as requests
-from openapi import install, keys, placement, podvolumes, wire
+from openapi import install, keys, placement, podvolumes, warmgate, wire
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
@@ -46,6 +49,8 @@ MAX_UID: Final = 128
 SYNC_WAIT: Final = 2.0
 """How long a review waits for the watched objects to be read once (the chart's webhook
 timeout is 5 s)."""
+GATES_SINCE: Final = (1, 30)
+"""Scheduling gates and narrowing a gated Pod's node affinity are GA from kube 1.30."""
 MAX_DIGESTS: Final = 16
 """The most digests one Pod gets terms for (the rest are warned about)."""
 
@@ -65,6 +70,11 @@ class PodFacts(Protocol):
 
     def warm_nodes(self, digest: str) -> list[str]:
         """The nodes warm for ``digest``, ranked and capped (``openapi.placement``)."""
+        ...
+
+    def gates_usable(self) -> bool:
+        """A Pod can be created gated and released by the warm-gate controller: a cluster whose
+        kube-apiserver is 1.30 or later (``GATES_SINCE``)."""
         ...
 
 
@@ -158,7 +168,11 @@ async def prefer(review: Review, facts: PodFacts) -> dict[str, Any]:
     held = [(digest, facts.warm_nodes(digest)) for digest in found]
     if required:
         cold = [digest for digest, nodes in held if not nodes]
-        if cold:
+        if cold and facts.gates_usable():
+            warnings.append(f"no node holds {cold[0]} Ready yet: the Pod waits, gated by "
+                            f"{keys.WARM_NODE_GATE}, until one does (a ModelPrefetch warms one)")
+            return answer(review.uid, operations=warmgate.gate_patch(pod), warnings=warnings)
+        if cold:  # kube before 1.30 (no scheduling gates to wait behind), or standalone
             return answer(review.uid, denied=_cold(f"no node holds {cold[0]} Ready now"))
         operations = placement.required_patch(
             pod, [placement.expression(nodes) for _, nodes in held])

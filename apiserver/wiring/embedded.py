@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 import kube
 from apiserver.auth import static
 from apiserver.auth import worker as workers
+from apiserver.endpoints import podwebhook
 from apiserver.options import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases, proofs
@@ -75,11 +76,14 @@ class InformerArtifacts:
 
 class PodFacts:
     """``endpoints.podwebhook.PodFacts`` over the artifact informer and the warm nodes every
-    replica watches (``assembly.ControllerSet.warm``)."""
+    replica watches (``assembly.ControllerSet.warm``); ``kubernetes_version`` is the cluster's
+    (None standalone: no scheduling gates, nothing to release them)."""
 
-    def __init__(self, controllers: assembly.ControllerSet) -> None:
+    def __init__(self, controllers: assembly.ControllerSet,
+                 kubernetes_version: Callable[[], tuple[int, int] | None] | None = None) -> None:
         self._artifacts = controllers.artifacts
         self._warm = controllers.warm
+        self._version = kubernetes_version
 
     async def artifacts_read(self, timeout: float) -> bool:
         try:
@@ -97,6 +101,10 @@ class PodFacts:
 
     def warm_nodes(self, digest: str) -> list[str]:
         return self._warm.warm_nodes(digest)
+
+    def gates_usable(self) -> bool:
+        found = self._version() if self._version is not None else None
+        return found is not None and found >= podwebhook.GATES_SINCE
 
 
 def worker_token(token_file: pathlib.Path, username: str) -> TokenSource:

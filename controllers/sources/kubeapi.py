@@ -11,10 +11,12 @@ kinds' models come from ``kube.resources``, one for every row of ``openapi.resou
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from lightkube.resources import apps_v1, coordination_v1, core_v1, storage_v1
+from lightkube.types import PatchType
 
 import kube
 from controllers.runtime import client as clients
@@ -133,6 +135,16 @@ class KubeApi:
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
             await self.kube.delete(core_v1.Pod, name, namespace=namespace)
+        except kube.KubeError as exc:
+            raise translate(exc) from None
+
+    async def patch_pod(self, namespace: str, name: str,
+                        operations: builtins.list[wire.Obj]) -> None:
+        """A JSON Patch of a Pod (the warm-gate controller's release); a failed ``test``
+        operation is kube's 422 (an ``errors.ApiError`` of that code)."""
+        try:
+            await self.kube.patch(core_v1.Pod, name, operations, namespace=namespace,
+                                  patch_type=PatchType.JSON)
         except kube.KubeError as exc:
             raise translate(exc) from None
 

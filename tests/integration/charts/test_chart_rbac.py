@@ -17,12 +17,14 @@ call that needs it fail.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import pathlib
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
@@ -44,7 +46,9 @@ from devkit.harness import clustermode
 from devkit.harness.apiserver import free_port
 from kube.resources import ModelArtifact, NodeModelStore
 from nodeplugin import plugin
+from openapi import keys, sources
 from tests.integration.apiserver import cluster
+from tests.integration.nodeplugin import csi_harness
 from tests.support import waiting
 from tests.unit.nodeplugin import fakes
 
@@ -124,6 +128,21 @@ async def _resolved(client: kube.Client, name: str) -> str:
     conditions = (found.get("status") or {}).get("conditions") or []
     return next((f"{c['status']}/{c['reason']}" for c in conditions if c["type"] == "Resolved"),
                 "")
+
+
+def _gated_pod(artifact: dict[str, Any], name: str = "gated",
+               uid: str = "7a1c2f4e-0b9d-4c55-8f0e-3d2b1a6c9e01") -> dict[str, Any]:
+    """A Pod as the Pod webhook admits it gated: opted in, labelled, gated, its volume filled."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": name, "namespace": "team-a", "uid": uid,
+        "annotations": {keys.REQUIRE_WARM_NODE: keys.REQUIRE_WARM_NODE_ON},
+        "labels": {keys.WAITING_FOR_WARM_NODE: keys.REQUIRE_WARM_NODE_ON}},
+        "spec": {"schedulingGates": [{"name": keys.WARM_NODE_GATE}],
+                 "containers": [{"name": "reader", "image": "busybox"}],
+                 "volumes": [{"name": "model", "csi": {
+                     "driver": DRIVER, "readOnly": True, "volumeAttributes": {
+                         "artifact": "hub", "artifactUID": artifact["metadata"]["uid"],
+                         "manifestDigest": artifact["status"]["resolved"]["manifestDigest"]}}}]}}
 
 
 def _by(cp: ControlPlane, user: str) -> list[Recorded]:
@@ -216,6 +235,36 @@ async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
                         and any(c["type"] == "Ready" for c in status.get("conditions") or []))
 
         await waiting.until_async(reported, True, guard=60)
+        # the prefetch warms node-a; a Pod the webhook gated (no node held it) is released
+        hub_artifact = await admin.get(ModelArtifact, "hub", namespace="team-a")
+        digest = hub_artifact["status"]["resolved"]["manifestDigest"]
+
+        async def warm() -> bool:
+            found = await ours.get(NodeModelStore, "node-a")
+            return any(m.get("digest") == digest and m.get("state") == "Ready"
+                       for m in (found.get("status") or {}).get("models") or [])
+
+        # a reader Pod on node-a mounts it, as kubelet asks the plugin (it downloads it then)
+        reader = _gated_pod(hub_artifact, "reader", "5b2d9c1e-7f3a-4e62-9d10-2c4b8a6e1f07")
+        reader["spec"] = {**reader["spec"], "nodeName": "node-a", "schedulingGates": []}
+        cp.seed(resources.PODS, reader)
+        kubelet = csi_harness.Kubelet(tmp_path / "csi.sock", tmp_path / "kubelet")
+        try:
+            request = kubelet.publish_request(
+                namespace="team-a", pod_uid=reader["metadata"]["uid"], pod_name="reader",
+                volume="model", attributes=reader["spec"]["volumes"][0]["csi"]["volumeAttributes"],
+                secrets={sources.SECRET_TOKEN_KEY: HUB_TOKEN})
+            seen = await asyncio.to_thread(kubelet.publish_until_ok, request, 60.0)
+            assert seen[-1][0] == grpc.StatusCode.OK, seen[-3:]
+        finally:
+            kubelet.close()
+        await waiting.until_async(warm, True, guard=60)
+        cp.seed(resources.PODS, _gated_pod(hub_artifact))
+        await waiting.until(
+            lambda: cp.recorder.count("/namespaces/team-a/pods/gated", "PATCH"),
+            guard=60, what="the warm-gate controller's release of the gated Pod")
+        released = cp.get(resources.PODS, "gated", "team-a")
+        assert released is not None and not released["spec"].get("schedulingGates")
         store = await ours.get(NodeModelStore, "node-a")
         assert store["metadata"]["ownerReferences"][0]["kind"] == "Node"  # nodes get
         assert store["spec"]["kubelet"]  # nodes/proxy get

@@ -165,7 +165,7 @@ def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any
     assert cluster == {
         ("", "nodes", "get"),
         *{("", "nodes", v) for v in ("list", "watch")},
-        *{("", "pods", v) for v in ("create", "delete", "list", "watch")},
+        *{("", "pods", v) for v in ("create", "delete", "list", "watch", "patch")},
         ("", "nodes/proxy", "get"),
         *{("storage.k8s.io", "csinodes", v) for v in ("list", "watch")},
         *{("", "secrets", v) for v in ("get", "list", "watch")},

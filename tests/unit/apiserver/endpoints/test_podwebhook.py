@@ -25,10 +25,12 @@ class Facts:
     """What the server watches, as the test sets it; ``read`` False: never read in time."""
 
     def __init__(self, artifacts: dict[str, dict[str, Any]] | None = None,
-                 warm: dict[str, list[str]] | None = None, read: bool = True) -> None:
+                 warm: dict[str, list[str]] | None = None, read: bool = True,
+                 gates: bool = False) -> None:
         self.artifacts = artifacts or {}
         self.warm = warm or {}
         self.read = read
+        self.gates = gates
         self.waited: list[float] = []
 
     async def artifacts_read(self, timeout: float) -> bool:
@@ -44,6 +46,9 @@ class Facts:
 
     def warm_nodes(self, digest: str) -> list[str]:
         return self.warm.get(digest, [])
+
+    def gates_usable(self) -> bool:
+        return self.gates
 
 
 def resolved(name: str = "qwen", digest: str = DIGEST) -> dict[str, Any]:
@@ -169,7 +174,40 @@ def test_prefer_when_the_stores_were_not_read_in_time_admits_unchanged() -> None
     assert "NodeModelStores" in response["warnings"][0]
 
 
-def test_the_opt_in_requires_a_warm_node_or_refuses_saying_why() -> None:
+def test_the_opt_in_waits_gated_while_no_node_is_warm() -> None:
+    """kube 1.30+: a cold Pod is admitted gated and labelled (the warm-gate controller releases
+    it); a warm one gets the required term and no gate, as before."""
+    on = {keys.REQUIRE_WARM_NODE: keys.REQUIRE_WARM_NODE_ON}
+    obj = pod({"artifact": "a", "manifestDigest": DIGEST}, annotations=on)
+    cold = run(podwebhook.prefer, review(obj), Facts(gates=True))
+    assert cold["allowed"] is True
+    gated = patched(obj, cold)
+    assert gated["spec"]["schedulingGates"] == [{"name": keys.WARM_NODE_GATE}]
+    assert gated["metadata"]["labels"] == {keys.WAITING_FOR_WARM_NODE: keys.REQUIRE_WARM_NODE_ON}
+    assert "affinity" not in gated["spec"]
+    assert f"no node holds {DIGEST} Ready yet" in cold["warnings"][0]
+    assert keys.WARM_NODE_GATE in cold["warnings"][0]
+    warm = patched(obj, run(podwebhook.prefer, review(obj), Facts(warm={DIGEST: ["n1"]},
+                                                                   gates=True)))
+    assert "schedulingGates" not in warm["spec"]
+    assert warm["spec"]["affinity"]["nodeAffinity"][placement.REQUIRED] == {
+        "nodeSelectorTerms": [{"matchExpressions": [placement.expression(["n1"])]}]}
+    # one digest warm, the other not: gated (the controller adds both terms at once)
+    two = pod({"artifact": "a", "manifestDigest": DIGEST},
+              {"artifact": "b", "manifestDigest": OTHER}, annotations=on)
+    half = patched(two, run(podwebhook.prefer, review(two), Facts(warm={DIGEST: ["n1"]},
+                                                                  gates=True)))
+    assert half["spec"]["schedulingGates"] == [{"name": keys.WARM_NODE_GATE}]
+    assert "affinity" not in half["spec"]
+    # a volume naming no digest can never be warm: refused, gates or not
+    unfilled = pod({"artifact": "a"}, annotations=on)
+    refused = run(podwebhook.prefer, review(unfilled), Facts(gates=True))
+    assert refused["allowed"] is False
+    assert "names no manifestDigest" in refused["status"]["message"]
+
+
+def test_the_opt_in_refuses_while_cold_where_gates_are_not_usable() -> None:
+    """kube before 1.30 (or standalone): no scheduling gate to wait behind, so refused."""
     on = {keys.REQUIRE_WARM_NODE: keys.REQUIRE_WARM_NODE_ON}
     obj = pod({"artifact": "a", "manifestDigest": DIGEST}, annotations=on)
     response = run(podwebhook.prefer, review(obj), Facts(warm={DIGEST: ["n1"]}))
