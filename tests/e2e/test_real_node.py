@@ -18,7 +18,7 @@ import pytest
 from devkit import fixturehub, helm
 from devkit.realnode import objects, rig
 from devkit.realnode.release_values import NAMESPACE, RELEASE
-from openapi import install, keys, placement
+from openapi import keys, placement, reasons
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -194,18 +194,59 @@ def test_a_pod_naming_only_its_artifact_is_filled_and_prefers_the_warm_node(
     assert "affinity" not in plain["spec"]
 
 
-def test_the_opt_in_refuses_a_pod_while_no_node_is_warm(installed: rig.Rig,
-                                                         hub: fixturehub.Hub) -> None:
+def test_the_opt_in_waits_gated_until_a_prefetch_warms_the_node(installed: rig.Rig,
+                                                                 hub: fixturehub.Hub) -> None:
+    """A Pod that must run where its model is warm, while no node holds it: kube-apiserver's
+    call to the prefer webhook gates it (Pending, SchedulingGated) and the warm-gate controller
+    says why in an Event; a ModelPrefetch warms the node, the controller narrows the Pod's
+    affinity to it and removes the gate, and the Pod starts and reads the weights."""
     hub.add_repo(COLD_REPOSITORY, {"config.json": b"{}"})
     attributes = objects.artifact(installed, TENANT, "cold", COLD_REPOSITORY)
+    digest = attributes["manifestDigest"]
     manifest = _reader_pod("cold-only", TENANT, {"artifact": "cold"}).replace(
         "labels: {e2e: reader}}",
         f'labels: {{e2e: reader}}, annotations: {{"{keys.REQUIRE_WARM_NODE}": "true"}}}}')
-    refused = installed.kubectl("apply", "-f", "-", stdin=manifest, check=False)
-    assert refused.returncode != 0
-    assert (f'admission webhook "{install.PREFER_WEBHOOK}" denied the request' in refused.stderr
-            ), refused.stderr
-    assert f"no node holds {attributes['manifestDigest']} Ready now" in refused.stderr
+    created = installed.kubectl("apply", "-f", "-", stdin=manifest)
+    assert f"no node holds {digest} Ready yet" in created.stderr, created.stderr
+    pod = _json(installed, "get", "pod", "cold-only", "-n", TENANT)
+    assert pod["spec"]["schedulingGates"] == [{"name": keys.WARM_NODE_GATE}]
+    assert pod["metadata"]["labels"][keys.WAITING_FOR_WARM_NODE] == "true"
+    assert "nodeName" not in pod["spec"] and "affinity" not in pod["spec"]
+
+    def waiting_event() -> str:
+        found = _json(installed, "get", "events", "-n", TENANT, "--field-selector",
+                      "involvedObject.name=cold-only")
+        return next((e["message"] for e in found["items"]
+                     if e["reason"] == reasons.WAITING_FOR_WARM_NODE), "")
+
+    message = installed.wait("the Pod's WaitingForWarmNode Event", waiting_event, timeout=60,
+                             namespace=TENANT)
+    assert f"no node holds {digest} Ready yet" in str(message)
+    still = _json(installed, "get", "pod", "cold-only", "-n", TENANT)
+    assert still["status"]["phase"] == "Pending" and still["spec"]["schedulingGates"]
+    node = installed.node_name
+    installed.apply(textwrap.dedent(f"""\
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelPrefetch
+        metadata: {{name: cold, namespace: {TENANT}}}
+        spec:
+          artifactRef: {{name: cold}}
+          targets: {{nodeNames: [{node}]}}
+        """))  # fmt: skip
+    try:
+        _wait_running(installed, "cold-only", TENANT)
+        started = _json(installed, "get", "pod", "cold-only", "-n", TENANT)
+        assert not started["spec"].get("schedulingGates")
+        assert keys.WAITING_FOR_WARM_NODE not in started["metadata"]["labels"]
+        assert started["spec"]["affinity"]["nodeAffinity"][placement.REQUIRED] == {
+            "nodeSelectorTerms": [{"matchExpressions": [placement.expression([node])]}]}
+        assert started["spec"]["nodeName"] == node
+        assert "Read-only file system" in _reader_output(installed, "cold-only", TENANT)
+    finally:
+        installed.kubectl("delete", "pod", "cold-only", "-n", TENANT, "--wait=false",
+                          check=False)
+        installed.kubectl("delete", "modelprefetches", "cold", "-n", TENANT, "--wait=false",
+                          check=False)
 
 
 def _refused(cluster: rig.Rig, name: str, namespace: str, attributes: dict[str, str]) -> str:

@@ -142,6 +142,7 @@ def test_a_missing_or_unresolved_artifact_is_admitted_unchanged_with_a_warning(
 
 
 def test_the_opt_in_refuses_while_no_node_is_warm(server: support.RunningServer) -> None:
+    """Standalone has no scheduling gates (nor anything to release them): refused, saying why."""
     required = {keys.REQUIRE_WARM_NODE: keys.REQUIRE_WARM_NODE_ON}
     cold = _pod({"artifact": "qwen", "artifactUID": "u", "manifestDigest": COLD}, required)
     response, _ = _ask(server, install.PREFER_WEBHOOK_PATH, cold)
