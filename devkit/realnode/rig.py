@@ -65,6 +65,19 @@ def busy() -> list[str]:
     return taken
 
 
+def missing_more_nodes() -> list[str]:
+    """What this machine lacks for a second real node (``node-ns-up``), each named."""
+    lacking = [f"{SHARED / name} (a node in its own network and mount namespace)"
+               for name in ("node-ns-up", "node-ns-down") if not (SHARED / name).exists()]
+    lacking += [f"{name} on PATH" for name in ("nsenter", "unshare") if shutil.which(name) is None]
+    return lacking
+
+
+CACHE_ROOT = pathlib.Path("/var/lib/gpustack/model-manager-e2e")
+"""A cache root every node has its own copy of: ``node-ns-up`` binds a node's own directory over
+``/var/lib/gpustack`` in its mount namespace (the first node's is the host's)."""
+
+
 class RigError(AssertionError):
     pass
 
@@ -81,6 +94,8 @@ class Rig:
         self.env = dict(os.environ, RIG=str(self.rig), NODE=str(self.node),
                         KUBE_BIN=str(KUBE_BIN), DEBIAN_FRONTEND="noninteractive")  # fmt: skip
         self.timings: dict[str, float] = {}
+        self.extra: dict[int, str] = {}
+        """The nodes ``add_node`` started: N -> node name (``vmN``)."""
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -91,10 +106,24 @@ class Rig:
         self._timed("cluster-up", [str(SHARED / "cluster-up")])
         self._timed("node-up", [str(SHARED / "node-up")])
 
-    def _timed(self, name: str, argv: Sequence[str]) -> None:
+    def add_node(self, number: int = 2) -> str:
+        """A further real node (``node-ns-up``, after ``up``): its own network and mount
+        namespaces, containerd, kubelet and ``/var/lib/gpustack``; its name."""
+        name = f"vm{number}"
+        self._timed(f"node-ns-up {name}", [str(SHARED / "node-ns-up")],
+                    env=self._extra_env(number))
+        self.extra[number] = name
+        return name
+
+    def _extra_env(self, number: int) -> dict[str, str]:
+        return dict(self.env, N=str(number), NODE=str(self.work / f"node{number}"),
+                    KUBELET_BIN=str(KUBE_BIN / "kubelet"))
+
+    def _timed(self, name: str, argv: Sequence[str],
+               env: dict[str, str] | None = None) -> None:
         started = time.monotonic()
-        done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=300,
-                              check=False)  # fmt: skip
+        done = subprocess.run(argv, env=env or self.env, capture_output=True, text=True,
+                              timeout=300, check=False)  # fmt: skip
         self.timings[name] = time.monotonic() - started
         if done.returncode != 0:
             raise RigError(f"{name} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}\n"
@@ -102,13 +131,18 @@ class Rig:
 
     def down(self) -> None:
         """Stop everything by pid file (kubelet, the Pods, containerd, then the control plane),
-        unmount what is left under the kubelet and the work directory, drop the netns."""
+        unmount what is left under the kubelet and the work directory, drop the netns. The
+        further nodes go first (``node-ns-down``: their kubelets, containerds, Pods, netns)."""
+        for state in sorted(self.work.glob("node[0-9]*")) if self.work.exists() else []:
+            number = int(state.name.removeprefix("node"))
+            subprocess.run([str(SHARED / "node-ns-down")], env=dict(self._extra_env(number),
+                           CLEAN="1"), capture_output=True, timeout=180, check=False)
         if (self.node / "containerd.pid").exists() or (self.node / "kubelet.pid").exists():
             subprocess.run([str(SHARED / "node-down")], env=dict(self.env, CLEAN="1"),
                            capture_output=True, timeout=180, check=False)  # fmt: skip
         for name in ("sched", "kcm", "kas", "etcd"):
             _stop(self.rig / f"{name}.pid")
-        for mount in reversed(mounts_under(KUBELET_DIR, self.work)):
+        for mount in reversed(mounts_under(KUBELET_DIR, self.work, CACHE_ROOT)):
             subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
         # agg (cluster-up's), and the Pods' cni-* that a kubelet stopped before their sandboxes
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -120,7 +154,7 @@ class Rig:
         subprocess.run(["ip", "link", "del", "cni0"], capture_output=True, check=False)
         for leftover in (KUBELET_DIR / "plugins" / volume.DRIVER,
                          KUBELET_DIR / "plugins_registry", KUBELET_DIR / "pods",
-                         KUBELET_DIR / "csi-sanity", self.work):
+                         KUBELET_DIR / "csi-sanity", CACHE_ROOT, self.work):
             shutil.rmtree(leftover, ignore_errors=True)
         for stale in ("/etc/cni/net.d/10-rig-bridge.conflist",):
             with contextlib.suppress(FileNotFoundError):
@@ -156,6 +190,21 @@ class Rig:
                               check=False)  # fmt: skip
         if done.returncode != 0:
             raise RigError(f"ctr images import {archive}: {done.stdout}{done.stderr}")
+
+    def tag_image(self, image: str, tag: str) -> None:
+        """``tag`` for ``image`` in the first node's containerd."""
+        subprocess.run(["ctr", "--address", SOCK, "-n", "k8s.io", "images", "tag", "--force",
+                        image, tag], check=True, capture_output=True)  # fmt: skip
+
+    def import_image_on(self, number: int, archive: pathlib.Path) -> None:
+        """``archive`` into node ``vmN``'s own containerd (inside its mount namespace)."""
+        pid = (self.work / f"node{number}" / "kubelet.pid").read_text().strip()
+        done = subprocess.run(["nsenter", f"--mount=/proc/{pid}/ns/mnt", "ctr", "--address",
+                               SOCK, "-n", "k8s.io", "images", "import", str(archive)],
+                              capture_output=True, text=True, timeout=300, check=False)
+        if done.returncode != 0:
+            raise RigError(f"ctr images import {archive} on vm{number}: "
+                           f"{done.stdout}{done.stderr}")
 
     def images(self) -> list[str]:
         done = subprocess.run(["ctr", "--address", SOCK, "-n", "k8s.io", "images", "ls", "-q"],
