@@ -68,6 +68,7 @@ MODEL_ARTIFACT = ResourceInfo(
     verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
     subresources=(
         Subresource("progress", ("get",), "ModelArtifactProgress"),
+        Subresource("copies", ("get",), "ModelArtifactCopies"),
         Subresource("status", ("get", "patch", "update"), "ModelArtifact", discovered=False),
     ),
 )
@@ -122,6 +123,23 @@ MODEL_ARTIFACT_PROGRESS = ResourceInfo(
     stored=False,
 )
 
+# Computed per request and never written, like the progress, but naming nodes: served only as
+# ``modelartifacts/{name}/copies``, under its own grant (never a tenant's by default).
+MODEL_ARTIFACT_COPIES = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="ModelArtifactCopies",
+    list_kind="",
+    plural="modelartifacts/copies",
+    singular="",
+    short_names=(),
+    categories=(),
+    namespaced=True,
+    verbs=("get",),
+    subresources=(),
+    stored=False,
+)
+
 # The table of stored resources: the registry, the routes, discovery and the OpenAPI documents are
 # all built from it (with each kind's schema in ``schema.KINDS`` and, in the server, its strategy).
 SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREFETCH)
@@ -129,7 +147,7 @@ SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREF
 # The stored resources, by URL plural.
 BY_PLURAL: dict[str, ResourceInfo] = {info.plural: info for info in SERVED}
 
-# Every kind the package describes, the computed progress view included.
+# Every kind the package describes, the computed views included.
 BY_KIND: dict[str, ResourceInfo] = {
-    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS)
+    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS, MODEL_ARTIFACT_COPIES)
 }

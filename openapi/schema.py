@@ -473,6 +473,50 @@ MODEL_ARTIFACT_PROGRESS = _kind(
     },
 )
 
+MODEL_ARTIFACT_COPIES = _kind(
+    resources.MODEL_ARTIFACT_COPIES,
+    "Where an artifact's content is, node by node, computed on each request and never stored: "
+    "every node that holds, downloads or failed on its digest, or that a prefetch of the "
+    "artifact targets. Names nodes, so it has its own grant (get on modelartifacts/copies).",
+    {
+        "timestamp": time("When it was computed."),
+        "manifestDigest": string("The artifact's manifest digest.",
+                                 pattern=grammar.DIGEST_PATTERN),
+        "sizeBytes": integer("The manifest's size.", minimum=0),
+        "live": count("Downloading nodes read from their plugin for this answer."),
+        "nodes": array(
+            "One row per node, by name.",
+            obj("One node's copy of the digest.", {
+                "node": string("The node's name."),
+                "phase": string("Pending (a prefetch target not started or not reported), "
+                                "Downloading, Ready or Failed.", enum=list(states.PHASES)),
+                "downloadedBytes": integer("What the node holds of it: live from its plugin "
+                                           "when live is true, else as last stored.",
+                                           minimum=0),
+                "live": {"type": "boolean", "description": "downloadedBytes was read from "
+                         "the node's plugin for this answer."},
+                "sizeBytes": integer("The manifest's size.", minimum=0),
+                "percent": integer("downloadedBytes of sizeBytes, whole percent.", "int32",
+                                   minimum=0, maximum=100),
+                "source": string("Where the bytes came from.", enum=list(states.ORIGINS)),
+                "reason": string("Why it failed, or why a target has not started."),
+                "message": string("The node's or the prefetch's words."),
+                "retryTime": time("The earliest next attempt after a failure."),
+                "referenced": {"type": "boolean",
+                               "description": "A Pod on the node mounts it."},
+                "pinned": {"type": "boolean",
+                           "description": "The node keeps it against collection."},
+                "lastUsedTime": time("Last use, truncated to the hour."),
+                "prefetches": array("The artifact's prefetches targeting the node.",
+                                    string("A ModelPrefetch's name.")),
+            }, ("node", "phase")),
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["node"]},
+        ),
+        "reason": string("Why there is nothing to list: not resolved yet, or a claim or image "
+                         "source."),
+    },
+)
+
 
 def _list_kind(info: resources.ResourceInfo, item: str) -> Schema:
     schema = obj(
@@ -500,6 +544,7 @@ KINDS: dict[str, Schema] = {
     "NodeModelStore": NODE_MODEL_STORE,
     "ModelPrefetch": MODEL_PREFETCH,
     "ModelArtifactProgress": MODEL_ARTIFACT_PROGRESS,
+    "ModelArtifactCopies": MODEL_ARTIFACT_COPIES,
 }
 
 # Every named schema: ours, their lists, and the shared metadata definitions.

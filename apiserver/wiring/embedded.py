@@ -137,6 +137,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         async def plug_in() -> None:
             await found.view.index.wait_synced()
             registry.progress_view.view = found.view.progress
+            registry.copies_view.view = found.view.copies
 
         waiting.append(asyncio.create_task(plug_in(), name="progress view"))
 
@@ -153,6 +154,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
 
     async def stop() -> None:
         registry.progress_view.view = None
+        registry.copies_view.view = None
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)

@@ -129,42 +129,44 @@ class Progress:
         self.limits = limits
 
     async def read(self, artifact: wire.Obj) -> progress.ModelArtifactProgress:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.limits.budget
+        deadline = asyncio.get_running_loop().time() + self.limits.budget
         digest, _ = modelartifact.hub_digest(artifact)
         holdings = self._index.holders(digest) if digest else []
         live: dict[str, int] = {}
         if digest and self._reader is not None:
             downloading = [h.node for h in holdings if h.state == states.DOWNLOADING]
-            live = await self._read_live(digest, downloading, deadline)
+            live = await read_live(self._reader, self.limits, digest, downloading, deadline)
         return compute(artifact, holdings, live, self._clock.now())
 
-    async def _read_live(self, digest: str, nodes: list[str], deadline: float) -> dict[str, int]:
-        reader = self._reader
-        assert reader is not None
-        asked = [node for node in nodes if reader.knows(node)][: self.limits.cap]
-        if not asked:
-            return {}
-        gate = asyncio.Semaphore(self.limits.parallel)
-        live: dict[str, int] = {}
 
-        async def ask(node: str) -> None:
-            async with gate:
-                try:
-                    async with asyncio.timeout(self.limits.per_node):
-                        running = await reader.downloads(node)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # a plugin that does not answer well is not counted
-                    log.debug("live progress from node %s: %s", node, type(exc).__name__)
-                    return
-            if digest in running:
-                live[node] = running[digest]
+async def read_live(reader: LiveReader, limits: Limits, digest: str, nodes: list[str],
+                    deadline: float) -> dict[str, int]:
+    """node -> the live bytes of ``digest`` of those of ``nodes`` whose plugin answered in time
+    (at most ``limits.cap`` asked, ``limits.parallel`` at a time, each within
+    ``limits.per_node``, all by ``deadline``, the event loop's time)."""
+    asked = [node for node in nodes if reader.knows(node)][: limits.cap]
+    if not asked:
+        return {}
+    gate = asyncio.Semaphore(limits.parallel)
+    live: dict[str, int] = {}
 
-        tasks = [asyncio.create_task(ask(node)) for node in asked]
-        remaining = deadline - asyncio.get_running_loop().time()
-        _, pending = await asyncio.wait(tasks, timeout=max(0.0, remaining))
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        return live
+    async def ask(node: str) -> None:
+        async with gate:
+            try:
+                async with asyncio.timeout(limits.per_node):
+                    running = await reader.downloads(node)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a plugin that does not answer well is not counted
+                log.debug("live progress from node %s: %s", node, type(exc).__name__)
+                return
+        if digest in running:
+            live[node] = running[digest]
+
+    tasks = [asyncio.create_task(ask(node)) for node in asked]
+    remaining = deadline - asyncio.get_running_loop().time()
+    _, pending = await asyncio.wait(tasks, timeout=max(0.0, remaining))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return live

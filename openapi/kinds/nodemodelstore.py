@@ -177,6 +177,8 @@ entry_size = wire.integer_at("sizeBytes")
 """The manifest's size, once listed."""
 entry_downloaded = wire.integer_at("downloadedBytes")
 """What the current attempt holds."""
+entry_source = wire.text_at("source")
+"""Where most of its bytes came from (``states.ORIGINS``); ``""`` when not said."""
 
 
 def entry_referenced(found: wire.Readable) -> bool:
