@@ -69,6 +69,7 @@ MODEL_ARTIFACT = ResourceInfo(
     subresources=(
         Subresource("progress", ("get",), "ModelArtifactProgress"),
         Subresource("copies", ("get",), "ModelArtifactCopies"),
+        Subresource("manifest", ("get",), "ModelArtifactManifest"),
         Subresource("status", ("get", "patch", "update"), "ModelArtifact", discovered=False),
     ),
 )
@@ -140,6 +141,23 @@ MODEL_ARTIFACT_COPIES = ResourceInfo(
     stored=False,
 )
 
+# The resolved manifest's files, read from what the resolver kept: served only as
+# ``modelartifacts/{name}/manifest``, under its own grant.
+MODEL_ARTIFACT_MANIFEST = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="ModelArtifactManifest",
+    list_kind="",
+    plural="modelartifacts/manifest",
+    singular="",
+    short_names=(),
+    categories=(),
+    namespaced=True,
+    verbs=("get",),
+    subresources=(),
+    stored=False,
+)
+
 # The table of stored resources: the registry, the routes, discovery and the OpenAPI documents are
 # all built from it (with each kind's schema in ``schema.KINDS`` and, in the server, its strategy).
 SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREFETCH)
@@ -149,5 +167,6 @@ BY_PLURAL: dict[str, ResourceInfo] = {info.plural: info for info in SERVED}
 
 # Every kind the package describes, the computed views included.
 BY_KIND: dict[str, ResourceInfo] = {
-    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS, MODEL_ARTIFACT_COPIES)
+    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS, MODEL_ARTIFACT_COPIES,
+                                  MODEL_ARTIFACT_MANIFEST)
 }

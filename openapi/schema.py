@@ -203,6 +203,8 @@ MODEL_ARTIFACT_STATUS = obj(
             f"{anchors.ANNOTATION}, removed with it.",
             {"grantedTime": time("When the grant was given.")},
         ),
+        "retryTime": time("While Resolved is not True: when the worker tries again (a Secret "
+                          "change tries at once). Absent otherwise."),
         "conditions": conditions(reasons.ARTIFACT_CONDITIONS),
     },
 )
@@ -517,6 +519,31 @@ MODEL_ARTIFACT_COPIES = _kind(
     },
 )
 
+MODEL_ARTIFACT_MANIFEST = _kind(
+    resources.MODEL_ARTIFACT_MANIFEST,
+    "The files an artifact resolved to: its canonical manifest, as the resolver listed it, "
+    "checked against the manifest digest before it is served. Its own grant (get on "
+    "modelartifacts/manifest).",
+    {
+        "manifestDigest": string("The artifact's manifest digest.",
+                                 pattern=grammar.DIGEST_PATTERN),
+        "fileCount": integer("Files in the manifest.", minimum=0),
+        "sizeBytes": integer("Their bytes, summed.", minimum=0),
+        "files": array(
+            "Each file, in the manifest's order (by path); its path is under the mount's root.",
+            obj("One file.", {
+                "path": string("The file's path, relative, '/'-separated."),
+                "size": integer("Its size in bytes.", minimum=0),
+                "sha256": string("Its SHA-256, 64 lowercase hex (LFS and large files)."),
+                "gitBlobId": string("Its git blob id, 40 lowercase hex (small files)."),
+            }, ("path", "size")),
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["path"]},
+        ),
+        "reason": string("Why no file is listed: not resolved yet, a claim or image source, "
+                         "or the manifest is not recorded."),
+    },
+)
+
 
 def _list_kind(info: resources.ResourceInfo, item: str) -> Schema:
     schema = obj(
@@ -545,6 +572,7 @@ KINDS: dict[str, Schema] = {
     "ModelPrefetch": MODEL_PREFETCH,
     "ModelArtifactProgress": MODEL_ARTIFACT_PROGRESS,
     "ModelArtifactCopies": MODEL_ARTIFACT_COPIES,
+    "ModelArtifactManifest": MODEL_ARTIFACT_MANIFEST,
 }
 
 # Every named schema: ours, their lists, and the shared metadata definitions.

@@ -109,7 +109,8 @@ TENANT_EDITOR = rbac.Role(TENANT_EDITOR_ROLE, (
 GPUSTACK_SERVER = rbac.Role(GPUSTACK_SERVER_ROLE, (
     rbac.Rule(("create", "delete", "get", "list", "patch", "update", "watch"), (GROUP,),
               ("modelartifacts", "modelprefetches")),
-    rbac.Rule(("get",), (GROUP,), ("modelartifacts/progress", "modelartifacts/copies")),
+    rbac.Rule(("get",), (GROUP,), ("modelartifacts/progress", "modelartifacts/copies",
+                                   "modelartifacts/manifest")),
     rbac.Rule(("get", "list", "watch"), (GROUP,), ("nodemodelstores",)),
 ))
 

@@ -5,8 +5,8 @@ its collection (list, watch, create), its items (get, update, patch, delete) and
 subresources, each method allowed exactly when the resource's verbs name it; every other method
 answers 405. Subresources are served by the handler ``SUBRESOURCES`` names for them: ``status``
 (reads; writes pass the status writers' rules of ``apiserver.admission``: the worker for a
-ModelArtifact, the node plugin of that node for a NodeModelStore), ``progress`` and ``copies``
-(computed).
+ModelArtifact, the node plugin of that node for a NodeModelStore), ``progress``, ``copies``
+and ``manifest`` (computed).
 RBAC already allowed each request (``apiserver.auth.middleware``), judging the request's one
 parse (``apiserver.request.info``): every handler takes its verb, namespace, name and options from
 that same object, never from the query string or the router's own split of the path. The
@@ -323,6 +323,7 @@ SUBRESOURCES: dict[str, Callable[[build.Registry, Handlers], Endpoint]] = {
     "status": _status,
     "progress": _computed(build.Registry.progress),
     "copies": _computed(build.Registry.copies),
+    "manifest": _computed(build.Registry.manifest),
 }
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from apiserver.registry import copies, progress, store, strategy
+from apiserver.registry import copies, manifests, progress, store, strategy
 from apiserver.registry.fieldmanager import tracking
 from apiserver.storage import interface
 from openapi import resources
 from openapi.kinds import copies as copiesview
+from openapi.kinds import manifest as manifestview
 from openapi.kinds import progress as progressview
 
 
@@ -51,6 +52,10 @@ class Registry:
         """``GET modelartifacts/{name}/copies``: computed now, never stored."""
         return await copies.read(self.modelartifacts, self.modelprefetches, self.copies_view,
                                  namespace, name)
+
+    async def manifest(self, namespace: str, name: str) -> manifestview.ModelArtifactManifest:
+        """``GET modelartifacts/{name}/manifest``: the files the resolver kept for its digest."""
+        return await manifests.read(self.storage, self.modelartifacts, namespace, name)
 
 
 def build(storage: interface.Store,

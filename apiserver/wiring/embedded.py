@@ -30,7 +30,7 @@ from apiserver.auth import static
 from apiserver.auth import worker as workers
 from apiserver.options import config
 from apiserver.registry import build
-from apiserver.wiring import inprocess, leases, proofs
+from apiserver.wiring import inprocess, leases, manifests, proofs
 from controllers import assembly
 from controllers.runtime import identity as identities
 from controllers.runtime import informer, leader
@@ -128,7 +128,8 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         config=settings.controller_settings, clock=clock, api=api, writer=api,
         kube=cluster_client, state_dir=settings.data_dir / "controllers",
         leadership=store_leadership(settings, registry, clock) if standalone else None,
-        plugin_token=token, ledger=proofs.StoreLedger(registry.storage), live_progress=True))
+        plugin_token=token, ledger=proofs.StoreLedger(registry.storage),
+        manifests=manifests.StoreManifests(registry.storage), live_progress=True))
     hooks = Hooks(controllers=found)
 
     async def start_view() -> None:

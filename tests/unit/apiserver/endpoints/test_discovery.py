@@ -63,6 +63,7 @@ async def test_resource_list() -> None:
         "modelartifacts",
         "modelartifacts/progress",
         "modelartifacts/copies",
+        "modelartifacts/manifest",
         "nodemodelstores",
         "nodemodelstores/status",
         "modelprefetches",
@@ -130,6 +131,15 @@ async def test_aggregated(accept: str, version: str) -> None:
                 "group": "worker.gpustack.ai",
                 "version": "v1",
                 "kind": "ModelArtifactCopies",
+            },
+            "verbs": ["get"],
+        },
+        {
+            "subresource": "manifest",
+            "responseKind": {
+                "group": "worker.gpustack.ai",
+                "version": "v1",
+                "kind": "ModelArtifactManifest",
             },
             "verbs": ["get"],
         },
