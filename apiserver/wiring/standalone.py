@@ -119,17 +119,16 @@ def _ensure_tokens(path: pathlib.Path, settings: config.Settings) -> list[static
         entries.append(static.Entry(static.new_token(), plugin, str(uuid.uuid4()), groups,
                                     plugin_extra(settings.plugin_node, str(uuid.uuid4()))))
         changed = True
-    else:
-        for index, entry in enumerate(entries):
-            if entry.name != plugin:
-                continue
-            extra = entry.extra_map()
-            if extra.get(user.NODE_NAME) != (settings.plugin_node,):
-                # bound to another node now: a new Pod there, with a new UID
-                entries[index] = dataclasses.replace(
-                    entry, groups=groups,
-                    extra=plugin_extra(settings.plugin_node, str(uuid.uuid4())))
-                changed = True
+    elif not any(entry.name == plugin
+                 and entry.extra_map().get(user.NODE_NAME) == (settings.plugin_node,)
+                 for entry in entries):
+        # bound to another node now: a new Pod there, with a new UID. A token file holding one
+        # plugin token per node (several plugins against one server) already has this node's.
+        index = next(i for i, entry in enumerate(entries) if entry.name == plugin)
+        entries[index] = dataclasses.replace(
+            entries[index], groups=groups,
+            extra=plugin_extra(settings.plugin_node, str(uuid.uuid4())))
+        changed = True
     if changed:
         static.write(path, entries)
     return entries
