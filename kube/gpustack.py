@@ -172,6 +172,8 @@ class NodeStore:
     """``status.capacity.usedPercent`` (a multiple of 5), None before the plugin reported."""
     conditions: tuple[wire.Obj, ...] = ()
     """``status.conditions``: Ready, CapacityLow."""
+    pinned: tuple[str, ...] = ()
+    """``spec.pinned``: the digests the node never collects."""
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> NodeStore:
@@ -182,7 +184,7 @@ class NodeStore:
                    stored_bytes=nodemodelstore.stored_bytes(obj) or 0,
                    models=tuple(dict(m) for m in nodemodelstore.models(obj)),
                    used_percent=nodemodelstore.used_percent(obj),
-                   conditions=conditions)
+                   conditions=conditions, pinned=tuple(nodemodelstore.pinned(obj)))
 
     def holds(self, digest: str) -> bool:
         """The node holds ``digest`` published (state Ready)."""
