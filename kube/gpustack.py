@@ -14,6 +14,7 @@ caller's kubeconfig (or URL, token and CA) and RBAC, and fails with the product'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -26,7 +27,7 @@ from kube import client as clients
 from kube import delivery, errors, resources
 from openapi import resources as contract
 from openapi import sources, states, wire
-from openapi.kinds import modelartifact, nodemodelstore
+from openapi.kinds import modelartifact, modelprefetch, nodemodelstore
 
 HubKind = sources.HubKind
 RETRY_SECONDS = 1.0
@@ -98,6 +99,7 @@ class PrefetchSpec:
     min_ready: int = 0
     pinned: bool = True
     ttl_after_last_use: str = ""
+    cleanup_on_delete: bool = False
 
     def spec(self) -> wire.Obj:
         targets: wire.Obj = {}
@@ -110,6 +112,8 @@ class PrefetchSpec:
         retention: wire.Obj = {"pinned": self.pinned}
         if self.ttl_after_last_use:
             retention["ttlAfterLastUse"] = self.ttl_after_last_use
+        if self.cleanup_on_delete:
+            retention["cleanupOnDelete"] = True
         return {"artifactRef": {"name": self.artifact}, "targets": targets,
                 "retention": retention}
 
@@ -282,7 +286,18 @@ class ModelManager:
         return Artifact.of(_plain(await self.api.get(resources.ModelArtifact, name,
                                                      namespace=namespace)))
 
-    async def delete_artifact(self, namespace: str, name: str) -> None:
+    async def delete_artifact(self, namespace: str, name: str, *, cleanup: bool = False) -> None:
+        """Delete the artifact; with ``cleanup``, first its prefetches with cleanup
+        (``delete_prefetch``), so the nodes they warmed remove the bytes at once. Copies no
+        prefetch made (a Pod's mount) are left to the nodes' collection."""
+        if cleanup:
+            listed = await self.api.list(resources.ModelPrefetch, namespace=namespace)
+            for found in listed.items:
+                prefetch = _plain(found)
+                if modelprefetch.artifact_name(prefetch) == name:
+                    with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+                        await self.delete_prefetch(namespace, wire.text(prefetch, "metadata",
+                                                                        "name"), cleanup=True)
         await self.api.delete(resources.ModelArtifact, name, namespace=namespace)
 
     async def list_artifacts(self, namespace: str = "*") -> list[Artifact]:
@@ -430,8 +445,14 @@ class ModelManager:
     async def get_prefetch(self, namespace: str, name: str) -> wire.Obj:
         return _plain(await self.api.get(resources.ModelPrefetch, name, namespace=namespace))
 
-    async def delete_prefetch(self, namespace: str, name: str) -> None:
-        """Deleting a prefetch withdraws its intent: its pins leave on the worker's next pass."""
+    async def delete_prefetch(self, namespace: str, name: str, *, cleanup: bool = False) -> None:
+        """Deleting a prefetch withdraws its intent: its pins leave on the worker's next pass.
+        With ``cleanup`` (or ``retention.cleanupOnDelete`` already set) its target nodes also
+        remove the bytes at once, each as soon as no Pod mounts them and nothing pins them."""
+        if cleanup:
+            await self.api.patch(resources.ModelPrefetch, name,
+                                 {"spec": {"retention": {"cleanupOnDelete": True}}},
+                                 namespace=namespace)
         await self.api.delete(resources.ModelPrefetch, name, namespace=namespace)
 
 
@@ -495,8 +516,8 @@ class SyncModelManager:
     def get_artifact(self, namespace: str, name: str) -> Artifact:
         return self._call(self._async.get_artifact(namespace, name))
 
-    def delete_artifact(self, namespace: str, name: str) -> None:
-        self._call(self._async.delete_artifact(namespace, name))
+    def delete_artifact(self, namespace: str, name: str, *, cleanup: bool = False) -> None:
+        self._call(self._async.delete_artifact(namespace, name, cleanup=cleanup))
 
     def list_artifacts(self, namespace: str = "*") -> list[Artifact]:
         return self._call(self._async.list_artifacts(namespace))
@@ -531,5 +552,5 @@ class SyncModelManager:
     def get_prefetch(self, namespace: str, name: str) -> wire.Obj:
         return self._call(self._async.get_prefetch(namespace, name))
 
-    def delete_prefetch(self, namespace: str, name: str) -> None:
-        self._call(self._async.delete_prefetch(namespace, name))
+    def delete_prefetch(self, namespace: str, name: str, *, cleanup: bool = False) -> None:
+        self._call(self._async.delete_prefetch(namespace, name, cleanup=cleanup))

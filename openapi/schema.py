@@ -265,6 +265,13 @@ NODE_MODEL_STORE_SPEC = obj(
             string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
             maxItems=MAX_PINNED, **{"x-kubernetes-list-type": "set"},
         ),
+        "evict": array(
+            "Digests to remove now, whatever the watermarks: each goes as soon as no Pod "
+            "mounts it and it is not pinned (a prefetch deleted with cleanupOnDelete). Written "
+            "by the worker.",
+            string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
+            maxItems=MAX_PINNED, **{"x-kubernetes-list-type": "set"},
+        ),
     },
     default={},
 )
@@ -362,6 +369,12 @@ MODEL_PREFETCH_SPEC = obj(
                     "duration such as 72h, at least 1h; hour granularity, from the node's "
                     "lastUsedTime). Empty keeps the pin while the prefetch exists.",
                     maxLength=64),
+                "cleanupOnDelete": {"type": "boolean",
+                                    "description": "When this prefetch is deleted, remove the "
+                                                   "digest from its target nodes at once "
+                                                   "(each as soon as no Pod mounts it and "
+                                                   "nothing pins it), instead of waiting for "
+                                                   "collection."},
             },
             default={},
         ),

@@ -45,6 +45,7 @@ class Spec(TypedDict, total=False):
     hub: HubSettings
     kubelet: Kubelet
     pinned: list[str]
+    evict: list[str]
 
 
 class Capacity(TypedDict, total=False):
@@ -99,6 +100,11 @@ spec = wire.mapping_at("spec")
 def pinned(obj: wire.Readable) -> list[str]:
     """``spec.pinned``: the digests never collected on this node."""
     return wire.strings(obj, "spec", "pinned")
+
+
+def evict(obj: wire.Readable) -> list[str]:
+    """``spec.evict``: the digests to remove now, once unmounted and unpinned."""
+    return wire.strings(obj, "spec", "evict")
 
 
 watermarks = wire.mapping_at("spec", "watermarks")

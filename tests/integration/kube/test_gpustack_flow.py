@@ -6,7 +6,9 @@ An artifact for a whole repository and one for a GGUF with its mmproj; the manif
 GGUF's path under the mount; a prefetch to both nodes is watched through ``copies`` from
 Pending/Downloading (live bytes from the plugins rising between the nodes' stored reports) to
 Ready; a repository that does not exist fails at once (``ResolutionFailed``, not the timeout)
-naming the configured hub; the blocking client works inside a running event loop.
+naming the configured hub; the blocking client works inside a running event loop; deleting the
+artifact with cleanup makes both nodes remove the bytes at once (``spec.evict``), whatever their
+watermarks, and stop listing the digest.
 """
 
 from __future__ import annotations
@@ -168,6 +170,12 @@ async def _flow(server: support.RunningServer, hub: fixturehub.Hub,
         ready = await models.wait_ready(NAMESPACE, "gguf", nodes=NODES, timeout=60)
         assert {row.node for row in ready.nodes} == set(NODES)
 
+        # the blocking client, from inside this running event loop (its own loop in a thread)
+        with gpustack.SyncModelManager(server=server.url, token=server.admin_token,
+                                       ca_file=str(server.ca_file)) as blocking:
+            assert {row.node for row in blocking.copies(NAMESPACE, "gguf").nodes} == set(NODES)
+            assert blocking.manifest(NAMESPACE, "gguf").files == manifest.files
+
         # a repository that does not exist: an answer at once, not the timeout
         await models.create_artifact(NAMESPACE, "missing", gpustack.HubSource(
             "huggingFace", "org/not-on-the-hub"))
@@ -180,8 +188,18 @@ async def _flow(server: support.RunningServer, hub: fixturehub.Hub,
         with pytest.raises(gpustack.ResolutionFailed):
             await models.wait_ready(NAMESPACE, "missing", nodes=NODES, timeout=600)
 
-    # the blocking client, from inside this running event loop (its own loop in a thread)
-    with gpustack.SyncModelManager(server=server.url, token=server.admin_token,
-                                   ca_file=str(server.ca_file)) as blocking:
-        assert {row.node for row in blocking.copies(NAMESPACE, "gguf").nodes} == set(NODES)
-        assert blocking.manifest(NAMESPACE, "gguf").files == manifest.files
+        # delete with cleanup: the bytes leave both nodes now (nothing mounts them), not when
+        # a watermark is passed; each node's store stops listing the digest
+        trees = [plugin.root / "objects" / "sha256" / gguf.manifest_digest.removeprefix(
+            "sha256:") for plugin in plugins]
+        await models.delete_artifact(NAMESPACE, "gguf", cleanup=True)
+        async with asyncio.timeout(120):  # a hang guard, not a speed assertion
+            while any(tree.exists() for tree in trees) or any(
+                    store.entry(gguf.manifest_digest) is not None
+                    for store in await models.node_stores()):
+                await asyncio.sleep(0.1)
+        assert not any(tree.exists() for tree in trees)
+        for plugin in plugins:
+            assert f"removed {gguf.manifest_digest} as the node's spec.evict asks" in plugin.log()
+        whole_tree = [p.root / "objects" / "sha256" for p in plugins]
+        assert all(tree.is_dir() for tree in whole_tree)  # the cache itself stays
