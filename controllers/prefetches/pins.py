@@ -24,12 +24,12 @@ from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import errors, informer
+from openapi import wire
 from openapi.kinds import modelprefetch, nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = clients.Obj
 RESYNC_SECONDS = 60.0
 EVICT_FOR = 3600.0
 """How long a deleted prefetch's digest stays in a node's ``spec.evict`` at most (a Pod may
@@ -77,11 +77,11 @@ class Pins:
 
     # triggers -----------------------------------------------------------------------------
 
-    def _wake(self, prefetch: Obj) -> None:
+    def _wake(self, prefetch: wire.Obj) -> None:
         for node in self._inputs.targets(prefetch):
             self.pins.enqueue(node)
 
-    def _prefetch_deleted(self, old: Obj | None, new: Obj | None) -> None:
+    def _prefetch_deleted(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A prefetch with cleanupOnDelete left (or is being deleted): evict its digest from
         the nodes it targeted."""
         gone = new is None or bool((new.get("metadata") or {}).get("deletionTimestamp"))
@@ -99,7 +99,7 @@ class Pins:
             self._evicting.setdefault(node, {})[digest] = until
             self.pins.enqueue(node)
 
-    def _evict(self, node: str, store: Obj, wanted: list[str]) -> list[str]:
+    def _evict(self, node: str, store: wire.Obj, wanted: list[str]) -> list[str]:
         """The digests this node should remove now; forgets those it no longer lists."""
         asked = self._evicting.get(node)
         if not asked:
@@ -112,7 +112,7 @@ class Pins:
             del self._evicting[node]
         return sorted(d for d in asked if d not in wanted)
 
-    def _node_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _node_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A node's store or its Node changed."""
         _, node = clients.key_of(new or old or {})
         if node:
@@ -127,14 +127,9 @@ class Pins:
             return runtime.DONE
         wanted, wake = prefetchplan.pins(self._pins_of(node, store), self._clock.now())
         evict = self._evict(node, store, wanted)
-        spec = dict(store.get("spec") or {})
         if sorted(nodemodelstore.pinned(store)) != wanted or \
                 sorted(nodemodelstore.evict(store)) != evict:
-            for key, value in (("pinned", wanted), ("evict", evict)):
-                if value:
-                    spec[key] = value
-                else:
-                    spec.pop(key, None)
+            spec = nodemodelstore.spec_pinning(store, wanted, evict)
             try:
                 await self._api.update(clients.NODE_MODEL_STORES, dict(store, spec=spec))
             except errors.Conflict:
@@ -147,7 +142,7 @@ class Pins:
         after = RESYNC_SECONDS if wake is None else min(RESYNC_SECONDS, max(wake, 1.0))
         return runtime.Result(requeue_after=after)
 
-    def _pins_of(self, node: str, store: Obj) -> list[prefetchplan.Pin]:
+    def _pins_of(self, node: str, store: wire.Obj) -> list[prefetchplan.Pin]:
         found = []
         names = self._inputs.store_names()
         for prefetch in self._prefetches.items():

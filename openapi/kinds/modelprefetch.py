@@ -125,16 +125,20 @@ manifest_digest = wire.text_at("status", "manifestDigest")
 """The artifact's digest this prefetch warms and pins; ``""`` before the worker set it."""
 
 
-def node_entries(obj: wire.Readable) -> list[wire.Readable]:
-    """``status.nodes``: one entry per target node (at most 256)."""
-    return wire.items(obj, "status", "nodes")
-
-
 def counts(obj: wire.Readable) -> tuple[int, int, int, int]:
     """(desired, ready, downloading, failed) target nodes."""
     found = status(obj)
     return (wire.integer(found, "desiredNodes") or 0, wire.integer(found, "readyNodes") or 0,
             wire.integer(found, "downloadingNodes") or 0, wire.integer(found, "failedNodes") or 0)
+
+
+def node_entries(obj: wire.Readable) -> list[wire.Readable]:
+    """``status.nodes``: one entry per target node (at most 256)."""
+    return wire.items(obj, "status", "nodes")
+
+
+def node_pinned(entry: wire.Readable) -> bool:
+    return wire.dig(entry, "pinned") is True
 
 
 node_name = wire.text_at("name")
@@ -143,6 +147,3 @@ node_phase = wire.text_at("phase")
 node_size = wire.integer_at("sizeBytes")
 node_downloaded = wire.integer_at("downloadedBytes")
 
-
-def node_pinned(entry: wire.Readable) -> bool:
-    return wire.dig(entry, "pinned") is True

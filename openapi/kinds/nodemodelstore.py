@@ -107,6 +107,19 @@ def evict(obj: wire.Readable) -> list[str]:
     return wire.strings(obj, "spec", "evict")
 
 
+def spec_pinning(obj: wire.Readable, pins: list[str],
+                 evicting: list[str] | None = None) -> wire.Obj:
+    """A copy of ``spec`` whose ``pinned`` is ``pins`` (left out when there are none), and
+    whose ``evict`` is ``evicting`` when given (likewise)."""
+    pinning = {key: value for key, value in spec(obj).items()
+               if key != "pinned" and (evicting is None or key != "evict")}
+    if pins:
+        pinning["pinned"] = list(pins)
+    if evicting:
+        pinning["evict"] = list(evicting)
+    return pinning
+
+
 watermarks = wire.mapping_at("spec", "watermarks")
 high_percent = wire.integer_at("spec", "watermarks", "highPercent")
 low_percent = wire.integer_at("spec", "watermarks", "lowPercent")
