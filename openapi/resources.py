@@ -55,6 +55,15 @@ class ResourceInfo:
         return None
 
 
+def _computed(kind: str, subresource: str) -> ResourceInfo:
+    """A kind computed per request and never written, served only as
+    ``modelartifacts/{name}/<subresource>``."""
+    return ResourceInfo(
+        group=GROUP, version=VERSION, kind=kind, list_kind="",
+        plural=f"modelartifacts/{subresource}", singular="", short_names=(), categories=(),
+        namespaced=True, verbs=("get",), subresources=(), stored=False)
+
+
 MODEL_ARTIFACT = ResourceInfo(
     group=GROUP,
     version=VERSION,
@@ -109,54 +118,15 @@ MODEL_PREFETCH = ResourceInfo(
 
 # Computed per request and never written: a kind without storage, served only as
 # ``modelartifacts/{name}/progress``.
-MODEL_ARTIFACT_PROGRESS = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelArtifactProgress",
-    list_kind="",
-    plural="modelartifacts/progress",
-    singular="",
-    short_names=(),
-    categories=(),
-    namespaced=True,
-    verbs=("get",),
-    subresources=(),
-    stored=False,
-)
+MODEL_ARTIFACT_PROGRESS = _computed("ModelArtifactProgress", "progress")
 
 # Computed per request and never written, like the progress, but naming nodes: served only as
 # ``modelartifacts/{name}/copies``, under its own grant (never a tenant's by default).
-MODEL_ARTIFACT_COPIES = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelArtifactCopies",
-    list_kind="",
-    plural="modelartifacts/copies",
-    singular="",
-    short_names=(),
-    categories=(),
-    namespaced=True,
-    verbs=("get",),
-    subresources=(),
-    stored=False,
-)
+MODEL_ARTIFACT_COPIES = _computed("ModelArtifactCopies", "copies")
 
 # The resolved manifest's files, read from what the resolver kept: served only as
 # ``modelartifacts/{name}/manifest``, under its own grant.
-MODEL_ARTIFACT_MANIFEST = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelArtifactManifest",
-    list_kind="",
-    plural="modelartifacts/manifest",
-    singular="",
-    short_names=(),
-    categories=(),
-    namespaced=True,
-    verbs=("get",),
-    subresources=(),
-    stored=False,
-)
+MODEL_ARTIFACT_MANIFEST = _computed("ModelArtifactManifest", "manifest")
 
 # The table of stored resources: the registry, the routes, discovery and the OpenAPI documents are
 # all built from it (with each kind's schema in ``schema.KINDS`` and, in the server, its strategy).

@@ -11,7 +11,6 @@ progress total agree; a node not read live carries the bytes it last stored and 
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import Sequence
 
@@ -101,7 +100,7 @@ def compute(artifact: wire.Obj, holdings: Sequence[nodeindex.Holding],
 class Copies:
     """The copies view the API server serves (``apiserver.registry.copies.View``)."""
 
-    def __init__(self, index: nodeindex.DigestIndex, reader: progress.LiveReader | None,
+    def __init__(self, index: progress.Index, reader: progress.LiveReader | None,
                  clock: clocks.Clock, limits: progress.Limits = progress.DEFAULT_LIMITS) -> None:
         self._index = index
         self._reader = reader
@@ -110,12 +109,5 @@ class Copies:
 
     async def read(self, artifact: wire.Obj,
                    prefetches: Sequence[wire.Readable]) -> copies.ModelArtifactCopies:
-        deadline = asyncio.get_running_loop().time() + self.limits.budget
-        digest, _ = modelartifact.hub_digest(artifact)
-        holdings = self._index.holders(digest) if digest else []
-        live: dict[str, int] = {}
-        if digest and self._reader is not None:
-            downloading = [h.node for h in holdings if h.state == states.DOWNLOADING]
-            live = await progress.read_live(self._reader, self.limits, digest, downloading,
-                                            deadline)
+        holdings, live = await progress.observe(self._index, self._reader, self.limits, artifact)
         return compute(artifact, holdings, prefetches, live, self._clock.now())

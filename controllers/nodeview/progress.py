@@ -121,7 +121,7 @@ def compute(artifact: wire.Obj, holdings: Sequence[nodeindex.Holding], live: dic
 class Progress:
     """The progress view the API server serves (``apiserver.registry.progress.View``)."""
 
-    def __init__(self, index: nodeindex.DigestIndex, reader: LiveReader | None,
+    def __init__(self, index: Index, reader: LiveReader | None,
                  clock: clocks.Clock, limits: Limits = DEFAULT_LIMITS) -> None:
         self._index = index
         self._reader = reader
@@ -129,14 +129,25 @@ class Progress:
         self.limits = limits
 
     async def read(self, artifact: wire.Obj) -> progress.ModelArtifactProgress:
-        deadline = asyncio.get_running_loop().time() + self.limits.budget
-        digest, _ = modelartifact.hub_digest(artifact)
-        holdings = self._index.holders(digest) if digest else []
-        live: dict[str, int] = {}
-        if digest and self._reader is not None:
-            downloading = [h.node for h in holdings if h.state == states.DOWNLOADING]
-            live = await read_live(self._reader, self.limits, digest, downloading, deadline)
+        holdings, live = await observe(self._index, self._reader, self.limits, artifact)
         return compute(artifact, holdings, live, self._clock.now())
+
+
+class Index(Protocol):
+    def holders(self, digest: str) -> list[nodeindex.Holding]: ...
+
+
+async def observe(index: Index, reader: LiveReader | None, limits: Limits,
+                  artifact: wire.Readable) -> tuple[list[nodeindex.Holding], dict[str, int]]:
+    """The nodes listing the artifact's digest, and the live bytes of those downloading it
+    (``read_live``, within ``limits.budget`` of now)."""
+    deadline = asyncio.get_running_loop().time() + limits.budget
+    digest, _ = modelartifact.hub_digest(artifact)
+    holdings = index.holders(digest) if digest else []
+    if not digest or reader is None:
+        return holdings, {}
+    downloading = [h.node for h in holdings if h.state == states.DOWNLOADING]
+    return holdings, await read_live(reader, limits, digest, downloading, deadline)
 
 
 async def read_live(reader: LiveReader, limits: Limits, digest: str, nodes: list[str],

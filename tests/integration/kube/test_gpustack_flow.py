@@ -46,6 +46,7 @@ RATE = 1.5 * MiB  # bytes per second per response: a download lasts seconds, not
 
 @pytest.fixture
 def mount_guard(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """As the plugin tests' own (tests/integration/nodeplugin/conftest.py)."""
     try:
         yield tmp_path
     finally:
