@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import zlib
 
-from apiserver import errors
-from apiserver.registry import store
+from apiserver.registry import statuses, store
 from apiserver.storage import interface
 from openapi import manifest, resources
 from openapi.kinds import manifest as manifestview
@@ -72,7 +71,7 @@ async def read(storage: interface.Store, artifacts: store.ResourceStore, namespa
     try:
         record = await storage.get(key(digest))
     except interface.StorageError as exc:
-        raise errors.ServiceUnavailable(f"the manifest cannot be read now: {exc}") from None
+        raise statuses.from_storage(exc) from None
     text = None if record is None else _unpack(record.value)
     if text is None:
         body.update(manifestview.ModelArtifactManifest(files=[], reason=NOT_RECORDED))
