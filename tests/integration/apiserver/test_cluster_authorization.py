@@ -1,6 +1,7 @@
 """Cluster mode authorization as tenants and components see it: SubjectAccessReview per request
-(RBAC-scoped tenants, progress separate from get, copies and manifest in no tenant role), kube's 403 texts through the aggregator and
-to kubectl with a token checked by TokenReview, and the two status guards."""
+(RBAC-scoped tenants, progress separate from get, copies and manifest in no tenant role), kube's
+403 texts through the aggregator and to kubectl with a token checked by TokenReview, and the two
+status guards."""
 
 from __future__ import annotations
 
