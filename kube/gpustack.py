@@ -5,10 +5,12 @@ in a worker thread, so it also works inside a running event loop): create an art
 source, wait until it is resolved (with a timeout; a failure retrying cannot fix raises at once),
 read its progress, its copies (one row per node) and its manifest (the files), watch the copies,
 wait until named nodes are ready, list the node stores and the nodes that hold a digest, delete
-an artifact, create and delete a prefetch. Every call goes through ``kube.Client``, so it uses the
-caller's kubeconfig (or URL, token and CA) and RBAC, and fails with the product's typed errors
+an artifact, create and delete a prefetch, and give the volume and the node-affinity term for a
+Pod that mounts an artifact (``placement``, by the Pod webhook's own rules:
+``kube/placement.py``). Every call goes through ``kube.Client``, so it uses the caller's
+kubeconfig (or URL, token and CA) and RBAC, and fails with the product's typed errors
 (``kube.NotFound``, ``kube.Forbidden``, ``kube.Invalid`` ... and ``ResolutionTimeout``,
-``ResolutionFailed``, ``ReadyTimeout`` here).
+``ResolutionFailed``, ``ReadyTimeout`` here, ``placement.NotMountable``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
+from lightkube.resources import storage_v1
+
 from kube import client as clients
 from kube import delivery, errors, gpustack_values, resources
+from kube import placement as placements
 from openapi import resources as contract
 from openapi import wire
 from openapi.kinds import modelprefetch
@@ -272,6 +277,25 @@ class ModelManager:
         """The nodes whose cache holds ``digest`` published, by name."""
         return sorted(store.node for store in await self.node_stores() if store.holds(digest))
 
+    async def placement(self, namespace: str, name: str, *,
+                        volume_name: str = "model") -> placements.Placement:
+        """The volume naming artifact ``name`` of ``namespace`` (UID and digest filled) and the
+        nodes warm for its digest, by the rules the Pod webhook applies: a node counts while its
+        NodeModelStore lists the digest Ready, the store is Ready and its CSINode lists the
+        driver. Reads the artifact, the NodeModelStores and the CSINodes with the caller's
+        credentials (a standalone server has no CSINodes: every store's node counts);
+        ``placement.NotMountable`` while the plugin would refuse the artifact."""
+        found = await self.get_artifact(namespace, name)
+        placements.check(found.raw)
+        stores = await self.api.list(resources.NodeModelStore)
+        try:
+            csinodes: list[wire.Obj] | None = [
+                _plain(obj) for obj in (await self.api.list(storage_v1.CSINode)).items]
+        except errors.NotFound:  # a standalone server serves no CSINodes: as its webhook does
+            csinodes = None
+        return placements.place(found.raw, [_plain(obj) for obj in stores.items], csinodes,
+                                volume_name=volume_name)
+
     async def create_prefetch(self, namespace: str, name: str,
                               spec: PrefetchSpec | Mapping[str, Any], *,
                               labels: Mapping[str, str] | None = None) -> wire.Obj:
@@ -390,6 +414,10 @@ class SyncModelManager:
 
     def nodes_holding(self, digest: str) -> list[str]:
         return self._call(self._async.nodes_holding(digest))
+
+    def placement(self, namespace: str, name: str, *,
+                  volume_name: str = "model") -> placements.Placement:
+        return self._call(self._async.placement(namespace, name, volume_name=volume_name))
 
     def create_prefetch(self, namespace: str, name: str,
                         spec: PrefetchSpec | Mapping[str, Any], **options: Any) -> wire.Obj:
