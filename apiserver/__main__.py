@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 
 import logs
 from apiserver.endpoints import resources
-from apiserver.options import cli, config
+from apiserver.flags import cli, config
 from apiserver.registry import build
 from apiserver.serving import processes, server, tls
 from apiserver.storage import interface, sqlite, watchcache

@@ -12,7 +12,7 @@ from starlette import requests
 
 from apiserver import errors
 from apiserver.endpoints import body as bodies
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import options
 from apiserver.request import options as request_options
 from openapi import fields, meta, pruning, validation

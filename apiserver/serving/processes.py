@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from apiserver.options import config
+from apiserver.flags import config
 
 log = logging.getLogger(__name__)
 

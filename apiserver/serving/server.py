@@ -16,7 +16,7 @@ from collections.abc import Callable
 from hypercorn import config as hypercorn_config
 from starlette.types import ASGIApp
 
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.serving import listener, tls
 from tlsserver import listener as tls_listener
 

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 import kube
 from apiserver.auth import static
 from apiserver.auth import worker as workers
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases, proofs
 from controllers import assembly

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from apiserver.auth import policy, static, user
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.wiring import kubeconfig
 from certs import authority
 

@@ -4,7 +4,7 @@ expanded the way kubelet does) go through the real parsers of ``python -m apiser
 (or invented in the chart) fails here. Files the flags name are mounted from the chart's
 volumes; they are created in a temporary directory standing in for the container.
 
-Nothing is started: ``apiserver.options.cli.parse`` and
+Nothing is started: ``apiserver.flags.cli.parse`` and
 ``nodeplugin.__main__.problem``/``config_from`` only read flags and check files exist.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from apiserver.options import cli as apiserver_cli
-from apiserver.options import config as apiserver_config
+from apiserver.flags import cli as apiserver_cli
+from apiserver.flags import config as apiserver_config
 from controllers import config as controller_settings
 from devkit import helm
 from nodeplugin import __main__ as plugin_cli

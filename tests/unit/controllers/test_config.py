@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from apiserver.options import cli
+from apiserver.flags import cli
 from controllers import __main__ as program
 from controllers import config
 from controllers.runtime import leader

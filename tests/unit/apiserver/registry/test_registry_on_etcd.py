@@ -11,7 +11,7 @@ import pytest
 
 from apiserver import __main__ as entry
 from apiserver import errors
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import build, events, options
 from apiserver.storage import interface, watchcache
 from devkit import admitting

@@ -65,7 +65,7 @@ class Delegation:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StorageSettings:
-    """Where objects live (``storage_flags`` documents each)."""
+    """Where objects live (``flags.storage`` documents each)."""
 
     backend: str = "sqlite"
     """``sqlite`` or ``etcd``."""

@@ -1,3 +1,3 @@
-"""The server's options: ``cli`` parses the flags (``storage_flags`` adds ``--storage``,
+"""The server's flags: ``cli`` parses the flags (``storage`` adds ``--storage``,
 ``--etcd-*`` and ``--workers``) into ``config.Settings``, the one frozen value every other part
 reads."""

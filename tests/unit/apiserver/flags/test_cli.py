@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from apiserver.options import cli, config
+from apiserver.flags import cli, config
 
 
 def test_standalone_defaults_put_everything_in_the_data_dir(tmp_path: pathlib.Path) -> None:

@@ -11,7 +11,7 @@ import argparse
 import pathlib
 from collections.abc import Sequence
 
-from apiserver.options import config, storage_flags
+from apiserver.flags import config, storage
 from certs import authority
 from controllers import config as controller_settings
 from timing import durations
@@ -205,7 +205,7 @@ def parser() -> argparse.ArgumentParser:
         "(default: 5)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="logging level (default: INFO)")
-    storage_flags.add(p)
+    storage.add(p)
     return p
 
 
@@ -261,7 +261,7 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
             plugin_node=args.plugin_node or (nodes[0][0] if nodes else "local"),
             policy_file=policy.resolve(),
             tls_sans=tuple(args.tls_san),
-            storage=storage_flags.settings(p, args),
+            storage=storage.settings(p, args),
             **common,
         )
     missing = [flag for flag, value in (("--tls-cert-file", cert),
@@ -300,7 +300,7 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
         token_auth_file=_resolved(tokens),
         worker_username=args.worker_user or "",
         delegation=delegation,
-        storage=storage_flags.settings(p, args),
+        storage=storage.settings(p, args),
         **common,
     )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import keys
 from timing import durations
