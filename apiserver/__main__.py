@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import gc
+import logging
 import signal
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,8 @@ from apiserver.storage.etcd import store as etcd_store
 from apiserver.wiring import access, app, embedded, revisions, standalone
 from openapi import resources as openapi_resources
 
+log = logging.getLogger("apiserver")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = cli.parse(argv)
@@ -30,11 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(settings.log_level)
     hooks: list[app.StartupHook] = []
     listen_fd = processes.inherited_fd()
+    if listen_fd is None:  # once, not again in each server process
+        for note in settings.renamed_flags:
+            log.warning("%s", note)
     if settings.standalone:
         prepared = standalone.prepare(settings)
         if processes.index() == 0:  # one greeting, not one per server process
             hooks.append(standalone.greeter(prepared))
-    if settings.storage.workers > 1 and listen_fd is None:
+    if settings.storage.processes > 1 and listen_fd is None:
         return processes.supervise(settings, list(sys.argv[1:] if argv is None else argv))
     serving = server.contexts(settings)
     application = wire(settings, serving, hooks)
@@ -50,11 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def open_storage(settings: config.Settings) -> interface.Store:
-    """SQLite under the data directory (shared by the ``--workers`` processes), or etcd behind
+    """SQLite under the data directory (shared by the ``--processes``), or etcd behind
     one watch cache per resource."""
     chosen = settings.storage
     if chosen.backend != "etcd":
-        return sqlite.Store(settings.storage_path, shared=chosen.workers > 1)
+        return sqlite.Store(settings.storage_path, shared=chosen.processes > 1)
     etcd_config = etcd_client.Config(
         endpoints=chosen.etcd_servers,
         ca_file=chosen.etcd_cafile,

@@ -77,8 +77,9 @@ class StorageSettings:
     etcd_compaction_interval: float = 300.0
     etcd_request_timeout: float = 10.0
     etcd_healthcheck_timeout: float = 2.0
-    workers: int = 1
-    """Server processes sharing one listening socket (above 1 only on etcd)."""
+    processes: int = 1
+    """Server processes sharing one listening socket (``--processes``; on SQLite they share
+    the one file)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,6 +116,8 @@ class Settings:
     """Seconds open requests (watches) get to finish after SIGTERM/SIGINT."""
     log_level: str = "INFO"
     storage: StorageSettings = StorageSettings()
+    renamed_flags: tuple[str, ...] = ()
+    """A warning per old flag name given (``--workers`` for ``--processes``), logged at start."""
 
     @property
     def storage_path(self) -> pathlib.Path:

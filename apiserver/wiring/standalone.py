@@ -41,7 +41,7 @@ class Prepared:
 
 def prepare(settings: config.Settings) -> Prepared:
     """Idempotent, and safe when several processes start on one data directory at once (etcd
-    replicas and ``--workers`` share the CA, the serving certificate and the tokens): the first
+    replicas and ``--processes`` share the CA, the serving certificate and the tokens): the first
     one creates the files under an exclusive lock, the others reuse them."""
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)

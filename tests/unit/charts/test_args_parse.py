@@ -25,7 +25,7 @@ from nodeplugin import __main__ as plugin_cli
 NS = helm.NAMESPACE
 ETCD_TLS = ["apiserver.storage.backend=etcd",
             "apiserver.storage.etcd.servers={https://etcd-0:2379,https://etcd-1:2379}",
-            "apiserver.storage.etcd.tlsSecret=etcd-client", "apiserver.storage.workers=2"]
+            "apiserver.storage.etcd.tlsSecret=etcd-client", "apiserver.processes=2"]
 RENDERINGS: dict[str, tuple[list[pathlib.Path], list[str]]] = {
     "defaults": ([], []),
     "full": ([helm.FULL_VALUES], []),
@@ -33,7 +33,7 @@ RENDERINGS: dict[str, tuple[list[pathlib.Path], list[str]]] = {
     "etcd-replicas": ([], ["apiserver.storage.backend=etcd", "apiserver.replicas=3",
                            "apiserver.storage.etcd.servers={http://etcd:2379}"]),
     "controllers-none": ([], ["apiserver.controllers.mode=none"]),
-    "sqlite-workers": ([], ["apiserver.storage.workers=2"]),
+    "sqlite-processes": ([], ["apiserver.processes=2"]),
     "warmup": ([], ["apiserver.controllers.prefetchWarmupImage=registry.local/sh:1",
                     "apiserver.controllers.prefetchWarmupRetryInterval=1h30m"]),
     "no-leader-election": ([], ["apiserver.controllers.leaderElect=false"]),
@@ -93,6 +93,10 @@ def _exact_flags(parser: argparse.ArgumentParser, args: list[str]) -> None:
     spelled = set(parser._option_string_actions)  # exact option strings, the parser's own map
     unknown = [a.partition("=")[0] for a in args if a.partition("=")[0] not in spelled]
     assert unknown == [], f"not flags of {parser.prog}: {unknown}"
+    # nor an old name kept one release as an alias (controllers.config.add_renamed)
+    old = [a.partition("=")[0] for a in args
+           if type(parser._option_string_actions[a.partition("=")[0]]).__name__ == "_Renamed"]
+    assert old == [], f"old flag names of {parser.prog}: {old}"
 
 
 def _parse_apiserver(args: list[str], capsys: pytest.CaptureFixture[str]
@@ -148,9 +152,9 @@ def test_the_api_server_parses_the_charts_args(
     assert settings.storage.backend == ("etcd" if etcd else "sqlite")
     if name in ("etcd", "full"):
         assert settings.storage.etcd_cafile is not None and settings.storage.etcd_cafile.is_file()
-        assert settings.storage.workers == 2
-    if name == "sqlite-workers":  # several processes on the one store.db, in one Pod
-        assert settings.storage.workers == 2 and settings.storage.backend == "sqlite"
+        assert settings.storage.processes == 2
+    if name == "sqlite-processes":  # several processes on the one store.db, in one Pod
+        assert settings.storage.processes == 2 and settings.storage.backend == "sqlite"
     daemonsets = helm.by_kind(docs, "DaemonSet")
     if daemonsets:
         plugin_pod = daemonsets[0]["spec"]["template"]
@@ -220,6 +224,10 @@ def test_a_flag_the_programs_do_not_have_fails_the_parsers(
     assert apiserver_cli.parser().parse_args(["--etcd-pref=/x"]).etcd_prefix == "/x"
     with pytest.raises(AssertionError, match=r"apiserver: \['--etcd-pref'\]"):
         _exact_flags(apiserver_cli.parser(), ["--etcd-pref=/x"])
+    # an old name still parses, so the check must catch it too
+    assert apiserver_cli.parser().parse_args(["--workers=2"]).processes == 2
+    with pytest.raises(AssertionError, match=r"old flag names of .*: \['--workers'\]"):
+        _exact_flags(apiserver_cli.parser(), ["--workers=2"])
     box_free = [a for a in server if not a.startswith("--tls-cert-file")]
     with pytest.raises(SystemExit):  # a check after parsing: cluster mode needs the pair
         apiserver_cli.parse(box_free)
