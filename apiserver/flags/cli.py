@@ -43,6 +43,25 @@ _CLUSTER_ONLY = ("kubeconfig", "authentication_kubeconfig", "authorization_kubec
                  "api_audiences")
 
 
+_FILE_FLAGS = (
+    ("--kubeconfig",
+     "kubeconfig of the server's own client (the worker identity): Pods, /version, "
+     "SelfSubjectReview, and the default for the two flags below (default: in-cluster)"),
+    ("--authentication-kubeconfig",
+     "kubeconfig allowed to create tokenreviews and read "
+     "kube-system/extension-apiserver-authentication (default: --kubeconfig)"),
+    ("--authorization-kubeconfig",
+     "kubeconfig allowed to create subjectaccessreviews (default: --kubeconfig)"),
+    ("--client-ca-file",
+     "CA bundle for client certificates (user = CN, groups = O), reloaded on change; "
+     "default: client-ca-file of extension-apiserver-authentication, watched"),
+    ("--requestheader-client-ca-file",
+     "CA bundle of the front proxy's client certificate, reloaded on change; with it the "
+     "front-proxy configuration comes from the flags below, not from "
+     "extension-apiserver-authentication (without it, each flag below that is given "
+     "replaces the ConfigMap's value)"),
+)
+"""The cluster-mode flags that name a file: (flag, help)."""
 _LIST_FLAGS = (
     ("--requestheader-allowed-names", "NAMES",
      "common names the front proxy's certificate may have (comma-separated; empty: any)"),
@@ -160,27 +179,8 @@ def parser() -> argparse.ArgumentParser:
     controller_settings.add_flags(p)
     cluster = p.add_argument_group("cluster mode (kube's delegated authentication and "
                                    "authorization)")
-    cluster.add_argument(
-        "--kubeconfig", type=pathlib.Path,
-        help="kubeconfig of the server's own client (the worker identity): Pods, /version, "
-        "SelfSubjectReview, and the default for the two flags below (default: in-cluster)")
-    cluster.add_argument(
-        "--authentication-kubeconfig", type=pathlib.Path,
-        help="kubeconfig allowed to create tokenreviews and read "
-        "kube-system/extension-apiserver-authentication (default: --kubeconfig)")
-    cluster.add_argument(
-        "--authorization-kubeconfig", type=pathlib.Path,
-        help="kubeconfig allowed to create subjectaccessreviews (default: --kubeconfig)")
-    cluster.add_argument(
-        "--client-ca-file", type=pathlib.Path,
-        help="CA bundle for client certificates (user = CN, groups = O), reloaded on change; "
-        "default: client-ca-file of extension-apiserver-authentication, watched")
-    cluster.add_argument(
-        "--requestheader-client-ca-file", type=pathlib.Path,
-        help="CA bundle of the front proxy's client certificate, reloaded on change; with it the "
-        "front-proxy configuration comes from the flags below, not from "
-        "extension-apiserver-authentication (without it, each flag below that is given "
-        "replaces the ConfigMap's value)")
+    for flag, text in _FILE_FLAGS:
+        cluster.add_argument(flag, type=pathlib.Path, help=text)
     for flag, metavar, text in _LIST_FLAGS:
         cluster.add_argument(flag, action="extend", type=names, metavar=metavar, help=text)
     cluster.add_argument(

@@ -20,6 +20,7 @@ import kube
 from controllers.runtime import client as clients
 from controllers.runtime import errors
 from kube import resources as ours
+from kube.decoding import plain
 from openapi import resources
 
 Obj = clients.Obj
@@ -50,11 +51,6 @@ def _model(resource: clients.Resource) -> Any:
         raise errors.NotFound(f"no client model for {resource.plural}") from None
 
 
-def _plain(obj: Any) -> Obj:
-    found: Obj = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-    return found
-
-
 class KubeApi:
     def __init__(self, kube_client: kube.Client) -> None:
         self.kube = kube_client
@@ -68,7 +64,7 @@ class KubeApi:
                 labels=label_selector or None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return clients.ListResult([_plain(o) for o in listed.items], listed.resource_version)
+        return clients.ListResult([plain(o) for o in listed.items], listed.resource_version)
 
     async def watch(self, resource: clients.Resource, *, resource_version: str,
                     namespace: str = "", label_selector: str = ""
@@ -84,7 +80,7 @@ class KubeApi:
         try:
             async for kind, obj in stream:
                 if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-                    yield clients.WatchEvent(kind, _plain(obj))
+                    yield clients.WatchEvent(kind, plain(obj))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
@@ -105,7 +101,7 @@ class KubeApi:
                                         namespace=namespace if resource.namespaced else None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(found)
+        return plain(found)
 
     async def update_status(self, resource: clients.Resource, obj: Obj) -> Obj:
         model = _model(resource)
@@ -118,7 +114,7 @@ class KubeApi:
                 status_model.from_dict(obj), namespace=namespace if resource.namespaced else None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(written)
+        return plain(written)
 
     # the prefetches' warm-up Pods (controllers/prefetches/warmup.py) -------------------------
 
@@ -130,7 +126,7 @@ class KubeApi:
                 namespace=str(pod["metadata"]["namespace"]))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(created)
+        return plain(created)
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
@@ -150,7 +146,7 @@ class LeaseClient:
 
     async def get(self, namespace: str, name: str) -> Obj:
         try:
-            return _plain(await self._kube.get(coordination_v1.Lease, name, namespace=namespace))
+            return plain(await self._kube.get(coordination_v1.Lease, name, namespace=namespace))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
@@ -159,14 +155,14 @@ class LeaseClient:
             created = await self._kube.create(_lease(lease))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(created)
+        return plain(created)
 
     async def update(self, lease: Obj) -> Obj:
         try:
             replaced = await self._kube.replace(_lease(lease))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(replaced)
+        return plain(replaced)
 
 
 
