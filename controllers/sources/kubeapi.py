@@ -3,8 +3,9 @@ reach our resources (status written through ``.../modelartifacts/{name}/status``
 controller reaches cluster objects (Secrets, claims, Pods, ConfigMaps, Leases, Nodes, CSINodes,
 the plugin's DaemonSets).
 
-Objects cross as plain dicts; lightkube's models are built and taken apart in ``controllers``
-here only (an import-linter contract keeps lightkube out of the rest of the package). Our own
+Objects cross as plain dicts (``kube.decoding.plain``); lightkube's models are built and taken
+apart in ``controllers`` here and in ``kubeevents.py`` only (an import-linter contract keeps
+lightkube out of the rest of the package, outside ``controllers.sources``). Our own
 kinds' models come from ``kube.resources``, one for every row of ``openapi.resources.SERVED``.
 ``kube.errors`` become ``controllers.runtime.errors`` here, once.
 """

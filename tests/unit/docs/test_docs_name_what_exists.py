@@ -263,6 +263,47 @@ def _problems(check: str) -> list[str]:
     return problems
 
 
+SHIPPED = ("apiserver", "controllers", "nodeplugin", "openapi", "kube", "hub", "certs", "timing",
+           "durable", "tlsserver", "kubectlmodel", "logs", "conformance", "devkit", "bench")
+
+
+def docstring_paths() -> Iterator[tuple[str, int, str]]:
+    """(module, line, path) of every ``double-backticked`` path in our packages' docstrings."""
+    for name in tracked():
+        if not name.endswith(".py") or name.split("/")[0] not in SHIPPED:
+            continue
+        for node in ast.walk(ast.parse((ROOT / name).read_text())):
+            if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                              | ast.AsyncFunctionDef):
+                continue
+            doc = ast.get_docstring(node, clean=False)
+            if not doc:
+                continue
+            line = node.body[0].lineno
+            for found in re.finditer(r"``(.+?)``", doc, re.DOTALL):
+                path = _path_token(found.group(1).strip())
+                if path is not None:
+                    yield name, line, path
+
+
+def docstring_path_exists(module: str, path: str) -> bool:
+    """From the root, else a file of the module's own package, else a unique one anywhere."""
+    if path_exists(ROOT / "README.md", path):
+        return True
+    names = tracked_dirs() if path.endswith("/") else frozenset(tracked())
+    package = module.split("/")[0] + "/"
+    return any(name.startswith(package) and ("/" + name).endswith("/" + path)
+               for name in names)
+
+
+def test_docstrings_name_files_that_exist() -> None:
+    problems = [f"{module}:{line}: {path}" for module, line, path in docstring_paths()
+                if not docstring_path_exists(module, path)]
+    assert problems == [], "paths the docstrings name that do not exist:\n" + "\n".join(
+        problems)
+    assert not docstring_path_exists("openapi/nodestore.py", "controllers/storesettings.py")
+
+
 def test_no_document_outside_the_repository() -> None:
     problems = []
     for name in tracked():
