@@ -10,11 +10,10 @@ from typing import Protocol
 
 from controllers.runtime import client as clients
 from controllers.runtime import errors, informer
-from openapi import quantity, volume, wire
+from openapi import placement, quantity, wire
 
 log = logging.getLogger(__name__)
 
-DRIVER = volume.DRIVER
 MAX_THRESHOLD = 64
 
 
@@ -62,11 +61,6 @@ class StaticNodes:
         return []
 
 
-def lists_driver(csinode: wire.Obj) -> bool:
-    drivers = (csinode.get("spec") or {}).get("drivers") or []
-    return any(isinstance(d, dict) and d.get("name") == DRIVER for d in drivers)
-
-
 class CsiNodes:
     """In a cluster: CSINodes listing the driver (an informer), the Node read for its UID."""
 
@@ -75,7 +69,8 @@ class CsiNodes:
         self._api = api
 
     def names(self) -> set[str]:
-        return {clients.key_of(obj)[1] for obj in self._csinodes.items() if lists_driver(obj)}
+        return {clients.key_of(obj)[1] for obj in self._csinodes.items()
+                if placement.lists_driver(obj)}
 
     async def run(self) -> None:
         # Run by the controller itself, not the manager: CSINodes that cannot be read (RBAC, an
