@@ -18,7 +18,6 @@ from apiserver.flags import cli, config
 from apiserver.registry import build
 from apiserver.serving import processes, server, tls
 from apiserver.storage import interface, sqlite, watchcache
-from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
 from apiserver.wiring import access, app, embedded, revisions, standalone
 from openapi import resources as openapi_resources
@@ -59,18 +58,9 @@ def open_storage(settings: config.Settings) -> interface.Store:
     """SQLite under the data directory (shared by the ``--processes``), or etcd behind
     one watch cache per resource."""
     chosen = settings.storage
-    if chosen.backend != "etcd":
+    if chosen.etcd is None:
         return sqlite.Store(settings.storage_path, shared=chosen.processes > 1)
-    etcd_config = etcd_client.Config(
-        endpoints=chosen.etcd_servers,
-        ca_file=chosen.etcd_cafile,
-        cert_file=chosen.etcd_certfile,
-        key_file=chosen.etcd_keyfile,
-        prefix=chosen.etcd_prefix,
-        request_timeout=chosen.etcd_request_timeout,
-        health_timeout=chosen.etcd_healthcheck_timeout,
-    )
-    backend = etcd_store.Store(etcd_config, compaction_interval=chosen.etcd_compaction_interval)
+    backend = etcd_store.Store(chosen.etcd, compaction_interval=chosen.etcd_compaction_interval)
     prefixes = [f"/{info.plural}/" for info in openapi_resources.BY_PLURAL.values()]
     return watchcache.Cache(backend, prefixes)
 

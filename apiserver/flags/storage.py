@@ -4,6 +4,7 @@ combinations; ``cli`` adds them to its parser and stores the result in ``Setting
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 
 from apiserver.flags import config
@@ -103,26 +104,21 @@ def settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> config.Sto
         keys.Keys(prefix)
     except ValueError as exc:
         p.error(f"--etcd-prefix: {exc}")
-    defaults = config.StorageSettings()
-    return config.StorageSettings(
-        backend="etcd",
-        etcd_servers=servers,
-        etcd_cafile=_resolved(args.etcd_cafile),
-        etcd_certfile=_resolved(args.etcd_certfile),
-        etcd_keyfile=_resolved(args.etcd_keyfile),
-        etcd_prefix=prefix,
-        etcd_compaction_interval=_or(args.etcd_compaction_interval,
-                                     defaults.etcd_compaction_interval),
-        etcd_request_timeout=_or(args.etcd_request_timeout, defaults.etcd_request_timeout),
-        etcd_healthcheck_timeout=_or(args.etcd_healthcheck_timeout,
-                                     defaults.etcd_healthcheck_timeout),
-        processes=args.processes,
-    )  # fmt: skip
+    deadlines = {"request_timeout": args.etcd_request_timeout,
+                 "health_timeout": args.etcd_healthcheck_timeout}  # the client's defaults
+    client = etcd_client.Config(
+        endpoints=servers,
+        ca_file=_resolved(args.etcd_cafile),
+        cert_file=_resolved(args.etcd_certfile),
+        key_file=_resolved(args.etcd_keyfile),
+        prefix=prefix,
+        **{name: value for name, value in deadlines.items() if value is not None},
+    )
+    chosen = config.StorageSettings(etcd=client, processes=args.processes)
+    if args.etcd_compaction_interval is None:
+        return chosen
+    return dataclasses.replace(chosen, etcd_compaction_interval=args.etcd_compaction_interval)
 
 
 def _resolved(path: pathlib.Path | None) -> pathlib.Path | None:
     return path.resolve() if path is not None else None
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value

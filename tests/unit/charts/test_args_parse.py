@@ -151,7 +151,8 @@ def test_the_api_server_parses_the_charts_args(
     etcd = name.startswith("etcd") or name == "full"
     assert settings.storage.backend == ("etcd" if etcd else "sqlite")
     if name in ("etcd", "full"):
-        assert settings.storage.etcd_cafile is not None and settings.storage.etcd_cafile.is_file()
+        assert settings.storage.etcd is not None and settings.storage.etcd.ca_file is not None
+        assert settings.storage.etcd.ca_file.is_file()
         assert settings.storage.processes == 2
     if name == "sqlite-processes":  # several processes on the one store.db, in one Pod
         assert settings.storage.processes == 2 and settings.storage.backend == "sqlite"

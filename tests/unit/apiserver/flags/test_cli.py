@@ -193,12 +193,13 @@ def test_etcd_flags(tmp_path: pathlib.Path) -> None:
     ])  # fmt: skip
     storage = settings.storage
     assert storage.backend == "etcd"
-    assert storage.etcd_servers == ("https://10.0.0.1:2379", "https://etcd-b:2379")
-    assert storage.etcd_cafile == ca
-    assert storage.etcd_prefix == "/mm/"
+    assert storage.etcd is not None
+    assert storage.etcd.endpoints == ("https://10.0.0.1:2379", "https://etcd-b:2379")
+    assert storage.etcd.ca_file == ca
+    assert storage.etcd.prefix == "/mm/"
     assert storage.etcd_compaction_interval == 90.0
-    assert storage.etcd_request_timeout == 0.5
-    assert storage.etcd_healthcheck_timeout == 2.0
+    assert storage.etcd.request_timeout == 0.5
+    assert storage.etcd.health_timeout == 2.0
     assert storage.processes == 3
 
 
