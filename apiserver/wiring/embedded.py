@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 import kube
 from apiserver.auth import static
 from apiserver.auth import worker as workers
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases, manifests, proofs
 from controllers import assembly
@@ -122,11 +122,11 @@ def worker_token(token_file: pathlib.Path, username: str) -> TokenSource:
 
 def store_leadership(settings: config.Settings, registry: build.Registry,
                      clock: clocks.Clock) -> leader.AlwaysLeader | leader.LeaseElector:
-    """Without a cluster: processes sharing a store (replicas on one etcd, ``--workers`` on etcd
+    """Without a cluster: processes sharing a store (replicas on one etcd, ``--processes`` on etcd
     or on one SQLite file) elect one leader on a Lease kept in that store; a single server
     process on its own SQLite file always leads."""
     cs = settings.controller_settings
-    if settings.storage.backend != "etcd" and settings.storage.workers == 1:
+    if settings.storage.backend != "etcd" and settings.storage.processes == 1:
         return leader.AlwaysLeader()
     return leader.LeaseElector(
         leases.StoreLeases(registry.storage), clock, namespace=cs.namespace, name=cs.lease_name,

@@ -36,50 +36,40 @@ EVICT_FOR = 3600.0
 keep it mounted)."""
 
 
-class Pins:
+class Pins(runtime.Runs[str]):
     name = "prefetch pins"
 
     def __init__(
         self,
         api: clients.ReadWrite,
-        prefetches: informer.Informer,
-        artifacts: informer.Informer,
-        stores: informer.Informer,
+        watched: inputs.Inputs,
         clock: clocks.Clock,
         *,
-        labels: inputs.Labels | None = None,
         nodes: informer.Informer | None = None,
     ) -> None:
-        """``nodes``: the Nodes' informer (run by the caller), whose changes move selectors."""
+        """``watched``: what the pins are computed from; ``nodes``: the Nodes' informer (run by
+        the caller), whose changes move selectors."""
         self._api = api
-        self._inputs = inputs.Inputs(prefetches, artifacts, stores, labels)
-        self._prefetches = prefetches
-        self._stores = stores
+        self._inputs = watched
+        self._prefetches = watched.prefetches
+        self._stores = watched.stores
         self._clock = clock
-        self.pins: runtime.Controller[str] = runtime.Controller(
+        self.controller: runtime.Controller[str] = runtime.Controller(
             self.name, self.reconcile_pins, clock, keys=self._inputs.store_names, concurrency=1)
         self._inputs.on_prefetch(self._wake)
         self._evicting: dict[str, dict[str, float]] = {}
         """node -> digest -> until (monotonic): deleted prefetches' cleanupOnDelete."""
-        prefetches.add_handler(self._prefetch_deleted)
-        stores.add_handler(self._node_changed)
+        watched.prefetches.add_handler(self._prefetch_deleted)
+        watched.stores.add_handler(self._node_changed)
         if nodes is not None:
             nodes.add_handler(self._node_changed)
         self.pin_writes = 0
-
-    # manager.Runnable ---------------------------------------------------------------------
-
-    async def run(self) -> None:
-        await self.pins.run()
-
-    def stop(self) -> None:
-        self.pins.stop()
 
     # triggers -----------------------------------------------------------------------------
 
     def _wake(self, prefetch: wire.Obj) -> None:
         for node in self._inputs.targets(prefetch):
-            self.pins.enqueue(node)
+            self.controller.enqueue(node)
 
     def _prefetch_deleted(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A prefetch with cleanupOnDelete left (or is being deleted): evict its digest from
@@ -97,7 +87,7 @@ class Pins:
             if (name := modelprefetch.node_name(entry))}
         for node in nodes:
             self._evicting.setdefault(node, {})[digest] = until
-            self.pins.enqueue(node)
+            self.controller.enqueue(node)
 
     def _evict(self, node: str, store: wire.Obj, wanted: list[str]) -> list[str]:
         """The digests this node should remove now; forgets those it no longer lists."""
@@ -116,7 +106,7 @@ class Pins:
         """A node's store or its Node changed."""
         _, node = clients.key_of(new or old or {})
         if node:
-            self.pins.enqueue(node)
+            self.controller.enqueue(node)
 
     # one node -----------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import yaml
 
 from apiserver.auth import static
 from apiserver.auth import user as users
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.wiring import standalone
 from certs import authority
 from devkit import fixturehub
