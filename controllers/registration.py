@@ -22,6 +22,7 @@ from controllers.nodeview import warm as warmth
 from controllers.runtime import client as clients
 from controllers.runtime import events, manager, proofs
 from controllers.runtime import informer as informers
+from controllers.runtime import manifests as manifests_
 from controllers.sources import claims as claim_sources
 from controllers.sources import kubeapi, kubeevents, kubesecrets, settingsmap
 from controllers.sources import plugins as plugin_sources
@@ -68,6 +69,7 @@ class Deps:
         ledger: proofs.Ledger,
         state_dir: pathlib.Path,
         warm: warmth.WarmNodes,
+        manifests: manifests_.Keeper | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -90,6 +92,9 @@ class Deps:
         self.ledger = ledger
         """The record of the hub's verifications (the server's storage, or this process's
         memory)."""
+        self.manifests = manifests or manifests_.Discard()
+        """Where the resolver keeps each resolved manifest (the server's storage; none in
+        ``python -m controllers``)."""
         self.state_dir = state_dir
         self.warm = warm
         """The nodes warm for a digest (``openapi.placement``'s rules over the view)."""
