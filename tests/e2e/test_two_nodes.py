@@ -10,7 +10,6 @@ naming what is missing, where the machine has no ``node-ns-up``."""
 from __future__ import annotations
 
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 from devkit import fixturehub
-from devkit.realnode import deploy, objects, release_values, rig
+from devkit.realnode import deploy, objects, release_values, rig, twonodes
 from openapi import placement
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
@@ -30,8 +29,7 @@ FILES: dict[str, bytes | int] = {"config.json": b'{"model_type": "two-nodes"}\n'
                                  "model.safetensors": 4 << 20}
 SIZE = sum(len(c) if isinstance(c, bytes) else c for c in FILES.values())
 REPLICAS = 10
-WARMUP_IMAGE = "localhost/model-manager-test/busybox:e2e"  # not :latest, so IfNotPresent
-NODE_B = 2
+NODE_B = twonodes.NODE_B
 
 _json = objects.json_of
 
@@ -43,14 +41,7 @@ def cluster(images: dict[str, Any], timings: dict[str, float]) -> Iterator[rig.R
         pytest.skip("a second real node needs: " + ", ".join(lacking))
     node = rig.Rig()
     try:
-        node.up()
-        node.add_node(NODE_B)
-        timings.update(node.timings)
-        started = time.monotonic()
-        for archive in images.values():
-            node.import_image(archive)
-            node.import_image_on(NODE_B, archive)
-        timings["import"] = time.monotonic() - started
+        twonodes.up(node, images, timings)
         yield node
     finally:
         started = time.monotonic()
@@ -62,15 +53,8 @@ def cluster(images: dict[str, Any], timings: dict[str, float]) -> Iterator[rig.R
 
 @pytest.fixture(scope="module")
 def release(cluster: rig.Rig, hub: fixturehub.Hub, timings: dict[str, float]) -> str:
-    """The conftest's values with a cache root each node has its own copy of
-    (``rig.CACHE_ROOT``) and the warm-up Pods' image under a fixed tag on node A."""
-    cluster.shared_directory(rig.CACHE_ROOT)
-    cluster.tag_image(objects.BUSYBOX, WARMUP_IMAGE)
-    values: dict[str, Any] = release_values.values(hub, cluster)
-    values["modelManager"]["rootPath"] = str(rig.CACHE_ROOT)
-    values["apiserver"]["controllers"] = {"prefetchWarmupImage": WARMUP_IMAGE}
     started = time.monotonic()
-    deploy.install(cluster, values, "values-two-nodes.yaml")
+    deploy.install(cluster, twonodes.values(hub, cluster), "values-two-nodes.yaml")
     timings["helm install"] = time.monotonic() - started
     return release_values.RELEASE
 
@@ -78,15 +62,7 @@ def release(cluster: rig.Rig, hub: fixturehub.Hub, timings: dict[str, float]) ->
 @pytest.fixture(scope="module")
 def installed(cluster: rig.Rig, hub: fixturehub.Hub, release: str) -> rig.Rig:
     hub.add_repo(REPOSITORY, FILES)
-    node_b = cluster.extra[NODE_B]
-
-    def both_ready() -> bool:
-        stores = [_json(cluster, "get", "nodemodelstore", name)
-                  for name in (cluster.node_name, node_b)]
-        return all(objects.condition(s, "Ready") == "True" for s in stores)
-
-    cluster.wait("both nodes' NodeModelStores Ready", both_ready, timeout=300,
-                 namespace=release_values.NAMESPACE)
+    twonodes.wait_both_ready(cluster)
     cluster.kubectl("create", "namespace", TENANT)
     return cluster
 
@@ -114,20 +90,7 @@ def test_ten_pods_naming_only_the_artifact_run_on_the_warm_node(
         installed: rig.Rig, hub: fixturehub.Hub) -> None:
     node_a, node_b = installed.node_name, installed.extra[NODE_B]
     attributes = objects.artifact(installed, TENANT, ARTIFACT, REPOSITORY)
-    installed.apply(textwrap.dedent(f"""\
-        apiVersion: worker.gpustack.ai/v1
-        kind: ModelPrefetch
-        metadata: {{name: warm, namespace: {TENANT}}}
-        spec:
-          artifactRef: {{name: {ARTIFACT}}}
-          targets: {{nodeNames: [{node_a}]}}
-        """))  # fmt: skip
-
-    def warm() -> bool:
-        got = _json(installed, "get", "modelprefetches", "warm", "-n", TENANT)
-        return bool(got.get("status", {}).get("readyNodes") == 1)
-
-    installed.wait("node A warmed by the ModelPrefetch", warm, timeout=240, namespace=TENANT)
+    twonodes.prefetch(installed, TENANT, "warm", ARTIFACT, node_a)
     served = hub.bytes_served(REPOSITORY)
     assert served == SIZE, served
     names = [f"on-a-{i}" for i in range(REPLICAS)]

@@ -1,0 +1,71 @@
+"""The real cluster with a second real node (``vm2``, ``node-ns-up``), for the two-node
+end-to-end tests (``tests/e2e/test_two_nodes.py``) and ``make bench BENCH=placement``: the rig
+up, the node added, the images imported into both nodes' containerds, and the chart's values
+with a cache root each node has its own copy of."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+from devkit import fixturehub
+from devkit.realnode import objects, release_values, rig
+
+NODE_B = 2
+"""``node-ns-up``'s N: the node ``vm2``."""
+WARMUP_IMAGE = "localhost/model-manager-test/busybox:e2e"  # not :latest, so IfNotPresent
+
+
+def up(cluster: rig.Rig, images: dict[str, pathlib.Path], timings: dict[str, float]) -> str:
+    """Start ``cluster`` with node B and import ``images`` into both nodes; B's name."""
+    cluster.up()
+    name = cluster.add_node(NODE_B)
+    timings.update(cluster.timings)
+    started = time.monotonic()
+    for archive in images.values():
+        cluster.import_image(archive)
+        cluster.import_image_on(NODE_B, archive)
+    timings["import"] = time.monotonic() - started
+    return name
+
+
+def values(hub: fixturehub.Hub, cluster: rig.Rig) -> dict[str, Any]:
+    """The end-to-end values with ``rig.CACHE_ROOT`` as the cache (each node's own) and the
+    warm-up Pods' image under a fixed tag on node A (the prefetches warm A)."""
+    cluster.shared_directory(rig.CACHE_ROOT)
+    cluster.tag_image(objects.BUSYBOX, WARMUP_IMAGE)
+    found: dict[str, Any] = release_values.values(hub, cluster)
+    found["modelManager"]["rootPath"] = str(rig.CACHE_ROOT)
+    found["apiserver"]["controllers"] = {"prefetchWarmupImage": WARMUP_IMAGE}
+    return found
+
+
+def wait_both_ready(cluster: rig.Rig) -> None:
+    """Both nodes' NodeModelStores Ready (each plugin runs and reports)."""
+    names = (cluster.node_name, cluster.extra[NODE_B])
+
+    def ready() -> bool:
+        stores = [objects.json_of(cluster, "get", "nodemodelstore", name) for name in names]
+        return all(objects.condition(s, "Ready") == "True" for s in stores)
+
+    cluster.wait("both nodes' NodeModelStores Ready", ready, timeout=300,
+                 namespace=release_values.NAMESPACE)
+
+
+def prefetch(cluster: rig.Rig, namespace: str, name: str, artifact: str, node: str) -> None:
+    """A ModelPrefetch of ``artifact`` onto ``node``, waited for until the node holds it."""
+    cluster.apply(f"""apiVersion: worker.gpustack.ai/v1
+kind: ModelPrefetch
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  artifactRef: {{name: {artifact}}}
+  targets: {{nodeNames: [{node}]}}
+""")
+
+    def warm() -> bool:
+        got = objects.json_of(cluster, "get", "modelprefetches", name, "-n", namespace)
+        return bool(got.get("status", {}).get("readyNodes") == 1)
+
+    cluster.wait(f"ModelPrefetch {namespace}/{name} Ready on {node}", warm, timeout=300,
+                 namespace=namespace)
