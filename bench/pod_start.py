@@ -65,7 +65,8 @@ def _script(path: str) -> str:
 class Starter:
     """Creates one Pod at a time, measures it, deletes it and waits until it is gone."""
 
-    def __init__(self, cluster: rig.Rig, hub: fixturehub.Hub) -> None:
+    def __init__(self, cluster: rig.Rig, hub: fixturehub.Hub,
+                 namespace: str = NAMESPACE) -> None:
         from kubernetes import client, config
 
         api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
@@ -74,7 +75,10 @@ class Starter:
         self.core: Any = client.CoreV1Api(api_client)
         self.cluster = cluster
         self.hub = hub
+        self.namespace = namespace
         self.count = 0
+        self.nodes: list[str] = []
+        """Each measured Pod's node, in order."""
 
     def start(self, kind: str, attributes: dict[str, str] | None) -> Start:
         import yaml
@@ -83,24 +87,26 @@ class Starter:
         self.count += 1
         name = f"{kind}-{self.count}"
         path = f"/models/{WEIGHTS}" if attributes is not None else "/bin/busybox"
-        body = yaml.safe_load(objects.pod(name, NAMESPACE, _script(path), attributes=attributes,
-                                          label="pod-start"))  # fmt: skip
+        body = yaml.safe_load(objects.pod(name, self.namespace, _script(path),
+                                          attributes=attributes, label="pod-start"))
         served = self.hub.bytes_served()
         created = boot_clock()
-        self.core.create_namespaced_pod(NAMESPACE, body)
+        self.core.create_namespaced_pod(self.namespace, body)
         stream: Any = watch.Watch()  # type: ignore[no-untyped-call]
         running = None
-        for event in stream.stream(self.core.list_namespaced_pod, NAMESPACE,
+        for event in stream.stream(self.core.list_namespaced_pod, self.namespace,
                                    field_selector=f"metadata.name={name}",
                                    timeout_seconds=int(READY_TIMEOUT)):  # fmt: skip
             phase = event["object"].status.phase
             if phase == "Running":
                 running = boot_clock() - created
+                self.nodes.append(str(event["object"].spec.node_name))
                 stream.stop()
             elif phase in ("Failed", "Succeeded"):
                 stream.stop()
         if running is None:
-            raise rig.RigError(f"Pod {name} did not run\n" + self.cluster.diagnose(NAMESPACE))
+            raise rig.RigError(f"Pod {name} did not run\n"
+                               + self.cluster.diagnose(self.namespace))
         first_byte = self._first_byte(name) - created
         hub_bytes = self.hub.bytes_served() - served
         self._delete(name)
@@ -109,26 +115,27 @@ class Starter:
     def _first_byte(self, name: str) -> float:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            log = self.core.read_namespaced_pod_log(name, NAMESPACE)
+            log = self.core.read_namespaced_pod_log(name, self.namespace)
             if log.strip():
                 return float(log.split()[0])
             time.sleep(0.05)
-        raise rig.RigError(f"Pod {name} printed no time\n" + self.cluster.diagnose(NAMESPACE))
+        raise rig.RigError(f"Pod {name} printed no time\n"
+                           + self.cluster.diagnose(self.namespace))
 
     def _delete(self, name: str) -> None:
         from kubernetes.client.rest import ApiException
 
-        self.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+        self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
-                self.core.read_namespaced_pod(name, NAMESPACE)
+                self.core.read_namespaced_pod(name, self.namespace)
             except ApiException as exc:
                 if exc.status == 404:
                     return
                 raise
             time.sleep(0.1)
-        raise rig.RigError(f"Pod {name} not deleted\n" + self.cluster.diagnose(NAMESPACE))
+        raise rig.RigError(f"Pod {name} not deleted\n" + self.cluster.diagnose(self.namespace))
 
 
 @dataclass
