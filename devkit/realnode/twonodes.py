@@ -11,6 +11,8 @@ from typing import Any
 
 from devkit import fixturehub
 from devkit.realnode import objects, release_values, rig
+from openapi import reasons
+from openapi.kinds import modelprefetch
 
 NODE_B = 2
 """``node-ns-up``'s N: the node ``vm2``."""
@@ -47,7 +49,7 @@ def wait_both_ready(cluster: rig.Rig) -> None:
 
     def ready() -> bool:
         stores = [objects.json_of(cluster, "get", "nodemodelstore", name) for name in names]
-        return all(objects.condition(s, "Ready") == "True" for s in stores)
+        return all(objects.condition(s, reasons.READY) == "True" for s in stores)
 
     cluster.wait("both nodes' NodeModelStores Ready", ready, timeout=300,
                  namespace=release_values.NAMESPACE)
@@ -65,7 +67,7 @@ spec:
 
     def warm() -> bool:
         got = objects.json_of(cluster, "get", "modelprefetches", name, "-n", namespace)
-        return bool(got.get("status", {}).get("readyNodes") == 1)
+        return modelprefetch.counts(got)[1] == 1
 
     cluster.wait(f"ModelPrefetch {namespace}/{name} Ready on {node}", warm, timeout=300,
                  namespace=namespace)
