@@ -14,8 +14,9 @@ to be read once, then admit the Pod unchanged with a warning. Nothing a Pod says
 what they cannot use is admitted as it is, with a warning. A Pod that must run where its digest
 is warm while no node holds it is gated (``openapi.warmgate``: it stays Pending until the
 warm-gate controller, ``controllers/warmgate``, narrows its affinity and releases it); where
-scheduling gates are not usable (kube before 1.30, or standalone) it is refused as before, to be
-created again once a node holds it. A model volume naming no digest with the opt-in is refused
+scheduling gates are not usable (kube before 1.30, or standalone), or the Pod names its node
+(kube refuses a gated Pod with ``spec.nodeName``), it is refused as before, to be created again
+once a node holds it. A model volume naming no digest with the opt-in is refused
 (no node can become warm for it). A body that is not an AdmissionReview gets a 400 ``Status``
 naming the field; the body is bounded (``MAX_REVIEW_BYTES``) before it is read.
 
@@ -168,11 +169,12 @@ async def prefer(review: Review, facts: PodFacts) -> dict[str, Any]:
     held = [(digest, facts.warm_nodes(digest)) for digest in found]
     if required:
         cold = [digest for digest, nodes in held if not nodes]
-        if cold and facts.gates_usable():
+        # kube refuses a gated Pod that names its node (spec.nodeName): such a Pod is refused
+        if cold and facts.gates_usable() and not wire.text(pod, "spec", "nodeName"):
             warnings.append(f"no node holds {cold[0]} Ready yet: the Pod waits, gated by "
                             f"{keys.WARM_NODE_GATE}, until one does (a ModelPrefetch warms one)")
             return answer(review.uid, operations=warmgate.gate_patch(pod), warnings=warnings)
-        if cold:  # kube before 1.30 (no scheduling gates to wait behind), or standalone
+        if cold:  # kube before 1.30 (no scheduling gates to wait behind), standalone, nodeName
             return answer(review.uid, denied=_cold(f"no node holds {cold[0]} Ready now"))
         operations = placement.required_patch(
             pod, [placement.expression(nodes) for _, nodes in held])

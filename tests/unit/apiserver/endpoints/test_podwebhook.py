@@ -199,6 +199,12 @@ def test_the_opt_in_waits_gated_while_no_node_is_warm() -> None:
                                                                   gates=True)))
     assert half["spec"]["schedulingGates"] == [{"name": keys.WARM_NODE_GATE}]
     assert "affinity" not in half["spec"]
+    # a Pod naming its node cannot be gated (kube refuses both): refused, saying why
+    pinned = pod({"artifact": "a", "manifestDigest": DIGEST}, annotations=on)
+    pinned["spec"]["nodeName"] = "n1"
+    named = run(podwebhook.prefer, review(pinned), Facts(gates=True))
+    assert named["allowed"] is False
+    assert f"no node holds {DIGEST} Ready now" in named["status"]["message"]
     # a volume naming no digest can never be warm: refused, gates or not
     unfilled = pod({"artifact": "a"}, annotations=on)
     refused = run(podwebhook.prefer, review(unfilled), Facts(gates=True))
