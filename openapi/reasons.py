@@ -55,6 +55,11 @@ PROGRESSING: Final = "Progressing"
 ARTIFACT_CONDITIONS = (RESOLVED, DEGRADED)
 STORE_CONDITIONS = (READY, CAPACITY_LOW)
 PREFETCH_CONDITIONS = (AVAILABLE, PROGRESSING, DEGRADED)
+# The pool layer's and the grant's conditions (issue 39; docs/api.md, "ModelStore").
+SELECTOR_OVERLAP: Final = "SelectorOverlap"
+OVER_QUOTA: Final = "OverQuota"
+MODEL_STORE_CONDITIONS = (SELECTOR_OVERLAP,)
+BINDING_CONDITIONS = (OVER_QUOTA,)
 
 # Reasons of a ModelArtifact's Resolved condition; Degraded says Healthy or one of these.
 # (``Resolved`` is both the condition type and the reason of its success.)
@@ -78,6 +83,15 @@ SERVING = "Serving"
 INVALID_CONFIGURATION = "InvalidConfiguration"
 WITHIN_WATERMARKS = "WithinWatermarks"
 NOTHING_TO_REMOVE = "NothingToRemove"
+
+# Reasons of a ModelStore's SelectorOverlap and a ModelStoreBinding's OverQuota.
+OVERLAPS: Final = "Overlaps"
+"""Another store's selector matches some of the same nodes (the alphabetically first wins)."""
+DISJOINT: Final = "Disjoint"
+WITHIN_QUOTA: Final = "WithinQuota"
+QUOTA_EXCEEDED: Final = "QuotaExceeded"
+USAGE_UNKNOWN: Final = "UsageUnknown"
+"""A referenced artifact has not resolved: its size is unknown, so usage is not counted."""
 
 # Reasons of a ModelPrefetch's conditions and of its nodes' entries (docs/api.md, "ModelPrefetch").
 ARTIFACT_NOT_FOUND = "ArtifactNotFound"

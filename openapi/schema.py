@@ -258,6 +258,11 @@ NODE_MODEL_STORE_SPEC = obj(
                                                        minimum=0, maximum=100),
             },
         ),
+        # --- cache governance (issue 39) ---
+        "store": string("The ModelStore whose pool settings are merged into this spec (the "
+                        "alphabetically first of those whose selector matches the node); "
+                        "empty: the cluster settings alone.", maxLength=253),
+        # --- end cache governance ---
         "pinned": array(
             "Digests never collected on this node.",
             string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
@@ -408,6 +413,97 @@ MODEL_PREFETCH_STATUS = obj(
 )
 
 
+# --- cache governance (issue 39): ModelStore and ModelStoreBinding ------------------------
+MAX_STORE_REFS = 16
+
+
+def _label_selector(description: str) -> Schema:
+    return {"type": "object", "description": description,
+            "additionalProperties": string("A label value.", maxLength=63),
+            "maxProperties": MAX_SELECTOR_LABELS}
+
+
+MODEL_STORE_SPEC = obj(
+    "One node pool's cache policy: the nodes it selects, and the watermarks and download limits "
+    "that override the cluster settings on them. A field left out keeps the cluster setting.",
+    {
+        "nodeSelector": _label_selector(
+            "The pool: nodes whose labels hold every one of these pairs ({} selects every "
+            "node). A node two stores select goes to the alphabetically first name, and both "
+            "report SelectorOverlap."),
+        "watermarks": obj(
+            "Collection thresholds, percent of the cache filesystem; each overrides the cluster "
+            "setting on the pool's nodes.",
+            {
+                "highPercent": integer("Collection starts above this.", "int32", minimum=2,
+                                       maximum=95),
+                "lowPercent": integer("Collection stops at this; below highPercent.", "int32",
+                                      minimum=1, maximum=94),
+            },
+        ),
+        "download": obj(
+            "Download limits per node of the pool; each overrides the cluster setting.",
+            {
+                "concurrency": integer("Requests running at once.", "int32", minimum=1,
+                                       maximum=64),
+                "bytesPerSecond": integer("Bandwidth cap per node; an explicit 0 is unlimited "
+                                          "on this pool.", minimum=0),
+            },
+        ),
+    },
+    ("nodeSelector",),
+)
+
+MODEL_STORE_STATUS = obj(
+    "What the worker found for this pool. Written by the worker only.",
+    {
+        "observedGeneration": integer("The generation the worker last merged.", minimum=0),
+        "nodes": count("Nodes running the node plugin this store wins."),
+        "conditions": conditions(reasons.MODEL_STORE_CONDITIONS),
+    },
+)
+
+MODEL_STORE_BINDING_SPEC = obj(
+    "A namespace's grant: a byte budget over named ModelStores and the right to pin. Frozen: "
+    "storeRefs cannot change, quota.bytes only grows, allowPinned only turns on.",
+    {
+        "storeRefs": array(
+            f"The ModelStores (pools) whose nodes this namespace may warm; at most "
+            f"{MAX_STORE_REFS}. Fixed at creation.",
+            obj("One ModelStore.",
+                {"name": string("The ModelStore's name.", minLength=1, maxLength=253)},
+                ("name",)),
+            minItems=1, maxItems=MAX_STORE_REFS,
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        ),
+        "quota": obj(
+            "The budget.",
+            {"bytes": integer("Bytes the namespace's prefetches may hold across the stores' "
+                              "nodes: each distinct digest at its full size per node holding "
+                              "it. Can only grow.", minimum=0)},
+            ("bytes",),
+        ),
+        "allowPinned": {"type": "boolean", "default": False,
+                        "description": "Whether the namespace's prefetches may pin their "
+                                       "content against collection. Can only turn on."},
+    },
+    ("storeRefs", "quota"),
+)
+
+MODEL_STORE_BINDING_STATUS = obj(
+    "The namespace's measured footprint. Written by the worker only.",
+    {
+        "observedGeneration": integer("The generation the worker last counted.", minimum=0),
+        "usedBytes": integer("Each distinct digest the namespace's prefetches name, at its full "
+                             "size, for every node of the bound stores holding it; absent "
+                             "while a referenced artifact has not resolved (not measured).",
+                             minimum=0),
+        "conditions": conditions(reasons.BINDING_CONDITIONS),
+    },
+)
+# --- end cache governance ------------------------------------------------------------------
+
+
 def _kind(info: resources.ResourceInfo, description: str, body: dict[str, Schema],
           required: tuple[str, ...] = ()) -> Schema:
     properties: dict[str, Schema] = {
@@ -444,6 +540,24 @@ MODEL_PREFETCH = _kind(
     {"spec": MODEL_PREFETCH_SPEC, "status": MODEL_PREFETCH_STATUS},
     ("spec",),
 )
+
+# --- cache governance (issue 39) ---
+MODEL_STORE = _kind(
+    resources.MODEL_STORE,
+    "A node pool's cache policy: watermarks and download limits merged over the cluster "
+    "settings into the NodeModelStore spec of every node its selector matches.",
+    {"spec": MODEL_STORE_SPEC, "status": MODEL_STORE_STATUS},
+    ("spec",),
+)
+
+MODEL_STORE_BINDING = _kind(
+    resources.MODEL_STORE_BINDING,
+    "A namespace's byte budget and its right to pin, over named ModelStores; created by an "
+    "administrator.",
+    {"spec": MODEL_STORE_BINDING_SPEC, "status": MODEL_STORE_BINDING_STATUS},
+    ("spec",),
+)
+# --- end cache governance ---
 
 MODEL_ARTIFACT_PROGRESS = _kind(
     resources.MODEL_ARTIFACT_PROGRESS,
@@ -500,6 +614,9 @@ KINDS: dict[str, Schema] = {
     "NodeModelStore": NODE_MODEL_STORE,
     "ModelPrefetch": MODEL_PREFETCH,
     "ModelArtifactProgress": MODEL_ARTIFACT_PROGRESS,
+    # --- cache governance (issue 39) ---
+    "ModelStore": MODEL_STORE,
+    "ModelStoreBinding": MODEL_STORE_BINDING,
 }
 
 # Every named schema: ours, their lists, and the shared metadata definitions.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from apiserver.admission import anchors, artifacts, facts, prefetches, rules, writers
+from apiserver.admission import anchors, artifacts, facts, pools, prefetches, rules, writers
 from apiserver.admission.attributes import WriteRequest, requester
 from apiserver.auth import user as users
 from apiserver.registry import strategy
@@ -122,6 +122,9 @@ def build(cluster: facts.ClusterFacts) -> Chain:
             prefetches.PrefetchSpec(),
             prefetches.PrefetchArtifact(cluster),
             prefetches.ImmutableArtifactRef(),
+            pools.StoreSpec(),
+            pools.BindingSpec(),
+            pools.FrozenBinding(),
         ],
         authorizing=[anchors.AnchorGrant(cluster)],
     )

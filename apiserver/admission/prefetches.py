@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from apiserver.admission import attributes, facts
+from apiserver.admission import attributes, facts, labels
 from apiserver.registry import strategy
 from openapi import fields, names, resources, sources
 from timing import durations
@@ -25,10 +25,7 @@ from timing import durations
 KIND = resources.MODEL_PREFETCH.kind
 MIN_TTL_SECONDS = 3600.0
 
-_SUBDOMAIN_RULE = (
-    "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending "
-    "with a letter or digit, at most 253 characters"
-)
+_SUBDOMAIN_RULE = labels.SUBDOMAIN_RULE
 _NOT_A_HUB_SOURCE = {
     sources.CLAIM: (
         "a persistentVolumeClaim source is mounted from its volume where a Pod runs, so there "
@@ -98,13 +95,7 @@ def _target_problems(targets: dict[str, Any]) -> list[fields.FieldError]:
         if isinstance(name, str) and name and not names.is_dns_subdomain(name):
             problems.append(fields.invalid(f"spec.targets.nodeNames[{index}]", name,
                                            _SUBDOMAIN_RULE))
-    for key, value in (selector.items() if isinstance(selector, dict) else ()):
-        path = f"spec.targets.nodeSelector[{key}]"
-        for problem in names.qualified_name_problems(str(key)):
-            problems.append(fields.invalid(path, key, f"a label key: {problem}"))
-        if isinstance(value, str):
-            for problem in names.label_value_problems(value):
-                problems.append(fields.invalid(path, value, f"a label value {problem}"))
+    problems.extend(labels.selector_problems("spec.targets.nodeSelector", selector))
     return problems
 
 

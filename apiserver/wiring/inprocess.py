@@ -38,6 +38,8 @@ class RegistryClient:
             clients.MODEL_ARTIFACTS: registry.modelartifacts,
             clients.NODE_MODEL_STORES: registry.nodemodelstores,
             clients.MODEL_PREFETCHES: registry.modelprefetches,
+            clients.MODEL_STORES: registry.modelstores,
+            clients.MODEL_STORE_BINDINGS: registry.modelstorebindings,
         }
 
     def _store(self, resource: clients.Resource) -> store.ResourceStore:

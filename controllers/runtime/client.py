@@ -41,6 +41,8 @@ def ours(info: resources.ResourceInfo) -> Resource:
 MODEL_ARTIFACTS = ours(resources.MODEL_ARTIFACT)
 NODE_MODEL_STORES = ours(resources.NODE_MODEL_STORE)
 MODEL_PREFETCHES = ours(resources.MODEL_PREFETCH)
+MODEL_STORES = ours(resources.MODEL_STORE)
+MODEL_STORE_BINDINGS = ours(resources.MODEL_STORE_BINDING)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PODS = Resource("", "v1", "pods", "Pod", True)

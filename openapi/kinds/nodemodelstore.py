@@ -44,6 +44,7 @@ class Spec(TypedDict, total=False):
     download: Download
     hub: HubSettings
     kubelet: Kubelet
+    store: str
     pinned: list[str]
 
 
@@ -102,6 +103,8 @@ def pinned(obj: wire.Readable) -> list[str]:
 
 
 watermarks = wire.mapping_at("spec", "watermarks")
+store = wire.text_at("spec", "store")
+"""The ModelStore merged into this spec; ``""``: the cluster settings alone."""
 high_percent = wire.integer_at("spec", "watermarks", "highPercent")
 low_percent = wire.integer_at("spec", "watermarks", "lowPercent")
 concurrency = wire.integer_at("spec", "download", "concurrency")

@@ -176,6 +176,10 @@ def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any
           for v in ("get", "list", "watch", "create", "update", "patch", "delete")},
         *{(group, "modelprefetches", v) for v in ("get", "list", "watch")},
         *{(group, "modelprefetches/status", v) for v in ("get", "update", "patch")},
+        *{(group, r, v) for r in ("modelstores", "modelstorebindings")
+          for v in ("get", "list", "watch")},
+        *{(group, r, v) for r in ("modelstores/status", "modelstorebindings/status")
+          for v in ("get", "update", "patch")},
     }  # fmt: skip
     role = helm.one(default_docs, "Role", "model-manager-worker")
     assert role["metadata"]["namespace"] == NS

@@ -40,7 +40,7 @@ def test_the_rules_run_in_one_documented_order() -> None:
         "WorkerWritesStatus", "NodePluginWritesNodeStoreStatus",
         "Schema", "ArtifactSource", "ImageVolumeFloor", "ImmutableArtifactSpec",
         "NodeStoreWatermarks", "PrefetchSpec", "PrefetchArtifact", "ImmutablePrefetchArtifact",
-        "AnchorGrant")
+        "ModelStoreSpec", "ModelStoreBindingSpec", "FrozenModelStoreBinding", "AnchorGrant")
     docs = (REPO / "docs" / "architecture.md").read_text()
     for name in admitting.standalone().names:
         assert f"`{name}`" in docs, f"docs/architecture.md does not list the rule {name}"
