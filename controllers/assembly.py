@@ -36,6 +36,7 @@ REGISTERED: tuple[registration.Registration, ...] = (
     aggregate.REGISTRATION,  # needs: -
     prefetches.STATUS,  # needs: - (status over HTTP; warm-up Pods through the cluster)
     nodestores.REGISTRATION,  # needs: WRITER
+    nodestores.POOLS,  # needs: - (ModelStore status)
     prefetches.PINS,  # needs: WRITER
 )
 

@@ -25,6 +25,10 @@ PLUGIN: Final = "node-plugin"
 WARMUP: Final = "model-prefetch-warmup"
 """The ``COMPONENT`` of a ModelPrefetch's warm-up Pods."""
 
+HOSTNAME: Final = "kubernetes.io/hostname"
+"""kubelet's label naming its node: how a pool or a prefetch names nodes one by one (standalone
+mode, without Node objects, gives each ``--node`` this label alone)."""
+
 PREFETCH_UID: Final = f"{resources.GROUP}/prefetch-uid"
 """On a warm-up Pod: the UID of the ModelPrefetch it warms for."""
 

@@ -8,14 +8,16 @@ cluster) or when ``--node`` names it (standalone). For each, the controller
   there;
 - never deletes one: every plugin restart takes the driver out of CSINode for a moment, and a
   node the plugin left keeps a stale object whose Ready condition stops changing;
-- writes its ``spec``: the settings (``storesettings``: watermarks, download limits, hub) and the
-  node's kubelet thresholds (``spec.kubelet``) read from its configz when the object is written
+- writes its ``spec``: the settings (``storesettings``: watermarks, download limits, hub) with
+  the winning ModelStore's fields merged over them and ``spec.store`` naming it (``pools``), and
+  the node's kubelet thresholds (``spec.kubelet``) read from its configz when the object is written
   and every 30 minutes. A failed read keeps the last reading; a node never read has none, and
   its plugin assumes kubelet's defaults and says so. ``spec.pinned`` is left as it is.
 
-Every node is checked again every minute (and at once when its CSINode, its object or the
-settings change), so a settings change reaches every spec within a minute. Only the worker
-inside the API server runs this (``client.Writer``): clients cannot create NodeModelStores.
+Every node is checked again every minute (and at once when its CSINode, its object, its labels,
+a ModelStore or the settings change), so a settings change reaches every spec within a minute.
+Only the worker inside the API server runs this (``client.Writer``): clients cannot create
+NodeModelStores.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from controllers.nodestores import nodes as plugin_nodes
+from controllers.nodestores import pools as poollayer
 from controllers.nodestores import settings as storesettings
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
@@ -70,6 +73,7 @@ class NodeStores:
         clock: clocks.Clock,
         *,
         configz: plugin_nodes.Configz | None = None,
+        pools: poollayer.Pools | None = None,
         concurrency: int = 2,
     ) -> None:
         self._api = api
@@ -78,6 +82,7 @@ class NodeStores:
         self._settings = settings
         self._clock = clock
         self._configz = configz
+        self._pools = pools
         self._readings: dict[str, Obj] = {}
         self._read_at: dict[str, float] = {}
         self.controller: runtime.Controller[str] = runtime.Controller(
@@ -85,6 +90,8 @@ class NodeStores:
         stores.add_handler(self._store_changed)
         nodes.add_handler(self.controller.enqueue)
         settings.add_handler(self._settings_changed)
+        if pools is not None:
+            pools.add_handler(self._pool_changed)
         self.created = 0
         self.updated = 0
 
@@ -111,6 +118,12 @@ class NodeStores:
         if name:
             self.controller.enqueue(name)
 
+    def _pool_changed(self, node: str) -> None:
+        if node:
+            self.controller.enqueue(node)
+        else:
+            self._settings_changed()
+
     def _settings_changed(self) -> None:
         for name in self._keys():
             self.controller.enqueue(name)
@@ -124,6 +137,9 @@ class NodeStores:
         if current is None and name not in self._nodes.names():
             return runtime.DONE
         desired = self._settings.current().spec()
+        if self._pools is not None:
+            await self._pools.synced()
+            desired = poollayer.merged(desired, self._pools.winner(name))
         kubelet = await self._kubelet(name)
         if kubelet is not None:
             desired["kubelet"] = kubelet
