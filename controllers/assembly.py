@@ -89,17 +89,34 @@ class Inputs:
     """Read the plugins' running downloads for ``progress`` (the API server answers it)."""
 
 
+@dataclasses.dataclass
+class PoolInformers:
+    """What admission reads of the pool layer (``apiserver.admission.grants``): the ModelStore
+    bindings, the prefetches and, in a cluster, the Nodes' labels; run on every replica with the
+    NodeView, whatever the mode."""
+
+    bindings: informer.Informer
+    prefetches: informer.Informer
+    nodes: informer.Informer | None
+
+    def all(self) -> list[informer.Informer]:
+        found = [self.bindings, self.prefetches]
+        return [*found, self.nodes] if self.nodes is not None else found
+
+
 class ControllerSet:
     """The controllers of one process, the NodeView and the artifact informer they read, and the
     manager that runs the controllers while this replica leads."""
 
     def __init__(self, mode: Mode, deps: registration.Deps,
                  running: list[tuple[str, manager.Runnable]], leadership: manager.Leadership,
-                 reader: plugins.HttpDownloads | None) -> None:
+                 reader: plugins.HttpDownloads | None, pools: PoolInformers) -> None:
         self.mode = mode
         self.deps = deps
         self.view = deps.view
         self.artifacts = deps.artifacts
+        self.pools = pools
+        """The pool layer's informers every replica runs for admission (issue 39)."""
         self.controllers = dict(running)
         self._reader = reader
         self.manager = manager.Manager(
@@ -117,7 +134,7 @@ class ControllerSet:
         """The read side, whatever the mode: the NodeModelStore and artifact informers (and the
         plugin Pods in a cluster)."""
         self.view.start()
-        found = [self.artifacts]
+        found = [self.artifacts, *self.pools.all()]
         if self.deps.plugin_pods is not None:
             found.append(self.deps.plugin_pods)
         for each in found:
@@ -177,6 +194,11 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
     view = views.NodeView(inputs.api, inputs.clock, reader)
     artifacts = informer.Informer(inputs.api, clients.MODEL_ARTIFACTS, inputs.clock,
                                   resync=informer.RESYNC_SECONDS)
+    pool_informers = PoolInformers(
+        bindings=informer.Informer(inputs.api, clients.MODEL_STORE_BINDINGS, inputs.clock),
+        prefetches=informer.Informer(inputs.api, clients.MODEL_PREFETCHES, inputs.clock),
+        nodes=informer.Informer(cluster, clients.NODES, inputs.clock)
+        if cluster is not None else None)
     deps = registration.Deps(
         config=cfg, clock=inputs.clock, api=inputs.api, writer=inputs.writer, cluster=cluster,
         view=view, artifacts=artifacts, plugins=locator, plugin_pods=pods, plugin_token=token,
@@ -201,4 +223,4 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
         leadership = leader.AlwaysLeader()
     if running:
         log.info("controllers (%s): %s", mode.value, ", ".join(name for name, _ in running))
-    return ControllerSet(mode, deps, running, leadership, reader)
+    return ControllerSet(mode, deps, running, leadership, reader, pool_informers)

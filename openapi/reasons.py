@@ -54,7 +54,8 @@ AVAILABLE: Final = "Available"
 PROGRESSING: Final = "Progressing"
 ARTIFACT_CONDITIONS = (RESOLVED, DEGRADED)
 STORE_CONDITIONS = (READY, CAPACITY_LOW)
-PREFETCH_CONDITIONS = (AVAILABLE, PROGRESSING, DEGRADED)
+LAPSED: Final = "Lapsed"
+PREFETCH_CONDITIONS = (AVAILABLE, PROGRESSING, DEGRADED, LAPSED)
 # The pool layer's and the grant's conditions (issue 39; docs/api.md, "ModelStore").
 SELECTOR_OVERLAP: Final = "SelectorOverlap"
 OVER_QUOTA: Final = "OverQuota"
@@ -111,6 +112,11 @@ NO_NODE_PLUGIN = "NoNodePlugin"
 TAINT_NOT_TOLERATED = "TaintNotTolerated"
 """The node has a taint the plugin's DaemonSet, or a warm-up Pod, does not tolerate: no Pod."""
 UNSCHEDULABLE = "Unschedulable"
+RETENTION_EXPIRED: Final = "RetentionExpired"
+"""Lapsed: copies went unused past ttlAfterLastUse, were unpinned and are not warmed again."""
+NOT_LAPSED: Final = "NotLapsed"
+BINDING_NOT_FOUND: Final = "BindingNotFound"
+"""The prefetch's ModelStoreBinding does not exist (or it has none): nothing is warmed."""
 """kube-scheduler cannot place the node's warm-up Pod there (a cordon, resources, ...)."""
 
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"

@@ -323,8 +323,43 @@ NODE_MODEL_STORE_STATUS = obj(
 )
 
 
+# --- cache governance (issue 39): ModelPrefetch in the upstream shape ---------------------
+MAX_EXPRESSIONS = 16
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def label_selector(description: str) -> Schema:
+    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed."""
+    return obj(
+        description,
+        {
+            "matchLabels": {
+                "type": "object",
+                "description": "Labels the node must carry with these values.",
+                "additionalProperties": string("A label value.", maxLength=63),
+                "maxProperties": MAX_SELECTOR_LABELS,
+            },
+            "matchExpressions": array(
+                f"Requirements on the node's labels; at most {MAX_EXPRESSIONS}.",
+                obj("One requirement.",
+                    {"key": string("The label key.", minLength=1, maxLength=317),
+                     "operator": string("In, NotIn, Exists or DoesNotExist.",
+                                        enum=list(SELECTOR_OPERATORS)),
+                     "values": array(
+                         f"The values for In and NotIn (at least one); empty for Exists and "
+                         f"DoesNotExist. At most {MAX_TARGET_NODES}.",
+                         string("A label value.", maxLength=63),
+                         maxItems=MAX_TARGET_NODES, **{"x-kubernetes-list-type": "atomic"})},
+                    ("key", "operator")),
+                maxItems=MAX_EXPRESSIONS, **{"x-kubernetes-list-type": "atomic"},
+            ),
+        },
+    )
+
+
 MODEL_PREFETCH_SPEC = obj(
-    "Which artifact to warm, on which nodes, and how long the warmed copies are kept.",
+    "Which artifact to warm under which grant, on which nodes, how many make it available, and "
+    "how long the warmed copies are kept.",
     {
         "artifactRef": obj(
             "The ModelArtifact to warm, in the prefetch's namespace; fixed at creation. It "
@@ -332,34 +367,39 @@ MODEL_PREFETCH_SPEC = obj(
             {"name": string("The artifact's name.", minLength=1, maxLength=253)},
             ("name",),
         ),
-        "targets": obj(
-            "The nodes to warm: those named plus those the selector matches (a union). At "
-            "least one of nodeNames and nodeSelector is set.",
-            {
-                "nodeNames": array(
-                    f"Nodes by name; at most {MAX_TARGET_NODES}.",
-                    string("A node's name.", minLength=1, maxLength=253),
-                    maxItems=MAX_TARGET_NODES, **{"x-kubernetes-list-type": "set"},
-                ),
-                "nodeSelector": {
-                    "type": "object",
-                    "description": "Nodes whose labels hold every one of these pairs; {} "
-                                   "selects every node running the node plugin.",
-                    "additionalProperties": string("A label value.", maxLength=63),
-                    "maxProperties": MAX_SELECTOR_LABELS,
-                },
-                "minReady": integer(
-                    "How many Ready nodes make the prefetch Available; 0 means every target "
-                    "node.", "int32", minimum=0, maximum=MAX_TARGET_NODES * 64, default=0),
-            },
+        "bindingRef": obj(
+            "The ModelStoreBinding in the prefetch's namespace whose budget and stores this "
+            "prefetch is admitted under; required at creation, fixed once set.",
+            {"name": string("The binding's name.", minLength=1, maxLength=253)},
+            ("name",),
         ),
+        "placement": obj(
+            "The target nodes. Without nodeSelector, every node of the binding's stores. "
+            "To name nodes one by one, select on kubernetes.io/hostname.",
+            {
+                "nodeSelector": label_selector(
+                    "Nodes running the node plugin whose labels this selector matches; they "
+                    "must all be nodes of the binding's stores."),
+                "instanceTypes": array(
+                    "Upstream's by-pool form. There is no InstanceType kind here, so admission "
+                    "refuses it; use nodeSelector.",
+                    string("An InstanceType's name.", maxLength=253),
+                    maxItems=16, **{"x-kubernetes-list-type": "set"},
+                ),
+            },
+            default={},
+        ),
+        "minReady": integer(
+            "How many Ready nodes make the prefetch Available; 0 means every target node.",
+            "int32", minimum=0, maximum=MAX_TARGET_NODES * 64, default=0),
         "retention": obj(
             "How long the warmed copies are kept against collection.",
             {
-                "pinned": {"type": "boolean", "default": True,
+                "pinned": {"type": "boolean", "default": False,
                            "description": "Pin the digest on every target node while this "
-                                          "prefetch exists (false: warm only, and let "
-                                          "collection reclaim it like any unused content)."},
+                                          "prefetch exists (needs the binding's allowPinned); "
+                                          "false: warm only, and let collection reclaim it "
+                                          "like any unused content."},
                 "ttlAfterLastUse": string(
                     "With pinned: lift a node's pin once its copy went unused this long (a "
                     "duration such as 72h, at least 1h; hour granularity, from the node's "
@@ -368,12 +408,33 @@ MODEL_PREFETCH_SPEC = obj(
             },
             default={},
         ),
+        "targets": obj(
+            "Deprecated (the shape before the pool layer): converted on every write into "
+            "placement.nodeSelector (nodeNames as kubernetes.io/hostname In ..., nodeSelector "
+            "as matchLabels) and minReady, and never stored.",
+            {
+                "nodeNames": array(
+                    f"Nodes by name; at most {MAX_TARGET_NODES}.",
+                    string("A node's name.", minLength=1, maxLength=253),
+                    maxItems=MAX_TARGET_NODES, **{"x-kubernetes-list-type": "set"},
+                ),
+                "nodeSelector": {
+                    "type": "object",
+                    "description": "Labels the nodes hold.",
+                    "additionalProperties": string("A label value.", maxLength=63),
+                    "maxProperties": MAX_SELECTOR_LABELS,
+                },
+                "minReady": integer("How many Ready nodes make it Available.", "int32",
+                                    minimum=0, maximum=MAX_TARGET_NODES * 64),
+            },
+        ),
     },
-    ("artifactRef", "targets"),
+    ("artifactRef",),
 )
 
 MODEL_PREFETCH_STATUS = obj(
-    "What the target nodes report for the artifact's digest. Written by the worker only.",
+    "What the target nodes report for the artifact's digest, as counts: the status names no "
+    "node (per-node facts are on the nodes' stores). Written by the worker only.",
     {
         "observedGeneration": integer("The generation the worker last acted on.", minimum=0),
         "manifestDigest": string("The artifact's digest this prefetch warms and pins.",
@@ -382,35 +443,10 @@ MODEL_PREFETCH_STATUS = obj(
         "readyNodes": count("Target nodes holding the content published."),
         "downloadingNodes": count("Target nodes downloading it."),
         "failedNodes": count("Target nodes whose attempt failed."),
-        "nodes": array(
-            f"One entry per target node, by name; at most {MAX_PREFETCH_NODES} (the counts "
-            "cover every node).",
-            obj(
-                "One target node.",
-                {
-                    "name": string("The node's name.", maxLength=253),
-                    "phase": string("Pending, Downloading, Ready or Failed.",
-                                    enum=list(PREFETCH_PHASES)),
-                    "sizeBytes": integer("The manifest's size, once the node listed it.",
-                                         minimum=0),
-                    "downloadedBytes": integer("What the node's current attempt holds.",
-                                               minimum=0),
-                    "pinned": {"type": "boolean",
-                               "description": "The digest is in this node's spec.pinned for "
-                                              "this prefetch."},
-                    "reason": string("Why the node is Pending or Failed; empty otherwise.",
-                                     maxLength=reasons.CONDITION_REASON_MAX),
-                    "message": string("What the reason means here.",
-                                      maxLength=MAX_MESSAGE_LENGTH),
-                },
-                ("name", "phase"),
-            ),
-            maxItems=MAX_PREFETCH_NODES,
-            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
-        ),
         "conditions": conditions(reasons.PREFETCH_CONDITIONS),
     },
 )
+# --- end ModelPrefetch ---------------------------------------------------------------------
 
 
 # --- cache governance (issue 39): ModelStore and ModelStoreBinding ------------------------

@@ -38,10 +38,11 @@ class Pins:
         *,
         labels: inputs.Labels | None = None,
         nodes: informer.Informer | None = None,
+        bindings: informer.Informer | None = None,
     ) -> None:
         """``nodes``: the Nodes' informer (run by the caller), whose changes move selectors."""
         self._api = api
-        self._inputs = inputs.Inputs(prefetches, artifacts, stores, labels)
+        self._inputs = inputs.Inputs(prefetches, artifacts, stores, labels, bindings)
         self._prefetches = prefetches
         self._stores = stores
         self._clock = clock
@@ -101,7 +102,6 @@ class Pins:
 
     def _pins_of(self, node: str, store: Obj) -> list[prefetchplan.Pin]:
         found = []
-        names = self._inputs.store_names()
         for prefetch in self._prefetches.items():
             metadata = prefetch.get("metadata") or {}
             if metadata.get("deletionTimestamp") or not prefetchplan.pinned(prefetch):
@@ -109,9 +109,12 @@ class Pins:
             artifact = self._inputs.artifact(prefetch)
             if not artifact.digest:
                 continue
-            if node not in prefetchplan.targets(prefetch, names, self._inputs.labels.labels):
+            if self._inputs.binding_problem(prefetch) is not None:
+                continue
+            if node not in self._inputs.targets(prefetch):
                 continue
             found.append(prefetchplan.Pin(
                 artifact.digest, str(metadata.get("creationTimestamp") or ""),
-                prefetchplan.pin_until(prefetch, store, artifact.digest)))
+                prefetchplan.pin_until(prefetch, store, artifact.digest),
+                prefetchplan.namespace(prefetch)))
         return found

@@ -18,6 +18,11 @@ def _nodes(deps: registration.Deps) -> informer.Informer | None:
     return deps.informer(deps.cluster, clients.NODES)
 
 
+def _bindings(deps: registration.Deps) -> informer.Informer:
+    """The ModelStoreBindings: the stores a prefetch may target."""
+    return deps.informer(deps.api, clients.MODEL_STORE_BINDINGS)
+
+
 def build_status(deps: registration.Deps) -> manager.Runnable:
     cfg = deps.config
     found = deps.informer(deps.api, clients.MODEL_PREFETCHES)
@@ -27,7 +32,8 @@ def build_status(deps: registration.Deps) -> manager.Runnable:
         delivery = plugindelivery.PluginDelivery(deps.plugins, deps.plugin_token, deps.secrets,
                                                  ca_file=cfg.plugin_ca_file)
         return controller.Prefetches(deps.api, found, deps.artifacts, deps.view.informer,
-                                     deps.clock, delivery=delivery)
+                                     deps.clock, delivery=delivery,
+                                     bindings=_bindings(deps))
     pods = deps.informer(deps.cluster, clients.PODS, label_selector=warmup.SELECTOR)
     # where a warm-up Pod may go: the plugin Pods (the view's informer), the DaemonSets of the
     # plugin's namespace (their keyed tolerations) and the Nodes (taints, cordons)
@@ -40,7 +46,8 @@ def build_status(deps: registration.Deps) -> manager.Runnable:
                                 retry_seconds=cfg.prefetch_warmup_retry)
     return controller.Prefetches(
         deps.api, found, deps.artifacts, deps.view.informer, deps.clock,
-        labels=inputs.NodeLabels(nodes), nodes=nodes, delivery=warming, owned=pods,
+        labels=inputs.NodeLabels(nodes), nodes=nodes, bindings=_bindings(deps),
+        delivery=warming, owned=pods,
         failed_recheck=cfg.prefetch_warmup_retry)
 
 
@@ -48,7 +55,8 @@ def build_pins(deps: registration.Deps) -> manager.Runnable:
     found = deps.informer(deps.api, clients.MODEL_PREFETCHES)
     nodes = _nodes(deps)
     return pins.Pins(deps.writer(), found, deps.artifacts, deps.view.informer, deps.clock,
-                     labels=inputs.NodeLabels(nodes) if nodes is not None else None, nodes=nodes)
+                     labels=inputs.NodeLabels(nodes) if nodes is not None else None, nodes=nodes,
+                     bindings=_bindings(deps))
 
 
 STATUS = registration.Registration(name="prefetches", needs=frozenset(), build=build_status)
