@@ -20,7 +20,7 @@ from typing import Any, cast
 from kube import client as clients
 from kube import errors, resources
 from openapi import resources as contract
-from openapi import sources, states, wire
+from openapi import keys, sources, states, wire
 from openapi.kinds import modelartifact, nodemodelstore
 
 HubKind = sources.HubKind
@@ -73,31 +73,40 @@ Source = HubSource | ClaimSource | ImageSource
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PrefetchSpec:
-    """A ModelPrefetch's spec: warm ``artifact`` (same namespace) on the nodes named and those
-    ``node_selector`` matches; ``min_ready`` Ready nodes make it Available (0: every target);
-    ``pinned`` keeps the copies against collection while the prefetch exists, until a copy went
-    unused for ``ttl_after_last_use`` (a duration such as ``72h``; empty: no limit)."""
+    """A ModelPrefetch's spec in the upstream shape: warm ``artifact`` (same namespace) under the
+    ModelStoreBinding ``binding`` on the nodes of its stores that ``match_labels`` selects and,
+    when ``node_names`` is given, only those nodes (``kubernetes.io/hostname In``); neither
+    selects every node of the binding's stores. ``min_ready`` Ready nodes make it Available (0:
+    every target); ``pinned`` (needs the binding's ``allowPinned``) keeps the copies against
+    collection while the prefetch exists, until a copy went unused for ``ttl_after_last_use`` (a
+    duration such as ``72h``; empty: no limit)."""
 
     artifact: str
+    binding: str
     node_names: tuple[str, ...] = ()
-    node_selector: Mapping[str, str] | None = None
+    match_labels: Mapping[str, str] | None = None
     min_ready: int = 0
-    pinned: bool = True
+    pinned: bool = False
     ttl_after_last_use: str = ""
 
     def spec(self) -> wire.Obj:
-        targets: wire.Obj = {}
+        selector: wire.Obj = {}
+        if self.match_labels:
+            selector["matchLabels"] = dict(self.match_labels)
         if self.node_names:
-            targets["nodeNames"] = list(self.node_names)
-        if self.node_selector is not None:
-            targets["nodeSelector"] = dict(self.node_selector)
+            selector["matchExpressions"] = [{"key": keys.HOSTNAME, "operator": "In",
+                                             "values": list(self.node_names)}]
+        found: wire.Obj = {"artifactRef": {"name": self.artifact},
+                           "bindingRef": {"name": self.binding}}
+        if selector:
+            found["placement"] = {"nodeSelector": selector}
         if self.min_ready:
-            targets["minReady"] = self.min_ready
+            found["minReady"] = self.min_ready
         retention: wire.Obj = {"pinned": self.pinned}
         if self.ttl_after_last_use:
             retention["ttlAfterLastUse"] = self.ttl_after_last_use
-        return {"artifactRef": {"name": self.artifact}, "targets": targets,
-                "retention": retention}
+        found["retention"] = retention
+        return found
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -306,8 +315,10 @@ class ModelManager:
                               spec: PrefetchSpec | Mapping[str, Any], *,
                               labels: Mapping[str, str] | None = None) -> wire.Obj:
         """A ModelPrefetch (a ``PrefetchSpec``, or a spec spelled as the schema spells it); the
-        created object. ``kube.Invalid`` when the spec does not fit the schema (no target, an
-        artifact that is not a hub source), ``kube.Forbidden`` outside the caller's grant."""
+        created object. ``kube.Invalid`` when the spec does not fit the schema or the grant (no
+        binding, an artifact that is not a hub source, nodes outside the binding's stores,
+        pinning without ``allowPinned``, past the budget), ``kube.Forbidden`` outside the
+        caller's RBAC."""
         metadata: wire.Obj = {"name": name, "namespace": namespace}
         if labels:
             metadata["labels"] = dict(labels)
