@@ -19,8 +19,8 @@ from typing import Any, cast
 
 from kube import client as clients
 from kube import errors, resources
-from openapi import resources as contract
 from openapi import keys, sources, states, wire
+from openapi import resources as contract
 from openapi.kinds import modelartifact, nodemodelstore
 
 HubKind = sources.HubKind
