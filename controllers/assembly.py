@@ -20,6 +20,7 @@ import pathlib
 import kube
 from controllers import config, registration
 from controllers.aggregate import wiring as aggregate
+from controllers.bindings import wiring as bindings
 from controllers.nodestores import wiring as nodestores
 from controllers.nodeview import view as views
 from controllers.prefetches import wiring as prefetches
@@ -38,6 +39,7 @@ REGISTERED: tuple[registration.Registration, ...] = (
     nodestores.REGISTRATION,  # needs: WRITER
     nodestores.POOLS,  # needs: - (ModelStore status)
     prefetches.PINS,  # needs: WRITER
+    bindings.REGISTRATION,  # needs: - (ModelStoreBinding status)
 )
 
 
