@@ -98,6 +98,12 @@ class RegistryClient:
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 
+    async def delete(self, resource: clients.Resource, namespace: str, name: str) -> None:
+        try:
+            await self._store(resource).delete(namespace, name)
+        except errors.StatusError as exc:
+            raise _translate(exc) from exc
+
     async def update_status(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         namespace, name = clients.key_of(obj)
         try:

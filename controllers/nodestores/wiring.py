@@ -36,9 +36,12 @@ def build(deps: registration.Deps) -> manager.Runnable:
     watched = storesettings.ConfigMapSettings(
         found.configmaps, namespace=found.namespace, name=found.name, base=base,
         recorder=deps.recorder)
+    # run by the controller itself too: the CSIDriver's absence removes every node store
+    drivers = informer.Informer(deps.cluster, clients.CSI_DRIVERS, deps.clock)
     return controller.NodeStores(
         deps.writer(), deps.view.informer, nodes.CsiNodes(csinodes, deps.cluster), watched,
-        deps.clock, configz=nodes.KubeConfigz(deps.kube.node_configz), pools=layer)
+        deps.clock, configz=nodes.KubeConfigz(deps.kube.node_configz), pools=layer,
+        driver=nodes.CsiDriver(drivers))
 
 
 def build_pools(deps: registration.Deps) -> manager.Runnable:

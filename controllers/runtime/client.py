@@ -50,6 +50,7 @@ CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 NODES = Resource("", "v1", "nodes", "Node", False)
 CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False)
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 
 
@@ -96,6 +97,10 @@ class Writer(Protocol):
     async def update(self, resource: Resource, obj: Obj) -> Obj:
         """Replace the object (its status is kept); ``obj`` carries the resourceVersion it was
         read at, ``errors.Conflict`` when it changed since."""
+        ...
+
+    async def delete(self, resource: Resource, namespace: str, name: str) -> None:
+        """``errors.NotFound`` when it is gone already."""
         ...
 
 

@@ -167,6 +167,7 @@ def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any
         *{("", "pods", v) for v in ("create", "delete", "list", "watch")},
         ("", "nodes/proxy", "get"),
         *{("storage.k8s.io", "csinodes", v) for v in ("list", "watch")},
+        *{("storage.k8s.io", "csidrivers", v) for v in ("list", "watch")},
         *{("", "secrets", v) for v in ("get", "list", "watch")},
         *{("", "persistentvolumeclaims", v) for v in ("list", "watch")},
         ("", "events", "create"),
