@@ -33,6 +33,30 @@ MAX_PEER_URL_LENGTH = 280
 PEER_URL_PATTERN = (r"^https://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
                     r":[0-9]{1,5}$")
 PEER_URL_RULE = "must be https://HOST:PORT (an IP address, [IPv6 address] or DNS name, no path)"
+MAX_EVICT = 64
+
+
+def _operations(where: str) -> Schema:
+    """The operator's switches on a pool (issue 39), copied into each node's spec while in force."""
+    return {
+        "type": "object",
+        "description": f"Operator switches {where}, in force while set.",
+        "properties": {
+            "pauseCollection": {"type": "boolean", "description": (
+                "Hold collection: nothing is removed, not even past the high watermark or a "
+                "quarantined tree, until it is unset (a plugin rollback).")},
+            "rehashRequest": {"type": "string", "maxLength": 63, "description": (
+                "Change it to any new value to re-hash every published tree now (after a "
+                "rollback, before collection resumes); empty asks nothing.")},
+            "evictDigests": {
+                "type": "array", "maxItems": MAX_EVICT,
+                "description": f"Digests removed from the nodes as soon as no Pod mounts them, "
+                               f"pinned or not (an untrusted copy); at most {MAX_EVICT}.",
+                "items": {"type": "string", "description": "A manifest digest.",
+                          "pattern": grammar.DIGEST_PATTERN},
+                "x-kubernetes-list-type": "set"},
+        },
+    }
 
 
 def string(description: str, **extra: Any) -> Schema:
@@ -262,6 +286,7 @@ NODE_MODEL_STORE_SPEC = obj(
         "store": string("The ModelStore whose pool settings are merged into this spec (the "
                         "alphabetically first of those whose selector matches the node); "
                         "empty: the cluster settings alone.", maxLength=253),
+        "operations": _operations("from the winning ModelStore"),
         # --- end cache governance ---
         "pinned": array(
             "Digests never collected on this node.",
@@ -486,6 +511,7 @@ MODEL_STORE_SPEC = obj(
                                           "on this pool.", minimum=0),
             },
         ),
+        "operations": _operations("on the pool's nodes (their NodeModelStore spec shows them)"),
     },
     ("nodeSelector",),
 )

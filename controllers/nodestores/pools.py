@@ -101,6 +101,9 @@ def merged(base: Mapping[str, Any], store: wire.Readable | None) -> dict[str, An
     if high is not None and low is not None and nodestore.watermarks_problem(high, low):
         spec["watermarks"] = copy.deepcopy(dict(nodemodelstore.watermarks({"spec": base})))
     spec["store"] = wire.key_of(store)[1]
+    switches = modelstore.operations(store)
+    if switches:
+        spec["operations"] = copy.deepcopy(dict(switches))
     return spec
 
 

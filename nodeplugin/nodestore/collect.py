@@ -178,6 +178,11 @@ class Collector:
             return self._skip(outcome, "collection skipped: the node's mount table could not "
                               f"be read ({detail})")
         referenced = self._references.digests() | mounted
+        applied = self._node.applied
+        if applied is not None and applied.pause_collection:
+            # the operator's switch (a plugin rollback): nothing at all is removed
+            return self._skip(outcome, "collection paused by spec.operations.pauseCollection"
+                              + (f" (ModelStore {applied.store})" if applied.store else ""))
         # A damaged tree goes as soon as no Pod mounts it, whatever the spec says.
         await self._remove_quarantined(outcome)
         why = self._skip_reason()
@@ -188,6 +193,8 @@ class Collector:
         assert effective is not None and spec is not None
         pinned = spec.pinned
         await self._drop_old_failures(outcome)
+        if spec.evict:
+            await self._evict(spec.evict - referenced, outcome)
         space = self._ledger.usage()
         high = space.total_bytes * effective.high_percent // 100
         low = space.total_bytes * effective.low_percent // 100
@@ -216,6 +223,23 @@ class Collector:
             log.info("collection removed %d items (%d bytes); usage now %d of %d bytes",
                      len(outcome.removed), outcome.removed_bytes, used, space.total_bytes)
         return outcome
+
+    async def _evict(self, digests: frozenset[str] | set[str], outcome: Outcome) -> None:
+        """The operator's evictions: each digest's tree and partials, pinned or not, whatever
+        the watermarks say (the caller left out what a Pod mounts)."""
+        found: list[Candidate] = []
+        for digest in sorted(digests & set(self._stock.digests())):
+            path = str(self._cache.published_path(digest))
+            found.append(Candidate(digest, self._started, path, tree=True))
+        running = set(self._running())
+        for partial in stale.removable_partials(self._cache, self._usage, running=running,
+                                                now=self._clock.now()):
+            if partial.digest in digests:
+                found.append(Candidate(partial.digest, self._started, str(partial.path),
+                                       tree=False))
+        if found:
+            log.warning("evicting %d item(s) named by spec.operations.evictDigests", len(found))
+            await self._remove(found, outcome)
 
     def candidates(self, referenced: set[str], pinned: frozenset[str]) -> list[Candidate]:
         """What may go, oldest ``lastUsedTime`` first (trees and partials together)."""

@@ -25,6 +25,14 @@ class Download(TypedDict, total=False):
     bytesPerSecond: int
 
 
+class Operations(TypedDict, total=False):
+    """The operator's switches on a pool (issue 39)."""
+
+    pauseCollection: bool
+    rehashRequest: str
+    evictDigests: list[str]
+
+
 class _SpecRequired(TypedDict):
     nodeSelector: dict[str, str]
 
@@ -32,6 +40,7 @@ class _SpecRequired(TypedDict):
 class Spec(_SpecRequired, total=False):
     watermarks: Watermarks
     download: Download
+    operations: Operations
 
 
 class Status(TypedDict, total=False):
@@ -71,5 +80,8 @@ def overrides(obj: wire.Readable) -> dict[str, dict[str, int]]:
             found[group] = stated
     return found
 
+
+operations = wire.mapping_at("spec", "operations")
+"""The operator's switches, copied as they are into each won node's spec."""
 
 status = wire.mapping_at("status")

@@ -178,3 +178,21 @@ def test_standalone_nodes_carry_their_hostname_label() -> None:
     assert pools.matches({keys.HOSTNAME: "node-1"}, found)
     assert not pools.matches({keys.HOSTNAME: "node-2"}, found)
     assert pools.matches({}, found) and not pools.matches(None, found)
+
+
+async def test_the_pool_switches_reach_its_nodes_specs_while_in_force(rig: Rig) -> None:
+    digest = "sha256:" + "e" * 64
+    switches = {"pauseCollection": True, "rehashRequest": "after-rollback",
+                "evictDigests": [digest]}
+    await rig.add(store("large-disk", {"pool": "large"}, operations=switches))
+    assert (await rig.spec("gpu-1"))["operations"] == switches
+    assert "operations" not in await rig.spec("cpu-1")  # not the pool's: not in force there
+    applied = pluginspec.parse(await rig.registry.nodemodelstores.get("", "gpu-1"))
+    assert applied.pause_collection and applied.rehash_request == "after-rollback"
+    assert applied.evict == {digest} and applied.store == "large-disk"
+    found = await rig.registry.modelstores.get("", "large-disk")
+    found["spec"].pop("operations")
+    await rig.registry.modelstores.update(found)
+    await waiting.until(lambda: "operations" not in (rig.stores.get("", "large-disk") or {})
+                        .get("spec", {}), what="the switches lifted")
+    assert "operations" not in await rig.spec("gpu-1")  # lifted: gone from the node's spec
