@@ -23,6 +23,7 @@ from controllers.aggregate import wiring as aggregate
 from controllers.bindings import wiring as bindings
 from controllers.nodestores import wiring as nodestores
 from controllers.nodeview import view as views
+from controllers.nodeview import warm as warmth
 from controllers.prefetches import wiring as prefetches
 from controllers.resolver import wiring as resolver
 from controllers.runtime import client as clients
@@ -112,7 +113,8 @@ class ControllerSet:
 
     def __init__(self, mode: Mode, deps: registration.Deps,
                  running: list[tuple[str, manager.Runnable]], leadership: manager.Leadership,
-                 reader: plugins.HttpDownloads | None, pools: PoolInformers) -> None:
+                 reader: plugins.HttpDownloads | None, plugin_nodes: warmth.PluginNodes,
+                 pools: PoolInformers, csinodes: informer.Informer | None = None) -> None:
         self.mode = mode
         self.deps = deps
         self.view = deps.view
@@ -120,6 +122,9 @@ class ControllerSet:
         self.pools = pools
         """The pool layer's informers every replica runs for admission (issue 39)."""
         self.controllers = dict(running)
+        self.warm = warmth.WarmNodes(deps.view.index, deps.view.informer, plugin_nodes)
+        """The nodes warm for a digest (the Pod webhook's placement term)."""
+        self._csinodes = csinodes
         self._reader = reader
         self.manager = manager.Manager(
             list(deps.informers.values()), [c for _, c in running], leadership,
@@ -134,11 +139,13 @@ class ControllerSet:
 
     def start_view(self) -> None:
         """The read side, whatever the mode: the NodeModelStore and artifact informers (and the
-        plugin Pods in a cluster)."""
+        plugin Pods and the CSINodes in a cluster)."""
         self.view.start()
         found = [self.artifacts, *self.pools.all()]
         if self.deps.plugin_pods is not None:
             found.append(self.deps.plugin_pods)
+        if self._csinodes is not None:
+            found.append(self._csinodes)
         for each in found:
             self._view_tasks.append(asyncio.create_task(
                 each.run(), name=f"informer {each.resource.plural}"))
@@ -183,10 +190,15 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
     else:
         token = plugins.NO_TOKEN
     pods: informer.Informer | None = None
+    csinodes: informer.Informer | None = None
     locator: plugins.Locator
+    plugin_nodes: warmth.PluginNodes
     if cluster is None:
         locator = plugins.StaticPlugins(dict(cfg.plugin_urls))
+        plugin_nodes = warmth.StaticPluginNodes(name for name, _ in cfg.nodes)
     else:
+        csinodes = informer.Informer(cluster, clients.CSI_NODES, inputs.clock)
+        plugin_nodes = warmth.CsiPluginNodes(csinodes)
         pods = informer.Informer(cluster, clients.PODS, inputs.clock,
                                  namespace=cfg.plugin_namespace,
                                  label_selector=cfg.plugin_selector)
@@ -225,4 +237,5 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
         leadership = leader.AlwaysLeader()
     if running:
         log.info("controllers (%s): %s", mode.value, ", ".join(name for name, _ in running))
-    return ControllerSet(mode, deps, running, leadership, reader, pool_informers)
+    return ControllerSet(mode, deps, running, leadership, reader, plugin_nodes, pool_informers,
+                         csinodes)

@@ -25,10 +25,6 @@ PLUGIN: Final = "node-plugin"
 WARMUP: Final = "model-prefetch-warmup"
 """The ``COMPONENT`` of a ModelPrefetch's warm-up Pods."""
 
-HOSTNAME: Final = "kubernetes.io/hostname"
-"""kubelet's label naming its node: how a pool or a prefetch names nodes one by one (standalone
-mode, without Node objects, gives each ``--node`` this label alone)."""
-
 PREFETCH_UID: Final = f"{resources.GROUP}/prefetch-uid"
 """On a warm-up Pod: the UID of the ModelPrefetch it warms for."""
 
@@ -37,3 +33,14 @@ PLUGIN_SELECTOR: Final = f"{NAME}={APP},{COMPONENT}={PLUGIN}"
 """The default ``--plugin-pod-selector``: the plugin Pods as the chart labels them."""
 WARMUP_SELECTOR: Final = f"{COMPONENT}={WARMUP}"
 """The warm-up Pods, as the prefetch controller lists them."""
+
+HOSTNAME: Final = "kubernetes.io/hostname"
+"""kubelet's node label: the placement term selects nodes by it (``openapi.placement``), and a
+pool or a prefetch names nodes one by one with it (standalone mode, without Node objects, gives
+each ``--node`` this label alone)."""
+KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
+"""Kueue's annotation on a Pod whose PodSet Kueue places by topology: no placement term then."""
+REQUIRE_WARM_NODE: Final = f"{resources.GROUP}/require-warm-node"
+"""A Pod's opt-in annotation (value ``REQUIRE_WARM_NODE_ON``): run only on a node holding the
+digests its model volumes name (the term becomes required)."""
+REQUIRE_WARM_NODE_ON: Final = "true"

@@ -108,6 +108,32 @@ class InformerGovernance:
         return self._artifacts.get(namespace, name)
 
 
+class PodFacts:
+    """``endpoints.podwebhook.PodFacts`` over the artifact informer and the warm nodes every
+    replica watches (``assembly.ControllerSet.warm``)."""
+
+    def __init__(self, controllers: assembly.ControllerSet) -> None:
+        self._artifacts = controllers.artifacts
+        self._warm = controllers.warm
+
+    async def artifacts_read(self, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._artifacts.synced.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def nodes_read(self, timeout: float) -> bool:
+        return await self._warm.wait_synced(timeout)
+
+    def artifact(self, namespace: str, name: str) -> wire.Readable | None:
+        return self._artifacts.get(namespace, name)
+
+    def warm_nodes(self, digest: str) -> list[str]:
+        return self._warm.warm_nodes(digest)
+
+
 def worker_token(token_file: pathlib.Path, username: str) -> TokenSource:
     """The worker's own bearer token from the static token file (what the plugins' shared
     ``--downloads-token-file`` holds in standalone mode), re-read when the file changes."""

@@ -22,19 +22,18 @@ from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import informer, status
-from openapi import states
+from openapi import states, wire
 from openapi.kinds import nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = clients.Obj
 Key = tuple[str, str]
 RESYNC_SECONDS = 60.0
 
 
 class Delivery(Protocol):
-    async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
+    async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
                    nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         """Have each of ``nodes`` (with a NodeModelStore, not holding the digest yet) download
         the artifact through its ordinary path; returns node -> why its warm-up failed or is
@@ -46,7 +45,7 @@ class NoDelivery:
     """Nothing is asked of the nodes: a node warms when a Pod mounts the artifact there; the
     status and the pins still follow the prefetch (standalone mode, docs/controllers.md)."""
 
-    async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
+    async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
                    nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         return {}
 
@@ -103,10 +102,10 @@ class Prefetches:
 
     # triggers -----------------------------------------------------------------------------
 
-    def _wake(self, prefetch: Obj) -> None:
+    def _wake(self, prefetch: wire.Obj) -> None:
         self.statuses.enqueue(clients.key_of(prefetch))
 
-    def _store_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _store_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         _, node = clients.key_of(new or old or {})
         if not node:
             return
@@ -114,13 +113,13 @@ class Prefetches:
             if node in self._inputs.targets(prefetch):
                 self.statuses.enqueue(clients.key_of(prefetch))
 
-    def _node_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _node_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A Node's labels move selectors; its taints and cordon move where warm-up Pods go, so
         the prefetches naming it look again too."""
         for prefetch in self._prefetches.items():
             self._wake(prefetch)
 
-    def _owned_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _owned_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         metadata = (new or old or {}).get("metadata") or {}
         for owner in metadata.get("ownerReferences") or []:
             if owner.get("kind") == clients.MODEL_PREFETCHES.kind and metadata.get("namespace"):
@@ -148,7 +147,7 @@ class Prefetches:
         entries = [prefetchplan.node_entry(node, self._stores.get("", node), artifact,
                                            failures.get(node)) for node in nodes]
 
-        def change(current: Obj) -> None:
+        def change(current: wire.Obj) -> None:
             wanted = prefetchplan.status(prefetch, entries, artifact, now=now, base=current,
                                          lapsed=len(lapsed), problem=problem)
             current.clear()
@@ -168,7 +167,7 @@ class Prefetches:
         entry = prefetchplan.model_entry(self._stores.get("", node), digest)
         return entry is not None and nodemodelstore.entry_state(entry) == states.READY
 
-    def _lapsed(self, prefetch: Obj, store: Obj | None, digest: str,
+    def _lapsed(self, prefetch: wire.Obj, store: wire.Obj | None, digest: str,
                 now: datetime.datetime) -> bool:
         """The prefetch's pin on this node lapsed past ``ttlAfterLastUse``."""
         if store is None or not digest or not prefetchplan.pinned(prefetch):

@@ -13,7 +13,6 @@ from controllers.runtime import informer
 from openapi import keys, reasons, wire
 from openapi.kinds import modelprefetch, modelstorebinding, nodemodelstore
 
-Obj = clients.Obj
 ARTIFACT_INDEX = "artifact"
 
 
@@ -40,7 +39,7 @@ class NodeLabels:
         return {str(k): str(v) for k, v in held.items()}
 
 
-def _artifact_key(prefetch: Obj) -> list[str]:
+def _artifact_key(prefetch: wire.Obj) -> list[str]:
     name = prefetchplan.artifact_name(prefetch)
     return [f"{prefetchplan.namespace(prefetch)}/{name}"] if name else []
 
@@ -65,7 +64,7 @@ class Inputs:
         return sorted((clients.key_of(obj)[1], nodemodelstore.store(obj))
                       for obj in self.stores.items())
 
-    def allowed(self, prefetch: Obj) -> set[str] | None:
+    def allowed(self, prefetch: wire.Obj) -> set[str] | None:
         """The stores the prefetch's binding names (empty when the binding is gone); None for a
         prefetch without a binding (stored before the pool layer) or without the pool layer."""
         name = modelprefetch.binding_name(prefetch)
@@ -74,7 +73,7 @@ class Inputs:
         found = self.bindings.get(prefetchplan.namespace(prefetch), name)
         return set(modelstorebinding.store_names(found)) if found is not None else set()
 
-    def binding_problem(self, prefetch: Obj) -> tuple[str, str] | None:
+    def binding_problem(self, prefetch: wire.Obj) -> tuple[str, str] | None:
         """Why the prefetch warms nothing because of its binding; None when it may."""
         name = modelprefetch.binding_name(prefetch)
         if not name or self.bindings is None:
@@ -85,33 +84,33 @@ class Inputs:
                     "exist: nothing is warmed or pinned under it")
         return None
 
-    def targets(self, prefetch: Obj) -> list[str]:
+    def targets(self, prefetch: wire.Obj) -> list[str]:
         return prefetchplan.targets(prefetch, self.plugin_nodes(), self.labels.labels,
                                     self.allowed(prefetch))
 
-    def artifact(self, prefetch: Obj) -> prefetchplan.Artifact:
+    def artifact(self, prefetch: wire.Obj) -> prefetchplan.Artifact:
         found = self.artifacts.get(prefetchplan.namespace(prefetch),
                                    prefetchplan.artifact_name(prefetch))
         return prefetchplan.artifact_of(prefetch, found)
 
-    def on_prefetch(self, wake: Callable[[Obj], None]) -> None:
+    def on_prefetch(self, wake: Callable[[wire.Obj], None]) -> None:
         """Call ``wake(prefetch)`` for every prefetch a change touches: the prefetch itself
         (before and after), the prefetches naming a changed artifact, and those of a changed
         binding's namespace."""
 
-        def prefetch_changed(old: Obj | None, new: Obj | None) -> None:
+        def prefetch_changed(old: wire.Obj | None, new: wire.Obj | None) -> None:
             for each in (old, new):
                 if each is not None:
                     wake(each)
 
-        def artifact_changed(old: Obj | None, new: Obj | None) -> None:
+        def artifact_changed(old: wire.Obj | None, new: wire.Obj | None) -> None:
             namespace, name = clients.key_of(new or old or {})
             for key in self.prefetches.index_keys(ARTIFACT_INDEX, f"{namespace}/{name}"):
                 found = self.prefetches.get(*key)
                 if found is not None:
                     wake(found)
 
-        def binding_changed(old: Obj | None, new: Obj | None) -> None:
+        def binding_changed(old: wire.Obj | None, new: wire.Obj | None) -> None:
             namespace, name = clients.key_of(new or old or {})
             for prefetch in self.prefetches.items():
                 if (prefetchplan.namespace(prefetch) == namespace

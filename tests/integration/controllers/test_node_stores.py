@@ -22,11 +22,11 @@ from apiserver.storage import sqlite
 from apiserver.wiring import embedded
 from controllers import config as controller_settings
 from controllers.nodestores import controller as nodestores
-from controllers.nodestores import nodes
 from devkit import admitting
 from devkit import clock as manual
 from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from hub import config as hub_config
+from openapi import volume
 from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -58,7 +58,7 @@ class World:
             self.cp.seed(resources.NODES, {"metadata": {"name": name}})
         drivers = [{"name": "other.csi.example", "nodeID": name}]
         if driver:
-            drivers.append({"name": nodes.DRIVER, "nodeID": name})
+            drivers.append({"name": volume.DRIVER, "nodeID": name})
         self.cp.put(resources.CSINODES, {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
                                          "metadata": {"name": name}, "spec": {"drivers": drivers}})
 
@@ -141,7 +141,7 @@ SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "kube-samples"
 DRIVERLESS = json.loads((SAMPLES / "csinode-no-drivers.json").read_text())
 WITH_DRIVER = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
                "metadata": {"name": "node-a"},
-               "spec": {"drivers": [{"name": nodes.DRIVER, "nodeID": "node-a"}]}}
+               "spec": {"drivers": [{"name": volume.DRIVER, "nodeID": "node-a"}]}}
 
 
 @pytest.mark.parametrize("world", [[DRIVERLESS, WITH_DRIVER]], indirect=True)
@@ -242,16 +242,16 @@ async def test_every_store_goes_with_the_csidriver_and_comes_back_with_it(world:
     world.node("node-a")
     world.node("node-b")
     await waiting.until(lambda: world.stores.created == 2, what="both stores")
-    driver = world.cp.get(resources.CSIDRIVERS, nodes.DRIVER)
+    driver = world.cp.get(resources.CSIDRIVERS, volume.DRIVER)
     assert driver is not None  # the fixture cluster has the chart's CSIDriver
-    world.cp.store.delete(resources.CSIDRIVERS, "", nodes.DRIVER)
+    world.cp.store.delete(resources.CSIDRIVERS, "", volume.DRIVER)
     await waiting.until(lambda: world.stores.deleted == 2, what="every store deleted")
     assert await world.store("node-a") is None and await world.store("node-b") is None
     world.clock.advance(60)  # a pass later: none created while the driver is gone
     reconciled = world.stores.controller.reconciled
     await waiting.until(lambda: world.stores.controller.reconciled > reconciled, what="a pass")
     assert await world.store("node-a") is None
-    world.cp.seed(resources.CSIDRIVERS, {"metadata": {"name": nodes.DRIVER}, "spec": {}})
+    world.cp.seed(resources.CSIDRIVERS, {"metadata": {"name": volume.DRIVER}, "spec": {}})
     await waiting.until(lambda: world.stores.created == 4, what="back with the driver")
 
 

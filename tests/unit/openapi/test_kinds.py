@@ -224,6 +224,7 @@ def test_the_old_shape_upgrades_and_the_new_one_is_left_alone() -> None:
 
 
 CLIENT_FACING = ("wire", "states", "volume", "plugin", "keys", "install", "reasons", "sources",
+                 "placement", "podvolumes",
                  "anchors", "resources", "kinds/__init__", "kinds/modelartifact",
                  "kinds/nodemodelstore", "kinds/modelprefetch", "kinds/progress")
 NEWER_THAN_310 = {"Required", "NotRequired", "StrEnum", "UTC", "Self", "override",
