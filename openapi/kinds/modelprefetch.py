@@ -112,10 +112,6 @@ def node_selector(obj: wire.Readable) -> wire.Readable | None:
     return found if isinstance(found, Mapping) else None
 
 
-def instance_types(obj: wire.Readable) -> list[str]:
-    return wire.strings(obj, "spec", "placement", "instanceTypes")
-
-
 def selects(selector: wire.Readable | None, labels: Mapping[str, str]) -> bool:
     """metav1.LabelSelector semantics: every matchLabels pair and every requirement holds; an
     empty selector (or None) selects every node; an unknown operator selects none."""
