@@ -159,6 +159,12 @@ class NodeStore:
     """``status.capacity.usedPercent`` (a multiple of 5), None before the plugin reported."""
     conditions: tuple[wire.Obj, ...] = ()
     """``status.conditions``: Ready, CapacityLow."""
+    store: str = ""
+    """``spec.store``: the ModelStore (pool) merged into the node's spec; ``""`` for none."""
+    paused: bool = False
+    """The pool's ``pauseCollection`` is in force on the node."""
+    evicting: tuple[str, ...] = ()
+    """The pool's ``evictDigests`` in force on the node."""
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> NodeStore:
@@ -169,7 +175,9 @@ class NodeStore:
                    stored_bytes=nodemodelstore.stored_bytes(obj) or 0,
                    models=tuple(dict(m) for m in nodemodelstore.models(obj)),
                    used_percent=nodemodelstore.used_percent(obj),
-                   conditions=conditions)
+                   conditions=conditions, store=nodemodelstore.store(obj),
+                   paused=nodemodelstore.pause_collection(obj),
+                   evicting=tuple(nodemodelstore.evict_digests(obj)))
 
     def holds(self, digest: str) -> bool:
         """The node holds ``digest`` published (state Ready)."""
