@@ -16,34 +16,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from controllers.runtime import client as clients
 from controllers.runtime import informer
-from openapi import keys, nodestore, wire
+from controllers.sources import nodelabels
+from openapi import nodestore, wire
 from openapi.kinds import modelstore, nodemodelstore
 
-
-class Labels(Protocol):
-    def labels(self, node: str) -> Mapping[str, str]: ...
-
-
-class HostnameOnly:
-    """Standalone: no Node objects, so a node carries only kubelet's hostname label."""
-
-    def labels(self, node: str) -> Mapping[str, str]:
-        return {keys.HOSTNAME: node}
-
-
-class NodeLabels:
-    """In a cluster: the Nodes' labels, from the shared Node informer."""
-
-    def __init__(self, nodes: informer.Informer) -> None:
-        self._nodes = nodes
-
-    def labels(self, node: str) -> Mapping[str, str]:
-        held = wire.mapping(self._nodes.get("", node), "metadata", "labels")
-        return {str(k): str(v) for k, v in held.items()}
+Labels = nodelabels.Labels
+HostnameOnly = nodelabels.HostnameOnly
+NodeLabels = nodelabels.NodeLabels
 
 
 def matches(selector: Mapping[str, str] | None, labels: Mapping[str, str]) -> bool:

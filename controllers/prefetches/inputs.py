@@ -4,39 +4,22 @@ in a cluster, the Nodes' labels (``placement.nodeSelector``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable
 
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer
-from openapi import keys, reasons, wire
+from controllers.sources import nodelabels
+from openapi import reasons, wire
 from openapi.kinds import modelprefetch, modelstorebinding, nodemodelstore
 
 ARTIFACT_INDEX = "artifact"
 
 
-class Labels(Protocol):
-    def labels(self, node: str) -> Mapping[str, str]: ...
-
-
-class NoLabels:
-    """Standalone: no Node objects, so a node carries only kubelet's hostname label (how a
-    prefetch names nodes one by one)."""
-
-    def labels(self, node: str) -> Mapping[str, str]:
-        return {keys.HOSTNAME: node}
-
-
-class NodeLabels:
-    """In a cluster: the Nodes' labels, from an informer."""
-
-    def __init__(self, nodes: informer.Informer) -> None:
-        self._nodes = nodes
-
-    def labels(self, node: str) -> Mapping[str, str]:
-        held = wire.mapping(self._nodes.get("", node), "metadata", "labels")
-        return {str(k): str(v) for k, v in held.items()}
+Labels = nodelabels.Labels
+NoLabels = nodelabels.HostnameOnly
+"""Standalone: no Node objects, so a node carries only kubelet's hostname label."""
+NodeLabels = nodelabels.NodeLabels
 
 
 def _artifact_key(prefetch: wire.Obj) -> list[str]:

@@ -10,27 +10,16 @@ from __future__ import annotations
 from typing import Final, TypedDict
 
 from openapi import reasons, resources, wire
+from openapi.kinds import nodemodelstore
 
 KIND: Final = resources.MODEL_STORE.kind
 CONDITIONS: Final = reasons.MODEL_STORE_CONDITIONS
 
 
-class Watermarks(TypedDict, total=False):
-    highPercent: int
-    lowPercent: int
-
-
-class Download(TypedDict, total=False):
-    concurrency: int
-    bytesPerSecond: int
-
-
-class Operations(TypedDict, total=False):
-    """The operator's switches on a pool (issue 39)."""
-
-    pauseCollection: bool
-    rehashRequest: str
-    evictDigests: list[str]
+Watermarks = nodemodelstore.Watermarks
+Download = nodemodelstore.Download
+Operations = nodemodelstore.Operations
+"""The same shapes as a node's spec: the pool's fields are merged into it as they are."""
 
 
 class _SpecRequired(TypedDict):
