@@ -60,6 +60,7 @@ class Targets(TypedDict, total=False):
 class Retention(TypedDict, total=False):
     pinned: bool
     ttlAfterLastUse: str
+    cleanupOnDelete: bool
 
 
 class _SpecRequired(TypedDict):
@@ -152,6 +153,11 @@ def pinned(obj: wire.Readable) -> bool:
     return wire.dig(obj, "spec", "retention", "pinned") is True
 
 
+def cleanup_on_delete(obj: wire.Readable) -> bool:
+    """``retention.cleanupOnDelete``: its deletion removes the copies at once."""
+    return wire.dig(obj, "spec", "retention", "cleanupOnDelete") is True
+
+
 ttl_after_last_use = wire.text_at("spec", "retention", "ttlAfterLastUse")
 """The duration after which an unused copy's pin lapses; ``""`` keeps it."""
 
@@ -201,3 +207,21 @@ def counts(obj: wire.Readable) -> tuple[int, int, int, int]:
     found = status(obj)
     return (wire.integer(found, "desiredNodes") or 0, wire.integer(found, "readyNodes") or 0,
             wire.integer(found, "downloadingNodes") or 0, wire.integer(found, "failedNodes") or 0)
+
+
+def node_entries(obj: wire.Readable) -> list[wire.Readable]:
+    """``status.nodes`` of a prefetch stored before the pool layer (one entry per target node);
+    a status written since names no node, so this is empty for it."""
+    return wire.items(obj, "status", "nodes")
+
+
+def node_pinned(entry: wire.Readable) -> bool:
+    return wire.dig(entry, "pinned") is True
+
+
+node_name = wire.text_at("name")
+node_phase = wire.text_at("phase")
+"""``Pending``, ``Downloading``, ``Ready`` or ``Failed`` (``states.PHASES``)."""
+node_size = wire.integer_at("sizeBytes")
+node_downloaded = wire.integer_at("downloadedBytes")
+

@@ -17,7 +17,7 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
 from controllers.prefetches import controller as prefetches
-from controllers.prefetches import pins
+from controllers.prefetches import inputs, pins
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer, queue
@@ -50,9 +50,9 @@ class World:
         self.informers = [informer.Informer(self.api, resource, self.clock) for resource in (
             clients.MODEL_PREFETCHES, clients.MODEL_ARTIFACTS, clients.NODE_MODEL_STORES)]
         self.delivery = delivery
-        self.controller = prefetches.Prefetches(self.api, *self.informers, self.clock,
-                                                delivery=delivery)
-        self.pins = pins.Pins(self.api, *self.informers, self.clock)
+        self.controller = prefetches.Prefetches(self.api, inputs.Inputs(*self.informers),
+                                                self.clock, delivery=delivery)
+        self.pins = pins.Pins(self.api, inputs.Inputs(*self.informers), self.clock)
         self.tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -180,7 +180,7 @@ async def test_a_failed_delivery_is_looked_at_again_and_an_owned_object_wakes_it
 ) -> None:
     owned = _Owned()
     controller = prefetches.Prefetches(
-        world.api, *world.informers, world.clock, delivery=world.delivery,
+        world.api, inputs.Inputs(*world.informers), world.clock, delivery=world.delivery,
         owned=cast(informer.Informer, owned), failed_recheck=5.0)
     await world.artifact()
     await world.node("node-1")
@@ -191,13 +191,13 @@ async def test_a_failed_delivery_is_looked_at_again_and_an_owned_object_wakes_it
     world.delivery.failing.clear()
     result = await controller.reconcile_status(("team-a", "warm"))
     assert result.requeue_after == prefetches.RESYNC_SECONDS
-    controller.statuses.queue = queue.WorkQueue(world.clock)
+    controller.controller.queue = queue.WorkQueue(world.clock)
     (handler,) = owned.handlers
     handler(None, {"metadata": {"name": "warm-warmup-0123456789", "namespace": "team-a",
                                 "ownerReferences": [{"kind": "ModelPrefetch", "name": "warm"}]}})
     handler(None, {"metadata": {"name": "other", "namespace": "team-a"}})
-    assert len(controller.statuses.queue) == 1
-    assert await controller.statuses.queue.get() == ("team-a", "warm")
+    assert len(controller.controller.queue) == 1
+    assert await controller.controller.queue.get() == ("team-a", "warm")
 
 
 async def test_the_artifact_missing_unresolved_or_not_a_hub_source_is_reported(
@@ -343,19 +343,19 @@ async def test_a_node_that_changes_wakes_the_prefetches_naming_it(world: World) 
     selects: every prefetch looks again at once, not at the next resync."""
     nodes = _Owned()
     controller = prefetches.Prefetches(
-        world.api, *world.informers, world.clock, delivery=world.delivery,
+        world.api, inputs.Inputs(*world.informers), world.clock, delivery=world.delivery,
         nodes=cast(informer.Informer, nodes))
     await world.artifact()
     await world.prefetch("named", targets={"nodeNames": ["node-1"]})
     await world.prefetch("elsewhere", targets={"nodeNames": ["node-2"]})
     await world.settle()
-    controller.statuses.queue = queue.WorkQueue(world.clock)
+    controller.controller.queue = queue.WorkQueue(world.clock)
     (handler,) = nodes.handlers
     tainted = {"metadata": {"name": "node-1"}, "spec": {"taints": [
         {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}}
     handler({"metadata": {"name": "node-1"}, "spec": {}}, tainted)
-    assert len(controller.statuses.queue) == 2
-    assert {await controller.statuses.queue.get() for _ in range(2)} == {
+    assert len(controller.controller.queue) == 2
+    assert {await controller.controller.queue.get() for _ in range(2)} == {
         ("team-a", "named"), ("team-a", "elsewhere")}
 
 
@@ -365,9 +365,11 @@ async def test_targets_are_held_to_the_binding_stores_and_a_missing_binding_warm
     running = asyncio.create_task(bindings.run())
     try:
         await bindings.synced.wait()
-        controller = prefetches.Prefetches(world.api, *world.informers, world.clock,
-                                           delivery=world.delivery, bindings=bindings)
-        held = pins.Pins(world.api, *world.informers, world.clock, bindings=bindings)
+        controller = prefetches.Prefetches(
+            world.api, inputs.Inputs(*world.informers, bindings=bindings), world.clock,
+            delivery=world.delivery)
+        held = pins.Pins(world.api, inputs.Inputs(*world.informers, bindings=bindings),
+                         world.clock)
         await world.artifact()
         for node, store in (("node-1", "large"), ("node-2", "small")):
             await world.node(node)
