@@ -24,6 +24,7 @@ from controllers.bindings import wiring as bindings
 from controllers.nodestores import wiring as nodestores
 from controllers.nodeview import view as views
 from controllers.nodeview import warm as warmth
+from controllers.prefetches import inputs as prefetch_inputs
 from controllers.prefetches import wiring as prefetches
 from controllers.resolver import wiring as resolver
 from controllers.runtime import client as clients
@@ -241,5 +242,11 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
         leadership = leader.AlwaysLeader()
     if running:
         log.info("controllers (%s): %s", mode.value, ", ".join(name for name, _ in running))
+    # the copies view names a prefetch's target nodes as the prefetch controllers compute them
+    watched = prefetch_inputs.Inputs(
+        pool_informers.prefetches, artifacts, view.informer,
+        prefetch_inputs.NodeLabels(pool_informers.nodes)
+        if pool_informers.nodes is not None else None, pool_informers.bindings)
+    view.copies.targets = watched.targets
     return ControllerSet(mode, deps, running, leadership, reader, plugin_nodes, pool_informers,
                          csinodes)
