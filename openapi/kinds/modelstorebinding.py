@@ -1,7 +1,7 @@
 """ModelStoreBinding: the view of the kind (a namespace's grant) and the one reader of each field
 other parts read.
 
-The spec is an administrator's and frozen (``apiserver/admission/bindings.py``); the status
+The spec is an administrator's and frozen (``apiserver/admission/pools.py``); the status
 (``usedBytes``, ``OverQuota``) the worker's. Readers never raise on a missing or mistyped field.
 """
 

@@ -189,7 +189,7 @@ async def test_the_pool_switches_reach_its_nodes_specs_while_in_force(rig: Rig) 
     assert "operations" not in await rig.spec("cpu-1")  # not the pool's: not in force there
     applied = pluginspec.parse(await rig.registry.nodemodelstores.get("", "gpu-1"))
     assert applied.pause_collection and applied.rehash_request == "after-rollback"
-    assert applied.evict == {digest} and applied.store == "large-disk"
+    assert applied.force_evict == {digest} and applied.store == "large-disk"
     found = await rig.registry.modelstores.get("", "large-disk")
     found["spec"].pop("operations")
     await rig.registry.modelstores.update(found)
