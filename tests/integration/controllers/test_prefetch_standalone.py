@@ -206,9 +206,10 @@ def _scenario(server: support.RunningServer, base: pathlib.Path) -> None:
 
         # with cleanupOnDelete: deleting it asks node-1 to remove the digest now (spec.evict),
         # in the same write that withdraws the pin, until the node no longer lists it
-        assert admin.post(f"{NS}/modelprefetches", json=_prefetch(
-            "clean", "qwen", targets={"nodeNames": ["node-1"]},
-            retention={"cleanupOnDelete": True})).status_code == 201
+        cleaned = admin.post(f"{NS}/modelprefetches", json=_prefetch(
+            "clean", "qwen", bindingRef={"name": "grant"}, placement=node_1,
+            retention={"pinned": True, "cleanupOnDelete": True}))
+        assert cleaned.status_code == 201, cleaned.text
         _wait("pinned again", lambda: _pinned(admin, "node-1") == [digest])
         assert admin.delete(f"{NS}/modelprefetches/clean").status_code == 200
 
