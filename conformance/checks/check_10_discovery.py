@@ -12,6 +12,8 @@ from conformance.rules import rule
 RESOURCES = {
     "modelartifacts": (True, ["create", "delete", "get", "list", "patch", "update", "watch"]),
     "modelartifacts/progress": (True, ["get"]),
+    "modelartifacts/copies": (True, ["get"]),
+    "modelartifacts/manifest": (True, ["get"]),
     "nodemodelstores": (False, ["delete", "get", "list", "watch"]),
     "nodemodelstores/status": (False, ["get", "patch", "update"]),
     "modelprefetches": (True, ["create", "delete", "get", "list", "patch", "update", "watch"]),
@@ -28,7 +30,7 @@ def check_group(admin: Api) -> None:
     assert {"groupVersion": f"{a.GROUP}/v1", "version": "v1"} in body["versions"]
 
 
-@rule("discovery.legacy", "GET /apis/worker.gpustack.ai/v1 lists exactly the five resources, "
+@rule("discovery.legacy", "GET /apis/worker.gpustack.ai/v1 lists exactly the served resources, "
       "their scope and verbs, short names and category")  # fmt: skip
 def check_legacy(admin: Api) -> None:
     response = admin.get(a.GV)
