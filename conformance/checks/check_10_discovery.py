@@ -32,7 +32,7 @@ def check_group(admin: Api) -> None:
     assert {"groupVersion": f"{a.GROUP}/v1", "version": "v1"} in body["versions"]
 
 
-@rule("discovery.legacy", "GET /apis/worker.gpustack.ai/v1 lists exactly the nine resources, "
+@rule("discovery.legacy", "GET /apis/worker.gpustack.ai/v1 lists exactly the served resources, "
       "their scope and verbs, short names and category")  # fmt: skip
 def check_legacy(admin: Api) -> None:
     response = admin.get(a.GV)
