@@ -1,5 +1,9 @@
 """One attempt at one digest: list, check the digest, reserve, fetch and verify, publish.
 
+Only the files the node lacks are fetched: a file the node's file store holds (``cache.files``)
+is linked into the staging directory instead, and the capacity reservation counts only what is
+still to come. Each fetched file is stored as soon as it verifies.
+
 The attempt runs as a background task of ``download.HubMaterializer``. It ends by publishing the
 tree or by raising ``Failed`` with a reason from the API's vocabulary and a message safe to show.
 Its token lives only in this object, for this artifact's repository, and is never logged.
@@ -21,6 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from hub import blocking as hub_blocking
 from hub import errors as hub_errors
 from hub import listing, source
+from nodeplugin.cache import files as stored_files
 from nodeplugin.cache import fsutil, layout, publish
 from nodeplugin.materialize import anchored as anchored_source
 from nodeplugin.materialize import (
@@ -125,7 +130,11 @@ class Attempt:
         """Where file ranges come from: the hub client, or a ``peers.Relay`` over it."""
         self.relay: peers.Relay | None = None
         self.received = 0
+        self.held = 0
+        """Of ``received``, the bytes on disk before this attempt fetched any: taken from the
+        file store or resumed."""
         self.peer_received = 0
+        self._files: list[transfer.FileTransfer] = []
         self.total: int | None = None
         self.last_asked = time.monotonic()
         self.task: asyncio.Task[None] | None = None
@@ -140,13 +149,20 @@ class Attempt:
 
     @property
     def origin(self) -> interface.Origin:
-        """Where most of the bytes came from so far: ``Peer`` once peers delivered more than
-        half of them (and while a bound peer is the source, before the first byte)."""
-        if self.peer_received * 2 > self.received:
+        """Where most of the bytes this attempt fetched came from so far: ``Peer`` once peers
+        delivered more than half of them (and while a bound peer is the source, before the
+        first byte). Bytes taken from the node's own store or resumed count for neither."""
+        fetched = self.received - self.held
+        if fetched > 0 and self.peer_received * 2 > fetched:
             return "Peer"
-        if self.received == 0 and self.relay is not None and self.relay.on_peer:
+        if fetched == 0 and self.relay is not None and self.relay.on_peer:
             return "Peer"
         return "Hub"
+
+    @property
+    def staged(self) -> int:
+        """Bytes of its files not in the file store yet (its partial directory's own)."""
+        return sum(f.offset for f in self._files if not f.stored)
 
     def progress(self) -> interface.Progress:
         return interface.Progress(
@@ -155,6 +171,7 @@ class Attempt:
             received_bytes=self.received,
             total_bytes=self.total,
             origin=self.origin,
+            staged_bytes=self.staged,
             message=f"materializing {self.digest}: {columns.size_text(self.received)} of "
             f"{columns.size_text(self.total) if self.total is not None else 'unknown'} received",
         )
@@ -214,23 +231,37 @@ class Attempt:
         writer = transfer.LedgerWriter(checkpoint.Ledger.load(partial.path, self.digest))
         writer.ledger.keep_only({e.path for e in entries})
         await writer.flush()
-        files = [
-            transfer.FileTransfer(e, partial.path, writer, self._node.budget, self._node.tuning,
-                                  self._count, self._node.buffers.give_back)
-            for e in entries
-        ]
+        store = stored_files.of(self._node.cache)
+        files: list[transfer.FileTransfer] = []
+        leaders: dict[stored_files.Identity, transfer.FileTransfer] = {}
+        for e in entries:
+            ident = stored_files.identity(e)
+            f = transfer.FileTransfer(e, partial.path, writer, self._node.budget,
+                                      self._node.tuning, self._count,
+                                      self._node.buffers.give_back, store=store,
+                                      leader=leaders.get(ident) if e.size else None)
+            leaders.setdefault(ident, f)
+            files.append(f)
+        self._files = files
         held = await asyncio.to_thread(lambda: sum(f.prepare() for f in files))
-        self.received = held
+        self.received = self.held = held
+        followed = sum(f.entry.size for f in files if f.leader is not None and not f.complete)
         try:
-            self._reservation = await self._node.capacity.admit(self.digest, self.total - held)
+            self._reservation = await self._node.capacity.admit(
+                self.digest, self.total - held - followed)
         except capacity.InsufficientCapacity:
-            if held == 0:  # only empty placeholders and the ledger: nothing worth resuming
+            if self.staged == 0:  # links of stored files, empty placeholders, the ledger
                 await asyncio.to_thread(fsutil.remove_tree, partial.path)
             raise
-        log.info("materializing %s: %d files, %d bytes, %d held from before",
-                 self.digest, len(files), self.total, held)
+        log.info("materializing %s: %d files, %d bytes, %d held (from the file store or an "
+                 "earlier attempt)", self.digest, len(files), self.total, held)
         try:
-            await self._fetch(files)
+            await self._fetch([f for f in files if f.leader is None])
+            for f in files:
+                if f.leader is not None and not f.complete:
+                    await asyncio.to_thread(f.follow)
+                    self.received += f.entry.size  # fetched once, for its leader
+                    self.held += f.entry.size
         finally:
             for f in files:
                 for part in f.parts:
