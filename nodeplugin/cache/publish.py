@@ -45,8 +45,10 @@ def publish_tree(
     digest: str,
     *,
     manifest_bytes: bytes | None = None,
+    store: files.FileStore | None = None,
 ) -> pathlib.Path:
     """Publish ``staging`` (a verified tree for ``digest``) and return the published path.
+    ``store``: the node's file store (by default the cache root's, ``files.of``).
 
     If the digest is already published (another attempt won the race) the staging directory is
     removed and the existing tree returned: publication is idempotent per digest.
@@ -59,7 +61,7 @@ def publish_tree(
         if os.path.lexists(staging / name) and name != layout.RESUMABLE:
             raise PublishError(errno.EINVAL, f"staging tree holds the reserved name {name!r}")
     if manifest_bytes is not None:
-        _store(cache, staging, manifest_bytes)
+        _store(store or files.of(cache), staging, manifest_bytes)
     resumable = staging / layout.RESUMABLE
     if os.path.lexists(resumable):
         os.unlink(resumable)
@@ -85,13 +87,12 @@ def publish_tree(
     return final
 
 
-def _store(cache: layout.Layout, staging: pathlib.Path, manifest_bytes: bytes) -> None:
+def _store(store: files.FileStore, staging: pathlib.Path, manifest_bytes: bytes) -> None:
     """Every listed file into the node's file store (each a link of the stored copy after)."""
     try:
         entries = manifest.parse(manifest_bytes)
     except manifest.ManifestError as exc:
         raise PublishError(errno.EINVAL, f"the manifest cannot be read: {exc}") from None
-    store = files.of(cache)
     for entry in entries:
         path = staging / entry.path
         try:

@@ -94,6 +94,8 @@ class Node:
     executor: concurrent.futures.Executor
     """The threads that read ranges from sources that can read them blocking."""
     buffers: receive.BufferPool
+    store: stored_files.FileStore
+    """The node's file store (``cache.files``): what it holds is linked, not fetched."""
 
 
 _HUB_REASONS: dict[str, interface.Reason] = {
@@ -231,7 +233,7 @@ class Attempt:
         writer = transfer.LedgerWriter(checkpoint.Ledger.load(partial.path, self.digest))
         writer.ledger.keep_only({e.path for e in entries})
         await writer.flush()
-        store = stored_files.of(self._node.cache)
+        store = self._node.store
         files: list[transfer.FileTransfer] = []
         leaders: dict[stored_files.Identity, transfer.FileTransfer] = {}
         for e in entries:
@@ -275,7 +277,7 @@ class Attempt:
         canonical = manifest.canonical_bytes(entries)
         await asyncio.to_thread(
             publish.publish_tree, self._node.cache, partial.path, self.digest,
-            manifest_bytes=canonical,
+            manifest_bytes=canonical, store=self._node.store,
         )
 
     async def _from_peers(self, hub: source.Source) -> list[manifest.Entry] | None:

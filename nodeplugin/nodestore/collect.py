@@ -22,8 +22,11 @@ the tree is published until the bind), by one ``rename`` out of ``objects/`` int
 after the references were checked again; the files are deleted afterwards, outside the lock.
 A tree's files are links of the node's stored files (``cache.files``): deleting it frees its
 own few files, and every stored file nothing links any more goes right after (``sweep``), so a
-file shared by trees is freed with the last of them. Candidates are chosen by what they free
-together (``Inventory.freed_by``), a shared file counted only once all its trees are chosen.
+file shared by trees is freed with the last of them. A quarantined copy's stored files are not
+swept when the copy goes (the digest is materialized again from the ones that are whole): the
+next run under pressure sweeps first, before it chooses any tree, and so does every start.
+Candidates are chosen by what they free together (``Inventory.freed_by``), a shared file
+counted only once all its trees are chosen.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 import logging
 import os
 import pathlib
@@ -212,7 +216,14 @@ class Collector:
         elif space.used_bytes <= high:
             self.nothing_to_remove = False
             return outcome
-        used = space.used_bytes
+        # Stored files nothing links any more (a quarantined copy's, a failed attempt's) go
+        # first: they cost no tree.
+        swept = await asyncio.to_thread(self._store.sweep)
+        if swept:
+            self.removed_bytes += swept
+            outcome.removed_bytes += swept
+            log.info("collection removed %d bytes of stored files nothing links", swept)
+        used = self._ledger.usage().used_bytes
         queue = self.candidates(referenced, pinned)
         position = 0
         while position < len(queue) and used > target:
@@ -315,14 +326,15 @@ class Collector:
             log.debug("collection freed %d bytes of stored files no tree links any more", swept)
         await self._settle([candidate.digest for candidate, _ in moved])
 
-    def _delete(self, paths: list[str]) -> tuple[list[int], int]:
-        """Delete the trees or partials (moved out of use already), then the stored files
-        nothing links any more: the bytes each freed of its own, and the stored files'."""
+    def _delete(self, paths: list[str], *, sweep: bool = True) -> tuple[list[int], int]:
+        """Delete the trees or partials (moved out of use already), then (``sweep``) the
+        stored files nothing links any more: the bytes each freed of its own, and the stored
+        files'."""
         sizes = []
         for path in paths:
             sizes.append(self._measure(path))
             fsutil.remove_tree(_path(path))
-        return sizes, self._store.sweep()
+        return sizes, self._store.sweep() if sweep else 0
 
     async def _remove_quarantined(self, outcome: Outcome) -> None:
         """Delete every held tree no mount shows any more; a digest's record goes with its last
@@ -342,8 +354,11 @@ class Collector:
         for digest, path in held:
             if path.name in shown:
                 continue
-            sizes, swept = await asyncio.to_thread(self._delete, [str(path)])
-            size = sizes[0] + swept
+            # Its stored files stay until a sweep: the digest is materialized again from
+            # the ones that are whole.
+            sizes, _ = await asyncio.to_thread(functools.partial(self._delete, [str(path)],
+                                                                 sweep=False))
+            size = sizes[0]
             self.removed_bytes += size
             outcome.removed_bytes += size
             outcome.removed.append(digest)
