@@ -1,10 +1,12 @@
-"""The cache inventory: allocated bytes measured at start and per digest when an attempt ends."""
+"""The cache inventory: allocated bytes measured at start and per digest when an attempt ends,
+each stored file counted once however many trees link it."""
 
 from __future__ import annotations
 
 import pathlib
 
-from nodeplugin.cache import inventory, layout, publish
+from nodeplugin.cache import files, inventory, layout, publish
+from tests.support import trees
 
 DIGEST = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32
@@ -47,3 +49,28 @@ def test_scan_and_refresh_follow_an_attempt_to_publication(tmp_path: pathlib.Pat
     (partial.path / "b.bin").unlink()
     stock.refresh(OTHER)
     assert 20_000 <= stock.stored_bytes([]) < 28_000
+
+
+def test_a_file_two_trees_share_is_counted_once(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path / "cache")
+    shared = b"w" * 200_000
+    one = trees.publish_tree(cache, "one", {"w.bin": shared, "a.json": b"1"})
+    two = trees.publish_tree(cache, "two", {"w.bin": shared, "a.json": b"2"})
+    three = trees.publish_tree(cache, "three", {"x.bin": b"x" * 50_000})
+    stock = inventory.Inventory(cache)
+    stock.scan()
+    on_disk = inventory.allocated_bytes(cache.root / "files") + sum(
+        inventory.own_bytes(cache.published_path(d)) for d in (one, two, three))
+    assert stock.stored_bytes([]) == on_disk
+    # what a walk of the trees would say: the shared file twice
+    walked = sum(inventory.allocated_bytes(cache.published_path(d)) for d in (one, two, three))
+    assert walked - stock.stored_bytes([]) >= 200_000
+    # collection's view: the shared file goes only with both trees
+    own = {d: stock.bytes_of(d, tree=True) or 0 for d in (one, two, three)}
+    its_own = files.of(cache).size_of(files.identity(trees.entries({"a.json": b"1"})[0]))
+    assert its_own > 0 and stock.freed_by([one]) == own[one] + its_own  # its a.json alone
+    assert stock.freed_by([one, two]) >= own[one] + own[two] + 200_000
+    assert stock.freed_by([three]) >= own[three] + 50_000
+    # a tree quarantined (no longer published) stops counting at once; its shared file stays
+    stock.drop_tree(two)
+    assert stock.freed_by([one]) >= 200_000

@@ -68,10 +68,10 @@ def test_a_listed_file_missing_or_of_another_size_is_refused(tmp_path: pathlib.P
     cache.create()
     staging = _staged(cache)
     (staging / "config.json").write_bytes(b"{ }")
-    with pytest.raises(publish.PublishError, match="config.json"):
+    with pytest.raises(publish.PublishError, match=r"config\.json"):
         publish.publish_tree(cache, staging, DIGEST, manifest_bytes=MANIFEST)
     (staging / "config.json").unlink()
-    with pytest.raises(publish.PublishError, match="config.json: missing"):
+    with pytest.raises(publish.PublishError, match=r"config\.json: missing"):
         publish.publish_tree(cache, staging, DIGEST, manifest_bytes=MANIFEST)
     assert not cache.is_published(DIGEST)
 
