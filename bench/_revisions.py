@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
+import os
 import pathlib
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from bench import materialize_cold, result
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 MiB = 1 << 20
@@ -52,11 +58,13 @@ def serve_hub(spec_json: str) -> None:
                 print(json.dumps({"bytes": hub.bytes_served(repo)}), flush=True)
 
 
-class Hub:
+class Hub(materialize_cold.Hub):
+    """The hub process of ``serve_hub`` (stats and closing as ``materialize_cold.Hub``)."""
+
     def __init__(self, repo: str, revisions: list[dict[str, dict[str, Any]]]) -> None:
         spec = json.dumps({"repo": repo, "revisions": revisions})
         self.repo = repo
-        self.revisions = revisions
+        self.files = revisions[-1]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench._revisions", "hub", spec], cwd=REPO_ROOT,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -66,23 +74,6 @@ class Hub:
         self.endpoint: str = ready["endpoint"]
         self.commits: list[str] = ready["commits"]
 
-    def bytes_served(self) -> int:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("stats\n")
-        self.proc.stdin.flush()
-        return int(json.loads(self.proc.stdout.readline())["bytes"])
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
 
 @contextlib.contextmanager
 def running_hub(repo: str, revisions: list[dict[str, dict[str, Any]]]) -> Iterator[Hub]:
@@ -91,6 +82,61 @@ def running_hub(repo: str, revisions: list[dict[str, dict[str, Any]]]) -> Iterat
         yield hub
     finally:
         hub.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Ask:
+    """One materialization of a benchmark's pair: the revision (index) and the patterns."""
+
+    label: str
+    revision: int = 0
+    allow: str = ""
+    ignore: str = ""
+
+
+def compare(name: str, repo: str, revisions: list[dict[str, dict[str, Any]]], first: Ask,
+            second: Ask, rounds: int) -> None:
+    """Rounds of ``first`` from an empty cache, then ``second`` on top of it; reports the
+    second's hub bytes over its size (the first's, 1.0 from a cold cache, as the baseline) and
+    both times to a published tree."""
+    work = pathlib.Path(tempfile.mkdtemp(prefix=f"bench-{name}-",
+                                         dir=os.environ.get("BENCH_DIR")))
+    found: list[dict[str, float]] = []
+    try:
+        with running_hub(repo, revisions) as hub:
+            asked = []
+            for ask in (first, second):
+                commit = hub.commits[ask.revision]
+                digest, size = digest_of(hub, commit, ask.allow, ask.ignore)
+                asked.append((ask, commit, digest, size))
+            for index in range(rounds):
+                root = work / f"cache-{index}"
+                figures: dict[str, float] = {}
+                for ask, commit, digest, size in asked:
+                    seconds, fetched = materialize(hub, root, commit, digest, ask.allow,
+                                                   ask.ignore)
+                    figures[f"{ask.label}_seconds"] = seconds
+                    figures[f"{ask.label}_hub_bytes"] = fetched
+                    figures[f"{ask.label}_ratio"] = fetched / size
+                found.append(figures)
+                materialize_cold.remove(root)
+    finally:
+        materialize_cold.remove(work)
+
+    def median(key: str) -> float:
+        return statistics.median(r[key] for r in found)
+
+    one, two = first.label, second.label
+    params: dict[str, Any] = {"rounds": rounds, "scale": materialize_cold.scale(),
+                              f"{one}_bytes": asked[0][3], f"{two}_bytes": asked[1][3]}
+    for label in (one, two):
+        params[f"{label}_hub_bytes"] = [int(r[f"{label}_hub_bytes"]) for r in found]
+        params[f"{label}_seconds"] = [round(r[f"{label}_seconds"], 3) for r in found]
+        params[f"median_{label}_seconds"] = round(median(f"{label}_seconds"), 3)
+    params[f"time_ratio_{one}_over_{two}"] = [
+        round(r[f"{one}_seconds"] / r[f"{two}_seconds"], 1) for r in found]
+    result.report(name, median(f"{two}_ratio"), "ratio", median(f"{one}_ratio"),
+                  higher_is_better=False, params=params)
 
 
 def _patterns(text: str) -> tuple[str, ...]:
@@ -117,7 +163,6 @@ def digest_of(hub: Hub, commit: str, allow: str = "", ignore: str = "") -> tuple
 
 def drive(root: str, endpoint: str, repo: str, commit: str, digest: str, allow: str,
           ignore: str) -> None:
-    from bench import materialize_cold
     from hub import config as hub_config
     from nodeplugin.cache import layout
     from nodeplugin.materialize import download, interface

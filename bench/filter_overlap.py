@@ -10,13 +10,9 @@ starts from an empty cache; the rounds' times to a published tree are reported t
 
 from __future__ import annotations
 
-import os
-import pathlib
-import statistics
-import tempfile
 from typing import Any
 
-from bench import _revisions, materialize_cold, result
+from bench import _revisions, materialize_cold
 
 REPO = "bench/overlap-model"
 MiB = 1 << 20
@@ -39,41 +35,9 @@ def repository(scale: float = 1.0) -> dict[str, dict[str, Any]]:
 
 
 def main() -> None:
-    files = repository(materialize_cold.scale())
-    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-ovl-", dir=os.environ.get("BENCH_DIR")))
-    rounds: list[dict[str, float]] = []
-    try:
-        with _revisions.running_hub(REPO, [files]) as hub:
-            (commit,) = hub.commits
-            first, size1 = _revisions.digest_of(hub, commit, ignore=FIRST_IGNORES)
-            second, size2 = _revisions.digest_of(hub, commit)
-            for index in range(ROUNDS):
-                root = work / f"cache-{index}"
-                cold, cold_bytes = _revisions.materialize(hub, root, commit, first,
-                                                          ignore=FIRST_IGNORES)
-                warm, warm_bytes = _revisions.materialize(hub, root, commit, second)
-                rounds.append({"first_seconds": cold, "second_seconds": warm,
-                               "first_ratio": cold_bytes / size1,
-                               "second_ratio": warm_bytes / size2,
-                               "second_bytes": warm_bytes})
-                materialize_cold.remove(root)
-
-        def median(key: str) -> float:
-            return statistics.median(r[key] for r in rounds)
-
-        params = {
-            "rounds": ROUNDS, "first_bytes": size1, "second_bytes": size2,
-            "scale": materialize_cold.scale(),
-            "second_hub_bytes": [int(r["second_bytes"]) for r in rounds],
-            "first_seconds": [round(r["first_seconds"], 3) for r in rounds],
-            "second_seconds": [round(r["second_seconds"], 3) for r in rounds],
-            "median_first_seconds": round(median("first_seconds"), 3),
-            "median_second_seconds": round(median("second_seconds"), 3),
-        }
-        result.report("filter-overlap", median("second_ratio"), "ratio", median("first_ratio"),
-                      higher_is_better=False, params=params)
-    finally:
-        materialize_cold.remove(work)
+    _revisions.compare("filter-overlap", REPO, [repository(materialize_cold.scale())],
+                       _revisions.Ask("first", ignore=FIRST_IGNORES), _revisions.Ask("second"),
+                       ROUNDS)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,9 @@ multiplies the shards' size.
 
 from __future__ import annotations
 
-import os
-import pathlib
-import statistics
-import tempfile
 from typing import Any
 
-from bench import _revisions, materialize_cold, result
+from bench import _revisions, materialize_cold
 
 REPO = "bench/revision-model"
 MiB = 1 << 20
@@ -41,40 +37,9 @@ def revisions(scale: float = 1.0) -> list[dict[str, dict[str, Any]]]:
 
 
 def main() -> None:
-    revs = revisions(materialize_cold.scale())
-    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-rev-", dir=os.environ.get("BENCH_DIR")))
-    rounds: list[dict[str, float]] = []
-    try:
-        with _revisions.running_hub(REPO, revs) as hub:
-            one, two = hub.commits
-            digest1, size1 = _revisions.digest_of(hub, one)
-            digest2, size2 = _revisions.digest_of(hub, two)
-            for index in range(ROUNDS):
-                root = work / f"cache-{index}"
-                cold, cold_bytes = _revisions.materialize(hub, root, one, digest1)
-                warm, warm_bytes = _revisions.materialize(hub, root, two, digest2)
-                rounds.append({"rev1_seconds": cold, "rev2_seconds": warm,
-                               "rev1_ratio": cold_bytes / size1,
-                               "rev2_ratio": warm_bytes / size2, "rev2_bytes": warm_bytes})
-                materialize_cold.remove(root)
-
-        def median(key: str) -> float:
-            return statistics.median(r[key] for r in rounds)
-
-        params = {
-            "rounds": ROUNDS, "model_bytes": size2, "scale": materialize_cold.scale(),
-            "rev2_hub_bytes": [int(r["rev2_bytes"]) for r in rounds],
-            "rev1_seconds": [round(r["rev1_seconds"], 3) for r in rounds],
-            "rev2_seconds": [round(r["rev2_seconds"], 3) for r in rounds],
-            "time_ratio_rev1_over_rev2": [round(r["rev1_seconds"] / r["rev2_seconds"], 1)
-                                          for r in rounds],
-            "median_rev1_seconds": round(median("rev1_seconds"), 3),
-            "median_rev2_seconds": round(median("rev2_seconds"), 3),
-        }
-        result.report("revision-delta", median("rev2_ratio"), "ratio", median("rev1_ratio"),
-                      higher_is_better=False, params=params)
-    finally:
-        materialize_cold.remove(work)
+    _revisions.compare("revision-delta", REPO, revisions(materialize_cold.scale()),
+                       _revisions.Ask("rev1", revision=0), _revisions.Ask("rev2", revision=1),
+                       ROUNDS)
 
 
 if __name__ == "__main__":

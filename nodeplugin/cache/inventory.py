@@ -30,16 +30,6 @@ from nodeplugin.cache import files, layout
 from openapi import manifest
 
 
-def allocated_bytes(top: pathlib.Path) -> int:
-    """Disk space of the files under ``top`` (allocated blocks); 0 when it is gone."""
-    total = 0
-    for directory, _, names in os.walk(top):
-        for name in names:
-            with contextlib.suppress(FileNotFoundError):
-                total += os.lstat(os.path.join(directory, name)).st_blocks * 512
-    return total
-
-
 def own_bytes(top: pathlib.Path) -> int:
     """Disk space of the files under ``top`` that nothing else links (a link count of 1):
     what deleting ``top`` frees by itself; 0 when it is gone."""

@@ -101,6 +101,14 @@ class Driver:
     def paused(self) -> None:
         """Wait until the driver stopped itself at its crash point (SIGSTOP taken)."""
         self.until("paused")
+        self._stopped()
+
+    def stop(self) -> None:
+        """Stop the driver where it is (SIGSTOP), and wait until it is stopped."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self._stopped()
+
+    def _stopped(self) -> None:
         deadline = time.monotonic() + 30
         while _state(self.proc.pid) != "T":
             assert time.monotonic() < deadline, "the driver never stopped"

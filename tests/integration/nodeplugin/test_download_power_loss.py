@@ -9,11 +9,8 @@ publishes whole files only."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
-import signal
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,7 +18,14 @@ import pytest
 from nodeplugin.cache import layout
 from tests.integration.nodeplugin import csi_harness
 from tests.integration.nodeplugin.download_driver import TOKEN, Driver
-from tests.integration.nodeplugin.test_download_process import REPO, _digest, _driver, _whole
+from tests.integration.nodeplugin.test_download_process import (
+    REPO,
+    _crashed,
+    _digest,
+    _driver,
+    _published,
+    _whole,
+)
 from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
@@ -70,25 +74,6 @@ def disk(tmp_path: pathlib.Path) -> Iterator[Disk]:
         csi_harness.unmount_all_under(tmp_path)
 
 
-@pytest.fixture
-def drivers() -> Iterator[list[Driver]]:
-    started: list[Driver] = []
-    try:
-        yield started
-    finally:
-        for d in started:
-            d.kill()
-
-
-def _stop(driver: Driver) -> None:
-    os.kill(driver.proc.pid, signal.SIGSTOP)
-    deadline = time.monotonic() + 30
-    while pathlib.Path(f"/proc/{driver.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] \
-            != "T":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-
-
 async def test_power_loss_right_after_a_revision_linking_the_files_of_another_published(
     disk: Disk, drivers: list[Driver]
 ) -> None:
@@ -98,24 +83,20 @@ async def test_power_loss_right_after_a_revision_linking_the_files_of_another_pu
         hub.add_repo(REPO, first, private_token=TOKEN)
         one = hub.repo(REPO).commit
         digest1 = await _digest(hub, one)
-        done = _driver(disk.root, hub, digest1, commit=one)
-        drivers.append(done)
-        assert done.wait()[0] == 0
+        _published(drivers, disk.root, hub, digest1, one)
         two = hub.add_revision(REPO, {**first, "config.json": b'{"v": 2}'}).commit
         digest2 = await _digest(hub, two)
         held = _driver(disk.root, hub, digest2, commit=two, hold=True)
         drivers.append(held)
         held.until("state", "Published")
-        _stop(held)  # the power goes right after revision 2 turned Ready
+        held.stop()  # the power goes right after revision 2 turned Ready
         root = disk.power_loss(held)
         cache = layout.Layout(root)
         assert cache.is_published(digest1) and cache.is_published(digest2)
         _whole(cache, digest1, hub, one)
         _whole(cache, digest2, hub, two)
         served = hub.bytes_served(REPO)
-        again = _driver(root, hub, digest2, commit=two)
-        drivers.append(again)
-        assert again.wait()[0] == 0
+        _published(drivers, root, hub, digest2, two)
         assert hub.bytes_served(REPO) == served
 
 
@@ -129,17 +110,11 @@ async def test_power_loss_before_a_tree_published(
         hub.add_repo(REPO, {"a.safetensors": 8 * MiB, "b.safetensors": 6 * MiB,
                             "config.json": b"{}"}, private_token=TOKEN)
         digest = await _digest(hub)
-        cut = _driver(disk.root, hub, digest, pause=pause)
-        drivers.append(cut)
-        cut.paused()
-        root = disk.power_loss(cut)
+        root = disk.power_loss(_crashed(drivers, disk.root, hub, digest, pause))
         cache = layout.Layout(root)
         assert not cache.is_published(digest)
         served = hub.bytes_served(REPO)
-        again = _driver(root, hub, digest)
-        drivers.append(again)
-        code, err = again.wait()
-        assert code == 0, err[-2000:]
+        _published(drivers, root, hub, digest)
         _whole(cache, digest, hub)
         refetched = hub.bytes_served(REPO) - served
         if pause == "synced":  # the store's names were durable: nothing fetched again

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
-from collections.abc import Iterator
 
 import pytest
 
@@ -35,14 +34,22 @@ def _driver(root: pathlib.Path, hub: fakehub.FakeHub, digest: str, hold: bool = 
                   pause=pause)
 
 
-@pytest.fixture
-def drivers() -> Iterator[list[Driver]]:
-    started: list[Driver] = []
-    try:
-        yield started
-    finally:
-        for d in started:
-            d.kill()
+def _published(drivers: list[Driver], root: pathlib.Path, hub: fakehub.FakeHub, digest: str,
+               commit: str | None = None) -> None:
+    """A driver run to a published tree."""
+    done = _driver(root, hub, digest, commit=commit)
+    drivers.append(done)
+    code, err = done.wait()
+    assert code == 0, err[-2000:]
+
+
+def _crashed(drivers: list[Driver], root: pathlib.Path, hub: fakehub.FakeHub, digest: str,
+             pause: str) -> Driver:
+    """A driver stopped at the crash point ``pause``."""
+    cut = _driver(root, hub, digest, pause=pause)
+    drivers.append(cut)
+    cut.paused()
+    return cut
 
 
 async def _digest(hub: fakehub.FakeHub, commit: str | None = None) -> str:
@@ -148,10 +155,7 @@ async def test_kill_after_a_file_was_stored_before_its_tree_published(
         hub.faults(REPO, "b.safetensors").rate = 4 * MiB  # still arriving when a is stored
         digest = await _digest(hub)
         root = tmp_path / "cache"
-        first = _driver(root, hub, digest, pause="stored:a.safetensors")
-        drivers.append(first)
-        first.paused()
-        first.kill()
+        _crashed(drivers, root, hub, digest, "stored:a.safetensors").kill()
         cache = layout.Layout(root)
         assert not cache.is_published(digest)
         (partial,) = cache.partials()
@@ -159,10 +163,7 @@ async def test_kill_after_a_file_was_stored_before_its_tree_published(
         assert (partial.path / "a.safetensors").stat().st_ino == stored.stat().st_ino
         served_a = hub.bytes_served(REPO, "a.safetensors")
         hub.clear_faults()
-        second = _driver(root, hub, digest)
-        drivers.append(second)
-        code, err = second.wait()
-        assert code == 0, err[-2000:]
+        _published(drivers, root, hub, digest)
         assert hub.bytes_served(REPO, "a.safetensors") == served_a  # taken from the store
         _whole(cache, digest, hub)
         assert not cache.partials()
@@ -176,19 +177,13 @@ async def test_kill_with_every_file_stored_just_before_the_rename(
                      private_token=TOKEN)
         digest = await _digest(hub)
         root = tmp_path / "cache"
-        first = _driver(root, hub, digest, pause="synced")
-        drivers.append(first)
-        first.paused()
-        first.kill()
+        _crashed(drivers, root, hub, digest, "synced").kill()
         cache = layout.Layout(root)
         assert not cache.is_published(digest)
         (partial,) = cache.partials()
         assert partial.resumable
         served = hub.bytes_served(REPO)
-        second = _driver(root, hub, digest)
-        drivers.append(second)
-        code, err = second.wait()
-        assert code == 0, err[-2000:]
+        _published(drivers, root, hub, digest)
         assert hub.bytes_served(REPO) == served  # every file came from the store
         _whole(cache, digest, hub)
         assert not cache.partials()
@@ -204,9 +199,7 @@ async def test_kill_while_a_revision_links_the_files_of_a_published_one(
         one = hub.repo(REPO).commit
         digest1 = await _digest(hub, one)
         root = tmp_path / "cache"
-        published = _driver(root, hub, digest1, commit=one)
-        drivers.append(published)
-        assert published.wait()[0] == 0
+        _published(drivers, root, hub, digest1, one)
         two = hub.add_revision(REPO, {**first_files, "config.json": b'{"v": 2}',
                                       "c.safetensors": 16 * MiB}).commit
         digest2 = await _digest(hub, two)
@@ -222,10 +215,7 @@ async def test_kill_while_a_revision_links_the_files_of_a_published_one(
         assert not cache.is_published(digest2)
         _whole(cache, digest1, hub, one)  # the published revision is untouched
         hub.clear_faults()
-        again = _driver(root, hub, digest2, commit=two)
-        drivers.append(again)
-        code, err = again.wait()
-        assert code == 0, err[-2000:]
+        _published(drivers, root, hub, digest2, two)
         assert hub.bytes_served(REPO, "a.safetensors") == 6 * MiB  # once, for revision 1
         assert hub.bytes_served(REPO, "c.safetensors") <= 16 * MiB + 4 * MiB + 4 * MiB
         _whole(cache, digest2, hub, two)
