@@ -13,6 +13,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -33,7 +34,10 @@ def _driver_main(argv: list[str]) -> int:
 
     def stop(where: str) -> None:
         print(json.dumps({"paused": where}), flush=True)
-        os.kill(os.getpid(), signal.SIGSTOP)
+        # Sent to this thread, the stop takes it before the call returns: nothing after the
+        # crash point runs (a signal to the process may be taken by another thread first).
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+        time.sleep(3600)
 
     class PausingStore(files.FileStore):
         def put(self, path: pathlib.Path, entry: manifest.Entry) -> None:
