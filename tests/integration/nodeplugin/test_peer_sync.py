@@ -243,6 +243,39 @@ async def test_a_cold_node_pulls_from_its_peer_not_the_hub(world: World) -> None
     assert facts_entry["source"] == "Peer"
 
 
+async def test_a_node_holding_revision_1_takes_only_the_changed_file_from_its_peer(
+        world: World) -> None:
+    """The node's file store under node-to-node sync: node B holds revision 1; revision 2
+    changes config.json and node A holds it. B fetches that one file, from A: no hub byte, the
+    peer's bytes counted as the peer's, the tree's source Peer, the other files B's own."""
+    b, _, cache = _cold(world, "node-b", None, sync=False)
+    try:
+        await _publish(b, world.request)
+    finally:
+        await b.close()
+    changed = b'{"architectures": ["Tinier"]}\n'
+    world.hub.add_revision(REPO, {**_files(), "config.json": changed})
+    second = await hubrequest.request_for(world.hub, REPO)
+    await _publish(world.seed, second)
+    world.stores.hold("node-a", second.digest)
+    hub_bytes = world.hub.bytes_served(REPO)
+    b, found, cache = _cold(world, "node-b", world.port)
+    assert found is not None
+    try:
+        await _publish(b, second)
+    finally:
+        await b.close()
+        await found.aclose()
+    assert world.hub.bytes_served(REPO) == hub_bytes
+    assert b.downloaded_bytes == 0 and found.delivered_bytes == len(changed)
+    assert b.origins.all()[second.digest] == "Peer"
+    assert _tree(cache, second.digest) == _tree(world.seed_cache, second.digest)
+    first_tree = cache.published_path(world.request.digest)
+    second_tree = cache.published_path(second.digest)
+    assert (first_tree / "model-00001.safetensors").stat().st_ino == \
+        (second_tree / "model-00001.safetensors").stat().st_ino
+
+
 async def _dying_peer(world: World) -> tuple[Relay, int]:
     """A relay in front of node A's peer port that cuts every connection after 5 MiB, as a
     process dying mid-file does; the relay and its port."""
