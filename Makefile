@@ -7,11 +7,14 @@ HELM   := $(VENV)/bin/helm
 LOCAL  ?= .local
 PORT   ?= 8443
 BENCH  ?=
+ADDRESS ?= 127.0.0.1:0
+REPO   ?=
+HUB_ARGS ?=
 REGISTRAR_BINARY ?= ../shared/kube/bin/csi-node-driver-registrar.xz
 NODE   ?= $(shell hostname | tr '[:upper:]' '[:lower:]')
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint bench demo chart-readme csi-proto etcd-proto image clean
+.PHONY: help install run test lint bench demo hub chart-readme csi-proto etcd-proto image clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -59,6 +62,9 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 
 demo: $(STAMP) ## the whole flow on this machine: server, fixture hub, node plugin, a mount (root)
 	$(PY) -m demo
+
+hub: $(STAMP) ## the fixture hub on ADDRESS=host:port serving REPO=owner/name=dir (HUB_ARGS: more flags; docs/hub.md)
+	$(PY) -m devkit.fixturehub --address $(ADDRESS) $(if $(REPO),--repo $(REPO)) $(HUB_ARGS)
 
 chart-readme: $(STAMP) ## regenerate the values table of charts/model-manager/README.md from the schema
 	$(PY) charts/model-manager/readme.py --write

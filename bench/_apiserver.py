@@ -18,17 +18,19 @@ from apiserver.registry import build
 from apiserver.storage import interface, sqlite
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from tests.support import admitting, apiserver, etcd  # the same harness the integration tests use
+from devkit import admitting  # the same harness the integration tests use
+from devkit.harness import apiserver, etcd
+from openapi import resources, sources
 
-GROUP = "/apis/worker.gpustack.ai/v1"
+GROUP = f"/apis/{resources.GROUP_VERSION}"
 NAMESPACE = "bench"
 COLLECTION = f"{GROUP}/namespaces/{NAMESPACE}/modelartifacts"
 
 
 def artifact(name: str, index: int = 0) -> dict[str, Any]:
     return {
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "ModelArtifact",
+        "apiVersion": resources.GROUP_VERSION,
+        "kind": resources.MODEL_ARTIFACT.kind,
         "metadata": {
             "name": name,
             "namespace": NAMESPACE,
@@ -37,7 +39,8 @@ def artifact(name: str, index: int = 0) -> dict[str, Any]:
         },
         "spec": {
             "source": {
-                "huggingFace": {"repository": f"org-{index % 50}/model-{index}", "revision": "main"}
+                sources.HUGGING_FACE: {"repository": f"org-{index % 50}/model-{index}",
+                                       "revision": "main"}
             },
             "allowPatterns": ["*.safetensors", "*.json", "tokenizer*"],
         },

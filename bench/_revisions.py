@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench import materialize_cold, result
+from openapi import states
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 MiB = 1 << 20
@@ -34,16 +35,16 @@ MiB = 1 << 20
 
 def serve_hub(spec_json: str) -> None:
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.support import fakehub
+    from devkit import fixturehub
 
     spec = json.loads(spec_json)
     repo = spec["repo"]
 
-    def files(revision: dict[str, Any]) -> dict[str, fakehub.FileSpec]:
-        return {path: fakehub.FileSpec(size=f["size"], lfs=f["lfs"], seed=f.get("seed"))
+    def files(revision: dict[str, Any]) -> dict[str, fixturehub.FileSpec]:
+        return {path: fixturehub.FileSpec(size=f["size"], lfs=f["lfs"], seed=f.get("seed"))
                 for path, f in revision.items()}
 
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         first, *later = spec["revisions"]
         commits = [hub.add_repo(repo, files(first)).commit]
         for revision in later:
@@ -166,12 +167,13 @@ def drive(root: str, endpoint: str, repo: str, commit: str, digest: str, allow: 
     from hub import config as hub_config
     from nodeplugin.cache import layout
     from nodeplugin.materialize import download, interface
+    from openapi import sources
 
     async def run() -> None:
         config = hub_config.HubConfig(huggingface_endpoint=endpoint)
         m = download.HubMaterializer.from_config(layout.Layout(root), config,
                                                  materialize_cold.settings())
-        source = interface.Source("huggingFace", repo, commit, _patterns(allow),
+        source = interface.Source(sources.HUGGING_FACE, repo, commit, _patterns(allow),
                                   _patterns(ignore))
         request = interface.Request(digest, source)
         started = time.monotonic()
@@ -199,7 +201,7 @@ def materialize(hub: Hub, root: pathlib.Path, commit: str, digest: str, allow: s
         cwd=REPO_ROOT, capture_output=True, text=True, check=True,
     )
     last = json.loads(done.stdout.strip().splitlines()[-1])
-    if last.get("state") != "Published":
+    if last.get("state") != states.PUBLISHED:
         raise RuntimeError(f"the materialization did not publish: {last}: {done.stderr[-2000:]}")
     return float(last["seconds"]), hub.bytes_served() - before
 

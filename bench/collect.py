@@ -24,11 +24,12 @@ import time
 from typing import Any
 
 from bench import result
+from devkit import clock as manualclock
 from nodeplugin.cache import inventory, layout, locks, quarantine, refs, trees, usage
-from nodeplugin.materialize import backoff, capacity
+from nodeplugin.materialize import capacity
+from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import apply, collect, watermarks
 from nodeplugin.nodestore import spec as specs
-from tests.support import clock as manualclock
 
 TREES = 10_000
 REFERENCED = 1_000
@@ -105,7 +106,7 @@ async def _collect(root: pathlib.Path) -> dict[str, Any]:
     mountinfo = _mountinfo(root, cache.objects, referenced)
     collector = collect.Collector(
         cache, references=table, usage_store=usage_store, digest_locks=locks.DigestLocks(),
-        failures=backoff.Backoff(cache), quarantined=quarantine.Quarantine(cache),
+        failures=failure_records.Failures(cache), quarantined=quarantine.Quarantine(cache),
         running=list, ledger=ledger, stock=stock, tree_facts=trees.Trees(cache), node=node,
         clock=clock, read_mountinfo=lambda: mountinfo,
     )  # fmt: skip

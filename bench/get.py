@@ -21,7 +21,7 @@ import shutil
 import subprocess
 
 from bench import _apiserver, result
-from tests.support import apiserver
+from devkit.harness import apiserver
 
 CLIENTS = 50
 STREAMS = 10

@@ -24,8 +24,9 @@ import tempfile
 import httpx
 
 from bench import _apiserver, result
-from tests.support import aggregator, clustermode
-from tests.support.controlplane import ControlPlane, Rule, Subject, UserInfo
+from devkit.controlplane import ControlPlane, Rule, Subject, UserInfo
+from devkit.harness import aggregator, clustermode
+from openapi import resources
 
 CLIENTS = 50
 SECONDS = 12.0
@@ -107,7 +108,7 @@ def main() -> None:
         with ControlPlane(base / "cp") as cp:
             clustermode.prepare(cp)
             cp.policy.grant(Subject("Group", "bench-readers"),
-                            Rule(("get", "list", "watch"), ("worker.gpustack.ai",),
+                            Rule(("get", "list", "watch"), (resources.GROUP,),
                                  ("modelartifacts",)), namespace=NAMESPACE)
             tokens = base / "tokens.csv"
             tokens.write_text(f'{STATIC_TOKEN},bench-admin,bench-admin,"system:masters"\n')

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench import _apiserver, result
-from tests.support import apiserver, etcd
+from devkit.harness import apiserver, etcd
 
 SECONDS = 8
 ROUNDS = 2

@@ -19,7 +19,7 @@ import httpx
 import orjson
 
 from bench import _apiserver, result
-from tests.support import apiserver
+from devkit.harness import apiserver
 
 OBJECTS = 10_000
 PAGE = 500

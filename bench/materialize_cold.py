@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench import result
+from openapi import sources, states
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 REPO = "bench/cold-model"
@@ -62,12 +63,12 @@ def serve_hub(spec_json: str) -> None:
     digests are ready, then answer each ``stats`` line with ``{"bytes": served, "max_open": n}``.
     ``spec["tls"]`` serves HTTPS with a throwaway CA (``ca_bundle``, its PEM file)."""
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.support import fakehub
+    from devkit import fixturehub
 
     spec = json.loads(spec_json)
-    with fakehub.run_fakehub(tls=bool(spec.get("tls"))) as hub:
+    with fixturehub.run(tls=bool(spec.get("tls"))) as hub:
         files = {
-            p: fakehub.FileSpec(size=f["size"], lfs=f["lfs"]) for p, f in spec["files"].items()
+            p: fixturehub.FileSpec(size=f["size"], lfs=f["lfs"]) for p, f in spec["files"].items()
         }
         hub.add_repo(REPO, files)
         for path in files:
@@ -159,7 +160,7 @@ def drive(root: str, endpoint: str, commit: str, digest: str) -> None:
     async def run() -> None:
         config = hub_config.HubConfig(huggingface_endpoint=endpoint)
         m = download.HubMaterializer.from_config(layout.Layout(root), config, settings())
-        request = interface.Request(digest, interface.Source("huggingFace", REPO, commit))
+        request = interface.Request(digest, interface.Source(sources.HUGGING_FACE, REPO, commit))
         started = time.monotonic()
         while True:
             p = await m.ensure(request)
@@ -236,7 +237,7 @@ class Downloader:
         for last in self.lines():  # noqa: B007 - the final line is the summary
             pass
         self.proc.wait()
-        if last.get("state") != "Published":
+        if last.get("state") != states.PUBLISHED:
             raise RuntimeError(f"download did not publish: {last}")
         return last
 

@@ -64,11 +64,13 @@ from nodeplugin import errors
 from nodeplugin.cache import mounter, refs, targets
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import local
+from openapi import anchors, reasons, resources, sources, volume, wire
+from openapi.kinds import modelartifact
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CALLS = 1000
 CONCURRENCY = 50
-GROUP = "/apis/worker.gpustack.ai/v1"
+GROUP = f"/apis/{resources.GROUP_VERSION}"
 
 
 # --- shared harness (restart_refs uses it too) --------------------------------------------------
@@ -118,7 +120,7 @@ def workspace() -> Iterator[pathlib.Path]:
 @contextlib.contextmanager
 def api_server(base: pathlib.Path) -> Iterator[Any]:
     sys.path.insert(0, str(REPO))
-    from tests.support import apiserver  # the same harness the integration tests use
+    from devkit.harness import apiserver  # the same harness the integration tests use
 
     server = apiserver.start(base / "apiserver")
     try:
@@ -129,16 +131,18 @@ def api_server(base: pathlib.Path) -> Iterator[Any]:
 
 def resolved_artifact(server: Any, namespace: str, name: str, digest: str) -> str:
     """Create and resolve an artifact (status written as the worker); returns its UID."""
-    body = {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
+    body = {"apiVersion": resources.GROUP_VERSION, "kind": resources.MODEL_ARTIFACT.kind,
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"source": {"huggingFace": {"repository": f"org/{name}"}}}}
+            "spec": {"source": {sources.HUGGING_FACE: {"repository": f"org/{name}"}}}}
     with server.client() as client:
         obj = client.post(f"{GROUP}/namespaces/{namespace}/modelartifacts", json=body).json()
     obj["status"] = {
-        "resolved": {"revision": "c" * 40, "manifestDigest": digest, "digestSource": "Hub",
-                     "fileCount": 1, "sizeBytes": 1},
-        "conditions": [{"type": "Resolved", "status": "True", "reason": "Resolved",
-                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "resolved": modelartifact.Resolved(revision="c" * 40, manifestDigest=digest,
+                                           digestSource=anchors.DIGEST_FROM_HUB, fileCount=1,
+                                           sizeBytes=1),
+        "conditions": [wire.Condition(type=reasons.RESOLVED, status=wire.TRUE,
+                                      reason=reasons.RESOLVED, message="",
+                                      lastTransitionTime="2026-01-01T00:00:00Z")],
     }
     path = f"{GROUP}/namespaces/{namespace}/modelartifacts/{name}/status"
     with server.client(token=server.worker_token) as client:
@@ -159,9 +163,8 @@ def publish_request(kubelet_dir: pathlib.Path, pod: str, namespace: str, name: s
             access_mode=csi_pb2.VolumeCapability.AccessMode(
                 mode=csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_WRITER)),
         readonly=True,
-        volume_context={"artifact": name, "artifactUID": uid, "manifestDigest": digest,
-                        "csi.storage.k8s.io/pod.namespace": namespace,
-                        "csi.storage.k8s.io/ephemeral": "true"},
+        volume_context={**volume.context(volume.attributes(name, uid, digest)),
+                        volume.POD_NAMESPACE: namespace, volume.EPHEMERAL: "true"},
     )
 
 

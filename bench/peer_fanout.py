@@ -4,7 +4,7 @@ pulling from their peers (node-to-node sync on), against the same N cold nodes a
 against all-from-hub, as a ratio, and the hub bytes served per extra node (target 0).
 
 Root: each plugin's read-only view of its cache is a bind mount. Everything is a real process
-on loopback, as in a cluster (``tests.support.peernodes``, the harness the integration tests of
+on loopback, as in a cluster (``devkit.harness.peernodes``, the harness the integration tests of
 node-to-node sync use): the API server in cluster mode behind the fixture control plane (which
 authenticates, authorizes with the chart's rendered RBAC, proxies ``/apis/worker.gpustack.ai``
 as kube-aggregator does, and answers the plugins' TokenReviews: the standalone server serves
@@ -42,10 +42,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench import _apiserver, materialize_cold, mount_warm, result
+from openapi import states
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-from tests.support import peernodes  # noqa: E402 - the harness of the integration tests
+from devkit.harness import peernodes  # noqa: E402 - the harness of the integration tests
 
 COLD = 4
 ROUNDS = 3
@@ -133,7 +134,7 @@ def main() -> None:
         before = hub.bytes_served()
         seed_seconds = peernodes.publish([seed])[0]
         seed_hub_bytes = hub.bytes_served() - before
-        if seed.source() != "Hub":  # the cold nodes find the seed by its store's listing
+        if seed.source() != states.HUB:  # the cold nodes find the seed by its store's listing
             raise RuntimeError("the seed's store does not list the digest Ready")
         for r in range(ROUNDS):
             subject = _round(cluster, hub, seed, names[(r, "peer")], peer=True)

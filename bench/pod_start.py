@@ -1,6 +1,6 @@
 """pod-start: how long a Pod with a model volume takes to start on the real node, cold and warm.
 
-The real one-node cluster of the end-to-end tests (``tests/support/realnode``: kube-apiserver,
+The real one-node cluster of the end-to-end tests (``devkit/realnode``: kube-apiserver,
 kubelet, containerd, the chart's release with the images ``make image`` builds) and the fixture
 hub. Each run publishes a new 1 GiB model (a repository of its own, so a new digest and a cold
 cache), then:
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import result
-from tests.support import fakehub
-from tests.support.realnode import deploy, objects, release_values, rig
+from devkit import fixturehub
+from devkit.realnode import deploy, objects, release_values, rig
 
 RUNS = int(os.environ.get("BENCH_POD_START_RUNS", "3"))
 ROUNDS = int(os.environ.get("BENCH_POD_START_ROUNDS", "5"))
@@ -65,7 +65,7 @@ def _script(path: str) -> str:
 class Starter:
     """Creates one Pod at a time, measures it, deletes it and waits until it is gone."""
 
-    def __init__(self, cluster: rig.Rig, hub: fakehub.FakeHub) -> None:
+    def __init__(self, cluster: rig.Rig, hub: fixturehub.Hub) -> None:
         from kubernetes import client, config
 
         api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
@@ -138,7 +138,7 @@ class Run:
     bare: list[Start]
 
 
-def one_run(index: int, cluster: rig.Rig, hub: fakehub.FakeHub, starter: Starter) -> Run:
+def one_run(index: int, cluster: rig.Rig, hub: fixturehub.Hub, starter: Starter) -> Run:
     repository = f"bench/pod-start-{index}"
     hub.add_repo(repository, {"config.json": CONFIG, WEIGHTS: MODEL_MIB << 20})
     attributes = objects.artifact(cluster, NAMESPACE, f"model-{index}", repository)

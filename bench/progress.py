@@ -29,7 +29,11 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from bench import _apiserver, result
 from certs import authority
-from tests.support import admitting, apiserver
+from devkit import admitting
+from devkit.harness import apiserver
+from openapi import anchors, reasons, sources, states
+from openapi import plugin as plugin_api
+from openapi.kinds import modelartifact
 
 STORES = 10_000
 HOLDERS = 300
@@ -57,7 +61,7 @@ wave of 16 requests is answered on both cores, as real plugins answer on their o
 def _answer(token: str) -> tuple[bytes, bytes]:
     """The body a fake plugin answers with, and the header it expects."""
     body = orjson.dumps({"downloads": [
-        {"digest": d, "downloadedBytes": 7 << 30, "sizeBytes": SIZE, "source": "Hub"}
+        plugin_api.Download(digest=d, downloadedBytes=7 << 30, sizeBytes=SIZE, source=states.HUB)
         for d in (DIGEST, SLOW_DIGEST)]})
     return body, f"Bearer {token}".encode()
 
@@ -151,11 +155,11 @@ async def _seed(path: pathlib.Path) -> None:
         for name, digest in (("big", DIGEST), ("slow", SLOW_DIGEST)):
             created = await registry.modelartifacts.create({
                 "metadata": {"name": name},
-                "spec": {"source": {"huggingFace": {"repository": f"org/{name}"}}}},
+                "spec": {"source": {sources.HUGGING_FACE: {"repository": f"org/{name}"}}}},
                 namespace="bench")
-            created["status"] = {"resolved": {"revision": "c" * 40, "manifestDigest": digest,
-                                              "digestSource": "Hub", "fileCount": 9,
-                                              "sizeBytes": SIZE}}
+            created["status"] = {"resolved": modelartifact.Resolved(
+                revision="c" * 40, manifestDigest=digest, digestSource=anchors.DIGEST_FROM_HUB,
+                fileCount=9, sizeBytes=SIZE)}
             await registry.modelartifacts.update_status(created, namespace="bench", name=name)
         for start in range(0, STORES, 100):
             await asyncio.gather(*(_node(registry, i) for i in range(start, start + 100)))
@@ -164,8 +168,9 @@ async def _seed(path: pathlib.Path) -> None:
 
 
 def _models(i: int) -> list[dict[str, Any]]:
-    other = {"digest": f"sha256:{i:064x}", "state": "Ready", "sizeBytes": 1, "downloadedBytes": 1}
-    downloading = {"state": "Downloading", "downloadedBytes": 3 << 30}
+    other = {"digest": f"sha256:{i:064x}", "state": states.READY, "sizeBytes": 1,
+             "downloadedBytes": 1}
+    downloading = {"state": states.DOWNLOADING, "downloadedBytes": 3 << 30}
     if i == 0:  # its plugin answers in 20 s; it downloads only the "slow" artifact's digest
         return [other, {"digest": SLOW_DIGEST, "sizeBytes": SIZE, **downloading}]
     if i > HOLDERS:
@@ -174,9 +179,10 @@ def _models(i: int) -> list[dict[str, Any]]:
     if i <= DOWNLOADING:  # nodes 1-64 answer in 50 ms
         state = downloading
     elif i % 7 == 0:
-        state = {"state": "Failed", "downloadedBytes": 0, "reason": "SourceUnavailable"}
+        state = {"state": states.FAILED, "downloadedBytes": 0,
+                 "reason": reasons.SOURCE_UNAVAILABLE}
     else:
-        state = {"state": "Ready", "downloadedBytes": SIZE}
+        state = {"state": states.READY, "downloadedBytes": SIZE}
     return [other, {"digest": DIGEST, "sizeBytes": SIZE, **state}, *slow]
 
 

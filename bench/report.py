@@ -25,11 +25,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench import result
+from devkit import clock as manualclock
 from nodeplugin.cache import inventory, layout, quarantine, refs, trees, usage
-from nodeplugin.materialize import backoff, capacity, interface
+from nodeplugin.materialize import capacity, interface
+from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import apply, compose, reporter, watermarks
 from nodeplugin.nodestore import spec as specs
-from tests.support import clock as manualclock
 
 DOWNLOADS = 50
 MINUTES = 10
@@ -82,7 +83,7 @@ async def _run(base: pathlib.Path) -> dict[str, Any]:
     node.effective = watermarks.effective(80, 70, None, total_bytes=TOTAL, shared=False)
     composer = compose.Composer(
         node=node, stock=inventory.Inventory(cache), tree_facts=trees.Trees(cache),
-        materializer=downloads, failures=backoff.Backoff(cache),
+        materializer=downloads, failures=failure_records.Failures(cache),
         quarantined=quarantine.Quarantine(cache), references=refs.References(),
         usage_store=usage.UsageStore(cache.state_file(usage.FILE_NAME), clock=clock.now),
         ledger=ledger, clock=clock,

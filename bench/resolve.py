@@ -29,21 +29,23 @@ from controllers.resolver import hubs, passes
 from controllers.runtime import client as clients
 from controllers.runtime import informer
 from controllers.sources import claims, secrets
+from devkit import admitting, fixturehub
 from hub import config as hub_config
-from tests.support import admitting, fakehub
+from openapi import install, sources
+from openapi.kinds import modelartifact
 from timing import clock as clocks
 
 REPOS = 100
 PER_REPO = 10
 FILES_PER_REPO = 40
 ROUNDS = 3
-WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
+WORKER = install.WORKER_USER
 PATTERNS = [["*.json"], ["*.safetensors"], ["shard-0*"], ["shard-1*", "*.json"], [],
             ["*.txt"], ["shard-2*"], ["tokenizer*"], ["*"], ["shard-3*"]]
 
 
-def _files(repo: int) -> dict[str, bytes | int | fakehub.FileSpec]:
-    found: dict[str, bytes | int | fakehub.FileSpec] = {
+def _files(repo: int) -> dict[str, bytes | int | fixturehub.FileSpec]:
+    found: dict[str, bytes | int | fixturehub.FileSpec] = {
         "config.json": b'{"repo": %d}' % repo, "tokenizer.json": b"{}", "notes.txt": b"n"}
     for i in range(FILES_PER_REPO - 3):
         found[f"shard-{i:02d}.safetensors"] = 1000 + i
@@ -53,8 +55,7 @@ def _files(repo: int) -> dict[str, bytes | int | fakehub.FileSpec]:
 async def _resolved(registry: build.Registry, count: int) -> None:
     while True:
         listed = (await registry.modelartifacts.list("bench")).items()
-        done = sum(1 for a in listed for c in (a.get("status") or {}).get("conditions", [])
-                   if c["type"] == "Resolved" and c["status"] == "True")
+        done = sum(1 for a in listed if modelartifact.is_resolved(a))
         if done >= count:
             return
         await asyncio.sleep(0.05)
@@ -64,12 +65,12 @@ async def _create(registry: build.Registry, names: list[tuple[str, int, int]]) -
     for start in range(0, len(names), 50):
         await asyncio.gather(*(registry.modelartifacts.create({
             "metadata": {"name": name},
-            "spec": {"source": {"huggingFace": {"repository": f"org/repo-{repo:03d}"}},
+            "spec": {"source": {sources.HUGGING_FACE: {"repository": f"org/repo-{repo:03d}"}},
                      **({"allowPatterns": PATTERNS[k]} if PATTERNS[k] else {})}},
             namespace="bench") for name, repo, k in names[start:start + 50]))
 
 
-async def run(hub: fakehub.FakeHub, directory: pathlib.Path) -> dict[str, float]:
+async def run(hub: fixturehub.Hub, directory: pathlib.Path) -> dict[str, float]:
     store = sqlite.Store(directory / "store.db")
     await store.start()
     registry = build.build(store, admission=admitting.standalone())
@@ -80,7 +81,7 @@ async def run(hub: fakehub.FakeHub, directory: pathlib.Path) -> dict[str, float]
     artifacts = informer.Informer(api, clients.MODEL_ARTIFACTS, clock)
     running = resolver.Resolver(api, artifacts, passes.Passes(hub_set, hubs.ListingCache()),
                                 hub_set, secrets.NoSecrets(), claims.AnyClaim(), clock,
-                                workers=8)
+                                concurrency=8)
     tasks = [asyncio.create_task(artifacts.run())]
     await artifacts.synced.wait()
     tasks.append(asyncio.create_task(running.run()))
@@ -113,7 +114,7 @@ async def run(hub: fakehub.FakeHub, directory: pathlib.Path) -> dict[str, float]
 
 
 def main() -> None:
-    with fakehub.run_fakehub() as hub, tempfile.TemporaryDirectory(prefix="bench-resolve-") as d:
+    with fixturehub.run() as hub, tempfile.TemporaryDirectory(prefix="bench-resolve-") as d:
         for r in range(REPOS):
             hub.add_repo(f"org/repo-{r:03d}", _files(r), tree_page_size=16)
         rounds: list[dict[str, float]] = []

@@ -51,7 +51,7 @@ def _files(i: int) -> dict[str, bytes]:
 
 def _populate(cache: layout.Layout) -> None:
     sys.path.insert(0, str(mount_warm.REPO))
-    from tests.support import trees  # the same layout the materializers publish
+    from devkit import trees  # the same layout the materializers publish
 
     for i in range(TREES):
         trees.publish_tree(cache, f"t{i}", _files(i))

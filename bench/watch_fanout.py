@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from bench import _apiserver, result
-from tests.support import apiserver
+from devkit.harness import apiserver
 
 WATCHERS = 1000
 CLIENTS = 4

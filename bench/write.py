@@ -33,7 +33,7 @@ import orjson
 
 from apiserver.storage import interface
 from bench import _apiserver, result
-from tests.support import apiserver
+from devkit.harness import apiserver
 
 OBJECTS = 2000
 CONCURRENCY = 20

@@ -19,6 +19,7 @@ import yaml
 from cryptography import x509
 
 from certs import authority
+from openapi import keys
 
 CLUSTER_DOMAIN = "cluster.local"
 SECRET_TYPE = "kubernetes.io/tls"
@@ -127,7 +128,7 @@ def secret_manifest(name: str, namespace: str, files: Files) -> str:
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "model-manager"},
+            "labels": {keys.NAME: keys.APP},
         },
         "type": SECRET_TYPE,
         "data": {

@@ -1,115 +1,203 @@
-"""Assembling the controllers over a client, for the API server (embedded) and for
-``python -m controllers`` (external).
+"""The controller set for a mode: ``build(mode, inputs)``, called by the API server
+(``apiserver/wiring/embedded.py``) and by ``python -m controllers`` alike.
 
-``NodeView`` is the read side every API server runs whatever ``--controllers`` says: the
-NodeModelStore informer, the digest index and the progress view. ``Worker`` is the rest: the
-artifact informer, the resolver and the aggregation under a ``runtime.Manager`` (which runs them
-only while this replica leads).
+``REGISTERED`` is the one table of controllers; adding one is a folder under ``controllers/`` and
+one line here (docs/architecture.md, "How to add a controller"). A mode runs the registrations
+its process can serve: a controller that needs the in-process client (``Need.WRITER``) runs only
+in the API server, so ``--controllers=external`` splits the set between the server's part and
+``python -m controllers`` without losing or doubling one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import enum
 import logging
-from collections.abc import Sequence
+import pathlib
 
-from controllers import config as settings
-from controllers.aggregate import controller as aggregate
-from controllers.nodeview import index as nodeindex
-from controllers.nodeview import progress
-from controllers.resolver import controller as resolver
-from controllers.resolver import hubs, passes, proofs
+import kube
+from controllers import config, registration
+from controllers.aggregate import wiring as aggregate
+from controllers.nodestores import wiring as nodestores
+from controllers.nodeview import view as views
+from controllers.prefetches import wiring as prefetches
+from controllers.resolver import wiring as resolver
 from controllers.runtime import client as clients
-from controllers.runtime import controller as runtime
-from controllers.runtime import events, informer
-from controllers.sources import claims, secrets
-from hub import config as hub_config
-from hub import errors as hub_errors
+from controllers.runtime import informer, leader, manager, proofs
+from controllers.sources import kubeapi, plugins
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-RESYNC = 600.0
+REGISTERED: tuple[registration.Registration, ...] = (
+    resolver.REGISTRATION,  # needs: -
+    aggregate.REGISTRATION,  # needs: -
+    prefetches.STATUS,  # needs: - (status over HTTP; warm-up Pods through the cluster)
+    nodestores.REGISTRATION,  # needs: WRITER
+    prefetches.PINS,  # needs: WRITER
+)
 
 
-class NodeView:
-    def __init__(self, api: clients.Client, clock: clocks.Clock,
-                 reader: progress.LiveReader | None,
-                 limits: progress.Limits = progress.DEFAULT_LIMITS) -> None:
-        self.informer = informer.Informer(api, clients.NODE_MODEL_STORES, clock)
-        self.index = nodeindex.DigestIndex(self.informer)
-        self.progress = progress.Progress(self.index, reader, clock, limits)
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self.informer.run(), name="informer nodemodelstores")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+class Mode(enum.Enum):
+    EMBEDDED = "embedded"
+    """``--controllers=embedded``: every controller, in the API server."""
+    SERVER_PART = "external"
+    """``--controllers=external``, the API server's half: the controllers that need its
+    in-process client, on every replica (they converge on the same spec and pins)."""
+    PROCESS = "process"
+    """``python -m controllers``: the controllers that write through a client over HTTP."""
+    VIEW_ONLY = "none"
+    """``--controllers=none``: the NodeView and the artifact informer only."""
 
 
-class Worker:
-    def __init__(
-        self,
-        api: clients.Client,
-        config: settings.Settings,
-        clock: clocks.Clock,
-        *,
-        index: nodeindex.DigestIndex,
-        secret_source: secrets.Secrets,
-        claim_source: claims.Claims,
-        leadership: runtime.Leadership,
-        informers: Sequence[informer.Informer] = (),
-        recorder: events.Recorder | None = None,
-        node_stores: runtime.Runnable | None = None,
-        prefetches: runtime.Runnable | None = None,
-        artifacts: informer.Informer | None = None,
-        ledger: proofs.Ledger | None = None,
-    ) -> None:
-        """``node_stores`` and ``prefetches`` (only in the API server's process) run with the
-        other controllers, while this replica leads. ``artifacts``: the artifact informer when
-        the caller runs it (the API server's, which admission reads too); one of its own
-        otherwise. ``ledger``: the record of the hub's verifications (the server's storage when
-        embedded; in memory otherwise)."""
-        self.hubs = hubs.Hubs(config.hub)
-        self.recorder = recorder or events.LogRecorder()
-        self.cache = hubs.ListingCache()
-        shared = [artifacts] if artifacts is not None else []
-        # not ``artifacts or ...``: an informer with nothing in it is falsy (it has a length)
-        self.artifacts = artifacts if artifacts is not None else informer.Informer(
-            api, clients.MODEL_ARTIFACTS, clock, resync=RESYNC)
-        self.resolver = resolver.Resolver(
-            api, self.artifacts, passes.Passes(self.hubs, self.cache), self.hubs, secret_source,
-            claim_source, clock, interval=config.revalidate_interval, recorder=self.recorder,
-            workers=config.resolver_workers, ledger=ledger)
-        self.aggregator = aggregate.Aggregator(api, self.artifacts, index, clock)
-        running: list[runtime.Runnable] = [self.resolver, self.aggregator]
-        running.extend(extra for extra in (node_stores, prefetches) if extra is not None)
-        own = [] if shared else [self.artifacts]
-        self.manager = runtime.Manager([*own, *informers], running, leadership, shared=shared)
-        self._secrets = secret_source
+def selected(mode: Mode) -> tuple[registration.Registration, ...]:
+    """The registrations ``mode`` runs."""
+    if mode is Mode.EMBEDDED:
+        return REGISTERED
+    if mode is Mode.SERVER_PART:
+        return tuple(r for r in REGISTERED if registration.Need.WRITER in r.needs)
+    if mode is Mode.PROCESS:
+        return tuple(r for r in REGISTERED if registration.Need.WRITER not in r.needs)
+    return ()
+
+
+@dataclasses.dataclass
+class Inputs:
+    """What a program hands in; ``build`` turns it into ``registration.Deps`` the same way for
+    both programs."""
+
+    config: config.Settings
+    clock: clocks.Clock
+    api: clients.Client
+    """Our objects: the in-process client, or ``kubeapi.KubeApi`` over ``--kubeconfig``."""
+    state_dir: pathlib.Path
+    writer: clients.ReadWrite | None = None
+    """The in-process client (the API server only)."""
+    kube: kube.Client | None = None
+    """kube-apiserver (cluster mode); None standalone."""
+    leadership: manager.Leadership | None = None
+    """None: the Lease in kube-apiserver with ``--leader-elect`` in a cluster, else always lead."""
+    plugin_token: plugins.TokenSource | None = None
+    """None: the bearer token of ``kube`` in a cluster; no token standalone."""
+    ledger: proofs.Ledger | None = None
+    """The record of the hub's verifications (anchors' proofs): the server's storage; None, in
+    this process's memory (``python -m controllers``)."""
+    live_progress: bool = False
+    """Read the plugins' running downloads for ``progress`` (the API server answers it)."""
+
+
+class ControllerSet:
+    """The controllers of one process, the NodeView and the artifact informer they read, and the
+    manager that runs the controllers while this replica leads."""
+
+    def __init__(self, mode: Mode, deps: registration.Deps,
+                 running: list[tuple[str, manager.Runnable]], leadership: manager.Leadership,
+                 reader: plugins.HttpDownloads | None) -> None:
+        self.mode = mode
+        self.deps = deps
+        self.view = deps.view
+        self.artifacts = deps.artifacts
+        self.controllers = dict(running)
+        self._reader = reader
+        self.manager = manager.Manager(
+            list(deps.informers.values()), [c for _, c in running], leadership,
+            shared=[deps.artifacts, deps.view.informer])
+        self._view_tasks: list[asyncio.Task[None]] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
 
-    def reconfigure(self, hub: hub_config.HubConfig, interval: float) -> None:
-        """New hub settings or interval (the settings ConfigMap changed)."""
-        try:
-            self.hubs.reconfigure(hub)
-        except hub_errors.HubError as exc:
-            log.warning("hub settings refused: %s; keeping the previous ones", exc.message)
-        self.resolver.interval = interval
+    def names(self) -> list[str]:
+        """The registrations this set runs."""
+        return list(self.controllers)
 
-    def start(self) -> None:
-        self._tasks.append(asyncio.create_task(self._secrets.run(), name="secrets"))
+    def start_view(self) -> None:
+        """The read side, whatever the mode: the NodeModelStore and artifact informers (and the
+        plugin Pods in a cluster)."""
+        self.view.start()
+        found = [self.artifacts]
+        if self.deps.plugin_pods is not None:
+            found.append(self.deps.plugin_pods)
+        for each in found:
+            self._view_tasks.append(asyncio.create_task(
+                each.run(), name=f"informer {each.resource.plural}"))
+
+    def start_controllers(self) -> None:
+        """The controllers' sources, informers and the manager (nothing in ``VIEW_ONLY``)."""
+        if not self.controllers:
+            return
+        self._started = True
+        for run in self.deps.tasks:
+            self._tasks.append(asyncio.create_task(run(), name="controller source"))
         self.manager.start()
 
     async def stop(self) -> None:
-        await self.manager.stop()
+        """Controllers first (the key in hand finishes), then what they read."""
+        if self._started:
+            await self.manager.stop()
         for task in self._tasks:
             task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.recorder.flush()
-        await self.hubs.aclose()
+        recorder = self.deps.recorded
+        if recorder is not None:
+            await recorder.flush()
+        for close in self.deps.closers:
+            await close()
+        for task in self._view_tasks:
+            task.cancel()
+        await asyncio.gather(*self._view_tasks, return_exceptions=True)
+        await self.view.stop()
+        if self._reader is not None:
+            await self._reader.aclose()
+
+
+def build(mode: Mode, inputs: Inputs) -> ControllerSet:
+    cfg = inputs.config
+    cluster = kubeapi.KubeApi(inputs.kube) if inputs.kube is not None else None
+    if inputs.plugin_token is not None:
+        token = inputs.plugin_token
+    elif inputs.kube is not None:
+        token = plugins.token_of(inputs.kube)
+    else:
+        token = plugins.NO_TOKEN
+    pods: informer.Informer | None = None
+    locator: plugins.Locator
+    if cluster is None:
+        locator = plugins.StaticPlugins(dict(cfg.plugin_urls))
+    else:
+        pods = informer.Informer(cluster, clients.PODS, inputs.clock,
+                                 namespace=cfg.plugin_namespace,
+                                 label_selector=cfg.plugin_selector)
+        locator = plugins.PodPlugins(pods, cfg.plugin_port)
+    reader = (plugins.HttpDownloads(locator, token, ca_file=cfg.plugin_ca_file)
+              if inputs.live_progress else None)
+    view = views.NodeView(inputs.api, inputs.clock, reader)
+    artifacts = informer.Informer(inputs.api, clients.MODEL_ARTIFACTS, inputs.clock,
+                                  resync=informer.RESYNC_SECONDS)
+    deps = registration.Deps(
+        config=cfg, clock=inputs.clock, api=inputs.api, writer=inputs.writer, cluster=cluster,
+        view=view, artifacts=artifacts, plugins=locator, plugin_pods=pods, plugin_token=token,
+        ledger=inputs.ledger if inputs.ledger is not None else proofs.InMemory(),
+        state_dir=inputs.state_dir)
+    running: list[tuple[str, manager.Runnable]] = []
+    for each in selected(mode):
+        if registration.Need.WRITER in each.needs and inputs.writer is None:
+            raise ValueError(f"controller {each.name} needs the in-process client (it writes "
+                             "our objects whole); it runs in the API server only")
+        running.append((each.name, each.build(deps)))
+    leadership: manager.Leadership
+    if mode is Mode.SERVER_PART:
+        leadership = leader.AlwaysLeader()  # every replica converges on the same spec and pins
+    elif inputs.leadership is not None:
+        leadership = inputs.leadership
+    elif cfg.leader_elect and cluster is not None:
+        leadership = leader.LeaseElector(
+            cluster.leases(), inputs.clock, namespace=cfg.namespace, name=cfg.lease_name,
+            identity=cfg.identity or leader.identity(), timing=cfg.lease)
+    else:
+        leadership = leader.AlwaysLeader()
+    if running:
+        log.info("controllers (%s): %s", mode.value, ", ".join(name for name, _ in running))
+    return ControllerSet(mode, deps, running, leadership, reader)

@@ -35,8 +35,10 @@ import grpc
 import httpx
 
 from demo import csiclient, progressbar
-from tests.support import apiserver as server_support
-from tests.support import fakehub
+from devkit import fixturehub
+from devkit.harness import apiserver as server_support
+from openapi import resources, volume, wire
+from openapi.kinds import modelartifact, progress
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 NAMESPACE = "demo"
@@ -82,7 +84,7 @@ class Demo:
     def run(self) -> None:
         self.prepare()
         step(1, "the fixture hub serves a small synthetic model")
-        hub = self.stack.enter_context(fakehub.run_fakehub())
+        hub = self.stack.enter_context(fixturehub.run())
         files: dict[str, bytes | int] = {
             "config.json": b'{"model_type": "demo"}\n',
             "model.safetensors": self.model_bytes,
@@ -177,22 +179,23 @@ class Demo:
         return kubelet
 
     def manifest(self) -> str:
-        return json.dumps({
-            "apiVersion": "worker.gpustack.ai/v1",
-            "kind": "ModelArtifact",
-            "metadata": {"name": ARTIFACT, "namespace": NAMESPACE},
-            "spec": {"source": {"huggingFace": {"repository": REPOSITORY}}},
-        })  # fmt: skip
+        return json.dumps(modelartifact.ModelArtifact(
+            apiVersion=resources.GROUP_VERSION,
+            kind=modelartifact.KIND,
+            metadata={"name": ARTIFACT, "namespace": NAMESPACE},
+            spec=modelartifact.ModelArtifactSpec(
+                source=modelartifact.Source(huggingFace={"repository": REPOSITORY})),
+        ))  # fmt: skip
 
     def wait_resolved(self, server: server_support.RunningServer) -> dict[str, Any]:
         deadline = time.monotonic() + self.resolve_timeout
         while True:
             artifact = self.get_artifact(server)
-            condition = self.condition(artifact, "Resolved")
-            if condition and condition.get("status") == "True":
-                resolved = artifact["status"]["resolved"]
-                say(f"    Resolved: {resolved['manifestDigest']} ({resolved.get('fileCount')} "
-                    f"files, {progressbar.size(int(resolved.get('sizeBytes', 0)))})")  # fmt: skip
+            condition = modelartifact.resolved_condition(artifact)
+            if modelartifact.is_resolved(artifact):
+                size = progressbar.size(modelartifact.size_bytes(artifact) or 0)
+                say(f"    Resolved: {modelartifact.manifest_digest(artifact)} "
+                    f"({modelartifact.file_count(artifact)} files, {size})")
                 return artifact
             if time.monotonic() > deadline:
                 if condition:
@@ -211,24 +214,21 @@ class Demo:
         server: server_support.RunningServer,
         kubelet: csiclient.Kubelet,
         artifact: dict[str, Any],
-        hub: fakehub.FakeHub,
+        hub: fixturehub.Hub,
     ) -> None:
-        resolved = artifact.get("status", {}).get("resolved", {})
-        attributes = {
-            "artifact": ARTIFACT,
-            "artifactUID": artifact["metadata"]["uid"],
-            "manifestDigest": resolved.get("manifestDigest", "sha256:" + "0" * 64),
-        }
+        digest = modelartifact.manifest_digest(artifact)
+        attributes = volume.attributes(ARTIFACT, wire.text(artifact, "metadata", "uid"),
+                                       digest or "sha256:" + "0" * 64)
         target = kubelet.target(self.pod_uid)
         say(f"    target {target}")
         self.stack.callback(kubelet.unpublish, self.pod_uid)
-        if not resolved.get("manifestDigest"):
+        if not digest:
             answer = kubelet.publish(namespace=NAMESPACE, pod_uid=self.pod_uid,
                                      attributes=attributes)  # fmt: skip
             say(f"    NodePublishVolume: {answer.code.name}: {answer.message}")
             self.missing.append("the download and the mount (they need a resolved artifact)")
             return
-        total = int(resolved.get("sizeBytes", 0)) or self.model_bytes
+        total = modelartifact.size_bytes(artifact) or self.model_bytes
         bar = progressbar.Bar(sys.stdout)
         while True:
             answer = kubelet.publish(namespace=NAMESPACE, pod_uid=self.pod_uid,
@@ -260,10 +260,10 @@ class Demo:
         plugin, the bytes of the partial download on disk."""
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
             with server.client() as client:
-                body = client.get(f"/apis/worker.gpustack.ai/v1/namespaces/{NAMESPACE}/"
+                body = client.get(f"/apis/{resources.GROUP_VERSION}/namespaces/{NAMESPACE}/"
                                   f"modelartifacts/{ARTIFACT}/progress").json()  # fmt: skip
-            if int(body.get("downloadingBytes", 0)) > 0:
-                return int(body["downloadingBytes"])
+            if progress.downloading_bytes(body) > 0:
+                return progress.downloading_bytes(body)
         partial = self.base / "cache" / "partial"
         if not partial.exists():
             return 0
@@ -292,14 +292,6 @@ class Demo:
         text = self.kubectl(server, "get", "mart", ARTIFACT, "-n", NAMESPACE, "-o", "json")
         loaded: dict[str, Any] = json.loads(text)
         return loaded
-
-    @staticmethod
-    def condition(artifact: dict[str, Any], kind: str) -> dict[str, Any] | None:
-        for condition in artifact.get("status", {}).get("conditions", []):
-            if condition.get("type") == kind:
-                found: dict[str, Any] = condition
-                return found
-        return None
 
     @staticmethod
     def stop_process(process: subprocess.Popen[bytes]) -> None:

@@ -9,6 +9,7 @@ import pathlib
 import grpc
 
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
+from openapi import volume
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,17 +40,12 @@ class Kubelet:
         return (self.kubelet_dir / "pods" / pod_uid / "volumes" / "kubernetes.io~csi"
                 / "gpustack-model" / "mount")  # fmt: skip
 
-    def publish(self, *, namespace: str, pod_uid: str, attributes: dict[str, str]) -> Answer:
+    def publish(self, *, namespace: str, pod_uid: str,
+                attributes: volume.VolumeAttributes) -> Answer:
         target = self.target(pod_uid)
         target.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
-        context = {
-            **attributes,
-            "csi.storage.k8s.io/pod.name": "demo",
-            "csi.storage.k8s.io/pod.namespace": namespace,
-            "csi.storage.k8s.io/pod.uid": pod_uid,
-            "csi.storage.k8s.io/serviceAccount.name": "default",
-            "csi.storage.k8s.io/ephemeral": "true",
-        }
+        context = {**volume.context(attributes),
+                   **volume.kubelet_context(namespace=namespace, pod_name="demo", pod_uid=pod_uid)}
         request = csi_pb2.NodePublishVolumeRequest(
             volume_id=f"csi-demo-{pod_uid}",
             target_path=str(target),

@@ -30,6 +30,7 @@ import httpx
 
 from hub import config as hub_config
 from hub import errors, fetch
+from openapi import reasons
 
 _ERROR_BODY_LIMIT = 64 * 1024
 
@@ -102,7 +103,7 @@ class Connections:
         with ``fresh``, a new one whatever is idle."""
         with self._lock:
             if self._closed:
-                raise errors.HubError("SourceUnavailable", "the hub client is closed")
+                raise errors.HubError(reasons.SOURCE_UNAVAILABLE, "the hub client is closed")
             idle = None if fresh else self._idle.get(_key(url))
             connection = idle.pop() if idle else None
             reused = connection is not None
@@ -205,11 +206,11 @@ class RangeBody:
             raise
         except (OSError, http.client.HTTPException) as exc:
             raise errors.HubError(
-                "SourceUnavailable", f"{self._what}: network error ({type(exc).__name__})"
+                reasons.SOURCE_UNAVAILABLE, f"{self._what}: network error ({type(exc).__name__})"
             ) from exc
         if got == 0:
             raise errors.HubError(
-                "SourceUnavailable", f"{self._what}: body ended {self.remaining} bytes early"
+                reasons.SOURCE_UNAVAILABLE, f"{self._what}: body ended {self.remaining} bytes early"
             )
         self.remaining -= got
         return got
@@ -352,11 +353,11 @@ def _open(
                 hops.method, current, hops.headers(headers), read_timeout
             )
         except TimeoutError:
-            raise errors.HubError("SourceUnavailable", f"{what}: network error (timeout)"
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: network error (timeout)"
                                   ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise errors.HubError(
-                "SourceUnavailable", f"{what}: network error ({type(exc).__name__})"
+                reasons.SOURCE_UNAVAILABLE, f"{what}: network error ({type(exc).__name__})"
             ) from exc
         answer = _as_httpx(response, hops.method, current)
         length = response.getheader("content-length")
@@ -377,7 +378,7 @@ def _open(
             raise
         if expected is None:
             body.close()
-            raise errors.HubError("SourceUnavailable", f"{what}: answer without a length")
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: answer without a length")
         if response.chunked:
             body.chunked_length = expected
         body.remaining = expected
@@ -433,7 +434,7 @@ class Ranges:
              read_timeout: float | None = None) -> RangeBody:
         """``open_range`` of ``url`` (blocking: call in a worker thread)."""
         if self._connections is None:
-            raise errors.HubError("InvalidRequest", "no blocking client configured")
+            raise errors.HubError(reasons.INVALID_REQUEST, "no blocking client configured")
         return open_range(
             self._connections, url, endpoint=self._endpoint, token=token,
             what=f"{self._label} model {repo} file {path}", mapper=self._mapper,

@@ -15,7 +15,7 @@ import ssl
 import httpx
 
 from hub import errors
-from openapi import nodestore
+from openapi import nodestore, reasons
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,11 +38,11 @@ def _check_url(name: str, value: str) -> httpx.URL:
     try:
         url = httpx.URL(value)
     except (httpx.InvalidURL, TypeError) as exc:
-        raise errors.HubError("InvalidRequest", f"{name} is not a valid URL") from exc
+        raise errors.HubError(reasons.INVALID_REQUEST, f"{name} is not a valid URL") from exc
     if url.scheme not in ("http", "https") or not url.host:
-        raise errors.HubError("InvalidRequest", f"{name} must be an absolute http(s) URL")
+        raise errors.HubError(reasons.INVALID_REQUEST, f"{name} must be an absolute http(s) URL")
     if url.query or url.fragment:
-        raise errors.HubError("InvalidRequest", f"{name} must not carry a query or fragment")
+        raise errors.HubError(reasons.INVALID_REQUEST, f"{name} must not carry a query or fragment")
     return url
 
 
@@ -51,17 +51,18 @@ def check(config: HubConfig) -> None:
     for name in ("huggingface_endpoint", "modelscope_endpoint"):
         url = _check_url(name, getattr(config, name))
         if url.userinfo:
-            raise errors.HubError("InvalidRequest", f"{name} must not carry credentials")
+            raise errors.HubError(reasons.INVALID_REQUEST, f"{name} must not carry credentials")
     if config.https_proxy:
         _check_url("https_proxy", config.https_proxy)
     if config.ca_bundle is not None:
         if not os.path.isfile(config.ca_bundle):
-            raise errors.HubError("InvalidRequest", f"CA bundle {config.ca_bundle} does not exist")
+            raise errors.HubError(reasons.INVALID_REQUEST,
+                                  f"CA bundle {config.ca_bundle} does not exist")
         try:
             ssl.create_default_context(cafile=config.ca_bundle)
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise errors.HubError(
-                "InvalidRequest", f"CA bundle {config.ca_bundle} is not a PEM bundle"
+                reasons.INVALID_REQUEST, f"CA bundle {config.ca_bundle} is not a PEM bundle"
             ) from exc
     timeouts = (
         config.connect_timeout,
@@ -70,7 +71,7 @@ def check(config: HubConfig) -> None:
         config.pool_timeout,
     )
     if any(t <= 0 for t in timeouts):
-        raise errors.HubError("InvalidRequest", "every timeout must be positive")
+        raise errors.HubError(reasons.INVALID_REQUEST, "every timeout must be positive")
 
 
 def bypasses_proxy(host: str, port: int | None, no_proxy: str) -> bool:

@@ -16,6 +16,7 @@ from typing import ClassVar
 import httpx
 
 from hub import blocking, errors, fetch, source
+from openapi import reasons
 
 
 class Endpoint(abc.ABC):
@@ -83,7 +84,8 @@ class Endpoint(abc.ABC):
             except httpx.HTTPError as exc:
                 raise errors.from_transport(exc, what) from exc
             except ValueError as exc:
-                raise errors.HubError("SourceUnavailable", f"{what}: answer is not JSON") from exc
+                raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                                      f"{what}: answer is not JSON") from exc
             next_link = response.links.get("next", {}).get("url")
             if next_link is not None:
                 next_link = str(response.url.join(next_link))

@@ -7,13 +7,12 @@ path and a status but never a token, an Authorization header or a signed URL's q
 
 from __future__ import annotations
 
-from typing import Literal
-
 import httpx
 
-Reason = Literal[
-    "AccessDenied", "RevisionNotFound", "SourceUnavailable", "InvalidRequest", "EntryNotFound"
-]
+from openapi import reasons
+
+Reason = reasons.HubReason
+"""The hub's vocabulary (owned by ``openapi.reasons``: ``HUB_REASONS``)."""
 
 NOT_ACCESSIBLE = "does not exist or is not accessible"
 
@@ -53,4 +52,4 @@ def from_transport(exc: httpx.HTTPError, what: str) -> HubError:
     message is not used because it can embed the request URL with a signed query string.
     """
     kind = type(exc).__name__
-    return HubError("SourceUnavailable", f"{what}: network error ({kind})")
+    return HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: network error ({kind})")

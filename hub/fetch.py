@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 import httpx
 
 from hub import errors
+from openapi import reasons
 
 MAX_REDIRECTS = 10
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -36,7 +37,7 @@ def origin(url: httpx.URL) -> tuple[str, str, int | None]:
 def range_header(start: int, end: int | None) -> str | None:
     """The ``Range`` value for ``start``..``end`` (inclusive), or None for the whole body."""
     if start < 0 or (end is not None and end < start):
-        raise errors.HubError("InvalidRequest", f"invalid byte range {start}-{end}")
+        raise errors.HubError(reasons.INVALID_REQUEST, f"invalid byte range {start}-{end}")
     if start == 0 and end is None:
         return None
     return f"bytes={start}-{'' if end is None else end}"
@@ -124,21 +125,21 @@ class Hops:
             return False
         if not location:
             raise errors.HubError(
-                "SourceUnavailable", f"{what}: redirect without a Location", status=status
+                reasons.SOURCE_UNAVAILABLE, f"{what}: redirect without a Location", status=status
             )
         self._hops += 1
         if self._hops > MAX_REDIRECTS:
             raise errors.HubError(
-                "SourceUnavailable", f"{what}: more than {MAX_REDIRECTS} redirects"
+                reasons.SOURCE_UNAVAILABLE, f"{what}: more than {MAX_REDIRECTS} redirects"
             )
         try:
             self.current = self.current.join(location)
         except httpx.InvalidURL as exc:
             raise errors.HubError(
-                "SourceUnavailable", f"{what}: redirect to an invalid URL"
+                reasons.SOURCE_UNAVAILABLE, f"{what}: redirect to an invalid URL"
             ) from exc
         if self.current.scheme not in ("http", "https"):
-            raise errors.HubError("SourceUnavailable", f"{what}: redirect to a non-HTTP URL")
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: redirect to a non-HTTP URL")
         if status == 303:
             self.method = "GET"
         return True
@@ -179,20 +180,21 @@ def expected_length(response: httpx.Response, start: int, end: int | None, what:
     """
     encoding = response.headers.get("content-encoding", "identity").lower()
     if encoding not in ("", "identity"):
-        raise errors.HubError("SourceUnavailable", f"{what}: unexpected content encoding")
+        raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: unexpected content encoding")
     ranged = not (start == 0 and end is None)
     if response.status_code == 200 and not ranged:
         length = response.headers.get("content-length")
         return int(length) if length and length.isdigit() else None
     if response.status_code != 206:
         raise errors.HubError(
-            "SourceUnavailable",
+            reasons.SOURCE_UNAVAILABLE,
             f"{what}: expected 206 Partial Content, got {response.status_code}",
             status=response.status_code,
         )
     match = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", "").strip())
     if match is None:
-        raise errors.HubError("SourceUnavailable", f"{what}: missing or invalid Content-Range")
+        raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                              f"{what}: missing or invalid Content-Range")
     first, last, total_text = int(match[1]), int(match[2]), match[3]
     want_last = end
     if total_text != "*":
@@ -200,7 +202,7 @@ def expected_length(response: httpx.Response, start: int, end: int | None, what:
         want_last = total - 1 if end is None else min(end, total - 1)
     if first != start or (want_last is not None and last != want_last) or last < first:
         raise errors.HubError(
-            "SourceUnavailable",
+            reasons.SOURCE_UNAVAILABLE,
             f"{what}: Content-Range {first}-{last} does not answer the requested {start}-"
             f"{'' if end is None else end}",
         )
@@ -218,7 +220,8 @@ async def body(
         async for chunk in chunks:
             received += len(chunk)
             if expected is not None and received > expected:
-                raise errors.HubError("SourceUnavailable", f"{what}: more bytes than announced")
+                raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                                      f"{what}: more bytes than announced")
             yield chunk
     except httpx.HTTPError as exc:
         raise errors.from_transport(exc, what) from exc
@@ -226,7 +229,7 @@ async def body(
         await _close_iterator(chunks)
     if expected is not None and received != expected:
         raise errors.HubError(
-            "SourceUnavailable", f"{what}: body ended after {received} of {expected} bytes"
+            reasons.SOURCE_UNAVAILABLE, f"{what}: body ended after {received} of {expected} bytes"
         )
 
 

@@ -14,6 +14,7 @@ import re
 import httpx
 
 from hub import errors, fetch
+from openapi import reasons
 
 MAX_BYTES = 8 * 1024 * 1024
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -24,7 +25,8 @@ def parse(body: bytes, what: str) -> dict[str, str]:
     """refname -> sha of an advertisement; malformed input is ``SourceUnavailable``."""
 
     def bad(detail: str) -> errors.HubError:
-        return errors.HubError("SourceUnavailable", f"{what}: git refs unreadable ({detail})")
+        return errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                               f"{what}: git refs unreadable ({detail})")
 
     refs: dict[str, str] = {}
     position = 0
@@ -86,18 +88,18 @@ async def list_refs(client: httpx.AsyncClient, url: str, *, endpoint: str, token
         headers={"accept": "application/x-git-upload-pack-advertisement, */*"},
     ) as response:
         if response.status_code != 200:
-            raise errors.HubError("SourceUnavailable",
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
                                   f"{what}: git refs answered HTTP {response.status_code}",
                                   status=response.status_code)
         kind = response.headers.get("content-type", "").split(";")[0].strip()
         if kind != "application/x-git-upload-pack-advertisement":
-            raise errors.HubError("SourceUnavailable",
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
                                   f"{what}: git refs are not a smart-HTTP advertisement")
         collected = bytearray()
         async with contextlib.aclosing(fetch.body(response, None, what)) as chunks:
             async for chunk in chunks:
                 collected += chunk
                 if len(collected) > MAX_BYTES:
-                    raise errors.HubError("SourceUnavailable",
+                    raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
                                           f"{what}: git refs larger than {MAX_BYTES} bytes")
     return parse(bytes(collected), what)

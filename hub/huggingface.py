@@ -13,7 +13,7 @@ from urllib import parse
 import httpx
 
 from hub import blocking, endpoint, errors, fetch, files, source
-from openapi import grammar
+from openapi import grammar, reasons
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MAX_PAGES = 100_000
@@ -44,29 +44,32 @@ def map_error(response: httpx.Response, body: bytes, what: str) -> errors.HubErr
     code = response.headers.get("x-error-code", "")
     message = response.headers.get("x-error-message", "")
     if code == "RevisionNotFound":
-        return errors.HubError("RevisionNotFound", f"{what}: revision not found", status=status)
+        return errors.HubError(reasons.REVISION_NOT_FOUND,
+                               f"{what}: revision not found", status=status)
     if code == "EntryNotFound":
-        return errors.HubError("EntryNotFound", f"{what}: file not found", status=status)
+        return errors.HubError(reasons.ENTRY_NOT_FOUND, f"{what}: file not found", status=status)
     if (
         code in ("RepoNotFound", "GatedRepo")
         or status in (401, 403, 404)
         or message == "Access to this resource is disabled."
     ):
-        return errors.HubError("AccessDenied", f"{what} {errors.NOT_ACCESSIBLE}", status=status)
+        return errors.HubError(reasons.ACCESS_DENIED,
+                               f"{what} {errors.NOT_ACCESSIBLE}", status=status)
     if status == 429:
         return errors.HubError(
-            "SourceUnavailable",
+            reasons.SOURCE_UNAVAILABLE,
             f"{what}: rate limited (429)",
             status=status,
             retry_after=fetch.retry_after(response),
         )
     if status >= 500 or status == 408:
-        return errors.HubError("SourceUnavailable", f"{what}: HTTP {status}", status=status)
-    return errors.HubError("InvalidRequest", f"{what}: HTTP {status}", status=status)
+        return errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: HTTP {status}", status=status)
+    return errors.HubError(reasons.INVALID_REQUEST, f"{what}: HTTP {status}", status=status)
 
 
 def _bad_listing(what: str, detail: str) -> errors.HubError:
-    return errors.HubError("SourceUnavailable", f"{what}: unexpected tree listing ({detail})")
+    return errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                           f"{what}: unexpected tree listing ({detail})")
 
 
 def parse_entry(raw: object, what: str) -> files.RemoteFile | None:
@@ -89,7 +92,7 @@ def parse_entry(raw: object, what: str) -> files.RemoteFile | None:
         oid = lfs.get("oid") if isinstance(lfs, dict) else None
         if isinstance(oid, str) and "*" in oid:
             # A gated repository answers the tree but masks the LFS digests of those it refuses.
-            raise errors.HubError("AccessDenied", f"{what} {errors.NOT_ACCESSIBLE}")
+            raise errors.HubError(reasons.ACCESS_DENIED, f"{what} {errors.NOT_ACCESSIBLE}")
         if not isinstance(oid, str) or not _SHA256.fullmatch(oid):
             raise _bad_listing(what, f"{path}: LFS entry without a sha256")
         lfs_size = lfs.get("size", size)
@@ -124,10 +127,11 @@ class HuggingFace(endpoint.Endpoint):
         document, _ = await self.get_json(url, token=token, what=what)
         sha = document.get("sha") if isinstance(document, dict) else None
         if not isinstance(sha, str) or not grammar.is_commit(sha):
-            raise errors.HubError("SourceUnavailable", f"{what}: revision answer has no commit")
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                                  f"{what}: revision answer has no commit")
         if grammar.is_commit(revision) and sha != revision:
             raise errors.HubError(
-                "SourceUnavailable", f"{what}: the Hub names another commit for {revision}"
+                reasons.SOURCE_UNAVAILABLE, f"{what}: the Hub names another commit for {revision}"
             )
         return sha
 
@@ -175,6 +179,7 @@ class HuggingFace(endpoint.Endpoint):
         # At revalidation every 404 is an access refusal, whatever its X-Error-Code says.
         if response.status_code == 404:
             return errors.HubError(
-                "AccessDenied", f"{what} {errors.NOT_ACCESSIBLE}", status=response.status_code
+                reasons.ACCESS_DENIED, f"{what} {errors.NOT_ACCESSIBLE}",
+                status=response.status_code,
             )
         return map_error(response, body, what)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hub import errors, files, patterns, source
-from openapi import manifest
+from openapi import manifest, reasons
 
 
 def build(
@@ -24,7 +24,7 @@ def build(
         entries = [files.to_entry(remote) for remote in kept]
         digest = manifest.digest(entries)
     except manifest.ManifestError as exc:
-        raise errors.HubError("InvalidRequest", f"unusable listing: {exc}") from exc
+        raise errors.HubError(reasons.INVALID_REQUEST, f"unusable listing: {exc}") from exc
     return kept, entries, digest
 
 

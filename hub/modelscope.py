@@ -13,7 +13,7 @@ from urllib import parse
 import httpx
 
 from hub import blocking, endpoint, errors, fetch, files, gitrefs, source
-from openapi import grammar
+from openapi import grammar, reasons
 
 TRUNCATION_LIMIT = 3000
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -57,19 +57,23 @@ def _error_for(
     status: int, code: int | None, what: str, response: httpx.Response | None
 ) -> errors.HubError:
     if code == _REVISION_NOT_FOUND:
-        return errors.HubError("RevisionNotFound", f"{what}: revision not found", status=status)
+        return errors.HubError(reasons.REVISION_NOT_FOUND,
+                               f"{what}: revision not found", status=status)
     if code in _ACCESS_CODES or status in (401, 403, 404):
-        return errors.HubError("AccessDenied", f"{what} {errors.NOT_ACCESSIBLE}", status=status)
+        return errors.HubError(reasons.ACCESS_DENIED,
+                               f"{what} {errors.NOT_ACCESSIBLE}", status=status)
     if status == 429:
         wait = fetch.retry_after(response) if response is not None else None
         return errors.HubError(
-            "SourceUnavailable", f"{what}: rate limited (429)", status=status, retry_after=wait
+            reasons.SOURCE_UNAVAILABLE, f"{what}: rate limited (429)", status=status,
+            retry_after=wait,
         )
     if status >= 500 or status == 408 or status == 200:
         return errors.HubError(
-            "SourceUnavailable", f"{what}: HTTP {status} code {code}", status=status
+            reasons.SOURCE_UNAVAILABLE, f"{what}: HTTP {status} code {code}", status=status
         )
-    return errors.HubError("InvalidRequest", f"{what}: HTTP {status} code {code}", status=status)
+    return errors.HubError(reasons.INVALID_REQUEST,
+                           f"{what}: HTTP {status} code {code}", status=status)
 
 
 class ModelScope(endpoint.Endpoint):
@@ -88,7 +92,7 @@ class ModelScope(endpoint.Endpoint):
         """GET an enveloped answer and return its ``Data``; ``Code`` must be 200."""
         document, _ = await self.get_json(url, token=token, what=what)
         if not isinstance(document, dict) or not isinstance(document.get("Code"), int):
-            raise errors.HubError("SourceUnavailable", f"{what}: answer has no Code")
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: answer has no Code")
         envelope = cast(Envelope, document)
         if envelope["Code"] != 200:
             raise _error_for(200, envelope["Code"], what, None)
@@ -110,18 +114,19 @@ class ModelScope(endpoint.Endpoint):
         )
         commits = data.get("Commit") if isinstance(data, dict) else None
         if not isinstance(commits, list) or not commits:
-            raise errors.HubError("RevisionNotFound", f"{what}: revision not found")
+            raise errors.HubError(reasons.REVISION_NOT_FOUND, f"{what}: revision not found")
         first = commits[0]
         commit = first.get("Id") if isinstance(first, dict) else None
         if not isinstance(commit, str) or not grammar.is_commit(commit):
-            raise errors.HubError("SourceUnavailable", f"{what}: commits answer has no commit id")
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                                  f"{what}: commits answer has no commit id")
         refs = await gitrefs.list_refs(self._client, self.git_url(repo), endpoint=self._endpoint,
                                        token=token, what=what, mapper=map_error)
         named = gitrefs.commit_for(refs, revision)
         if named != commit:
             seen = f"names {named}" if named else "has no such ref"
             raise errors.HubError(
-                "SourceUnavailable",
+                reasons.SOURCE_UNAVAILABLE,
                 f"{what}: the hub's index names commit {commit} for {revision!r} but git "
                 f"{seen}; refusing to guess",
             )
@@ -137,7 +142,8 @@ class ModelScope(endpoint.Endpoint):
         document, _ = await self.get_json(f"{self._endpoint}/openapi/v1/users/me", token=token,
                                           what=what, mapper=_token_error)
         if not isinstance(document, dict) or document.get("success") is not True:
-            raise errors.HubError("AccessDenied", f"{what}: the hub did not accept the token")
+            raise errors.HubError(reasons.ACCESS_DENIED,
+                                  f"{what}: the hub did not accept the token")
 
     async def _page(
         self, repo: str, commit: str, root: str, recursive: bool, *, token: str | None
@@ -150,7 +156,7 @@ class ModelScope(endpoint.Endpoint):
         data = await self._data(url, token=token, what=what)
         listed = data.get("Files") if isinstance(data, dict) else None
         if not isinstance(listed, list) or not all(isinstance(f, dict) for f in listed):
-            raise errors.HubError("SourceUnavailable", f"{what}: listing has no file tree")
+            raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: listing has no file tree")
         return cast(list[RepoFile], listed)
 
     async def _walk(
@@ -164,7 +170,7 @@ class ModelScope(endpoint.Endpoint):
         children = await self._page(repo, commit, root, False, token=token)
         if len(children) >= self._truncation_limit:
             raise errors.HubError(
-                "SourceUnavailable",
+                reasons.SOURCE_UNAVAILABLE,
                 f"{self.describe(repo)}: directory {root or '/'} has {self._truncation_limit} or "
                 "more entries, which the API cannot enumerate",
             )
@@ -174,7 +180,7 @@ class ModelScope(endpoint.Endpoint):
                 path = child.get("Path")
                 if not isinstance(path, str) or not path or path == root:
                     raise errors.HubError(
-                        "SourceUnavailable", f"{self.describe(repo)}: bad directory entry"
+                        reasons.SOURCE_UNAVAILABLE, f"{self.describe(repo)}: bad directory entry"
                     )
                 found.extend(await self._walk(repo, commit, path, token=token))
         return found
@@ -192,14 +198,15 @@ class ModelScope(endpoint.Endpoint):
                 continue
             path, size, sha = raw.get("Path"), raw.get("Size"), raw.get("Sha256")
             if raw.get("Type") != "blob" or not isinstance(path, str):
-                raise errors.HubError("SourceUnavailable", f"{what}: unexpected listing entry")
+                raise errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                                      f"{what}: unexpected listing entry")
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise errors.HubError("SourceUnavailable", f"{what}: {path} has no size")
+                raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: {path} has no size")
             if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
-                raise errors.HubError("SourceUnavailable", f"{what}: {path} has no Sha256")
+                raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: {path} has no Sha256")
             remote = files.RemoteFile(path, size, "sha256", sha.lower(), bool(raw.get("IsLFS")))
             if listed.setdefault(path, remote) != remote:
-                raise errors.HubError("SourceUnavailable", f"{what}: {path} listed twice")
+                raise errors.HubError(reasons.SOURCE_UNAVAILABLE, f"{what}: {path} listed twice")
         return list(listed.values())
 
     def file_url(self, repo: str, commit: str, path: str) -> str:
@@ -209,6 +216,6 @@ class ModelScope(endpoint.Endpoint):
 
 def _token_error(response: httpx.Response, body: bytes, what: str) -> errors.HubError:
     if response.status_code in (401, 403):
-        return errors.HubError("AccessDenied", f"{what}: the hub rejected the token",
+        return errors.HubError(reasons.ACCESS_DENIED, f"{what}: the hub rejected the token",
                                status=response.status_code)
     return map_error(response, body, what)

@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator
 from typing import Protocol, runtime_checkable
 
 from hub import blocking, errors, files
-from openapi import grammar
+from openapi import grammar, reasons
 
 
 class Source(Protocol):
@@ -54,16 +54,17 @@ def check_repo(repo: str) -> None:
     """The repository grammar admission applies (``openapi.grammar``), so what was admitted is
     never refused here for its shape."""
     if not grammar.is_repository(repo):
-        raise errors.HubError("InvalidRequest", f"repository {repo[:200]!r} is not an owner/name "
+        raise errors.HubError(reasons.INVALID_REQUEST,
+                              f"repository {repo[:200]!r} is not an owner/name "
                               "id")
 
 
 def check_revision(revision: str) -> None:
     problem = grammar.revision_problem(revision)
     if problem:
-        raise errors.HubError("InvalidRequest", f"revision {revision[:200]!r} {problem}")
+        raise errors.HubError(reasons.INVALID_REQUEST, f"revision {revision[:200]!r} {problem}")
 
 
 def check_commit(commit: str) -> None:
     if not grammar.is_commit(commit):
-        raise errors.HubError("InvalidRequest", "a commit must be 40 lowercase hex digits")
+        raise errors.HubError(reasons.INVALID_REQUEST, "a commit must be 40 lowercase hex digits")

@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Generic, TypedDict, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import httpx2
 import lightkube
@@ -31,8 +31,9 @@ from lightkube.types import PatchType
 from kube import auth as kube_auth
 from kube import config as kube_config
 from kube import decoding, errors
+from openapi import wire
 
-Obj = TypeVar("Obj")
+Item = TypeVar("Item")
 Res = TypeVar("Res", bound=lk_resource.Resource)
 
 DEFAULT_TIMEOUT = 10.0
@@ -44,22 +45,8 @@ Selector = Mapping[str, Any] | str | None
 """A label or field selector: lightkube's mapping form or kube's string syntax."""
 
 
-class VersionInfo(TypedDict, total=False):
-    """``GET /version`` (apimachinery's version.Info)."""
-
-    major: str
-    minor: str
-    emulationMajor: str
-    emulationMinor: str
-    minCompatibilityMajor: str
-    minCompatibilityMinor: str
-    gitVersion: str
-    gitCommit: str
-    gitTreeState: str
-    buildDate: str
-    goVersion: str
-    compiler: str
-    platform: str
+VersionInfo = wire.VersionInfo
+"""``GET /version`` (apimachinery's version.Info), as the contract types it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,8 +60,8 @@ class RawResponse:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ListResult(Generic[Obj]):
-    items: list[Obj]
+class ListResult(Generic[Item]):
+    items: list[Item]
     resource_version: str
 
 

@@ -19,10 +19,10 @@ from typing import Any, cast
 
 from kube import client as clients
 from kube import errors, resources
-from openapi import reasons, sources
 from openapi import resources as contract
+from openapi import sources, states, wire
+from openapi.kinds import modelartifact, nodemodelstore
 
-Obj = dict[str, Any]
 HubKind = sources.HubKind
 RETRY_SECONDS = 1.0
 """``wait_resolved``: how long it waits after the server could not be reached, then reads the
@@ -38,8 +38,8 @@ class HubSource:
     revision: str = ""
     secret_name: str = ""
 
-    def spec(self) -> Obj:
-        member: Obj = {"repository": self.repository}
+    def spec(self) -> wire.Obj:
+        member: wire.Obj = {"repository": self.repository}
         if self.revision:
             member["revision"] = self.revision
         if self.secret_name:
@@ -52,8 +52,8 @@ class ClaimSource:
     claim_name: str
     path: str = ""
 
-    def spec(self) -> Obj:
-        member: Obj = {"claimName": self.claim_name}
+    def spec(self) -> wire.Obj:
+        member: wire.Obj = {"claimName": self.claim_name}
         if self.path:
             member["path"] = self.path
         return {sources.CLAIM: member}
@@ -64,7 +64,7 @@ class ImageSource:
     reference: str
     """Pinned by digest (``name@sha256:...``)."""
 
-    def spec(self) -> Obj:
+    def spec(self) -> wire.Obj:
         return {sources.IMAGE: {"reference": self.reference}}
 
 
@@ -85,15 +85,15 @@ class PrefetchSpec:
     pinned: bool = True
     ttl_after_last_use: str = ""
 
-    def spec(self) -> Obj:
-        targets: Obj = {}
+    def spec(self) -> wire.Obj:
+        targets: wire.Obj = {}
         if self.node_names:
             targets["nodeNames"] = list(self.node_names)
         if self.node_selector is not None:
             targets["nodeSelector"] = dict(self.node_selector)
         if self.min_ready:
             targets["minReady"] = self.min_ready
-        retention: Obj = {"pinned": self.pinned}
+        retention: wire.Obj = {"pinned": self.pinned}
         if self.ttl_after_last_use:
             retention["ttlAfterLastUse"] = self.ttl_after_last_use
         return {"artifactRef": {"name": self.artifact}, "targets": targets,
@@ -114,23 +114,20 @@ class Artifact:
     revision: str
     manifest_digest: str
     size_bytes: int
-    raw: Obj = dataclasses.field(repr=False, compare=False)
+    raw: wire.Obj = dataclasses.field(repr=False, compare=False)
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> Artifact:
         meta = obj.get("metadata") or {}
-        status = obj.get("status") or {}
-        resolved = status.get("resolved") or {}
-        condition: Obj = next((c for c in status.get("conditions") or ()
-                          if c.get("type") == reasons.RESOLVED), {})
+        condition = modelartifact.resolved_condition(obj) or {}
         return cls(
             namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""), resolved=condition.get("status") == "True",
+            uid=str(meta.get("uid") or ""), resolved=condition.get("status") == wire.TRUE,
             reason=str(condition.get("reason") or ""),
             message=str(condition.get("message") or ""),
-            revision=str(resolved.get("revision") or ""),
-            manifest_digest=str(resolved.get("manifestDigest") or ""),
-            size_bytes=int(resolved.get("sizeBytes") or 0), raw=dict(obj),
+            revision=modelartifact.revision(obj),
+            manifest_digest=modelartifact.manifest_digest(obj),
+            size_bytes=modelartifact.size_bytes(obj) or 0, raw=dict(obj),
         )  # fmt: skip
 
 
@@ -142,37 +139,34 @@ class NodeStore:
     ready: bool
     total_bytes: int
     stored_bytes: int
-    models: tuple[Obj, ...]
+    models: tuple[wire.Obj, ...]
     """``status.models``: each a digest, its state and sizes."""
     used_percent: int | None = None
     """``status.capacity.usedPercent`` (a multiple of 5), None before the plugin reported."""
-    conditions: tuple[Obj, ...] = ()
+    conditions: tuple[wire.Obj, ...] = ()
     """``status.conditions``: Ready, CapacityLow."""
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> NodeStore:
-        status = obj.get("status") or {}
-        capacity = status.get("capacity") or {}
-        conditions = tuple(dict(c) for c in status.get("conditions") or ())
-        ready: Obj = next((c for c in conditions if c.get("type") == reasons.READY), {})
-        used = capacity.get("usedPercent")
+        conditions = tuple(dict(c) for c in wire.items(obj, "status", "conditions"))
         return cls(node=str((obj.get("metadata") or {}).get("name") or ""),
-                   ready=ready.get("status") == "True",
-                   total_bytes=int(capacity.get("totalBytes") or 0),
-                   stored_bytes=int(capacity.get("storedBytes") or 0),
-                   models=tuple(dict(m) for m in status.get("models") or ()),
-                   used_percent=used if isinstance(used, int) else None,
+                   ready=nodemodelstore.ready(obj),
+                   total_bytes=nodemodelstore.total_bytes(obj) or 0,
+                   stored_bytes=nodemodelstore.stored_bytes(obj) or 0,
+                   models=tuple(dict(m) for m in nodemodelstore.models(obj)),
+                   used_percent=nodemodelstore.used_percent(obj),
                    conditions=conditions)
 
     def holds(self, digest: str) -> bool:
         """The node holds ``digest`` published (state Ready)."""
-        return any(m.get("digest") == digest and m.get("state") == "Ready" for m in self.models)
+        found = self.entry(digest)
+        return found is not None and nodemodelstore.entry_state(found) == states.READY
 
-    def entry(self, digest: str) -> Obj | None:
+    def entry(self, digest: str) -> wire.Obj | None:
         """This node's ``status.models`` entry for ``digest`` (any state), None if unlisted."""
-        return next((m for m in self.models if m.get("digest") == digest), None)
+        return next((m for m in self.models if nodemodelstore.entry_digest(m) == digest), None)
 
-    def condition(self, kind: str) -> Obj | None:
+    def condition(self, kind: str) -> wire.Obj | None:
         return next((c for c in self.conditions if c.get("type") == kind), None)
 
 
@@ -186,8 +180,8 @@ class ResolutionTimeout(errors.KubeError):
         self.artifact = artifact
 
 
-def _plain(obj: Any) -> Obj:
-    found: Obj = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+def _plain(obj: Any) -> wire.Obj:
+    found: wire.Obj = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
     return found
 
 
@@ -218,12 +212,12 @@ class ModelManager:
         allow_patterns: Sequence[str] = (), ignore_patterns: Sequence[str] = (),
         labels: Mapping[str, str] | None = None,
     ) -> Artifact:  # fmt: skip
-        spec: Obj = {"source": source.spec()}
+        spec: wire.Obj = {"source": source.spec()}
         if allow_patterns:
             spec["allowPatterns"] = list(allow_patterns)
         if ignore_patterns:
             spec["ignorePatterns"] = list(ignore_patterns)
-        metadata: Obj = {"name": name, "namespace": namespace}
+        metadata: wire.Obj = {"name": name, "namespace": namespace}
         if labels:
             metadata["labels"] = dict(labels)
         body = {"apiVersion": contract.GROUP_VERSION, "kind": contract.MODEL_ARTIFACT.kind,
@@ -292,13 +286,13 @@ class ModelManager:
             except (errors.ConnectionFailed, errors.ServerError):
                 await asyncio.sleep(RETRY_SECONDS)
 
-    async def progress(self, namespace: str, name: str) -> Obj:
+    async def progress(self, namespace: str, name: str) -> wire.Obj:
         """The computed ``progress`` subresource (``ModelArtifactProgress``)."""
         answer = await self.api.request("GET", resources.progress_path(namespace, name))
         found = json.loads(answer.content)
         if not isinstance(found, dict):
             raise errors.ServerError(200, "BadResponse", "progress did not answer an object")
-        return cast(Obj, found)
+        return cast(wire.Obj, found)
 
     async def node_stores(self) -> list[NodeStore]:
         listed = await self.api.list(resources.NodeModelStore)
@@ -310,11 +304,11 @@ class ModelManager:
 
     async def create_prefetch(self, namespace: str, name: str,
                               spec: PrefetchSpec | Mapping[str, Any], *,
-                              labels: Mapping[str, str] | None = None) -> Obj:
+                              labels: Mapping[str, str] | None = None) -> wire.Obj:
         """A ModelPrefetch (a ``PrefetchSpec``, or a spec spelled as the schema spells it); the
         created object. ``kube.Invalid`` when the spec does not fit the schema (no target, an
         artifact that is not a hub source), ``kube.Forbidden`` outside the caller's grant."""
-        metadata: Obj = {"name": name, "namespace": namespace}
+        metadata: wire.Obj = {"name": name, "namespace": namespace}
         if labels:
             metadata["labels"] = dict(labels)
         body = {"apiVersion": contract.GROUP_VERSION, "kind": contract.MODEL_PREFETCH.kind,
@@ -324,7 +318,7 @@ class ModelManager:
                                         namespace=namespace)
         return _plain(created)
 
-    async def get_prefetch(self, namespace: str, name: str) -> Obj:
+    async def get_prefetch(self, namespace: str, name: str) -> wire.Obj:
         return _plain(await self.api.get(resources.ModelPrefetch, name, namespace=namespace))
 
     async def delete_prefetch(self, namespace: str, name: str) -> None:
@@ -372,7 +366,7 @@ class SyncModelManager:
     def wait_resolved(self, namespace: str, name: str, timeout: float) -> Artifact:
         return self._runner.run(self._async.wait_resolved(namespace, name, timeout))
 
-    def progress(self, namespace: str, name: str) -> Obj:
+    def progress(self, namespace: str, name: str) -> wire.Obj:
         return self._runner.run(self._async.progress(namespace, name))
 
     def node_stores(self) -> list[NodeStore]:
@@ -382,10 +376,10 @@ class SyncModelManager:
         return self._runner.run(self._async.nodes_holding(digest))
 
     def create_prefetch(self, namespace: str, name: str,
-                        spec: PrefetchSpec | Mapping[str, Any], **options: Any) -> Obj:
+                        spec: PrefetchSpec | Mapping[str, Any], **options: Any) -> wire.Obj:
         return self._runner.run(self._async.create_prefetch(namespace, name, spec, **options))
 
-    def get_prefetch(self, namespace: str, name: str) -> Obj:
+    def get_prefetch(self, namespace: str, name: str) -> wire.Obj:
         return self._runner.run(self._async.get_prefetch(namespace, name))
 
     def delete_prefetch(self, namespace: str, name: str) -> None:

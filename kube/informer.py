@@ -10,11 +10,10 @@ after a backoff when it ended at once; after a failure it backs off and resumes 
 (the list again when the list is what failed). Only a version the server cannot serve lists
 again, at once, and the list replaces the sink's whole state: an expired one (410, compacted, or
 from before the server's store went back) or one it has not reached (504 "Too large resource
-version": its store went back, or it lags). The backoff doubles per consecutive failure from
-``Backoff.initial`` up to ``Backoff.maximum`` and starts over after a list or a watch that ran
-its course. What is listed and watched (a client, paging, selectors, how a 410 is spelled) is the
-``ListWatch``'s; what the events mean (a cache, indexes, handlers, a callback) is the
-``Sink``'s.
+version": its store went back, or it lags). The backoff (``BACKOFF``: 0.5 s doubling per
+consecutive failure to 30 s) starts over after a list or a watch that ran its course. What is
+listed and watched (a client, paging, selectors, how a 410 is spelled) is the ``ListWatch``'s;
+what the events mean (a cache, indexes, handlers, a callback) is the ``Sink``'s.
 """
 
 from __future__ import annotations
@@ -23,21 +22,24 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from kube import errors
+from openapi import wire
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 QUICK_END_SECONDS = 1.0
 """A watch that ends sooner than this ended "at once": the next one waits out a backoff."""
+BACKOFF = backoffs.Backoff(0.5, 30.0)
+"""Consecutive failed lists and watches (or watches that ended at once): 0.5 s doubling to 30 s."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Listed:
-    items: list[Obj]
+    items: list[wire.Obj]
     resource_version: str
 
 
@@ -45,7 +47,7 @@ class Listed:
 class Event:
     type: str
     """ADDED, MODIFIED, DELETED or BOOKMARK."""
-    object: Obj
+    object: wire.Obj
 
 
 class ListWatch(Protocol):
@@ -69,16 +71,7 @@ class Sink(Protocol):
         ...
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Backoff:
-    initial: float = 0.5
-    maximum: float = 30.0
-
-    def delay(self, failures: int) -> float:
-        return min(self.maximum, self.initial * 2.0 ** max(0, failures - 1))
-
-
-def version_of(obj: Obj) -> str:
+def version_of(obj: wire.Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
@@ -98,7 +91,7 @@ class Reflector:
     waiter that must not wait for ever, say)."""
 
     def __init__(self, source: ListWatch, sink: Sink, *, what: str,
-                 clock: clocks.Clock | None = None, backoff: Backoff = Backoff(),
+                 clock: clocks.Clock | None = None, backoff: backoffs.Backoff = BACKOFF,
                  expired: tuple[type[BaseException], ...] = (
                      errors.Expired, errors.TooLargeResourceVersion),
                  describe: Callable[[BaseException], str] = describe,

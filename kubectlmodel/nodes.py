@@ -16,7 +16,8 @@ from rich.text import Text
 import kube
 from kube import gpustack
 from kubectlmodel import render
-from openapi import reasons
+from openapi import reasons, states
+from openapi.kinds import nodemodelstore
 
 
 def used_text(store: gpustack.NodeStore) -> str:
@@ -30,14 +31,14 @@ def used_text(store: gpustack.NodeStore) -> str:
 def model_lines(store: gpustack.NodeStore, names: Mapping[str, Sequence[str]]) -> str:
     found = []
     for model in store.models:
-        digest = str(model.get("digest") or "")
-        state = str(model.get("state") or "")
-        total = int(model.get("sizeBytes") or 0)
-        held = total if state == "Ready" else int(model.get("downloadedBytes") or 0)
+        digest = nodemodelstore.entry_digest(model)
+        state = nodemodelstore.entry_state(model)
+        total = nodemodelstore.entry_size(model) or 0
+        held = total if state == states.READY else nodemodelstore.entry_downloaded(model) or 0
         text = f"{render.short_digest(digest)} {state} {render.size(held)}/{render.size(total)}"
-        if model.get("reason"):
-            text += f" {model['reason']}"
-        if model.get("referenced"):
+        if nodemodelstore.entry_reason(model):
+            text += f" {nodemodelstore.entry_reason(model)}"
+        if nodemodelstore.entry_referenced(model):
             text += " mounted"
         if names.get(digest):
             text += " " + ",".join(names[digest])

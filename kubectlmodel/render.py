@@ -16,7 +16,8 @@ from rich.text import Text
 
 from kube import gpustack
 from kubectlmodel import snapshot
-from openapi import columns, sources
+from openapi import columns, sources, states
+from openapi.kinds import modelartifact, progress
 
 TOTAL = "total"
 BAR_WIDTH = 30
@@ -53,16 +54,15 @@ def retry_text(moment: datetime.datetime | None, now: datetime.datetime) -> str:
 
 
 def source_text(artifact: gpustack.Artifact) -> str:
-    source = (artifact.raw.get("spec") or {}).get("source") or {}
-    for kind in sources.HUB_KINDS:
-        if kind in source:
-            member = source[kind] or {}
-            revision = member.get("revision") or sources.DEFAULT_REVISIONS[kind]
-            return f"{sources.HUB_NAMES[kind]} {member.get('repository', '')}@{revision}"
-    if sources.CLAIM in source:
-        return f"claim/{(source[sources.CLAIM] or {}).get('claimName', '')}"
-    if sources.IMAGE in source:
-        return f"image {(source[sources.IMAGE] or {}).get('reference', '')}"
+    kind = modelartifact.source_kind(artifact.raw)
+    hub = sources.hub_kind(kind)
+    if hub is not None:
+        revision = modelartifact.source_revision(artifact.raw) or sources.DEFAULT_REVISIONS[hub]
+        return f"{sources.HUB_NAMES[hub]} {modelartifact.repository(artifact.raw)}@{revision}"
+    if kind == sources.CLAIM:
+        return f"claim/{modelartifact.claim_name(artifact.raw)}"
+    if kind == sources.IMAGE:
+        return f"image {modelartifact.image_reference(artifact.raw)}"
     return "no source"
 
 
@@ -75,10 +75,10 @@ def resolution_text(shot: snapshot.Snapshot) -> str:
     artifact = shot.artifact
     if artifact.resolved:
         if not shot.counted:
-            return f"Resolved: {shot.progress.get('reason') or 'nothing to download'}"
+            return f"Resolved: {progress.reason(shot.progress) or 'nothing to download'}"
         digest = short_digest(artifact.manifest_digest)
         return f"Resolved {artifact.revision[:12] or '-'}, {digest}, {size(shot.size)}"
-    why = artifact.reason or "Pending"
+    why = artifact.reason or states.PENDING
     message = artifact.message or "the worker has not looked at it yet"
     return f"not resolved: {why}: {cut(message)}"
 
@@ -90,8 +90,8 @@ def cut(text: str, width: int = MESSAGE_WIDTH) -> str:
 
 def node_detail(row: snapshot.NodeRow, now: datetime.datetime) -> str:
     parts = []
-    if row.state == "Failed":
-        parts.append(row.reason or "Failed")
+    if row.state == states.FAILED:
+        parts.append(row.reason or states.FAILED)
         if row.message:
             parts.append(cut(row.message, 80))
         retry = retry_text(row.retry_time, now)
@@ -108,8 +108,8 @@ def total_state(shot: snapshot.Snapshot) -> str:
 
 
 def total_detail(shot: snapshot.Snapshot) -> str:
-    reasons = ", ".join(f"{r.get('reason')} x{r.get('count')}"
-                        for r in shot.progress.get("failureReasons") or ())
+    reasons = ", ".join(f"{reason} x{count}"
+                        for reason, count in progress.failure_reasons(shot.progress))
     if shot.nodes is None:
         note = "per node: not permitted to list nodemodelstores"
         return f"{reasons}; {note}" if reasons else note
@@ -120,7 +120,7 @@ def rates_for(shot: snapshot.Snapshot, rates: snapshot.Rates) -> dict[str, snaps
     """Feed the snapshot's byte counts to ``rates``; the rate of every node and the total."""
     found: dict[str, snapshot.Rate] = {}
     for row in shot.nodes or ():
-        if row.state == "Downloading":
+        if row.state == states.DOWNLOADING:
             found[row.node] = rates.add(row.node, shot.at, row.downloaded_bytes, row.size_bytes)
         else:
             rates.forget(row.node)
@@ -156,7 +156,7 @@ def frame(shot: snapshot.Snapshot, rates: Mapping[str, snapshot.Rate]) -> Render
     detail = total_detail(shot)
     table.add_row(
         Text(TOTAL, "bold"), Text(f"{shot.count('ready')} ready"),
-        _bar(have, want, "Ready" if shot.done else ""),
+        _bar(have, want, states.READY if shot.done else ""),
         f"{size(have)}/{size(want)} {percent(have, want)}%",
         rate_text(rates.get(TOTAL)), eta_text(rates.get(TOTAL)),
         Text(f"{others}; {detail}" if detail else others),
@@ -164,7 +164,7 @@ def frame(shot: snapshot.Snapshot, rates: Mapping[str, snapshot.Rate]) -> Render
     return Group(title, table)
 
 
-STATE_STYLES = {"Ready": "green", "Failed": "red", "Downloading": "cyan"}
+STATE_STYLES = {states.READY: "green", states.FAILED: "red", states.DOWNLOADING: "cyan"}
 
 
 def _bar(have: int, want: int, state: str) -> ProgressBar:
@@ -194,7 +194,7 @@ def lines(shot: snapshot.Snapshot, rates: Mapping[str, snapshot.Rate]) -> list[L
         rate = rates.get(row.node)
         text = (f"{name}  {row.node}  {row.state}  {size(row.downloaded_bytes)}/"
                 f"{size(row.size_bytes)}  {percent(row.downloaded_bytes, row.size_bytes)}%")
-        if row.state == "Downloading":
+        if row.state == states.DOWNLOADING:
             text += f"  {rate_text(rate)}  eta {eta_text(rate)}"
         detail = node_detail(row, shot.now)
         found.append(Line(row.node, (row.state, row.downloaded_bytes, row.reason,

@@ -14,8 +14,8 @@ from typing import Any
 
 import kube
 from kube import gpustack
-
-Obj = dict[str, Any]
+from openapi import states, wire
+from openapi.kinds import nodemodelstore, progress
 
 RATE_WINDOW = 120.0
 """Seconds of changes a rate is measured over (four of a node's progress reports)."""
@@ -37,20 +37,21 @@ class NodeRow:
     store_ready: bool = True
 
     @classmethod
-    def of(cls, store: gpustack.NodeStore, entry: Obj, size: int) -> NodeRow:
-        state = str(entry.get("state") or "")
-        total = int(entry.get("sizeBytes") or size)
-        have = total if state == "Ready" else int(entry.get("downloadedBytes") or 0)
+    def of(cls, store: gpustack.NodeStore, entry: wire.Readable, size: int) -> NodeRow:
+        state = nodemodelstore.entry_state(entry)
+        total = nodemodelstore.entry_size(entry) or size
+        have = total if state == states.READY else nodemodelstore.entry_downloaded(entry) or 0
         return cls(node=store.node, state=state, size_bytes=total, downloaded_bytes=have,
-                   reason=str(entry.get("reason") or ""),
-                   message=str(entry.get("message") or ""),
-                   retry_time=parse_time(entry.get("retryTime")), store_ready=store.ready)
+                   reason=nodemodelstore.entry_reason(entry),
+                   message=nodemodelstore.entry_message(entry),
+                   retry_time=parse_time(nodemodelstore.entry_retry_time(entry)),
+                   store_ready=store.ready)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Snapshot:
     artifact: gpustack.Artifact
-    progress: Obj
+    progress: wire.Obj
     nodes: tuple[NodeRow, ...] | None
     """None: the caller may not list NodeModelStores."""
     at: float
@@ -59,7 +60,7 @@ class Snapshot:
 
     @property
     def size(self) -> int:
-        return int(self.progress.get("sizeBytes") or self.artifact.size_bytes or 0)
+        return progress.size_bytes(self.progress) or self.artifact.size_bytes or 0
 
     def count(self, key: str) -> int:
         value = self.progress.get(key)
@@ -67,8 +68,9 @@ class Snapshot:
 
     @property
     def counted(self) -> bool:
-        """The subresource counts nodes (a resolved hub source); else ``progress["reason"]``."""
-        return bool(self.progress.get("manifestDigest"))
+        """The subresource counts nodes (a resolved hub source); else its ``reason`` says why
+        not."""
+        return bool(progress.manifest_digest(self.progress))
 
     @property
     def done(self) -> bool:
@@ -78,12 +80,12 @@ class Snapshot:
             return False
         if not self.counted:
             return True
-        return self.count("ready") > 0 and self.count("downloading") == 0
+        return progress.ready(self.progress) > 0 and progress.downloading(self.progress) == 0
 
     def total(self) -> tuple[int, int]:
         """(bytes held, bytes wanted) over the nodes that hold or download the digest."""
-        ready, downloading = self.count("ready"), self.count("downloading")
-        return (ready * self.size + self.count("downloadingBytes"),
+        ready, downloading = progress.ready(self.progress), progress.downloading(self.progress)
+        return (ready * self.size + progress.downloading_bytes(self.progress),
                 (ready + downloading) * self.size)
 
 
@@ -109,11 +111,11 @@ class Reader:
 
     async def take(self, at: float, now: datetime.datetime) -> Snapshot:
         artifact = await self.models.get_artifact(self.namespace, self.name)
-        progress = await self.models.progress(self.namespace, self.name)
-        return Snapshot(artifact, progress, await self._nodes(artifact, progress), at, now)
+        counted = await self.models.progress(self.namespace, self.name)
+        return Snapshot(artifact, counted, await self._nodes(artifact, counted), at, now)
 
     async def _nodes(self, artifact: gpustack.Artifact,
-                     progress: Obj) -> tuple[NodeRow, ...] | None:
+                     counted: wire.Obj) -> tuple[NodeRow, ...] | None:
         if self.node_stores_refused:
             return None
         try:
@@ -121,10 +123,10 @@ class Reader:
         except kube.Forbidden:
             self.node_stores_refused = True
             return None
-        digest = str(progress.get("manifestDigest") or artifact.manifest_digest)
+        digest = progress.manifest_digest(counted) or artifact.manifest_digest
         if not digest:
             return ()
-        size = int(progress.get("sizeBytes") or artifact.size_bytes or 0)
+        size = progress.size_bytes(counted) or artifact.size_bytes or 0
         rows = (NodeRow.of(store, entry, size) for store in stores
                 if (entry := store.entry(digest)) is not None)
         return tuple(sorted(rows, key=lambda row: row.node))

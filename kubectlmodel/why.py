@@ -10,23 +10,20 @@ from __future__ import annotations
 
 import datetime
 import time
-from typing import Any
 
 from rich.console import Console
 
 from kube import gpustack
 from kubectlmodel import render, snapshot
-from openapi import columns, reasons
+from openapi import columns, reasons, states, wire
+from openapi.kinds import modelartifact, progress
 
 
-def _condition(artifact: gpustack.Artifact, kind: str) -> dict[str, Any] | None:
-    for condition in (artifact.raw.get("status") or {}).get("conditions") or ():
-        if isinstance(condition, dict) and condition.get("type") == kind:
-            return condition
-    return None
+def _condition(artifact: gpustack.Artifact, kind: str) -> wire.Readable | None:
+    return wire.condition(modelartifact.status(artifact.raw), kind)
 
 
-def _since(condition: dict[str, Any], now: datetime.datetime) -> str:
+def _since(condition: wire.Readable, now: datetime.datetime) -> str:
     moment = snapshot.parse_time(condition.get("lastTransitionTime"))
     if moment is None:
         return ""
@@ -37,18 +34,18 @@ def verdict(shot: snapshot.Snapshot) -> str:
     artifact = shot.artifact
     name = f"{artifact.namespace}/{artifact.name}"
     if not artifact.resolved:
-        why = artifact.reason or "Pending"
+        why = artifact.reason or states.PENDING
         return f"{name} is not ready: it is not resolved ({why})."
     if not shot.counted:
-        return f"{name} is ready: {shot.progress.get('reason') or 'nothing to download'}"
+        return f"{name} is ready: {progress.reason(shot.progress) or 'nothing to download'}"
     ready, downloading, failed = (shot.count(k) for k in ("ready", "downloading", "failed"))
     if ready and not downloading:
         return f"{name} is ready on {_nodes(ready)}."
     parts = []
     if downloading:
-        mean = shot.progress.get("downloadingPercent")
+        mean = progress.downloading_percent(shot.progress)
         parts.append(f"downloading on {_nodes(downloading)}"
-                     + (f" ({mean}%)" if isinstance(mean, int) else ""))
+                     + (f" ({mean}%)" if mean is not None else ""))
     if failed:
         parts.append(f"failed on {_nodes(failed)}")
     if ready:
@@ -80,8 +77,8 @@ def chain(shot: snapshot.Snapshot) -> list[str]:
         return found
     found.append(f"progress: {render.total_state(shot)}, "
                  f"{render.size(shot.total()[0])} of {render.size(shot.total()[1])}")
-    for item in shot.progress.get("failureReasons") or ():
-        found.append(f"  {item.get('count')} failed with {item.get('reason')}")
+    for reason, count in progress.failure_reasons(shot.progress):
+        found.append(f"  {count} failed with {reason}")
     if shot.nodes is None:
         found.append("nodes: not shown (you may not list nodemodelstores); the counts above"
                      " are the progress subresource's")
@@ -89,8 +86,8 @@ def chain(shot: snapshot.Snapshot) -> list[str]:
     for row in shot.nodes:
         text = (f"node {row.node}: {row.state} "
                 f"{render.size(row.downloaded_bytes)}/{render.size(row.size_bytes)}")
-        if row.state == "Failed":
-            text += f", {row.reason or 'Failed'}: {render.cut(row.message, 300)}"
+        if row.state == states.FAILED:
+            text += f", {row.reason or states.FAILED}: {render.cut(row.message, 300)}"
             if row.retry_time is not None:
                 when = row.retry_time.strftime("%Y-%m-%dT%H:%M:%SZ")
                 text += f"; {render.retry_text(row.retry_time, shot.now)} (at {when})"

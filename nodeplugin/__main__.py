@@ -18,7 +18,8 @@ from nodeplugin.cache import convert
 from nodeplugin.materialize import download
 from nodeplugin.peer import assembly as peer_assembly
 from nodeplugin.peer import wire as peer_wire
-from openapi import nodestore
+from openapi import install, nodestore
+from openapi import plugin as plugin_api
 from timing import durations
 
 
@@ -113,9 +114,9 @@ duration = durations.flag(positive=True, bare_seconds=False)
 
 def add_store_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("node store (the NodeModelStore, collection, integrity scrub)")
-    g.add_argument("--namespace", default=_env("POD_NAMESPACE", "gpustack-system"),
+    g.add_argument("--namespace", default=_env("POD_NAMESPACE", install.DEFAULT_NAMESPACE),
                    help="the operator namespace, where the spec's CA ConfigMap lives (default: "
-                   "$POD_NAMESPACE or gpustack-system)")
+                   f"$POD_NAMESPACE or {install.DEFAULT_NAMESPACE})")
     g.add_argument("--scrub-interval", type=duration, default="168h", metavar="DURATION",
                    help="one full integrity pass over the published trees per DURATION "
                    "(default: 168h, a week)")
@@ -127,8 +128,10 @@ def add_store_flags(p: argparse.ArgumentParser) -> None:
 
 def add_https_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("HTTPS port (/metrics, /readyz, /livez, /model/downloads)")
-    g.add_argument("--secure-port", type=bounded(0, 65535), default=_env("SECURE_PORT", "32444"),
-                   help="HTTPS port; 0 disables it (default: $SECURE_PORT or 32444)")
+    g.add_argument("--secure-port", type=bounded(0, 65535),
+                   default=_env("SECURE_PORT", str(plugin_api.DEFAULT_PORT)),
+                   help="HTTPS port; 0 disables it (default: $SECURE_PORT or "
+                   f"{plugin_api.DEFAULT_PORT})")
     g.add_argument("--bind-address", default="0.0.0.0",
                    help="address the HTTPS port listens on (default: 0.0.0.0)")
     g.add_argument("--tls-cert-file", default=None,

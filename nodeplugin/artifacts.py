@@ -18,7 +18,9 @@ from typing import Any
 import kube
 from kube import informer as reflectors
 from nodeplugin import apiclient
-from openapi import sources
+from openapi import sources, wire
+from openapi.kinds import modelartifact
+from timing import backoff as backoffs
 
 log = logging.getLogger(__name__)
 
@@ -53,30 +55,22 @@ class Artifact:
 
 def from_object(obj: dict[str, Any]) -> Artifact:
     meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    source = spec.get("source") or {}
-    kind = next((k for k in SOURCE_KINDS if isinstance(source.get(k), dict)), "")
-    hub: dict[str, Any] = source.get(kind) or {} if kind in HUB_KINDS else {}
-    resolved = status.get("resolved") or {}
-    condition: dict[str, Any] = next(
-        (c for c in status.get("conditions") or [] if c.get("type") == "Resolved"), {}
-    )
+    condition = modelartifact.resolved_condition(obj) or {}
     return Artifact(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
-        source_kind=kind,
-        repository=str(hub.get("repository", "")),
-        allow_patterns=tuple(str(p) for p in spec.get("allowPatterns") or ()),
-        ignore_patterns=tuple(str(p) for p in spec.get("ignorePatterns") or ()),
-        resolved=condition.get("status") == "True",
+        source_kind=modelartifact.source_kind(obj),
+        repository=modelartifact.repository(obj),
+        allow_patterns=tuple(modelartifact.allow_patterns(obj)),
+        ignore_patterns=tuple(modelartifact.ignore_patterns(obj)),
+        resolved=condition.get("status") == wire.TRUE,
         resolved_reason=str(condition.get("reason", "")),
-        revision=str(resolved.get("revision", "")),
-        manifest_digest=str(resolved.get("manifestDigest", "")),
-        secret_name=str((hub.get("secretRef") or {}).get("name", "")),
-        digest_source=str(resolved.get("digestSource", "")),
-        anchor_proof=str(resolved.get("anchorProof", "")),
+        revision=modelartifact.revision(obj),
+        manifest_digest=modelartifact.manifest_digest(obj),
+        secret_name=modelartifact.secret_name(obj),
+        digest_source=modelartifact.digest_source(obj),
+        anchor_proof=modelartifact.anchor_proof(obj),
     )
 
 
@@ -87,15 +81,15 @@ class Informer:
         self,
         client: apiclient.ArtifactClient,
         *,
-        retry_initial: float = 0.5,
-        retry_max: float = 30.0,
+        retry_initial: float = reflectors.BACKOFF.initial,
+        retry_max: float = reflectors.BACKOFF.cap,
     ) -> None:
         self._client = client
         self._items: dict[tuple[str, str], Artifact] = {}
         self._synced = asyncio.Event()
         self._reflector = reflectors.Reflector(
             self, self, what="artifact informer", expired=(apiclient.Gone,),
-            backoff=reflectors.Backoff(retry_initial, retry_max))
+            backoff=backoffs.Backoff(retry_initial, retry_max))
 
     @property
     def resource_version(self) -> str:

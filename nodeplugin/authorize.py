@@ -18,14 +18,7 @@ from collections.abc import Mapping
 
 from nodeplugin import artifacts, errors
 from nodeplugin.cache import targets
-from openapi import anchors, grammar
-
-EPHEMERAL = "csi.storage.k8s.io/ephemeral"
-POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
-POD_NAME = "csi.storage.k8s.io/pod.name"
-ARTIFACT = "artifact"
-ARTIFACT_UID = "artifactUID"
-MANIFEST_DIGEST = "manifestDigest"
+from openapi import anchors, grammar, volume
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,7 +62,7 @@ def authorize(
     way to the mount; the CSI service does before materializing), saving one walk per mount.
     """
     # Rule 1: an inline ephemeral volume with a mount capability and a target we may use.
-    if volume_context.get(EPHEMERAL) != "true":
+    if volume_context.get(volume.EPHEMERAL) != "true":
         raise errors.PermissionDenied(
             "only inline ephemeral volumes are served (csi.storage.k8s.io/ephemeral is not "
             "\"true\"; is podInfoOnMount set on the CSIDriver?)"
@@ -80,15 +73,16 @@ def authorize(
         norm_target = check_target(target, kubelet_dir)
     else:
         norm_target = _rules(kubelet_dir).canonical(target)
-    namespace = volume_context.get(POD_NAMESPACE, "")
+    namespace = volume_context.get(volume.POD_NAMESPACE, "")
     if not namespace:
         raise errors.InvalidArgument(
             "volume context lacks csi.storage.k8s.io/pod.namespace (podInfoOnMount must be true)"
         )
-    name = volume_context.get(ARTIFACT, "")
-    uid = volume_context.get(ARTIFACT_UID, "")
-    digest = volume_context.get(MANIFEST_DIGEST, "")
-    for key, value in ((ARTIFACT, name), (ARTIFACT_UID, uid), (MANIFEST_DIGEST, digest)):
+    name = volume_context.get(volume.ARTIFACT, "")
+    uid = volume_context.get(volume.ARTIFACT_UID, "")
+    digest = volume_context.get(volume.MANIFEST_DIGEST, "")
+    for key, value in ((volume.ARTIFACT, name), (volume.ARTIFACT_UID, uid),
+                       (volume.MANIFEST_DIGEST, digest)):
         if not value:
             raise errors.InvalidArgument(f"volume attribute {key!r} is required")
     if not grammar.is_digest(digest):

@@ -31,7 +31,8 @@ from prometheus_client import core, registry
 
 from kube import decoding
 from nodeplugin.cache import inventory, layout
-from nodeplugin.materialize import backoff, capacity, interface
+from nodeplugin.materialize import capacity, interface
+from nodeplugin.materialize import failures as failure_records
 
 PREFIX = "gpustack_model_manager_"
 MOUNT_RESULTS = ("hit", "materialized", "denied", "pending")
@@ -45,7 +46,7 @@ VERIFICATIONS: dict[str, tuple[interface.Check, ...]] = {
     "scrub": (Check.SIZE, Check.HASH, Check.UNREADABLE),
 }
 """Each phase's checks: every series exists from the first scrape (at 0), so a rate is defined."""
-BACKOFF_REASONS = tuple(r.value for r in interface.Reason if r not in backoff.NO_BACKOFF)
+BACKOFF_REASONS = tuple(r.value for r in interface.Reason if r not in failure_records.NO_BACKOFF)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,7 +95,7 @@ def state_sources(
     *,
     references: Callable[[], tuple[int, int]],
     quarantined: Callable[[], tuple[int, int]],
-    failures: backoff.Backoff,
+    failures: failure_records.Failures,
     high_watermark_percent: Callable[[], int],
     store_ready: Callable[[], bool],
     verification_failures: Callable[[], Mapping[tuple[str, str], int]],

@@ -46,11 +46,13 @@ from nodeplugin.cache import (
     volumes,
 )
 from nodeplugin.csi import identity, node, server
-from nodeplugin.materialize import backoff, capacity, download, interface, local, peers
+from nodeplugin.materialize import capacity, download, interface, local, peers
+from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import assembly, collect, gate, source, watermarks
 from nodeplugin.nodestore import spec as specs
 from nodeplugin.peer import assembly as peer_assembly
 from nodeplugin.peer import holders as peer_holders
+from openapi import install
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ class Config:
     # ``spec.hub``, ``spec.download`` and ``spec.watermarks.highPercent``.
     hub: hub_config.HubConfig = dataclasses.field(default_factory=hub_config.HubConfig)
     download: download.Settings = dataclasses.field(default_factory=download.Settings)
-    namespace: str = "gpustack-system"
+    namespace: str = install.DEFAULT_NAMESPACE
     """The operator namespace: where the spec's CA ConfigMap lives."""
     worker_user: str = ""
     """The one user ``GET /model/downloads`` admits after a TokenReview (in a cluster)."""
@@ -108,7 +110,7 @@ class Plugin:
     stock: Stock
     store: assembly.NodeStore
     gate: gate.Gate
-    failures: backoff.Backoff
+    failures: failure_records.Failures
     quarantined: quarantine.Quarantine
     ledger: capacity.Capacity
     checks: integrity.Integrity
@@ -249,7 +251,7 @@ def default_materializer(
     cache: layout.Layout,
     *,
     space: capacity.Capacity | None = None,
-    failures: backoff.Backoff | None = None,
+    failures: failure_records.Failures | None = None,
     holders: peers.Peers | None = None,
     origin_records: origins.Origins | None = None,
 ) -> interface.Materializer:
@@ -307,7 +309,7 @@ async def start(
     cluster_client: kube.Client | None = None,
     store_api: source.StoreApi | None = None,
     reviewer: reviews.Reviewer | None = None,
-    failures: backoff.Backoff | None = None,
+    failures: failure_records.Failures | None = None,
     clock: clocks.Clock | None = None,
     read_mountinfo: Callable[[], str] = refs.read_mountinfo,
 ) -> Plugin:
@@ -375,7 +377,7 @@ async def start(
         readonly_view=readonly_view,
         checks=checks if config.check_trees else None,
     )
-    failures = failures or backoff.Backoff(cache)
+    failures = failures or failure_records.Failures(cache)
     ledger = capacity.Capacity(cache.root, high_percent=_flag_high(config, cache))
     holders = None
     peer_url = peer_assembly.Published()

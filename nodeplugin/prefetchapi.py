@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 from starlette import requests, responses
 
@@ -36,11 +36,12 @@ from nodeplugin import artifacts, authorize, errors
 from nodeplugin.cache import integrity
 from nodeplugin.csi import node
 from nodeplugin.materialize import interface
-from openapi import grammar, jsondepth, names, sources
+from openapi import grammar, jsondepth, names, sources, states, volume
+from openapi import plugin as plugin_api
 
 log = logging.getLogger(__name__)
 
-PATH = "/model/prefetches"
+PATH = plugin_api.PREFETCHES
 MAX_BODY = 64 * 1024
 DRAIN_BYTES = 1 << 20
 """How much of a body past ``MAX_BODY`` is read and dropped before the 413."""
@@ -60,13 +61,7 @@ _CODES: dict[type[errors.PluginError], tuple[int, str]] = {
 }
 
 
-class Answer(TypedDict, total=False):
-    digest: str
-    state: Literal["Published", "Downloading", "Failed"]
-    downloadedBytes: int
-    sizeBytes: int
-    reason: str
-    message: str
+Answer = plugin_api.PrefetchAnswer
 
 
 def answer_of(progress: interface.Progress) -> Answer:
@@ -74,7 +69,7 @@ def answer_of(progress: interface.Progress) -> Answer:
                     "downloadedBytes": progress.received_bytes,
                     "sizeBytes": progress.total_bytes or 0}
     if progress.state is interface.State.FAILED:
-        body["reason"] = progress.reason.value if progress.reason is not None else "Failed"
+        body["reason"] = progress.reason.value if progress.reason is not None else states.FAILED
         body["message"] = node.outcome_error(progress).message
     return body
 
@@ -95,14 +90,13 @@ def _field(body: dict[str, Any], key: str) -> str:
 def _checked(body: dict[str, Any]) -> dict[str, str]:
     """The request's fields, each within its grammar (``InvalidArgument`` naming the first that
     is not), so nothing unbounded reaches a lookup or a message."""
-    found = {key: _field(body, key) for key in
-             ("namespace", "artifact", "artifactUID", "manifestDigest", "token")}
+    found = {key: _field(body, key) for key in plugin_api.REQUEST_KEYS}
     problems = {
         "namespace": "; ".join(names.dns_label_problems(found["namespace"])),
-        "artifact": "; ".join(names.dns_subdomain_problems(found["artifact"])),
-        "artifactUID": "" if _UID.fullmatch(found["artifactUID"]) else (
+        volume.ARTIFACT: "; ".join(names.dns_subdomain_problems(found[volume.ARTIFACT])),
+        volume.ARTIFACT_UID: "" if _UID.fullmatch(found[volume.ARTIFACT_UID]) else (
             "must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"),
-        "manifestDigest": "" if grammar.is_digest(found["manifestDigest"]) else (
+        volume.MANIFEST_DIGEST: "" if grammar.is_digest(found[volume.MANIFEST_DIGEST]) else (
             grammar.DIGEST_RULE),
         "token": "" if not found["token"] or _TOKEN.fullmatch(found["token"]) else (
             f"must be at most {MAX_TOKEN} visible ASCII characters"),
@@ -146,11 +140,11 @@ def handler(
         fields = _checked(body)
         namespace = fields["namespace"]
         volume_context = {
-            authorize.EPHEMERAL: "true",
-            authorize.POD_NAMESPACE: namespace,
-            authorize.ARTIFACT: fields["artifact"],
-            authorize.ARTIFACT_UID: fields["artifactUID"],
-            authorize.MANIFEST_DIGEST: fields["manifestDigest"],
+            volume.EPHEMERAL: "true",
+            volume.POD_NAMESPACE: namespace,
+            **volume.context(volume.attributes(fields[volume.ARTIFACT],
+                                               fields[volume.ARTIFACT_UID],
+                                               fields[volume.MANIFEST_DIGEST])),
         }
         token = fields["token"] or None
         grant = authorize.authorize(

@@ -15,7 +15,6 @@ import hmac
 import logging
 import pathlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, TypedDict
 
 from hypercorn import config as hypercorn_config
 from prometheus_client import exposition, registry
@@ -24,6 +23,7 @@ from starlette import applications, requests, responses, routing
 from certs import authority
 from nodeplugin import reviews
 from nodeplugin.materialize import interface
+from openapi import plugin, states
 from tlsserver import listener
 
 log = logging.getLogger(__name__)
@@ -36,30 +36,12 @@ stop that long after the grace period. Set on the port's own connections only
 (``tlsserver.listener``); the plugin's client connections keep asyncio's default."""
 
 
-class Download(TypedDict):
-    digest: str
-    downloadedBytes: int
-    sizeBytes: int
-    """0 while the attempt is still listing the files."""
-    source: Literal["Hub"]
-
-
-class Downloads(TypedDict):
-    downloads: list[Download]
-
-
-def downloads_body(running: Sequence[interface.Progress]) -> Downloads:
-    return {
-        "downloads": [
-            {
-                "digest": p.digest,
-                "downloadedBytes": p.received_bytes,
-                "sizeBytes": p.total_bytes or 0,
-                "source": "Hub",
-            }
-            for p in running
-        ]
-    }
+def downloads_body(running: Sequence[interface.Progress]) -> plugin.Downloads:
+    return plugin.Downloads(downloads=[
+        plugin.Download(digest=p.digest, downloadedBytes=p.received_bytes,
+                        sizeBytes=p.total_bytes or 0, source=states.HUB)
+        for p in running
+    ])
 
 
 def read_token(path: str) -> str | None:
@@ -148,7 +130,7 @@ def make_app(
         routing.Route("/metrics", scrape, methods=["GET"]),
         routing.Route("/readyz", readyz, methods=["GET"]),
         routing.Route("/livez", livez, methods=["GET"]),
-        routing.Route("/model/downloads", downloads, methods=["GET"]),
+        routing.Route(plugin.DOWNLOADS, downloads, methods=["GET"]),
     ]
     if prefetch is not None:
         warm = prefetch
@@ -156,7 +138,7 @@ def make_app(
         async def prefetches(request: requests.Request) -> responses.Response:
             return await refusal(request) or await warm(request)
 
-        routes.append(routing.Route("/model/prefetches", prefetches, methods=["POST"]))
+        routes.append(routing.Route(plugin.PREFETCHES, prefetches, methods=["POST"]))
     return applications.Starlette(routes=routes)
 
 

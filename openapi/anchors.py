@@ -11,26 +11,29 @@ in ``status.resolved.anchorProof``:
   which no tenant can write;
 - ``HubVerified``: an artifact of the same namespace resolved to that digest from the hub's own
   listing, still resolved now or verified within the last revalidation interval (the worker's
-  record, ``controllers/proofs.py``).
+  record, ``controllers/runtime/proofs.py``).
 
 The node plugin mounts an ``Expected`` identity only with one of them.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 from openapi import resources
+
+DigestSource = Literal["Hub", "Expected"]
+Proof = Literal["Grant", "HubVerified"]
 
 DIGEST_FROM_HUB: Final = "Hub"
 """``status.resolved.digestSource``: the digest came from the hub's own listing."""
 DIGEST_FROM_ANCHOR: Final = "Expected"
 """``status.resolved.digestSource``: the digest is the spec's anchor, the hub unreachable."""
-DIGEST_SOURCES: Final = (DIGEST_FROM_HUB, DIGEST_FROM_ANCHOR)
+DIGEST_SOURCES: Final[tuple[DigestSource, ...]] = (DIGEST_FROM_HUB, DIGEST_FROM_ANCHOR)
 
 GRANT: Final = "Grant"
 HUB_VERIFIED: Final = "HubVerified"
-PROOFS: Final = (GRANT, HUB_VERIFIED)
+PROOFS: Final[tuple[Proof, ...]] = (GRANT, HUB_VERIFIED)
 """``status.resolved.anchorProof``: why an ``Expected`` identity may be mounted."""
 
 ANNOTATION: Final = f"{resources.GROUP}/anchor-grant"

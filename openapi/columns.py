@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from openapi import sources
+from openapi import reasons, sources, states
 from timing import clock as clocks
 
 
@@ -145,7 +145,7 @@ def _store_downloading(obj: dict[str, Any], now: datetime.datetime) -> Any:
     models = _get(obj, "status", "models")
     if not isinstance(models, list):
         return 0
-    return sum(1 for m in models if isinstance(m, dict) and m.get("state") == "Downloading")
+    return sum(1 for m in models if isinstance(m, dict) and m.get("state") == states.DOWNLOADING)
 
 
 def _prefetch_ready(obj: dict[str, Any], now: datetime.datetime) -> Any:
@@ -173,35 +173,36 @@ _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
          _artifact_revision),
         (_column("Size", "string", "Total size of the resolved manifest."),
          lambda obj, now: human_size(_get(obj, "status", "resolved", "sizeBytes"))),
-        (_column("Ready", "integer", "Nodes holding the content."),
+        (_column(states.READY, "integer", "Nodes holding the content."),
          lambda obj, now: _get(obj, "status", "nodes", "ready")),
-        (_column("Downloading", "string", "Nodes downloading it, with their mean progress."),
+        (_column(states.DOWNLOADING, "string",
+                 "Nodes downloading it, with their mean progress."),
          _artifact_downloading),
-        (_column("Resolved", "string", "Status of the Resolved condition."),
-         lambda obj, now: _condition(obj, "Resolved")),
+        (_column(reasons.RESOLVED, "string", "Status of the Resolved condition."),
+         lambda obj, now: _condition(obj, reasons.RESOLVED)),
         _AGE,
     ],
     "NodeModelStore": [
         _NAME,
-        (_column("Ready", "string", "Status of the Ready condition."),
-         lambda obj, now: _condition(obj, "Ready")),
+        (_column(reasons.READY, "string", "Status of the Ready condition."),
+         lambda obj, now: _condition(obj, reasons.READY)),
         (_column("Used", "string", "Usage of the cache filesystem."), _store_used),
         (_column("Models", "integer", "Entries in status.models."), _store_models),
-        (_column("Downloading", "integer", "Entries being downloaded."), _store_downloading),
+        (_column(states.DOWNLOADING, "integer", "Entries being downloaded."), _store_downloading),
         _AGE,
     ],
     "ModelPrefetch": [
         _NAME,
         (_column("Artifact", "string", "The ModelArtifact it warms."),
          lambda obj, now: _get(obj, "spec", "artifactRef", "name")),
-        (_column("Ready", "string", "Ready target nodes out of the target nodes."),
+        (_column(states.READY, "string", "Ready target nodes out of the target nodes."),
          _prefetch_ready),
-        (_column("Downloading", "integer", "Target nodes downloading."),
+        (_column(states.DOWNLOADING, "integer", "Target nodes downloading."),
          lambda obj, now: _get(obj, "status", "downloadingNodes")),
         (_column("Pinned", "boolean", "Whether the digest is pinned on the target nodes."),
          _prefetch_pinned),
-        (_column("Available", "string", "Status of the Available condition."),
-         lambda obj, now: _condition(obj, "Available")),
+        (_column(reasons.AVAILABLE, "string", "Status of the Available condition."),
+         lambda obj, now: _condition(obj, reasons.AVAILABLE)),
         _AGE,
     ],
 }

@@ -1,59 +1,77 @@
 """The reason vocabularies of worker.gpustack.ai/v1: failure reasons and condition reasons.
 
-The one owner: the schema's enums, the node plugin's attempt outcomes and the controllers'
-conditions all take their words from here.
+The one owner: the schema's enums, the node plugin's attempt outcomes, the hub clients' errors and
+the controllers' conditions all take their words from here
+(``tests/unit/openapi/test_wire_owners.py`` fails on a second copy).
 """
 
 from __future__ import annotations
 
 import enum
+from typing import Final, Literal
+
+INVALID_REQUEST: Final = "InvalidRequest"
+ACCESS_DENIED: Final = "AccessDenied"
+SOURCE_UNAVAILABLE: Final = "SourceUnavailable"
+INTEGRITY_MISMATCH: Final = "IntegrityMismatch"
+INSUFFICIENT_CAPACITY: Final = "InsufficientCapacity"
+CANCELED: Final = "Canceled"
+REVISION_NOT_FOUND: Final = "RevisionNotFound"
+ENTRY_NOT_FOUND: Final = "EntryNotFound"
 
 
 class FailureReason(enum.Enum):
     """Why a node's attempt at a digest failed (``status.models[].reason``, failureReasons)."""
 
-    INVALID_REQUEST = "InvalidRequest"
+    INVALID_REQUEST = INVALID_REQUEST
     """The request cannot be executed as given; never backed off."""
-    ACCESS_DENIED = "AccessDenied"
-    SOURCE_UNAVAILABLE = "SourceUnavailable"
-    INTEGRITY_MISMATCH = "IntegrityMismatch"
-    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
-    CANCELED = "Canceled"
+    ACCESS_DENIED = ACCESS_DENIED
+    SOURCE_UNAVAILABLE = SOURCE_UNAVAILABLE
+    INTEGRITY_MISMATCH = INTEGRITY_MISMATCH
+    INSUFFICIENT_CAPACITY = INSUFFICIENT_CAPACITY
+    CANCELED = CANCELED
     """The attempt was stopped (the plugin is stopping); never backed off."""
 
 
 FAILURE_REASONS: tuple[str, ...] = tuple(reason.value for reason in FailureReason)
+FailureReasonWord = Literal["InvalidRequest", "AccessDenied", "SourceUnavailable",
+                            "IntegrityMismatch", "InsufficientCapacity", "Canceled"]
+"""``FailureReason``'s values, as the views type them."""
+
+HubReason = Literal[
+    "AccessDenied", "RevisionNotFound", "SourceUnavailable", "InvalidRequest", "EntryNotFound"]
+HUB_REASONS: Final[tuple[HubReason, ...]] = (
+    ACCESS_DENIED, REVISION_NOT_FOUND, SOURCE_UNAVAILABLE, INVALID_REQUEST, ENTRY_NOT_FOUND)
+"""Why a hub refused or failed (``hub.errors.HubError.reason``); the resolver and the node plugin
+map them onto their own vocabularies. ``EntryNotFound``: one file of a listing is gone."""
 
 # Condition types, per kind.
-RESOLVED = "Resolved"
-DEGRADED = "Degraded"
-READY = "Ready"
-CAPACITY_LOW = "CapacityLow"
-AVAILABLE = "Available"
-PROGRESSING = "Progressing"
+RESOLVED: Final = "Resolved"
+DEGRADED: Final = "Degraded"
+READY: Final = "Ready"
+CAPACITY_LOW: Final = "CapacityLow"
+AVAILABLE: Final = "Available"
+PROGRESSING: Final = "Progressing"
 ARTIFACT_CONDITIONS = (RESOLVED, DEGRADED)
 STORE_CONDITIONS = (READY, CAPACITY_LOW)
 PREFETCH_CONDITIONS = (AVAILABLE, PROGRESSING, DEGRADED)
 
 # Reasons of a ModelArtifact's Resolved condition; Degraded says Healthy or one of these.
 # (``Resolved`` is both the condition type and the reason of its success.)
-RESOLVING = "Resolving"
-SECRET_NOT_FOUND = "SecretNotFound"
-CLAIM_NOT_FOUND = "ClaimNotFound"
-REVISION_NOT_FOUND = "RevisionNotFound"
-ACCESS_DENIED = FailureReason.ACCESS_DENIED.value
-SOURCE_UNAVAILABLE = FailureReason.SOURCE_UNAVAILABLE.value
-DIGEST_MISMATCH = "DigestMismatch"
-EMPTY_MANIFEST = "EmptyManifest"
-UNSUPPORTED_SOURCE = "UnsupportedSource"
-ANCHOR_NOT_GRANTED = "AnchorNotGranted"
+RESOLVING: Final = "Resolving"
+SECRET_NOT_FOUND: Final = "SecretNotFound"
+CLAIM_NOT_FOUND: Final = "ClaimNotFound"
+DIGEST_MISMATCH: Final = "DigestMismatch"
+EMPTY_MANIFEST: Final = "EmptyManifest"
+UNSUPPORTED_SOURCE: Final = "UnsupportedSource"
+ANCHOR_NOT_GRANTED: Final = "AnchorNotGranted"
 """The hub is unreachable and the anchor may not stand for it: the namespace has no proof of
 access to that digest (``openapi.anchors``)."""
 RESOLVED_REASONS = (
     RESOLVED, RESOLVING, SECRET_NOT_FOUND, CLAIM_NOT_FOUND, REVISION_NOT_FOUND, ACCESS_DENIED,
     SOURCE_UNAVAILABLE, DIGEST_MISMATCH, EMPTY_MANIFEST, UNSUPPORTED_SOURCE, ANCHOR_NOT_GRANTED,
 )
-HEALTHY = "Healthy"
+HEALTHY: Final = "Healthy"
 
 # Reasons of a NodeModelStore's conditions (Ready's list is open: these are the known ones).
 SERVING = "Serving"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openapi import anchors, grammar, meta, reasons, resources, sources
+from openapi import anchors, grammar, meta, reasons, resources, sources, states
 
 Schema = dict[str, Any]
 
@@ -26,7 +26,7 @@ MAX_MESSAGE_LENGTH = 32768
 MAX_TARGET_NODES = 256
 MAX_SELECTOR_LABELS = 64
 MAX_PREFETCH_NODES = 256
-PREFETCH_PHASES = ("Pending", "Downloading", "Ready", "Failed")
+PREFETCH_PHASES = states.PHASES
 MAX_PEER_URL_LENGTH = 280
 # https://HOST:PORT of a plugin's peer port: an IPv4 address or DNS name, or [IPv6]; no path,
 # query or credentials, so a listing names nothing but where to connect.
@@ -288,10 +288,10 @@ NODE_MODEL_STORE_STATUS = obj(
                 {
                     "digest": string("The manifest digest.", pattern=grammar.DIGEST_PATTERN),
                     "state": string("Where the content stands.",
-                                    enum=["Downloading", "Ready", "Failed"]),
+                                    enum=list(states.MODEL_STATES)),
                     "sizeBytes": integer("The manifest's size, once listed.", minimum=0),
                     "downloadedBytes": integer("What the current attempt holds.", minimum=0),
-                    "source": string("Where the bytes came from.", enum=["Hub", "Peer"]),
+                    "source": string("Where the bytes came from.", enum=list(states.ORIGINS)),
                     "referenced": {"type": "boolean", "description": "Some Pod mounts it."},
                     "lastUsedTime": time("Last use, truncated to the hour.", nullable=True),
                     "reason": string("Why it failed; empty otherwise.",

@@ -35,3 +35,7 @@ def hub_kind(kind: str) -> HubKind | None:
     if kind == MODEL_SCOPE:
         return MODEL_SCOPE
     return None
+
+
+SECRET_TOKEN_KEY: Final = "token"
+"""The key of the Secret a hub source's ``secretRef`` names that holds the hub token."""

@@ -34,11 +34,11 @@ import yaml
 from apiserver.auth import rbac
 from apiserver.auth import user as users
 from durable import disk
-from openapi import anchors, resources
+from openapi import anchors, install, resources
 
 GROUP = resources.GROUP
-WORKER_ROLE = "model-manager-worker"
-PLUGIN_ROLE = "model-manager-node"
+WORKER_ROLE = install.WORKER_SERVICE_ACCOUNT
+PLUGIN_ROLE = install.PLUGIN_SERVICE_ACCOUNT
 TENANT_READER_ROLE = "model-manager-tenant-reader"
 TENANT_EDITOR_ROLE = "model-manager-tenant-editor"
 ANCHOR_GRANTER_ROLE = "model-manager-anchor-granter"

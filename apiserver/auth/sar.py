@@ -55,7 +55,7 @@ class SubjectAccessReview:
         denied_ttl: float = DEFAULT_TTL,
         max_entries: int = DEFAULT_MAX_ENTRIES,
         timeout: float = webhook.DEFAULT_TIMEOUT,
-        backoff: webhook.Backoff = webhook.DEFAULT_BACKOFF,
+        backoff: webhook.Retry = webhook.DEFAULT_RETRY,
         clock: cache.Clock | None = None,
     ) -> None:
         self.reviewer = reviewer

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+
+from timing import backoff as backoffs
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = 10.0
@@ -30,30 +31,25 @@ class Unavailable(Exception):
         self.retriable = retriable
 
 
+PAUSES = backoffs.Backoff(0.5, factor=1.5, jitter=0.2)
+"""kube's ``DefaultAuthWebhookRetryBackoff``: 500 ms, x1.5, each stretched by up to 20%."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
-class Backoff:
-    initial: float = 0.5
-    factor: float = 1.5
-    jitter: float = 0.2
-    steps: int = 5
+class Retry:
+    """How a review call is retried: ``attempts`` tries in all, ``pauses`` between them."""
 
-    def delays(self) -> list[float]:
-        """The pauses between attempts (``steps - 1`` of them)."""
-        out: list[float] = []
-        delay = self.initial
-        for _ in range(max(self.steps - 1, 0)):
-            out.append(delay * (1 + self.jitter * random.random()))
-            delay *= self.factor
-        return out
+    attempts: int = 5
+    pauses: backoffs.Backoff = PAUSES
 
 
-DEFAULT_BACKOFF = Backoff()
-NO_RETRY = Backoff(steps=1)
+DEFAULT_RETRY = Retry()
+NO_RETRY = Retry(attempts=1)
 
 
 async def call(attempt: Callable[[], Awaitable[T]], *, timeout: float = DEFAULT_TIMEOUT,
-               backoff: Backoff = DEFAULT_BACKOFF, sleep: Sleep = asyncio.sleep) -> T:
-    delays = backoff.delays()
+               backoff: Retry = DEFAULT_RETRY, sleep: Sleep = asyncio.sleep) -> T:
+    delays = backoff.pauses.delays(backoff.attempts)
     while True:
         try:
             return await asyncio.wait_for(attempt(), timeout)

@@ -22,6 +22,7 @@ from lightkube.resources import coordination_v1, core_v1
 
 import kube
 from apiserver.storage import interface, marks
+from timing import backoff as backoffs
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ ATTEMPTS = 5
 """Reads and writes of the Lease per raise (a conflict with a renewal reads it again)."""
 START_TIMEOUT = 30.0
 """How long the first read waits for kube-apiserver (the server does not start without it)."""
+START_RETRY = backoffs.Backoff(0.2, 2.0)
+"""The first read's retries until then: 0.2 s doubling to 2 s."""
 COMPONENT = "model-manager-apiserver"
 REASON = "StoreWentBack"
 
@@ -46,16 +49,17 @@ class LeaseMark:
 
     async def read(self) -> int:
         deadline = time.monotonic() + self._start_timeout
-        delay = 0.2
+        failures = 0
         while True:
             try:
                 return _mark_of(await self.lease())
             except (kube.ServerError, kube.ConnectionFailed) as exc:
+                failures += 1
+                delay = START_RETRY.delay(failures)
                 if time.monotonic() + delay > deadline:
                     raise interface.Unavailable(
                         f"cannot read the revision mark on {self.where}: {exc}") from exc
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
             except kube.KubeError as exc:
                 raise interface.StorageError(
                     f"cannot read the revision mark on {self.where}: {exc}") from exc

@@ -12,7 +12,6 @@ records its ``fieldManager``, or kube's default from the User-Agent, through ``w
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from starlette import requests
 
@@ -22,12 +21,11 @@ from apiserver.endpoints import patch, request
 from apiserver.registry import meta, options, store
 from apiserver.registry.fieldmanager import managed, tracking
 from apiserver.request import info as infos
-from openapi import fields
+from openapi import fields, wire
 
 APPLY_PATCH = patch.APPLY_PATCH
 _CREATE_ATTEMPTS = 3
 
-Obj = dict[str, Any]
 
 
 def writer(req: requests.Request, wo: request.WriteOptions, *,
@@ -49,7 +47,7 @@ def check_patch_options(wo: request.WriteOptions, *, is_apply: bool) -> None:
 
 
 async def configuration(resource: store.ResourceStore, body: bytes, mode: str,
-                        limits: bodies.Limits) -> tuple[Obj, list[str]]:
+                        limits: bodies.Limits) -> tuple[wire.Obj, list[str]]:
     """The applied configuration, checked and pruned, and its unknown-field warnings."""
     decoded = await bodies.decode(body, "application/yaml", limits)
     config = decoded.document
@@ -75,7 +73,7 @@ async def configuration(resource: store.ResourceStore, body: bytes, mode: str,
 
 async def apply(resource: store.ResourceStore, req: requests.Request, found: infos.RequestInfo,
                 wo: request.WriteOptions, body: bytes, limits: bodies.Limits, *,
-                status: bool) -> tuple[Obj, bool, list[str]]:
+                status: bool) -> tuple[wire.Obj, bool, list[str]]:
     """Apply the body to ``found``'s object: (the result, whether it was created, warnings)."""
     check_patch_options(wo, is_apply=True)
     config, warnings = await configuration(resource, body, wo.field_validation, limits)
@@ -91,7 +89,7 @@ async def apply(resource: store.ResourceStore, req: requests.Request, found: inf
     subresource = "status" if status else ""
     force = bool(wo.force)
 
-    def merged(current: Obj | None) -> Obj:
+    def merged(current: wire.Obj | None) -> wire.Obj:
         entries = managed.decode_or_empty(
             (current or {}).get("metadata", {}).get("managedFields"))
         result, entries = managed.apply(

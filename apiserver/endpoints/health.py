@@ -15,7 +15,7 @@ import platform
 import re
 import sys
 from collections.abc import Sequence
-from typing import Protocol, TypedDict
+from typing import Protocol
 
 import orjson
 from starlette.requests import Request
@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute, Route
 
 from apiserver.request import info as infos
 from apiserver.storage import interface
+from openapi import wire
 
 PACKAGE = "model-manager"
 BACKEND_CHECK_LIMIT = 10.0
@@ -43,18 +44,6 @@ class Check(Protocol):
     def failing(self) -> str: ...
 
 
-class VersionInfo(TypedDict):
-    major: str
-    minor: str
-    gitVersion: str
-    gitCommit: str
-    gitTreeState: str
-    buildDate: str
-    goVersion: str
-    compiler: str
-    platform: str
-
-
 def project_version() -> str:
     try:
         return importlib.metadata.version(PACKAGE)
@@ -69,7 +58,7 @@ def kubernetes_minor(user_agent: str) -> int:
     return int(match["minor"]) if match else DEFAULT_MINOR
 
 
-def version_info(user_agent: str = "") -> VersionInfo:
+def version_info(user_agent: str = "") -> wire.VersionInfo:
     """The shape of kube's ``version.Info``, as a Kubernetes distribution writes it.
 
     kubectl warns when ``gitVersion``, parsed as semver, is more than one minor away from its

@@ -21,6 +21,7 @@ import orjson
 
 from apiserver import errors
 from apiserver.endpoints import body as bodies
+from openapi import wire
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -32,8 +33,7 @@ _OPERATIONS = ("add", "remove", "replace", "move", "copy", "test")
 _NEEDS_VALUE = ("add", "replace", "test")
 _NEEDS_FROM = ("move", "copy")
 
-Obj = dict[str, Any]
-Patcher = Callable[[Obj], Obj]
+Patcher = Callable[[wire.Obj], wire.Obj]
 
 
 def merge(target: Any, patch: Any) -> Any:
@@ -81,7 +81,7 @@ async def patcher(content_type: str, body: bytes,
         return lambda current: checked(dict(merge(current, document)), limits)
     operations = _operations(document)
 
-    def apply(current: Obj) -> Obj:
+    def apply(current: wire.Obj) -> wire.Obj:
         return checked(_apply(operations, current, limits), limits)
 
     return apply
@@ -115,7 +115,7 @@ def _operations(document: Any) -> list[dict[str, Any]]:
     return document
 
 
-def _apply(operations: list[dict[str, Any]], current: Obj, limits: bodies.Limits) -> Any:
+def _apply(operations: list[dict[str, Any]], current: wire.Obj, limits: bodies.Limits) -> Any:
     """Apply the operations one by one, charging each copy against the copy budget first."""
     copied = 0
     document: Any = current
@@ -166,7 +166,7 @@ def _encoded_size(value: Any, budget: int) -> int:
     return total
 
 
-def checked(patched: Any, limits: bodies.Limits) -> Obj:
+def checked(patched: Any, limits: bodies.Limits) -> wire.Obj:
     """The patched document, refused unless it is an object within the size and depth limits."""
     if not isinstance(patched, dict):
         raise errors.BadRequest("the patched document is not a JSON object")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette import requests, routing
 from starlette import responses as starlette_responses
@@ -32,12 +31,11 @@ from apiserver.endpoints import negotiation, patch, request, responses, table, w
 from apiserver.registry import build, codec, options, store
 from apiserver.registry.fieldmanager import tracking
 from apiserver.request import info as infos
-from openapi import resources
+from openapi import resources, wire
 
 PREFIX = f"/apis/{resources.GROUP_VERSION}"
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
-Obj = dict[str, Any]
 Response = starlette_responses.Response
 
 
@@ -80,7 +78,7 @@ class Handlers:
 
     # rendering ------------------------------------------------------------------------------
 
-    def _one(self, req: requests.Request, obj: Obj, status: int = 200,
+    def _one(self, req: requests.Request, obj: wire.Obj, status: int = 200,
              warnings: list[str] | None = None) -> Response:
         target = negotiation.negotiate(req.headers.get("accept"))
         if target.view is negotiation.View.TABLE:
@@ -96,7 +94,7 @@ class Handlers:
         responses.warn(response, request.bounded_warnings(warnings or []))
         return response
 
-    async def _body_object(self, req: requests.Request, mode: str) -> tuple[Obj, list[str]]:
+    async def _body_object(self, req: requests.Request, mode: str) -> tuple[wire.Obj, list[str]]:
         body = await request.read_body(req, self.limits.max_bytes)
         content_type = req.headers.get("content-type", "")
         decoded = await bodies.decode(body, content_type, self.limits,
@@ -139,7 +137,7 @@ class Handlers:
                     include: str) -> Response:
         target = negotiation.negotiate(req.headers.get("accept"), collection=True)
         result = await self.store.list(namespace, opts)
-        list_meta: Obj = {"resourceVersion": str(result.revision)}
+        list_meta: wire.Obj = {"resourceVersion": str(result.revision)}
         if result.continue_token:
             list_meta["continue"] = result.continue_token
         if result.remaining is not None:
@@ -153,7 +151,7 @@ class Handlers:
             body = table.metadata_list(result.items(), target.api_version, list_meta)
         return responses.json_response(body)
 
-    def _list_bytes(self, result: store.ListResult, list_meta: Obj) -> bytes:
+    def _list_bytes(self, result: store.ListResult, list_meta: wire.Obj) -> bytes:
         # Items are spliced from the stored bytes: no decode/encode per object, and the body
         # is built in one join (each further copy of a LIST's megabytes is a fresh allocation
         # the kernel has to fault in: 5-15 ms for 10,000 objects on this machine).
@@ -258,7 +256,7 @@ class Handlers:
         warnings: list[str] = []
         writer = applying.writer(req, wo, status=status)
 
-        def change(current: Obj) -> Obj:
+        def change(current: wire.Obj) -> wire.Obj:
             patched = apply(current)
             writer.reset = False
             tracking.take_reset(patched, writer)

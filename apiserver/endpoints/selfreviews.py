@@ -37,7 +37,7 @@ from apiserver.endpoints import body as bodies
 from apiserver.endpoints import discovery, kubeprotobuf, request, responses
 from apiserver.registry import statuses
 from apiserver.request import info as infos
-from openapi import fields
+from openapi import fields, wire
 
 AUTHORIZATION = "authorization.k8s.io"
 AUTHENTICATION = "authentication.k8s.io"
@@ -63,7 +63,6 @@ GROUPS = (
 )
 """The groups of these routes as discovery lists them (kube's order: authentication first)."""
 
-Obj = dict[str, Any]
 Endpoint = Callable[[requests.Request], Any]
 RulesFor = Callable[[users.UserInfo, str], Sequence[rbac.Rule]]
 
@@ -75,7 +74,7 @@ def _invalid(kind: str, group: str, problems: list[fields.FieldError]) -> errors
 
 
 async def _document(req: requests.Request, limits: bodies.Limits, kind: str,
-                    api_version: str) -> Obj:
+                    api_version: str) -> wire.Obj:
     """The body as an object of ``kind`` in ``api_version`` (both may be left out, as in kube)."""
     infos.served(req.scope)
     body = await request.read_body(req, limits.max_bytes)
@@ -121,7 +120,7 @@ def _strings(where: str, value: Any, names: Sequence[str]) -> tuple[dict[str, st
     return found, problems
 
 
-def _spec(document: Obj) -> Any:
+def _spec(document: wire.Obj) -> Any:
     spec = document.get("spec")
     return {} if spec is None else spec
 
@@ -131,13 +130,14 @@ def _set(values: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in values.items() if value}
 
 
-def _answer(kind: str, api_version: str, spec: Obj, status: Any) -> starlette_responses.Response:
+def _answer(kind: str, api_version: str, spec: wire.Obj,
+            status: Any) -> starlette_responses.Response:
     # kube-apiserver 1.36 leaves an unset creationTimestamp out of the metadata
     return responses.json_response({"kind": kind, "apiVersion": api_version, "metadata": {},
                                     "spec": spec, "status": status}, 201)
 
 
-def _metadata_problems(document: Obj) -> list[fields.FieldError]:
+def _metadata_problems(document: wire.Obj) -> list[fields.FieldError]:
     """kube refuses an access review whose metadata is not empty (a name, labels...)."""
     metadata = document.get("metadata")
     if metadata is None:
@@ -171,7 +171,7 @@ def access_review(judge: authorizer.Authorizer, limits: bodies.Limits) -> Endpoi
                 api_group=values.get("group", ""), api_version=values.get("version", ""),
                 namespace=values.get("namespace", ""), resource=values.get("resource", ""),
                 subresource=values.get("subresource", ""), name=values.get("name", ""))
-            echoed: Obj = {"resourceAttributes": _set(values)}
+            echoed: wire.Obj = {"resourceAttributes": _set(values)}
         else:
             values, problems = _strings("spec.nonResourceAttributes", non_resource,
                                         _NON_RESOURCE_FIELDS)

@@ -4,26 +4,23 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable
-from typing import Any
 
-from openapi import columns, resources
-
-Obj = dict[str, Any]
+from openapi import columns, resources, wire
 
 
-def partial(obj: Obj, api_version: str) -> Obj:
+def partial(obj: wire.Obj, api_version: str) -> wire.Obj:
     return {"kind": "PartialObjectMetadata", "apiVersion": api_version,
             "metadata": obj.get("metadata") or {}}
 
 
-def metadata_list(objs: Iterable[Obj], api_version: str, list_meta: Obj) -> Obj:
+def metadata_list(objs: Iterable[wire.Obj], api_version: str, list_meta: wire.Obj) -> wire.Obj:
     return {"kind": "PartialObjectMetadataList", "apiVersion": api_version,
             "metadata": list_meta, "items": [partial(obj, api_version) for obj in objs]}
 
 
-def _row(kind: str, obj: Obj, include: str, api_version: str,
-         now: datetime.datetime) -> Obj:
-    embedded: Obj | None
+def _row(kind: str, obj: wire.Obj, include: str, api_version: str,
+         now: datetime.datetime) -> wire.Obj:
+    embedded: wire.Obj | None
     if include == "Object":
         embedded = obj
     elif include == "Metadata":
@@ -33,8 +30,8 @@ def _row(kind: str, obj: Obj, include: str, api_version: str,
     return {"cells": columns.cells(kind, obj, now), "object": embedded}
 
 
-def render(info: resources.ResourceInfo, objs: Iterable[Obj], *, api_version: str,
-           include: str, list_meta: Obj, with_columns: bool = True) -> Obj:
+def render(info: resources.ResourceInfo, objs: Iterable[wire.Obj], *, api_version: str,
+           include: str, list_meta: wire.Obj, with_columns: bool = True) -> wire.Obj:
     """A ``meta.k8s.io`` Table; ``with_columns=False`` leaves the definitions out (watch rows
     after the first)."""
     now = datetime.datetime.now(datetime.UTC)

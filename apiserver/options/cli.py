@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import re
 from collections.abc import Sequence
 
 from apiserver.options import config, storage_flags
@@ -130,20 +129,12 @@ def parser() -> argparse.ArgumentParser:
         "with a commented example)",
     )
     p.add_argument(
-        "--node",
-        action="append",
-        default=[],
-        metavar="NAME[=URL]",
-        help="standalone mode: a node running the plugin, and the https URL of its HTTPS port "
-        "(for the progress subresource's live bytes); the worker keeps a NodeModelStore NAME "
-        "with its spec while the controllers run, since clients cannot create one (repeatable)",
-    )
-    p.add_argument(
         "--controllers",
         choices=config.CONTROLLER_MODES,
         default="embedded",
-        help="embedded: run the resolver and the aggregation in this process (default); "
-        "external: they run as python -m controllers; none: do not run them",
+        help="embedded: run every controller in this process (default); external: only those "
+        "that need this server's in-process client here (the node stores, the prefetches' pins), "
+        "the rest as python -m controllers; none: no controller (docs/controllers.md, Modes)",
     )
     controller_settings.add_flags(p)
     cluster = p.add_argument_group("cluster mode (kube's delegated authentication and "
@@ -205,13 +196,6 @@ def parser() -> argparse.ArgumentParser:
         default=config.DEFAULT_WEBHOOK_CACHE_TTL,
         help="how long refused SubjectAccessReview answers are cached (default: 10s)")
     p.add_argument(
-        "--namespace", default=None,
-        help="the server's own namespace (default: $POD_NAMESPACE, else "
-        f"{config.DEFAULT_NAMESPACE})")
-    p.add_argument(
-        "--plugin-namespace", default=None,
-        help="namespace of the node plugin's ServiceAccount and Pods (default: --namespace)")
-    p.add_argument(
         "--plugin-service-account", default=config.DEFAULT_PLUGIN_SERVICE_ACCOUNT,
         help="the node plugin's ServiceAccount, the only one allowed to write NodeModelStore "
         f"status (default: {config.DEFAULT_PLUGIN_SERVICE_ACCOUNT})")
@@ -241,38 +225,20 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
         p.error("--port must be between 1 and 65535")
     files = authority.Files.under(data_dir)
     cert, key, tokens = args.tls_cert_file, args.tls_private_key_file, args.token_auth_file
-    namespace = args.namespace or config.default_namespace()
-    plugin_namespace = args.plugin_namespace or namespace
     if args.node and not args.standalone:
         p.error("--node is a standalone-mode flag (a cluster finds the plugins' Pods)")
-    nodes = tuple(_node(p, text) for text in args.node)
-    if args.leader_elect_renew_deadline >= args.leader_elect_lease_duration:
-        p.error("--leader-elect-renew-deadline must be shorter than the lease duration")
+    if controller_settings.problem(args):
+        p.error(f"--leader-elect-renew-deadline: {controller_settings.problem(args)}")
     if args.secrets_dir is not None and not args.standalone:
         p.error("--secrets-dir is a standalone-mode flag (a cluster reads Secrets)")
+    cs = controller_settings.from_args(args)
+    nodes = cs.nodes
     common = {
-        "bind": args.bind, "port": args.port, "namespace": namespace,
-        "plugin_namespace": plugin_namespace,
+        "bind": args.bind, "port": args.port, "namespace": cs.namespace,
+        "plugin_namespace": cs.plugin_namespace,
         "nodes": nodes,
         "controllers": args.controllers,
-        "controller_settings": controller_settings.Settings(
-            hub=controller_settings.hub_from(args),
-            revalidate_interval=args.revalidate_interval,
-            secrets_dir=args.secrets_dir.resolve() if args.secrets_dir else None,
-            plugin_urls=tuple((name, url) for name, url in nodes if url),
-            plugin_ca_file=args.plugin_ca_file,
-            plugin_port=args.plugin_secure_port,
-            plugin_selector=args.plugin_pod_selector,
-            settings_configmap=args.settings_configmap,
-            leader_elect=args.leader_elect,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-            namespace=namespace,
-            plugin_namespace=plugin_namespace,
-            prefetch_warmup_image=args.prefetch_warmup_image,
-            prefetch_warmup_retry=args.prefetch_warmup_retry_interval,
-        ),
+        "controller_settings": cs,
         "plugin_service_account": args.plugin_service_account,
         "shutdown_timeout": args.shutdown_timeout, "log_level": args.log_level,
     }  # fmt: skip
@@ -346,15 +312,3 @@ def _given_list(values: list[str] | None) -> tuple[str, ...] | None:
 def _resolved(path: pathlib.Path | None) -> pathlib.Path | None:
     return path.resolve() if path is not None else None
 
-
-def _node(p: argparse.ArgumentParser, text: str) -> tuple[str, str]:
-    """``NAME`` or ``NAME=https://host:port``."""
-    name, _, url = text.partition("=")
-    if not name or not _NODE_NAME.fullmatch(name):
-        p.error(f"--node {text[:80]!r}: the node name must be a DNS subdomain")
-    if url and not url.startswith("https://"):
-        p.error(f"--node {name}: the plugin URL must start with https://")
-    return name, url.rstrip("/")
-
-
-_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")

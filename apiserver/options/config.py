@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 
 from controllers import config as controller_settings
-from openapi import jsondepth
+from openapi import install, jsondepth
 
-DEFAULT_WORKER_USER = "system:serviceaccount:gpustack-system:model-manager-worker"
-DEFAULT_NAMESPACE = "gpustack-system"
-DEFAULT_PLUGIN_SERVICE_ACCOUNT = "model-manager-node"
+DEFAULT_WORKER_USER = install.WORKER_USER
+DEFAULT_NAMESPACE = install.DEFAULT_NAMESPACE
+DEFAULT_PLUGIN_SERVICE_ACCOUNT = install.PLUGIN_SERVICE_ACCOUNT
 DEFAULT_PORT = 8443
 DEFAULT_BIND = "127.0.0.1"
 CONTROLLER_MODES = ("embedded", "external", "none")
@@ -22,11 +21,6 @@ MAX_BODY_DEPTH = jsondepth.MAX_DEPTH
 """Objects and lists nested deeper than this in a body get 400 (the node plugin's bodies too)."""
 DEFAULT_ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 DEFAULT_WEBHOOK_CACHE_TTL = 10.0
-
-
-def default_namespace() -> str:
-    """The server's own namespace: ``$POD_NAMESPACE`` (the chart sets it), else the default."""
-    return os.environ.get("POD_NAMESPACE", "") or DEFAULT_NAMESPACE
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

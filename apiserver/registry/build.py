@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from apiserver.registry import progress, store, strategy
 from apiserver.registry.fieldmanager import tracking
 from apiserver.storage import interface
 from openapi import resources
+from openapi.kinds import progress as progressview
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,7 +39,8 @@ class Registry:
     def modelprefetches(self) -> store.ResourceStore:
         return self.stores[resources.MODEL_PREFETCH.plural]
 
-    async def progress(self, namespace: str, name: str) -> dict[str, Any]:
+    async def progress(self, namespace: str,
+                       name: str) -> progressview.ModelArtifactProgress:
         """``GET modelartifacts/{name}/progress``: computed now, never stored."""
         return await progress.read(self.modelartifacts, self.progress_view, namespace, name)
 

@@ -8,10 +8,11 @@ import binascii
 import orjson
 
 from apiserver import errors
+from openapi import resources
 
 
 def encode(revision: int, last_key: str) -> str:
-    body = orjson.dumps({"v": "worker.gpustack.ai/v1", "rv": revision, "start": last_key})
+    body = orjson.dumps({"v": resources.GROUP_VERSION, "rv": revision, "start": last_key})
     return base64.urlsafe_b64encode(body).decode().rstrip("=")
 
 

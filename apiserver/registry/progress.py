@@ -1,22 +1,22 @@
 """``GET modelartifacts/{name}/progress``: the registry reads the artifact; the view computes
-the rest (``controllers.progress.Progress``: the NodeModelStores listing its digest, from an
-index kept off the watch, and the plugins' live bytes). Never stored, never names a node.
+the rest (``controllers.nodeview.progress.Progress``: the NodeModelStores listing its digest,
+from an index kept off the watch, and the plugins' live bytes). Never stored, never names a node.
 
 The view is plugged into the ``Slot`` at wiring time, because it watches this same registry.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from apiserver import errors
 from apiserver.registry import store
-
-Obj = dict[str, Any]
+from openapi import wire
+from openapi.kinds import progress as progressview
 
 
 class View(Protocol):
-    async def read(self, artifact: Obj) -> Obj: ...
+    async def read(self, artifact: wire.Obj) -> progressview.ModelArtifactProgress: ...
 
 
 class Slot:
@@ -24,7 +24,8 @@ class Slot:
         self.view: View | None = None
 
 
-async def read(artifacts: store.ResourceStore, slot: Slot, namespace: str, name: str) -> Obj:
+async def read(artifacts: store.ResourceStore, slot: Slot, namespace: str,
+               name: str) -> progressview.ModelArtifactProgress:
     artifact = await artifacts.get(namespace, name)
     if slot.view is None:
         raise errors.ServiceUnavailable(

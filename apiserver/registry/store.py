@@ -29,9 +29,8 @@ from apiserver.registry import (
     strategy,
 )
 from apiserver.storage import interface
-from openapi import fields, names, objectmeta
+from openapi import fields, names, objectmeta, wire
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 
 INLINE_ENTRIES = 512
@@ -52,18 +51,18 @@ class ListResult:
     continue_token: str = ""
     remaining: int | None = None
 
-    def items(self) -> list[Obj]:
+    def items(self) -> list[wire.Obj]:
         return [codec.decode(record) for record in self.records]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DeleteResult:
-    object: Obj
+    object: wire.Obj
     removed: bool
     """False when finalizers keep the object (it is now marked for deletion)."""
 
 
-def _unversioned(obj: Obj) -> Obj:
+def _unversioned(obj: wire.Obj) -> wire.Obj:
     return {**obj, "metadata": {k: v for k, v in obj["metadata"].items()
                                 if k != "resourceVersion"}}
 
@@ -132,7 +131,7 @@ class ResourceStore:
             raise statuses.not_found(self.info, name)
         return record
 
-    async def get(self, namespace: str, name: str, *, resource_version: str = "") -> Obj:
+    async def get(self, namespace: str, name: str, *, resource_version: str = "") -> wire.Obj:
         return codec.decode(await self.get_record(namespace, name,
                                                   resource_version=resource_version))
 
@@ -196,8 +195,8 @@ class ResourceStore:
 
     # create ---------------------------------------------------------------------------------
 
-    async def create(self, obj: Obj, *, namespace: str = "", dry_run: bool = False,
-                     from_body: bool = False) -> Obj:
+    async def create(self, obj: wire.Obj, *, namespace: str = "", dry_run: bool = False,
+                     from_body: bool = False) -> wire.Obj:
         """Create ``obj`` (a fresh copy is stored; the caller's dict is left alone).
 
         ``from_body``: ``obj`` was just decoded from a request and pruned by the endpoint; it is
@@ -245,7 +244,7 @@ class ResourceStore:
             return codec.decode(record)
         raise errors.InternalError("could not generate a unique name")  # pragma: no cover
 
-    def _set_create_namespace(self, metadata: Obj, namespace: str) -> None:
+    def _set_create_namespace(self, metadata: wire.Obj, namespace: str) -> None:
         if not self.info.namespaced:
             metadata.pop("namespace", None)
             return
@@ -264,7 +263,7 @@ class ResourceStore:
 
     # updates --------------------------------------------------------------------------------
 
-    async def _check_metadata(self, obj: Obj) -> None:
+    async def _check_metadata(self, obj: wire.Obj) -> None:
         """ObjectMeta as sent, before anything reads it (422 naming each field); metadata with
         many entries (up to 3 MiB of labels, say) is checked off the event loop."""
         metadata = obj.get("metadata")
@@ -277,7 +276,7 @@ class ResourceStore:
             given = metadata.get("name") if isinstance(metadata, dict) else None
             raise statuses.invalid(self.info, given if isinstance(given, str) else "", problems)
 
-    def _check_type(self, obj: Obj) -> None:
+    def _check_type(self, obj: wire.Obj) -> None:
         """``apiVersion`` and ``kind``, when given, must be this resource's (400 otherwise)."""
         api_version = obj.get("apiVersion")
         if api_version not in (None, "", self.info.group_version):
@@ -292,7 +291,7 @@ class ResourceStore:
         obj["apiVersion"] = self.info.group_version
         obj["kind"] = self.info.kind
 
-    def _check_identity(self, obj: Obj, namespace: str, name: str) -> None:
+    def _check_identity(self, obj: wire.Obj, namespace: str, name: str) -> None:
         """The body/URL mismatch rules for update and patch (400s with the upstream messages);
         the metadata's types were checked already."""
         self._check_type(obj)
@@ -314,26 +313,26 @@ class ResourceStore:
                 f" on the URL ({fields.shown(name)})")
         metadata["name"] = name
 
-    async def update(self, obj: Obj, *, namespace: str = "", name: str = "",
-                     dry_run: bool = False, from_body: bool = False) -> Obj:
+    async def update(self, obj: wire.Obj, *, namespace: str = "", name: str = "",
+                     dry_run: bool = False, from_body: bool = False) -> wire.Obj:
         """PUT on the main resource: resourceVersion required, status kept (``from_body`` as
         for ``create``)."""
         return await self._put(obj, namespace, name, dry_run=dry_run, status=False,
                                from_body=from_body)
 
-    async def update_status(self, obj: Obj, *, namespace: str = "", name: str = "",
-                            dry_run: bool = False, from_body: bool = False) -> Obj:
+    async def update_status(self, obj: wire.Obj, *, namespace: str = "", name: str = "",
+                            dry_run: bool = False, from_body: bool = False) -> wire.Obj:
         """PUT on ``/status``: only ``status`` changes; spec and metadata are kept."""
         return await self._put(obj, namespace, name, dry_run=dry_run, status=True,
                                from_body=from_body)
 
-    async def _put(self, obj: Obj, namespace: str, name: str, *, dry_run: bool,
-                   status: bool, from_body: bool) -> Obj:
+    async def _put(self, obj: wire.Obj, namespace: str, name: str, *, dry_run: bool,
+                   status: bool, from_body: bool) -> wire.Obj:
         if not from_body:
             obj = copy.deepcopy(obj)
         await self._check_metadata(obj)
         given_meta = obj.get("metadata")
-        metadata: Obj = given_meta if isinstance(given_meta, dict) else {}
+        metadata: wire.Obj = given_meta if isinstance(given_meta, dict) else {}
         name = name or metadata.get("name") or ""
         namespace = namespace or metadata.get("namespace") or ""
         self._check_identity(obj, namespace, name)
@@ -350,8 +349,8 @@ class ResourceStore:
             raise statuses.stale(self.info, name)
         return await self._commit(record, obj, dry_run=dry_run, status=status, pruned=from_body)
 
-    async def modify(self, namespace: str, name: str, change: Callable[[Obj], Obj], *,
-                     status: bool = False, dry_run: bool = False, pruned: bool = False) -> Obj:
+    async def modify(self, namespace: str, name: str, change: Callable[[wire.Obj], wire.Obj], *,
+                     status: bool = False, dry_run: bool = False, pruned: bool = False) -> wire.Obj:
         """Read, ``change`` (a patch), write; retried on a race unless the change pinned a
         resourceVersion, which must then equal the stored one (409 otherwise).
 
@@ -376,8 +375,8 @@ class ResourceStore:
                     raise
         raise statuses.stale(self.info, name)  # pragma: no cover
 
-    async def _commit(self, record: interface.Record, new: Obj, *, dry_run: bool,
-                      status: bool, pruned: bool = False) -> Obj:
+    async def _commit(self, record: interface.Record, new: wire.Obj, *, dry_run: bool,
+                      status: bool, pruned: bool = False) -> wire.Obj:
         old = codec.decode(record)
         name = old["metadata"]["name"]
         if status:
@@ -450,7 +449,7 @@ class ResourceStore:
                     raise
         raise statuses.stale(self.info, name)  # pragma: no cover
 
-    def _check_preconditions(self, obj: Obj, opts: options.DeleteOptions) -> None:
+    def _check_preconditions(self, obj: wire.Obj, opts: options.DeleteOptions) -> None:
         metadata = obj["metadata"]
         name = metadata["name"]
         if opts.uid and opts.uid != metadata.get("uid"):
@@ -463,7 +462,7 @@ class ResourceStore:
                                  f" {opts.resource_version}, ResourceVersion in object meta:"
                                  f" {metadata['resourceVersion']}")
 
-    async def _mark_deleting(self, record: interface.Record, obj: Obj,
+    async def _mark_deleting(self, record: interface.Record, obj: wire.Obj,
                              finalizers: builtins.list[str], dry_run: bool) -> DeleteResult:
         metadata = obj["metadata"]
         if metadata.get("deletionTimestamp") and finalizers == metadata.get("finalizers"):

@@ -14,6 +14,11 @@ import dataclasses
 import enum
 from collections.abc import AsyncIterator
 
+from timing import backoff as backoffs
+
+_LOOKS = backoffs.Backoff(0.01, 0.25)
+"""``reached`` looks at the revision again after 10 ms, doubling to every 250 ms."""
+
 
 class StorageError(Exception):
     """Base of every storage failure; the registry translates these once into API statuses."""
@@ -176,14 +181,14 @@ class Store(abc.ABC):
         seconds (looked at every few milliseconds, then every 250 ms)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        delay = 0.01
+        looks = 0
         while True:
             current = await self.current_revision()
             left = deadline - loop.time()
             if current >= revision or left <= 0:
                 return current
-            await asyncio.sleep(min(delay, left))
-            delay = min(delay * 2, 0.25)
+            looks += 1
+            await asyncio.sleep(min(_LOOKS.delay(looks), left))
 
     @abc.abstractmethod
     async def create(self, key: str, value: bytes) -> Record:

@@ -23,6 +23,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 
 from apiserver.storage import interface, window
+from timing import backoff as backoffs
 
 _log = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ FRESH_TIMEOUT = 0.25
 Events reach the window within milliseconds; a window still behind after this is usually idle
 while the revision moved on elsewhere (revisions are store-wide), which only a progress
 notification would tell it (etcd sends those every few minutes)."""
-_RETRY_FIRST, _RETRY_MAX = 0.1, 5.0
+_RETRY = backoffs.Backoff(0.1, 5.0)
+"""A window's broken backend watch is opened again after this backoff (events start it over)."""
 
 Update = interface.Event | interface.Progress
 
@@ -83,7 +85,7 @@ class Cache(interface.Store):
     async def _reflect(self, each: window.Window) -> None:
         """Feed one window from one backend watch, for as long as the cache is open."""
         relist = False
-        delay = _RETRY_FIRST
+        failures = 0
         while self._open:
             try:
                 if relist:
@@ -97,14 +99,14 @@ class Cache(interface.Store):
                         each.progress(update.revision)
                     else:
                         each.apply(update)
-                    delay = _RETRY_FIRST
+                    failures = 0
                 return  # the backend closed
             except interface.Compacted:
                 relist = True
             except interface.StorageError as exc:
                 _log.warning("watch cache of %s: %s; retrying", each.prefix, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX)
+                failures += 1
+                await asyncio.sleep(_RETRY.delay(failures))
 
     def _window(self, prefix: str) -> window.Window | None:
         best: window.Window | None = None

@@ -1,11 +1,11 @@
-"""``controllers.client.Client`` over the registry: how embedded controllers reach the API.
+"""``controllers.runtime.client.Client`` over the registry: how embedded controllers reach the API.
 
 Every call goes through the same ``ResourceStore`` methods the HTTP routes use (strategies,
 validation, the status path keeping spec and metadata), and a status write passes the same
 worker-only guard, as the identity this client was built for: a fixed user and worker name, or
 (``worker``) the worker identity as the server currently knows it, so a status write while the
-identity is unknown is refused with the reason. Registry errors become ``controllers.errors``
-here, once.
+identity is unknown is refused with the reason. Registry errors become
+``controllers.runtime.errors`` here, once.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from apiserver.auth import worker as workers
 from apiserver.registry import build, codec, options, selectors, store
 from controllers.runtime import client as clients
 from controllers.runtime import errors as controller_errors
-
-Obj = clients.Obj
+from openapi import wire
 
 
 def _translate(exc: errors.StatusError) -> controller_errors.ApiError:
@@ -75,29 +74,29 @@ class RegistryClient:
                 yield clients.WatchEvent(
                     "BOOKMARK", {"metadata": {"resourceVersion": str(event.revision)}})
             elif event.record is not None and event.type in ("ADDED", "MODIFIED", "DELETED"):
-                yield clients.WatchEvent(event.type, codec.decode(event.record))  # type: ignore[arg-type]
+                yield clients.WatchEvent(event.type, codec.decode(event.record))
 
-    async def get(self, resource: clients.Resource, namespace: str, name: str) -> Obj:
+    async def get(self, resource: clients.Resource, namespace: str, name: str) -> wire.Obj:
         try:
             return await self._store(resource).get(namespace, name)
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 
-    async def create(self, resource: clients.Resource, obj: Obj) -> Obj:
+    async def create(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         namespace, _ = clients.key_of(obj)
         try:
             return await self._store(resource).create(obj, namespace=namespace)
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 
-    async def update(self, resource: clients.Resource, obj: Obj) -> Obj:
+    async def update(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         namespace, name = clients.key_of(obj)
         try:
             return await self._store(resource).update(obj, namespace=namespace, name=name)
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 
-    async def update_status(self, resource: clients.Resource, obj: Obj) -> Obj:
+    async def update_status(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         namespace, name = clients.key_of(obj)
         try:
             resource_store = self._store(resource)

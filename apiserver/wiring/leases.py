@@ -2,24 +2,23 @@
 processes that share it (several replicas on one etcd, or ``--workers``) when no cluster is
 configured.
 
-``controllers.leader.LeaseApi`` over ``storage.interface.Store``: a ``coordination.k8s.io/v1``
-Lease object stored as JSON at ``/leases/<namespace>/<name>``, its storage revision serving as
-its resourceVersion, so create and update are compare-and-swap exactly as on kube-apiserver.
+``controllers.runtime.leader.LeaseApi`` over ``storage.interface.Store``: a
+``coordination.k8s.io/v1`` Lease object stored as JSON at ``/leases/<namespace>/<name>``, its
+storage revision serving as its resourceVersion, so create and update are compare-and-swap
+exactly as on kube-apiserver.
 The keys are the server's own (no API serves them). Storage failures take their Status from the
 registry's one mapping (``statuses.from_storage``) and reach the elector as its client's errors.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from apiserver.registry import statuses
 from apiserver.storage import interface
 from controllers.runtime import errors
+from openapi import wire
 
-Obj = dict[str, Any]
 PREFIX = "/leases/"
 
 
@@ -27,13 +26,13 @@ def _key(namespace: str, name: str) -> str:
     return f"{PREFIX}{namespace}/{name}"
 
 
-def _decode(record: interface.Record) -> Obj:
-    lease: Obj = orjson.loads(record.value)
+def _decode(record: interface.Record) -> wire.Obj:
+    lease: wire.Obj = orjson.loads(record.value)
     lease.setdefault("metadata", {})["resourceVersion"] = str(record.revision)
     return lease
 
 
-def _encode(lease: Obj) -> tuple[str, bytes, int]:
+def _encode(lease: wire.Obj) -> tuple[str, bytes, int]:
     metadata = dict(lease.get("metadata") or {})
     version = str(metadata.pop("resourceVersion", "") or "0")
     body = orjson.dumps({**lease, "metadata": metadata})
@@ -50,7 +49,7 @@ class StoreLeases:
     def __init__(self, storage: interface.Store) -> None:
         self._storage = storage
 
-    async def get(self, namespace: str, name: str) -> Obj:
+    async def get(self, namespace: str, name: str) -> wire.Obj:
         try:
             record = await self._storage.get(_key(namespace, name))
         except interface.StorageError as exc:
@@ -59,14 +58,14 @@ class StoreLeases:
             raise errors.NotFound(f"lease {namespace}/{name} not found")
         return _decode(record)
 
-    async def create(self, lease: Obj) -> Obj:
+    async def create(self, lease: wire.Obj) -> wire.Obj:
         key, body, _ = _encode(lease)
         try:
             return _decode(await self._storage.create(key, body))
         except interface.StorageError as exc:
             raise _failed(exc) from None
 
-    async def update(self, lease: Obj) -> Obj:
+    async def update(self, lease: wire.Obj) -> wire.Obj:
         key, body, version = _encode(lease)
         try:
             return _decode(await self._storage.update(key, body, expected_revision=version))

@@ -1,5 +1,5 @@
-"""The worker's record of the hub's verifications (``controllers.proofs.Ledger``), kept in the
-server's own storage for the embedded controllers.
+"""The worker's record of the hub's verifications (``controllers.runtime.proofs.Ledger``), kept
+in the server's own storage for the embedded controllers.
 
 One JSON value per namespace and digest at ``/anchorproofs/<namespace>/<digest hex>``: keys no
 API serves, so no client reads or writes them (as ``leases.py``'s). Writes are compare-and-swap
@@ -14,8 +14,7 @@ import orjson
 
 from apiserver.registry import statuses
 from apiserver.storage import interface
-from controllers.resolver import proofs
-from controllers.runtime import errors
+from controllers.runtime import errors, proofs
 
 PREFIX = "/anchorproofs/"
 ATTEMPTS = 3

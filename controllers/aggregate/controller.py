@@ -10,34 +10,34 @@ ever named in an artifact.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from controllers.nodeview import index as nodeindex
 from controllers.nodeview import progress
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import informer, status
+from openapi import wire
+from openapi.kinds import modelartifact
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 DIGEST_INDEX = "digest"
 STEP = 5
 
 
-def digest_of(obj: Obj) -> list[str]:
-    digest, _ = progress.hub_digest(obj)
+def digest_of(obj: wire.Obj) -> list[str]:
+    digest, _ = modelartifact.hub_digest(obj)
     return [digest] if digest else []
 
 
-def summary(artifact: Obj, holdings: list[nodeindex.Holding]) -> Obj:
+def summary(artifact: wire.Obj, holdings: list[nodeindex.Holding]) -> modelartifact.NodeCounts:
     """The ``status.nodes`` value for these holdings."""
-    size = int(((artifact.get("status") or {}).get("resolved") or {}).get("sizeBytes") or 0)
+    size = modelartifact.size_bytes(artifact) or 0
     counted = progress.tally(holdings)
-    nodes: Obj = {"ready": counted.ready, "downloading": len(counted.downloading),
-                  "failed": counted.failed}
+    nodes = modelartifact.NodeCounts(ready=counted.ready, downloading=len(counted.downloading),
+                                     failed=counted.failed)
     if counted.downloading:
         mean = sum(progress.percent(h.downloaded_bytes, h.size_bytes or size)
                    for h in counted.downloading) // len(counted.downloading)
@@ -49,13 +49,14 @@ class Aggregator:
     name = "aggregation"
 
     def __init__(self, api: clients.Client, artifacts: informer.Informer,
-                 index: nodeindex.DigestIndex, clock: clocks.Clock, *, workers: int = 2) -> None:
+                 index: nodeindex.DigestIndex, clock: clocks.Clock, *,
+                 concurrency: int = 2) -> None:
         self._api = api
         self._artifacts = artifacts
         self._index = index
         self.writes = 0
         self.controller: runtime.Controller[Key] = runtime.Controller(
-            "aggregation", self.reconcile, clock, keys=artifacts.keys, workers=workers)
+            "aggregation", self.reconcile, clock, keys=artifacts.keys, concurrency=concurrency)
         artifacts.add_index(DIGEST_INDEX, digest_of)
         artifacts.add_handler(self._artifact_changed)
         index.subscribe(self._digest_changed)
@@ -66,7 +67,7 @@ class Aggregator:
     def stop(self) -> None:
         self.controller.stop()
 
-    def _artifact_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _artifact_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         if new is not None and digest_of(new):
             self.controller.enqueue(clients.key_of(new))
 
@@ -82,12 +83,12 @@ class Aggregator:
         if not digests:
             return runtime.DONE
         wanted = summary(obj, self._index.holders(digests[0]))
-        if (obj.get("status") or {}).get("nodes") == wanted:
+        if modelartifact.node_counts(obj) == wanted:
             return runtime.DONE
 
-        def change(current: Obj) -> None:
+        def change(current: wire.Obj) -> None:
             # Only while the digest is still the one counted (the resolver owns the rest).
-            if ((current.get("resolved") or {}).get("manifestDigest")) == digests[0]:
+            if modelartifact.manifest_digest(modelartifact.of_status(current)) == digests[0]:
                 current["nodes"] = wanted
 
         try:

@@ -32,19 +32,17 @@ from typing import Any
 from controllers.runtime import events, informer
 from hub import config as hub_config
 from hub import errors as hub_errors
-from openapi import names, nodestore, quantity
+from openapi import install, names, nodestore, quantity, wire
 
-STORE = "model-store-"
-ARTIFACT = "model-artifact-"
-HIGH, LOW = STORE + "high-watermark", STORE + "low-watermark"
-CONCURRENCY, BANDWIDTH = STORE + "download-concurrency", STORE + "download-bandwidth"
+HIGH, LOW = install.HIGH_WATERMARK, install.LOW_WATERMARK
+CONCURRENCY, BANDWIDTH = install.DOWNLOAD_CONCURRENCY, install.DOWNLOAD_BANDWIDTH
 HUB_KEYS = {
-    ARTIFACT + "huggingface-endpoint": "huggingface_endpoint",
-    ARTIFACT + "modelscope-endpoint": "modelscope_endpoint",
-    ARTIFACT + "https-proxy": "https_proxy",
-    ARTIFACT + "no-proxy": "no_proxy",
+    install.HUGGING_FACE_ENDPOINT: "huggingface_endpoint",
+    install.MODEL_SCOPE_ENDPOINT: "modelscope_endpoint",
+    install.HTTPS_PROXY: "https_proxy",
+    install.NO_PROXY: "no_proxy",
 }
-CA_BUNDLE = ARTIFACT + "ca-bundle"
+CA_BUNDLE = install.CA_BUNDLE
 # The keys that set a spec field with a default or bounds, each with the contract's definition of
 # that field: merge checks by it, and the chart's values are checked against it.
 CONTRACT: Mapping[str, nodestore.Setting] = {
@@ -52,8 +50,8 @@ CONTRACT: Mapping[str, nodestore.Setting] = {
     LOW: nodestore.LOW_PERCENT,
     CONCURRENCY: nodestore.CONCURRENCY,
     BANDWIDTH: nodestore.BYTES_PER_SECOND,
-    ARTIFACT + "huggingface-endpoint": nodestore.HUGGING_FACE_ENDPOINT,
-    ARTIFACT + "modelscope-endpoint": nodestore.MODEL_SCOPE_ENDPOINT,
+    install.HUGGING_FACE_ENDPOINT: nodestore.HUGGING_FACE_ENDPOINT,
+    install.MODEL_SCOPE_ENDPOINT: nodestore.MODEL_SCOPE_ENDPOINT,
 }
 _INTEGERS = ((HIGH, "high_percent", nodestore.HIGH_PERCENT),
              (LOW, "low_percent", nodestore.LOW_PERCENT),
@@ -191,8 +189,8 @@ class ConfigMapSettings:
     def add_handler(self, handler: Callable[[], None]) -> None:
         self._handlers.append(handler)
 
-    def _changed(self, old: informer.Obj | None, new: informer.Obj | None) -> None:
-        namespace, name = _key(new or old or {})
+    def _changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
+        namespace, name = wire.key_of(new or old or {})
         if (namespace, name) == (self._namespace, self._name):
             self.refresh()
 
@@ -215,8 +213,3 @@ class ConfigMapSettings:
             log.info("node store settings changed: %s", value)
             for handler in self._handlers:
                 handler()
-
-
-def _key(obj: informer.Obj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 from controllers.runtime import informer
+from openapi import wire
+from openapi.kinds import nodemodelstore
 
-Obj = dict[str, Any]
 Listener = Callable[[str], None]
 
 
@@ -28,26 +28,27 @@ class Holding:
     reason: str
 
 
-def _entries(obj: Obj | None) -> dict[str, Holding]:
+def _entries(obj: wire.Obj | None) -> dict[str, Holding]:
     if obj is None:
         return {}
     node = str((obj.get("metadata") or {}).get("name") or "")
     found: dict[str, Holding] = {}
-    for raw in (obj.get("status") or {}).get("models") or []:
-        if not isinstance(raw, dict) or not isinstance(raw.get("digest"), str):
+    for entry in nodemodelstore.models(obj):
+        digest = wire.dig(entry, "digest")
+        if not isinstance(digest, str):
             continue
-        found[raw["digest"]] = Holding(
+        found[digest] = Holding(
             node=node,
-            state=str(raw.get("state") or ""),
-            size_bytes=_count(raw.get("sizeBytes")),
-            downloaded_bytes=_count(raw.get("downloadedBytes")),
-            reason=str(raw.get("reason") or ""),
+            state=nodemodelstore.entry_state(entry),
+            size_bytes=_count(nodemodelstore.entry_size(entry)),
+            downloaded_bytes=_count(nodemodelstore.entry_downloaded(entry)),
+            reason=nodemodelstore.entry_reason(entry),
         )
     return found
 
 
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+def _count(value: int | None) -> int:
+    return value if value is not None and value > 0 else 0
 
 
 class DigestIndex:
@@ -75,7 +76,7 @@ class DigestIndex:
     def digests(self) -> list[str]:
         return list(self._by_digest)
 
-    def _changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         before, after = _entries(old), _entries(new)
         node = str(((new or old) or {}).get("metadata", {}).get("name") or "")
         touched = [d for d in before.keys() | after.keys() if before.get(d) != after.get(d)]

@@ -16,24 +16,14 @@ import dataclasses
 import datetime
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from controllers.nodeview import index as nodeindex
-from openapi import sources
+from openapi import resources, states, wire
+from openapi.kinds import modelartifact, progress
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
-KIND = "ModelArtifactProgress"
-API_VERSION = "worker.gpustack.ai/v1"
-
-NOT_RESOLVED = ("The artifact is not resolved yet, so there is no content to count; progress"
-                " appears once its manifest digest is known.")
-CLAIM = ("The artifact's files come from its PersistentVolumeClaim, mounted from the volume and"
-         " never downloaded, so there is nothing to count.")
-IMAGE = ("The artifact's files come from an image that the container runtime pulls, so no node"
-         " downloads it through the model store and there is nothing to count.")
 
 
 class LiveReader(Protocol):
@@ -68,11 +58,11 @@ class Tally:
 def tally(holdings: Sequence[nodeindex.Holding]) -> Tally:
     counted = Tally()
     for holding in holdings:
-        if holding.state == "Ready":
+        if holding.state == states.READY:
             counted.ready += 1
-        elif holding.state == "Downloading":
+        elif holding.state == states.DOWNLOADING:
             counted.downloading.append(holding)
-        elif holding.state == "Failed":
+        elif holding.state == states.FAILED:
             counted.failed += 1
             reason = holding.reason or "Unknown"
             counted.reasons[reason] = counted.reasons.get(reason, 0) + 1
@@ -83,38 +73,28 @@ def percent(have: int, size: int) -> int:
     return min(100, have * 100 // size) if size > 0 else 0
 
 
-def hub_digest(artifact: Obj) -> tuple[str, str]:
-    """(digest, reason): the digest to count, or why there is nothing to count."""
-    source = (artifact.get("spec") or {}).get("source") or {}
-    if sources.CLAIM in source:
-        return "", CLAIM
-    if sources.IMAGE in source:
-        return "", IMAGE
-    digest = ((artifact.get("status") or {}).get("resolved") or {}).get("manifestDigest")
-    return (str(digest), "") if digest else ("", NOT_RESOLVED)
-
-
-def _head(artifact: Obj, now: datetime.datetime) -> Obj:
+def _head(artifact: wire.Obj, now: datetime.datetime) -> progress.ModelArtifactProgress:
     metadata = artifact["metadata"]
-    return {
-        "kind": KIND,
-        "apiVersion": API_VERSION,
-        "metadata": {"name": metadata["name"], "namespace": metadata.get("namespace", "")},
-        "timestamp": clocks.rfc3339(now),
-    }
+    return progress.ModelArtifactProgress(
+        kind=progress.KIND,
+        apiVersion=resources.GROUP_VERSION,
+        metadata={"name": metadata["name"], "namespace": metadata.get("namespace", "")},
+        timestamp=clocks.rfc3339(now),
+    )
 
 
-def compute(artifact: Obj, holdings: Sequence[nodeindex.Holding], live: dict[str, int],
-            now: datetime.datetime) -> Obj:
+def compute(artifact: wire.Obj, holdings: Sequence[nodeindex.Holding], live: dict[str, int],
+            now: datetime.datetime) -> progress.ModelArtifactProgress:
     """The body, from the stored holdings and the live bytes read (node -> bytes)."""
     body = _head(artifact, now)
-    digest, reason = hub_digest(artifact)
+    digest, reason = modelartifact.hub_digest(artifact)
     if not digest:
-        body.update({"ready": 0, "downloading": 0, "failed": 0, "downloadingBytes": 0,
-                     "live": 0, "failureReasons": [], "reason": reason})
+        body.update(progress.ModelArtifactProgress(
+            ready=0, downloading=0, failed=0, downloadingBytes=0, live=0, failureReasons=[],
+            reason=reason))
         return body
-    resolved = (artifact.get("status") or {}).get("resolved") or {}
-    size = int(resolved.get("sizeBytes") or 0)
+    known = modelartifact.size_bytes(artifact)
+    size = known or 0
     counted = tally(holdings)
     percents: list[int] = []
     total = 0
@@ -122,17 +102,17 @@ def compute(artifact: Obj, holdings: Sequence[nodeindex.Holding], live: dict[str
         have = live.get(holding.node, holding.downloaded_bytes)
         total += have
         percents.append(percent(have, holding.size_bytes or size))
-    body["manifestDigest"] = digest
-    if "sizeBytes" in resolved:
-        body["sizeBytes"] = resolved["sizeBytes"]
-    body.update({"ready": counted.ready, "downloading": len(percents),
-                 "failed": counted.failed})
+    body.update(progress.ModelArtifactProgress(manifestDigest=digest))
+    if known is not None:
+        body["sizeBytes"] = known
+    body.update(progress.ModelArtifactProgress(
+        ready=counted.ready, downloading=len(percents), failed=counted.failed))
     if percents:
         body["downloadingPercent"] = sum(percents) // len(percents)
     body["downloadingBytes"] = total
     body["live"] = sum(1 for h in counted.downloading if h.node in live)
     body["failureReasons"] = [
-        {"reason": r, "count": c}
+        {"reason": r, "count": c}  # type: ignore[typeddict-item]
         for r, c in sorted(counted.reasons.items(), key=lambda item: (-item[1], item[0]))
     ]
     return body
@@ -148,14 +128,14 @@ class Progress:
         self._clock = clock
         self.limits = limits
 
-    async def read(self, artifact: Obj) -> Obj:
+    async def read(self, artifact: wire.Obj) -> progress.ModelArtifactProgress:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.limits.budget
-        digest, _ = hub_digest(artifact)
+        digest, _ = modelartifact.hub_digest(artifact)
         holdings = self._index.holders(digest) if digest else []
         live: dict[str, int] = {}
         if digest and self._reader is not None:
-            downloading = [h.node for h in holdings if h.state == "Downloading"]
+            downloading = [h.node for h in holdings if h.state == states.DOWNLOADING]
             live = await self._read_live(digest, downloading, deadline)
         return compute(artifact, holdings, live, self._clock.now())
 

@@ -28,9 +28,8 @@ from typing import Any
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import informer
 from controllers.sources import plugins
-from openapi import reasons
+from openapi import reasons, states, wire
 
-Obj = dict[str, Any]
 Hold = prefetchplan.Hold
 CONDITION_PREFIX = "node.kubernetes.io/"
 """The taints the node lifecycle controller and ``kubectl cordon`` set for a node's state."""
@@ -39,11 +38,11 @@ FILTERING = ("NoSchedule", "NoExecute")
 NODE_INDEX = "warmup-node"
 
 
-def _list(value: Any) -> list[Obj]:
+def _list(value: Any) -> list[wire.Obj]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def tolerates(toleration: Obj, taint: Obj) -> bool:
+def tolerates(toleration: wire.Obj, taint: wire.Obj) -> bool:
     """kube's ``Toleration.ToleratesTaint``: the effect (an empty one matches every effect), the
     key (an empty key with ``Exists`` matches every key), then ``Exists`` or ``Equal`` on the
     value."""
@@ -61,13 +60,13 @@ def tolerates(toleration: Obj, taint: Obj) -> bool:
     return False
 
 
-def untolerated(taints: Iterable[Obj], tolerations: Sequence[Obj]) -> list[Obj]:
+def untolerated(taints: Iterable[wire.Obj], tolerations: Sequence[wire.Obj]) -> list[wire.Obj]:
     """The filtering taints no toleration covers."""
     return [t for t in taints if t.get("effect") in FILTERING
             and not any(tolerates(each, t) for each in tolerations)]
 
 
-def carried(tolerations: Iterable[Obj]) -> list[Obj]:
+def carried(tolerations: Iterable[wire.Obj]) -> list[wire.Obj]:
     """The DaemonSet's tolerations a warm-up Pod carries: keyed, and not a node condition's."""
     kept = []
     for toleration in tolerations:
@@ -79,19 +78,19 @@ def carried(tolerations: Iterable[Obj]) -> list[Obj]:
     return kept
 
 
-def describe(taint: Obj) -> str:
+def describe(taint: wire.Obj) -> str:
     value = f"={taint.get('value')}" if taint.get("value") else ""
     return f"{str(taint.get('key'))[:317]}{value[:64]}:{taint.get('effect')}"
 
 
-def affinity(node: str) -> Obj:
+def affinity(node: str) -> wire.Obj:
     """Node affinity to ``node`` alone, the way the DaemonSet controller pins its Pods."""
     term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [term]}}}
 
 
-def scheduling_failure(pod: Obj) -> str:
+def scheduling_failure(pod: wire.Obj) -> str:
     """The scheduler's message while it cannot place the Pod, empty otherwise."""
     status = pod.get("status") or {}
     if status.get("phase") not in (None, "", "Pending") or (pod.get("spec") or {}).get("nodeName"):
@@ -119,7 +118,7 @@ class PluginPlacement:
         for each in (self._pods, self._daemonsets, self._nodes):
             await each.synced.wait()
 
-    def _daemonset(self, node: str) -> Obj | None:
+    def _daemonset(self, node: str) -> wire.Obj | None:
         for pod in self._pods.by_index(NODE_INDEX, node):
             metadata = pod.get("metadata") or {}
             if metadata.get("deletionTimestamp"):
@@ -132,12 +131,12 @@ class PluginPlacement:
                         return found
         return None
 
-    def tolerations(self, node: str) -> list[Obj] | Hold:
+    def tolerations(self, node: str) -> list[wire.Obj] | Hold:
         """The warm-up Pod's tolerations on ``node``, or why it gets no Pod."""
         daemonset = self._daemonset(node)
         if daemonset is None:
             return Hold(reasons.NO_NODE_PLUGIN, f"no node plugin Pod of a DaemonSet runs on "
-                        f"{node} now; its warm-up waits for one", phase="Pending")
+                        f"{node} now; its warm-up waits for one", phase=states.PENDING)
         template = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
         tolerations = _list(template.get("tolerations"))
         found = self._nodes.get("", node)

@@ -15,44 +15,29 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from controllers.runtime import conditions
-from openapi import reasons, sources
+from openapi import reasons, sources, states, wire
 from openapi import schema as schemas
+from openapi.kinds import modelartifact, modelprefetch, nodemodelstore
 from timing import clock as clocks
 from timing import durations
 
-Obj = dict[str, Any]
 Labels = Callable[[str], Mapping[str, str]]
 """A node's labels (empty when there are no Node objects: standalone)."""
 
 
-def spec(prefetch: Obj) -> Obj:
-    found = prefetch.get("spec")
-    return found if isinstance(found, dict) else {}
+artifact_name = modelprefetch.artifact_name
+pinned = modelprefetch.pinned
 
 
-def _member(obj: Obj, name: str) -> Obj:
-    found = obj.get(name)
-    return found if isinstance(found, dict) else {}
-
-
-def artifact_name(prefetch: Obj) -> str:
-    return str(_member(spec(prefetch), "artifactRef").get("name") or "")
-
-
-def namespace(obj: Obj) -> str:
+def namespace(obj: wire.Obj) -> str:
     return str((obj.get("metadata") or {}).get("namespace") or "")
 
 
-def pinned(prefetch: Obj) -> bool:
-    return _member(spec(prefetch), "retention").get("pinned", True) is not False
-
-
-def ttl_seconds(prefetch: Obj) -> float | None:
-    text = _member(spec(prefetch), "retention").get("ttlAfterLastUse")
-    if not isinstance(text, str) or not text:
+def ttl_seconds(prefetch: wire.Obj) -> float | None:
+    text = modelprefetch.ttl_after_last_use(prefetch)
+    if not text:
         return None
     try:
         return durations.parse(text, positive=True, bare_seconds=False)
@@ -60,13 +45,12 @@ def ttl_seconds(prefetch: Obj) -> float | None:
         return None  # admission refuses it; a stored one that no longer parses pins forever
 
 
-def targets(prefetch: Obj, stores: Iterable[str], labels: Labels) -> list[str]:
+def targets(prefetch: wire.Obj, stores: Iterable[str], labels: Labels) -> list[str]:
     """The target nodes, sorted: named ones (with or without a NodeModelStore) plus the nodes
     with a NodeModelStore whose labels hold every selector pair."""
-    wanted = _member(spec(prefetch), "targets")
-    found = {str(n) for n in wanted.get("nodeNames") or [] if isinstance(n, str) and n}
-    selector = wanted.get("nodeSelector")
-    if isinstance(selector, dict):
+    found = set(modelprefetch.node_names(prefetch))
+    selector = modelprefetch.node_selector(prefetch)
+    if selector is not None:
         for node in stores:
             held = labels(node)
             if all(held.get(key) == value for key, value in selector.items()):
@@ -86,27 +70,22 @@ class Artifact:
     message: str = ""
 
 
-def artifact_of(prefetch: Obj, found: Obj | None) -> Artifact:
+def artifact_of(prefetch: wire.Obj, found: wire.Obj | None) -> Artifact:
     name = f"{namespace(prefetch)}/{artifact_name(prefetch)}"
     if found is None:
         return Artifact("", problem=reasons.ARTIFACT_NOT_FOUND,
                         message=f"ModelArtifact {name} does not exist (yet)")
-    source = _member(spec(found), "source")
-    for kind in (sources.CLAIM, sources.IMAGE):
-        if kind in source:
-            return Artifact("", problem=reasons.UNSUPPORTED_SOURCE,
-                            message=f"ModelArtifact {name} has a {kind} source; only "
-                                    "huggingFace and modelScope artifacts can be prefetched")
-    resolved = _member(_member(found, "status"), "resolved")
-    digest = resolved.get("manifestDigest")
-    if not isinstance(digest, str) or not digest:
+    kind = modelartifact.source_kind(found)
+    if kind in sources.WHOLE_KINDS:
+        return Artifact("", problem=reasons.UNSUPPORTED_SOURCE,
+                        message=f"ModelArtifact {name} has a {kind} source; only "
+                                "huggingFace and modelScope artifacts can be prefetched")
+    digest = modelartifact.manifest_digest(found)
+    if not digest:
         return Artifact("", problem=reasons.ARTIFACT_NOT_RESOLVED,
                         message=f"ModelArtifact {name} is not resolved to a digest yet")
-    secret = ""
-    for kind in sources.HUB_KINDS:
-        secret = str(_member(_member(source, kind), "secretRef").get("name") or "") or secret
     return Artifact(digest, uid=str((found.get("metadata") or {}).get("uid") or ""),
-                    secret=secret)
+                    secret=modelartifact.secret_name(found))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,7 +95,7 @@ class Hold:
 
     reason: str
     message: str
-    phase: str = "Failed"
+    phase: str = states.FAILED
 
 
 def failed(message: str) -> Hold:
@@ -124,65 +103,64 @@ def failed(message: str) -> Hold:
     return Hold(reasons.DELIVERY_FAILED, message)
 
 
-def model_entry(store: Obj | None, digest: str) -> Obj | None:
+def model_entry(store: wire.Obj | None, digest: str) -> wire.Readable | None:
     if store is None or not digest:
         return None
-    for entry in _member(store, "status").get("models") or []:
-        if isinstance(entry, dict) and entry.get("digest") == digest:
-            return entry
-    return None
+    return nodemodelstore.entry(store, digest)
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+def _count(value: int | None) -> int | None:
+    return value if value is not None and value >= 0 else None
 
 
-def node_entry(node: str, store: Obj | None, artifact: Artifact,
-               held: Hold | None = None) -> Obj:
+def node_entry(node: str, store: wire.Obj | None, artifact: Artifact,
+               held: Hold | None = None) -> wire.Obj:
     """One target node's ``status.nodes[]`` entry (``pinned`` is added by the caller)."""
-    entry: Obj = {"name": node}
+    entry: wire.Obj = {"name": node}
     if store is None:
-        return {**entry, "phase": "Pending", "reason": reasons.NO_NODE_STORE,
+        return {**entry, "phase": states.PENDING, "reason": reasons.NO_NODE_STORE,
                 "message": "no NodeModelStore: the node plugin does not run on this node"}
     if artifact.problem:
-        return {**entry, "phase": "Pending", "reason": artifact.problem,
+        return {**entry, "phase": states.PENDING, "reason": artifact.problem,
                 "message": artifact.message}
     found = model_entry(store, artifact.digest)
-    state = str((found or {}).get("state") or "")
+    state = nodemodelstore.entry_state(found) if found is not None else ""
     if found is not None:
-        for field in ("sizeBytes", "downloadedBytes"):
-            counted = _count(found.get(field))
-            if counted is not None:
-                entry[field] = counted
-    if state == "Ready":
-        return {**entry, "phase": "Ready"}
-    if state == "Downloading":
-        return {**entry, "phase": "Downloading"}
-    if state == "Failed":
-        return {**entry, "phase": "Failed", "reason": str(found.get("reason") or "") if found
-                else "", "message": str((found or {}).get("message") or "")[:1024]}
+        size = _count(nodemodelstore.entry_size(found))
+        if size is not None:
+            entry["sizeBytes"] = size
+        downloaded = _count(nodemodelstore.entry_downloaded(found))
+        if downloaded is not None:
+            entry["downloadedBytes"] = downloaded
+    if state == states.READY:
+        return {**entry, "phase": states.READY}
+    if state == states.DOWNLOADING:
+        return {**entry, "phase": states.DOWNLOADING}
+    if state == states.FAILED and found is not None:
+        return {**entry, "phase": states.FAILED, "reason": nodemodelstore.entry_reason(found),
+                "message": nodemodelstore.entry_message(found)[:1024]}
     if held is not None:
         return {**entry, "phase": held.phase, "reason": held.reason,
                 "message": held.message[:1024]}
-    return {**entry, "phase": "Pending"}
+    return {**entry, "phase": states.PENDING}
 
 
-def status(prefetch: Obj, nodes: list[Obj], artifact: Artifact, *,
-           now: datetime.datetime, base: Obj) -> Obj:
+def status(prefetch: wire.Obj, nodes: list[wire.Obj], artifact: Artifact, *,
+           now: datetime.datetime, base: wire.Obj) -> wire.Obj:
     """The prefetch's new status from its entries; ``base`` is the current status (its
     conditions' transition times are kept)."""
     generation = int((prefetch.get("metadata") or {}).get("generation") or 0)
-    ready = sum(1 for n in nodes if n["phase"] == "Ready")
-    downloading = sum(1 for n in nodes if n["phase"] == "Downloading")
-    failed = sum(1 for n in nodes if n["phase"] == "Failed")
+    ready = sum(1 for n in nodes if n["phase"] == states.READY)
+    downloading = sum(1 for n in nodes if n["phase"] == states.DOWNLOADING)
+    failed = sum(1 for n in nodes if n["phase"] == states.FAILED)
     desired = len(nodes)
-    result: Obj = {"conditions": list(base.get("conditions") or [])}
+    result: wire.Obj = {"conditions": list(base.get("conditions") or [])}
     result.update({"observedGeneration": generation, "desiredNodes": desired,
                    "readyNodes": ready, "downloadingNodes": downloading, "failedNodes": failed,
                    "nodes": nodes[:schemas.MAX_PREFETCH_NODES]})
     if artifact.digest:
-        result["manifestDigest"] = artifact.digest
-    minimum = int(_member(spec(prefetch), "targets").get("minReady") or 0)
+        result.update(modelprefetch.Status(manifestDigest=artifact.digest))
+    minimum = modelprefetch.min_ready(prefetch)
     need = minimum or desired
 
     def put(kind: str, state: bool, reason: str, message: str) -> None:
@@ -217,19 +195,19 @@ def status(prefetch: Obj, nodes: list[Obj], artifact: Artifact, *,
         put(reasons.DEGRADED, True, reasons.NODES_FAILED,
             f"{failed} target node(s) failed: "
             + ", ".join(f"{n['name']} ({n.get('reason') or 'unknown'})"
-                        for n in nodes if n["phase"] == "Failed")[:1024])
+                        for n in nodes if n["phase"] == states.FAILED)[:1024])
     else:
         put(reasons.DEGRADED, False, reasons.HEALTHY, "no target node failed")
     return result
 
 
-def pin_until(prefetch: Obj, store: Obj | None, digest: str) -> datetime.datetime | None:
+def pin_until(prefetch: wire.Obj, store: wire.Obj | None, digest: str) -> datetime.datetime | None:
     """When the prefetch's pin of ``digest`` on the node of ``store`` lapses; None: never."""
     ttl = ttl_seconds(prefetch)
     if ttl is None:
         return None
     entry = model_entry(store, digest)
-    used = clocks.parse((entry or {}).get("lastUsedTime")) or clocks.parse(
+    used = clocks.parse(nodemodelstore.entry_last_used(entry) if entry else None) or clocks.parse(
         (prefetch.get("metadata") or {}).get("creationTimestamp"))
     if used is None:
         return None

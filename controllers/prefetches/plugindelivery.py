@@ -24,15 +24,15 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from controllers.prefetches import plan as prefetchplan
-from controllers.runtime import client as clients
 from controllers.sources import pluginhttp, plugins, secrets
+from openapi import plugin as plugin_api
+from openapi import states, wire
 
 log = logging.getLogger(__name__)
 
-PATH = "/model/prefetches"
+PATH = plugin_api.PREFETCHES
 TIMEOUT_SECONDS = 10.0
 MAX_ANSWER = 64 * 1024
-Obj = clients.Obj
 
 
 def _message(body: bytes) -> str:
@@ -40,7 +40,7 @@ def _message(body: bytes) -> str:
         found = json.loads(body)
     except ValueError:
         return ""
-    return str(found.get("message") or "")[:1024] if isinstance(found, dict) else ""
+    return plugin_api.answer_message(found)[:1024]
 
 
 def verdict(code: int, body: bytes) -> str | None:
@@ -52,8 +52,9 @@ def verdict(code: int, body: bytes) -> str | None:
             return None
         if not isinstance(found, dict):
             return None
-        if found.get("state") == "Failed":
-            return f"node plugin: {str(found.get('message') or 'materializing failed')[:1024]}"
+        if plugin_api.answer_state(found) == states.FAILED:
+            why = plugin_api.answer_message(found) or "materializing failed"
+            return f"node plugin: {why[:1024]}"
         return ""
     if code in (400, 401, 403, 404, 413):
         return f"node plugin refused the prefetch (HTTP {code}): {_message(body)}"
@@ -70,12 +71,11 @@ class PluginDelivery:
         self._tls = plugins.ssl_context(ca_file)
         self._timeout = timeout
 
-    async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
+    async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
                    nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         namespace = prefetchplan.namespace(prefetch)
-        request: dict[str, str] = {
-            "namespace": namespace, "artifact": prefetchplan.artifact_name(prefetch),
-            "artifactUID": artifact.uid, "manifestDigest": artifact.digest}
+        request = plugin_api.prefetch_request(namespace, prefetchplan.artifact_name(prefetch),
+                                          artifact.uid, artifact.digest)
         if artifact.secret:
             try:
                 request["token"] = await self._secrets.token(namespace, artifact.secret)

@@ -31,30 +31,24 @@ from typing import Protocol
 from controllers import config as settings
 from controllers.prefetches import placement
 from controllers.prefetches import plan as prefetchplan
-from controllers.runtime import client as clients
 from controllers.runtime import informer
-from openapi import reasons, resources
+from openapi import keys, reasons, resources, volume, wire
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = clients.Obj
-DRIVER = "model.csi.gpustack.ai"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-COMPONENT = "model-prefetch-warmup"
-PREFETCH_UID_LABEL = "worker.gpustack.ai/prefetch-uid"
-SELECTOR = f"{COMPONENT_LABEL}={COMPONENT}"
+SELECTOR = keys.WARMUP_SELECTOR
 MOUNT = "/model"
 READ_BACK = f"find {MOUNT} -type f -exec sha256sum {{}} + > /dev/null"
 
-Create = Callable[[Obj], Awaitable[Obj]]
+Create = Callable[[wire.Obj], Awaitable[wire.Obj]]
 Delete = Callable[[str, str], Awaitable[None]]
 
 
 class Placement(Protocol):
     async def synced(self) -> None: ...
 
-    def tolerations(self, node: str) -> list[Obj] | prefetchplan.Hold:
+    def tolerations(self, node: str) -> list[wire.Obj] | prefetchplan.Hold:
         """The tolerations a warm-up Pod on ``node`` carries, or why it gets none."""
         ...
 
@@ -65,12 +59,12 @@ def pod_name(prefetch: str, node: str) -> str:
     return f"{prefetch[:45].rstrip('-.')}-warmup-{tail}"
 
 
-def render(prefetch: Obj, artifact: prefetchplan.Artifact, node: str, image: str,
-           tolerations: Sequence[Obj] = ()) -> Obj:
+def render(prefetch: wire.Obj, artifact: prefetchplan.Artifact, node: str, image: str,
+           tolerations: Sequence[wire.Obj] = ()) -> wire.Obj:
     metadata = prefetch["metadata"]
-    attributes = {"artifact": prefetchplan.artifact_name(prefetch),
-                  "artifactUID": artifact.uid, "manifestDigest": artifact.digest}
-    csi: Obj = {"driver": DRIVER, "readOnly": True, "volumeAttributes": attributes}
+    attributes = volume.attributes(prefetchplan.artifact_name(prefetch), artifact.uid,
+                                   artifact.digest)
+    csi: wire.Obj = {"driver": volume.DRIVER, "readOnly": True, "volumeAttributes": attributes}
     if artifact.secret:
         csi["nodePublishSecretRef"] = {"name": artifact.secret}
     return {
@@ -79,8 +73,8 @@ def render(prefetch: Obj, artifact: prefetchplan.Artifact, node: str, image: str
         "metadata": {
             "name": pod_name(metadata["name"], node),
             "namespace": metadata["namespace"],
-            "labels": {COMPONENT_LABEL: COMPONENT, "app.kubernetes.io/managed-by": "model-manager",
-                       PREFETCH_UID_LABEL: metadata["uid"]},
+            "labels": {keys.COMPONENT: keys.WARMUP, keys.MANAGED_BY: keys.APP,
+                       keys.PREFETCH_UID: metadata["uid"]},
             "ownerReferences": [{
                 "apiVersion": resources.GROUP_VERSION, "kind": resources.MODEL_PREFETCH.kind,
                 "name": metadata["name"], "uid": metadata["uid"], "controller": True,
@@ -111,7 +105,7 @@ def render(prefetch: Obj, artifact: prefetchplan.Artifact, node: str, image: str
     }
 
 
-def failure(pod: Obj) -> str:
+def failure(pod: wire.Obj) -> str:
     """Why the Pod failed, empty while it has not."""
     status = pod.get("status") or {}
     if status.get("phase") != "Failed":
@@ -142,7 +136,7 @@ class WarmupPods:
         self.retry_seconds = retry_seconds
         self._failed_at: dict[tuple[str, str], float] = {}
 
-    async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
+    async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
                    nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         await self._pods.synced.wait()
         await self._where.synced()
@@ -153,7 +147,7 @@ class WarmupPods:
             name = pod_name(prefetch["metadata"]["name"], node)
             found = self._pods.get(namespace, name)
             owner = ((found or {}).get("metadata") or {}).get("labels") or {}
-            if found is not None and owner.get(PREFETCH_UID_LABEL) != uid:
+            if found is not None and owner.get(keys.PREFETCH_UID) != uid:
                 continue  # an earlier prefetch of that name: its Pod goes with it
             if found is None:
                 tolerations = self._where.tolerations(node)
@@ -176,7 +170,7 @@ class WarmupPods:
                 self._failed_at.pop((namespace, name), None)
         return held
 
-    async def _start(self, pod: Obj, node: str) -> None:
+    async def _start(self, pod: wire.Obj, node: str) -> None:
         try:
             await self._create(pod)
             log.info("warm-up Pod %s/%s created for %s", pod["metadata"]["namespace"],

@@ -10,7 +10,7 @@ resolver lets the anchor stand only with one of two proofs (``openapi.anchors``)
   grant in ``status.anchorGrant``, ``apiserver/admission/anchors.py``);
 - ``HubVerified``: the same namespace has an artifact the hub resolved to that digest from its
   own listing (``Resolved=True``, ``digestSource: Hub``), or had one: the worker's record of that
-  verification (``controllers/proofs.py``), made within the revalidation interval.
+  verification (``controllers/runtime/proofs.py``), made within the revalidation interval.
 
 Keeping an anchor asks less than making one: a ``HubVerified`` anchor stands while the record
 does, whatever its age (deleting the verified artifact does not undo what the hub showed), and
@@ -24,16 +24,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-from typing import Any
 
-from controllers.resolver import proofs
-from controllers.runtime import conditions, errors, informer
-from openapi import anchors, reasons
+from controllers.runtime import errors, informer, proofs
+from openapi import anchors, wire
+from openapi.kinds import modelartifact
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 HUB_VERIFIED_INDEX = "hub-verified"
 ANCHORED_INDEX = "anchored"
@@ -42,48 +40,44 @@ GRANT_RECORD = "anchorGrant"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Proof:
-    kind: str
+    kind: anchors.Proof
     """``anchors.GRANT`` or ``anchors.HUB_VERIFIED``."""
     message: str
     """What proved it, for the ``Resolved`` condition."""
 
 
-def _meta(obj: Obj) -> tuple[str, str, str]:
+def _meta(obj: wire.Obj) -> tuple[str, str, str]:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid"))
 
 
-def anchor_of(obj: Obj) -> str:
-    return str((obj.get("spec") or {}).get("expectedDigest") or "")
+anchor_of = modelartifact.expected_digest
 
 
-def verified_digest(obj: Obj) -> str:
+def verified_digest(obj: wire.Obj) -> str:
     """The digest the hub resolved this artifact to, while it stands (else empty)."""
-    status = obj.get("status") or {}
-    resolved = status.get("resolved") or {}
-    if (resolved.get("digestSource") != anchors.DIGEST_FROM_HUB
-            or not conditions.is_true(status, reasons.RESOLVED)):
+    if (modelartifact.digest_source(obj) != anchors.DIGEST_FROM_HUB
+            or not modelartifact.is_resolved(obj)):
         return ""
-    return str(resolved.get("manifestDigest") or "")
+    return modelartifact.manifest_digest(obj)
 
 
-def _hub_verified(obj: Obj) -> list[str]:
+def _hub_verified(obj: wire.Obj) -> list[str]:
     digest = verified_digest(obj)
     return [f"{_meta(obj)[0]}/{digest}"] if digest else []
 
 
-def _anchored(obj: Obj) -> list[str]:
+def _anchored(obj: wire.Obj) -> list[str]:
     anchor = anchor_of(obj)
     return [f"{_meta(obj)[0]}/{anchor}"] if anchor else []
 
 
-def granted(obj: Obj) -> str:
+def granted(obj: wire.Obj) -> str:
     """When an administrator's grant was recorded, or empty when there is none."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    record = (obj.get("status") or {}).get(GRANT_RECORD) or {}
-    if anchors.ANNOTATION not in annotations or not isinstance(record, dict):
+    if anchors.ANNOTATION not in annotations or not modelartifact.has_anchor_grant(obj):
         return ""
-    return str(record.get("grantedTime") or "")
+    return modelartifact.anchor_granted(obj)
 
 
 class Anchoring:
@@ -103,21 +97,19 @@ class Anchoring:
 
     # the record ---------------------------------------------------------------------------
 
-    async def observe(self, obj: Obj) -> list[Key]:
+    async def observe(self, obj: wire.Obj) -> list[Key]:
         """Keep the record in step with a hub-sourced artifact's status: its verification
         written (once per ``lastValidatedTime``), or dropped when the hub refused it after
         all (``Resolved=False`` with a digest from the hub); returns the anchored artifacts to
         judge again after a drop. A record that cannot be written now is tried again with the
         artifact's next pass."""
         namespace, name, uid = _meta(obj)
-        status = obj.get("status") or {}
-        resolved = status.get("resolved") or {}
-        digest = str(resolved.get("manifestDigest") or "")
-        if resolved.get("digestSource") != anchors.DIGEST_FROM_HUB or not digest:
+        digest = modelartifact.manifest_digest(obj)
+        if modelartifact.digest_source(obj) != anchors.DIGEST_FROM_HUB or not digest:
             return []
-        found = conditions.find(status, reasons.RESOLVED) or {}
-        if found.get("status") == "True":
-            stamp = str(resolved.get("lastValidatedTime") or resolved.get("resolvedTime") or "")
+        found = modelartifact.resolved_condition(obj) or {}
+        if found.get("status") == wire.TRUE:
+            stamp = modelartifact.last_validated(obj) or modelartifact.resolved_time(obj)
             verified = clocks.parse(stamp)
             if verified is None or self._recorded.get(uid) == stamp:
                 return []
@@ -145,7 +137,7 @@ class Anchoring:
 
     # the judgement ------------------------------------------------------------------------
 
-    async def proof(self, obj: Obj, now: datetime.datetime, interval: float, *,
+    async def proof(self, obj: wire.Obj, now: datetime.datetime, interval: float, *,
                     keeping: str = "") -> Proof | None:
         """The proof that ``obj``'s namespace may have its anchor, None when there is none.
         ``keeping``: the proof the artifact already stands on (then a record of any age
@@ -171,7 +163,7 @@ class Anchoring:
                      f"resolved to it from the hub, last confirmed at "
                      f"{clocks.rfc3339(record.verified)}")
 
-    async def would_stand(self, obj: Obj, now: datetime.datetime, interval: float
+    async def would_stand(self, obj: wire.Obj, now: datetime.datetime, interval: float
                           ) -> tuple[Proof | None, str]:
         """The proof a new anchor would stand on, or None and why not (the record unreadable
         included: no anchor is made on a proof that cannot be checked)."""
@@ -182,7 +174,7 @@ class Anchoring:
                           f"worker's record of the hub's verifications: {exc.message})")
         return (found, "") if found is not None else (None, self.refusal(obj, interval))
 
-    def refusal(self, obj: Obj, interval: float) -> str:
+    def refusal(self, obj: wire.Obj, interval: float) -> str:
         """Why the anchor of ``obj`` may not stand (for ``AnchorNotGranted``)."""
         namespace = _meta(obj)[0]
         annotations = (obj.get("metadata") or {}).get("annotations") or {}

@@ -17,42 +17,38 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controllers.resolver import anchoring, hubs, passes, proofs, verdict
+from controllers.resolver import anchoring, hubs, passes, verdict
 from controllers.runtime import client as clients
-from controllers.runtime import conditions, errors, events, informer, status
+from controllers.runtime import conditions, errors, events, informer, proofs, status
 from controllers.runtime import controller as runtime
 from controllers.sources import claims, secrets
 from hub import errors as hub_errors
-from openapi import anchors, reasons, sources
+from openapi import reasons, sources, wire
+from openapi.kinds import modelartifact
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 SECRET_INDEX = "secret"
 CLAIM_INDEX = "claim"
 HUB_KINDS = sources.HUB_KINDS
 
 
-def source_of(obj: Obj) -> dict[str, Any]:
+def source_of(obj: wire.Obj) -> dict[str, Any]:
     return ((obj.get("spec") or {}).get("source") or {})
 
 
-def secret_refs(obj: Obj) -> list[str]:
+def secret_refs(obj: wire.Obj) -> list[str]:
     """``namespace/name`` of the Secret an artifact reads (for the Secret index)."""
     namespace = (obj.get("metadata") or {}).get("namespace") or ""
-    source = source_of(obj)
-    for kind in HUB_KINDS:
-        name = ((source.get(kind) or {}).get("secretRef") or {}).get("name")
-        if name:
-            return [f"{namespace}/{name}"]
-    return []
+    name = modelartifact.secret_name(obj)
+    return [f"{namespace}/{name}"] if name else []
 
 
-def claim_refs(obj: Obj) -> list[str]:
+def claim_refs(obj: wire.Obj) -> list[str]:
     namespace = (obj.get("metadata") or {}).get("namespace") or ""
-    claim = (source_of(obj).get(sources.CLAIM) or {}).get("claimName")
+    claim = modelartifact.claim_name(obj)
     return [f"{namespace}/{claim}"] if claim else []
 
 
@@ -71,7 +67,7 @@ class Resolver:
         *,
         interval: float = 86400.0,
         recorder: events.Recorder | None = None,
-        workers: int = 8,
+        concurrency: int = 8,
         ledger: proofs.Ledger | None = None,
     ) -> None:
         """``ledger``: where the hub's verifications are recorded (``proofs``; in memory when
@@ -90,10 +86,10 @@ class Resolver:
         self._failures: dict[str, int] = {}
         self._uids: dict[Key, str] = {}
         self._tokens_checked: dict[tuple[str, str], str] = {}
-        self._written: dict[Key, Obj] = {}
+        self._written: dict[Key, wire.Obj] = {}
         self.passes_run = 0
         self.controller: runtime.Controller[Key] = runtime.Controller(
-            "resolver", self.reconcile, clock, keys=artifacts.keys, workers=workers)
+            "resolver", self.reconcile, clock, keys=artifacts.keys, concurrency=concurrency)
         artifacts.add_index(SECRET_INDEX, secret_refs)
         artifacts.add_index(CLAIM_INDEX, claim_refs)
         self.anchoring = anchoring.Anchoring(artifacts, ledger or proofs.InMemory())
@@ -111,7 +107,7 @@ class Resolver:
 
     # what wakes an artifact ---------------------------------------------------------------
 
-    def _artifact_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _artifact_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         obj = new or old
         if obj is not None:
             self.controller.enqueue(clients.key_of(obj))
@@ -130,7 +126,7 @@ class Resolver:
 
     # reconcile ----------------------------------------------------------------------------
 
-    def _context(self, obj: Obj, uid: str) -> verdict.Context:
+    def _context(self, obj: wire.Obj, uid: str) -> verdict.Context:
         return verdict.Context(now=self._clock.now(),
                                generation=int(obj["metadata"].get("generation") or 1),
                                interval=self.interval, failures=self._failures.get(uid, 0))
@@ -160,39 +156,37 @@ class Resolver:
                 "reference; nothing is contacted"))
             return runtime.DONE
         if sources.CLAIM in source:
-            return await self._claim(obj, uid, source[sources.CLAIM])
+            return await self._claim(obj, uid)
         kind = next((k for k in HUB_KINDS if k in source), None)
         if kind is None:
             await self._write(obj, lambda s: verdict.unsupported(
                 s, self._context(obj, uid), "the source names no member this worker knows"))
             return runtime.DONE
         current = obj.get("status") or {}
-        resolved = current.get("resolved") or {}
         for again in await self.anchoring.observe(obj):
             self.controller.enqueue(again)  # an anchor that stood on a withdrawn verification
-        if resolved.get("digestSource") == anchors.DIGEST_FROM_ANCHOR:
+        if modelartifact.anchored(obj):
             # the hub is never contacted again, but the anchor stands only on a proof
-            return await self._judge_anchor(obj, uid, str(resolved.get("anchorProof") or ""))
+            return await self._judge_anchor(obj, uid, modelartifact.anchor_proof(obj))
         wait = self._wait(uid, current)
         if wait is not None:
             return runtime.Result(requeue_after=wait)
         self._forced.discard(uid)
-        member = source[kind]
         default = sources.DEFAULT_REVISIONS[kind]
-        src = passes.HubSource(kind, str(member.get("repository") or ""),
-                               str(member.get("revision") or default))
+        src = passes.HubSource(kind, modelartifact.repository(obj),
+                               modelartifact.source_revision(obj) or default)
         self.passes_run += 1
-        if resolved.get("manifestDigest"):
-            delay = await self._revalidate(obj, uid, src, member, resolved)
+        if modelartifact.manifest_digest(obj):
+            delay = await self._revalidate(obj, uid, src)
         else:
-            delay = await self._resolve(obj, uid, src, member)
+            delay = await self._resolve(obj, uid, src)
         if delay is None:
             self._due.pop(uid, None)
             return runtime.DONE
         self._due[uid] = self._clock.monotonic() + delay
         return runtime.Result(requeue_after=delay)
 
-    def _wait(self, uid: str, current: Obj) -> float | None:
+    def _wait(self, uid: str, current: wire.Obj) -> float | None:
         """Seconds until this artifact's next pass, or None when one is due now."""
         if uid in self._forced:
             return None
@@ -202,7 +196,7 @@ class Resolver:
             return due - now if due > now else None
         # Nothing remembered (a restart, or a new leader): a healthy resolved artifact keeps
         # the schedule its status records; anything else is checked now.
-        validated = clocks.parse((current.get("resolved") or {}).get("lastValidatedTime"))
+        validated = clocks.parse(modelartifact.last_validated(modelartifact.of_status(current)))
         healthy = (conditions.is_true(current, verdict.RESOLVED)
                    and not conditions.is_true(current, verdict.DEGRADED))
         if validated is None or not healthy:
@@ -213,19 +207,17 @@ class Resolver:
         self._due[uid] = now + left
         return left
 
-    def _selection(self, obj: Obj) -> passes.Selection:
-        spec = obj.get("spec") or {}
-        return passes.Selection(tuple(spec.get("allowPatterns") or ()),
-                                tuple(spec.get("ignorePatterns") or ()))
+    def _selection(self, obj: wire.Obj) -> passes.Selection:
+        return passes.Selection(tuple(modelartifact.allow_patterns(obj)),
+                                tuple(modelartifact.ignore_patterns(obj)))
 
-    async def _resolve(self, obj: Obj, uid: str, src: passes.HubSource,
-                       member: Obj) -> float | None:
+    async def _resolve(self, obj: wire.Obj, uid: str, src: passes.HubSource) -> float | None:
         where = f"{passes.HUB_NAMES[src.kind]} repository {src.repository} at {src.revision}"
         await self._write(obj, lambda s: verdict.starting(
             s, self._context(obj, uid), f"resolving {where}"))
-        anchor = str((obj.get("spec") or {}).get("expectedDigest") or "")
+        anchor = modelartifact.expected_digest(obj)
         try:
-            token = await self._token(obj, src, member)
+            token = await self._token(obj, src)
             found = await self._passes.resolve(src, self._selection(obj), anchor, token)
         except passes.Failure as failure:
             log.info("%s/%s: %s: %s", *clients.key_of(obj), failure.reason, failure.message)
@@ -243,15 +235,15 @@ class Resolver:
         return await self._write(obj, lambda s: verdict.resolved(
             s, found, self._context(obj, uid), where), default=self.interval)
 
-    async def _revalidate(self, obj: Obj, uid: str, src: passes.HubSource, member: Obj,
-                          resolved: Obj) -> float | None:
+    async def _revalidate(self, obj: wire.Obj, uid: str,
+                          src: passes.HubSource) -> float | None:
         where = f"{passes.HUB_NAMES[src.kind]} repository {src.repository} at {src.revision}"
-        anchored = bool((obj.get("spec") or {}).get("expectedDigest"))
+        anchored = bool(modelartifact.expected_digest(obj))
         try:
-            token = await self._token(obj, src, member)
-            await self._passes.revalidate(src, str(resolved.get("revision") or ""),
-                                          str(resolved["manifestDigest"]), self._selection(obj),
-                                          anchored=anchored, token=token)
+            token = await self._token(obj, src)
+            await self._passes.revalidate(src, modelartifact.revision(obj),
+                                          modelartifact.manifest_digest(obj),
+                                          self._selection(obj), anchored=anchored, token=token)
         except passes.Failure as failure:
             log.info("%s/%s revalidation: %s: %s", *clients.key_of(obj), failure.reason,
                      failure.message)
@@ -264,7 +256,7 @@ class Resolver:
         return await self._write(obj, lambda s: verdict.confirmed(
             s, self._context(obj, uid), where), default=self.interval)
 
-    async def _judge_anchor(self, obj: Obj, uid: str, standing: str) -> runtime.Result:
+    async def _judge_anchor(self, obj: wire.Obj, uid: str, standing: str) -> runtime.Result:
         """An artifact resolved to its anchor: it keeps standing on a proof, takes up another
         when its own is gone, or loses the resolution."""
         try:
@@ -289,9 +281,9 @@ class Resolver:
         if not failure.outage:
             self._failures[uid] = self._failures.get(uid, 0) + 1
 
-    async def _claim(self, obj: Obj, uid: str, member: Obj) -> runtime.Result:
+    async def _claim(self, obj: wire.Obj, uid: str) -> runtime.Result:
         namespace = obj["metadata"].get("namespace") or ""
-        name = str(member.get("claimName") or "")
+        name = modelartifact.claim_name(obj)
         ctx = self._context(obj, uid)
         try:
             present = self._claims.exists(namespace, name)
@@ -308,8 +300,8 @@ class Resolver:
                 s, ctx, f"PersistentVolumeClaim {name} not found in namespace {namespace}"))
         return runtime.DONE
 
-    async def _token(self, obj: Obj, src: passes.HubSource, member: Obj) -> str | None:
-        name = str((member.get("secretRef") or {}).get("name") or "")
+    async def _token(self, obj: wire.Obj, src: passes.HubSource) -> str | None:
+        name = modelartifact.secret_name(obj)
         if not name:
             return None
         namespace = str(obj["metadata"].get("namespace") or "")
@@ -323,7 +315,7 @@ class Resolver:
             await self._check_new_token(obj, namespace, name, token)
         return token
 
-    async def _check_new_token(self, obj: Obj, namespace: str, name: str, token: str) -> None:
+    async def _check_new_token(self, obj: wire.Obj, namespace: str, name: str, token: str) -> None:
         """ModelScope answers a mistyped token like a missing grant, so each new token is asked
         about once (``users/me``) and a rejection is a Warning event."""
         print_ = secrets.fingerprint(token)
@@ -338,7 +330,7 @@ class Resolver:
                                   f"ModelScope rejected the token in Secret {namespace}/{name}")
         self._tokens_checked[(namespace, name)] = print_
 
-    async def _write(self, obj: Obj, change: Callable[[Obj], float | None], *,
+    async def _write(self, obj: wire.Obj, change: Callable[[wire.Obj], float | None], *,
                      default: float | None = None) -> float | None:
         """Write the status ``change`` makes (re-read and reapplied on conflict); returns what
         ``change`` returned (``default`` if the artifact went away meanwhile)."""
@@ -346,7 +338,7 @@ class Resolver:
         outcome: list[float | None] = []
         before = conditions.find(obj.get("status") or {}, verdict.RESOLVED) or {}
 
-        def apply(current: Obj) -> None:
+        def apply(current: wire.Obj) -> None:
             outcome[:] = [change(current)]
 
         first = _newest(obj, self._written.get((namespace, name)))
@@ -369,13 +361,13 @@ class Resolver:
         return outcome[0] if outcome else default
 
 
-def _newest(seen: Obj, written: Obj | None) -> Obj:
+def _newest(seen: wire.Obj, written: wire.Obj | None) -> wire.Obj:
     """The later of the informer's copy and the object this resolver last wrote (the informer
     may not have seen that write yet; starting from it saves a conflict)."""
     if written is None or written["metadata"].get("uid") != seen["metadata"].get("uid"):
         return seen
 
-    def version(obj: Obj) -> int:
+    def version(obj: wire.Obj) -> int:
         text = str(obj["metadata"].get("resourceVersion") or "0")
         return int(text) if text.isdigit() else 0
 

@@ -71,11 +71,11 @@ class Failure(Exception):
 _REASONS = {
     reasons.REVISION_NOT_FOUND: reasons.REVISION_NOT_FOUND,
     reasons.ACCESS_DENIED: reasons.ACCESS_DENIED,
-    "EntryNotFound": reasons.ACCESS_DENIED,
+    reasons.ENTRY_NOT_FOUND: reasons.ACCESS_DENIED,
     reasons.SOURCE_UNAVAILABLE: reasons.SOURCE_UNAVAILABLE,
     # A bad repository id or revision, an unusable path in the listing, another 4xx: the hub
     # answered, and what it holds cannot become an artifact.
-    "InvalidRequest": reasons.UNSUPPORTED_SOURCE,
+    reasons.INVALID_REQUEST: reasons.UNSUPPORTED_SOURCE,
 }
 
 

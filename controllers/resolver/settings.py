@@ -23,10 +23,10 @@ from controllers.runtime import informer
 from durable import disk
 from hub import config as hub_config
 from hub import errors as hub_errors
+from openapi import install
 
 log = logging.getLogger(__name__)
 
-PREFIX = "model-artifact-"
 MIN_INTERVAL = 60.0
 
 Apply = Callable[[hub_config.HubConfig, float], None]
@@ -39,30 +39,31 @@ class Invalid(ValueError):
 def effective(data: dict[str, str], base: hub_config.HubConfig, interval: float,
               ca_file: str | None) -> tuple[hub_config.HubConfig, float]:
     def value(key: str) -> str:
-        return str(data.get(PREFIX + key) or "").strip()
+        return str(data.get(key) or "").strip()
 
     changes: dict[str, object] = {}
-    for key, field in (("huggingface-endpoint", "huggingface_endpoint"),
-                       ("modelscope-endpoint", "modelscope_endpoint"),
-                       ("https-proxy", "https_proxy"), ("no-proxy", "no_proxy")):
+    for key, field in ((install.HUGGING_FACE_ENDPOINT, "huggingface_endpoint"),
+                       (install.MODEL_SCOPE_ENDPOINT, "modelscope_endpoint"),
+                       (install.HTTPS_PROXY, "https_proxy"), (install.NO_PROXY, "no_proxy")):
         if value(key):
             changes[field] = value(key)
-    if value("ca-bundle"):
+    if value(install.CA_BUNDLE):
         if ca_file is None:
-            raise Invalid(f"{PREFIX}ca-bundle: ConfigMap {value('ca-bundle')} has no ca.crt")
+            raise Invalid(f"{install.CA_BUNDLE}: ConfigMap {value(install.CA_BUNDLE)} has no "
+                          f"{install.CA_BUNDLE_KEY}")
         changes["ca_bundle"] = ca_file
     config = dataclasses.replace(base, **changes)  # type: ignore[arg-type]
     try:
         hub_config.check(config)
     except hub_errors.HubError as exc:
-        raise Invalid(f"the {PREFIX}* hub settings: {exc.message}") from None
-    if value("revalidate-interval"):
+        raise Invalid(f"the {install.ARTIFACT_PREFIX}* hub settings: {exc.message}") from None
+    if value(install.REVALIDATE_INTERVAL):
         try:
-            interval = settings.duration(value("revalidate-interval"))
+            interval = settings.duration(value(install.REVALIDATE_INTERVAL))
         except argparse.ArgumentTypeError as exc:
-            raise Invalid(f"{PREFIX}revalidate-interval: {exc}") from None
+            raise Invalid(f"{install.REVALIDATE_INTERVAL}: {exc}") from None
         if interval < MIN_INTERVAL:
-            raise Invalid(f"{PREFIX}revalidate-interval must be at least 1m")
+            raise Invalid(f"{install.REVALIDATE_INTERVAL} must be at least 1m")
     return config, interval
 
 
@@ -88,7 +89,7 @@ class ClusterSettings:
         data = {str(k): str(v) for k, v in ((found or {}).get("data") or {}).items()}
         try:
             config, interval = effective(data, self._base, self._interval,
-                                         self._ca_file(data.get(PREFIX + "ca-bundle", "")))
+                                         self._ca_file(data.get(install.CA_BUNDLE, "")))
         except Invalid as exc:
             if str(exc) != self.last_error:
                 log.warning("settings ConfigMap %s/%s: %s; keeping the last good settings",
@@ -103,7 +104,7 @@ class ClusterSettings:
         if not name:
             return None
         bundle = self._configmaps.get(self._namespace, name)
-        pem = ((bundle or {}).get("data") or {}).get("ca.crt")
+        pem = ((bundle or {}).get("data") or {}).get(install.CA_BUNDLE_KEY)
         if not pem:
             return None
         # Named by content: a changed bundle is a changed configuration (a new hub client).

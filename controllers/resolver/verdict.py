@@ -8,8 +8,8 @@ failure was first seen).
 - A first resolution gives its verdict at once, except that an outage is never a verdict: it is
   retried every minute, and for an anchored artifact (``expectedDigest``) two outages a minute
   apart make the anchor the resolution (``digestSource: Expected``; the hub is never asked again)
-  when its namespace has a proof (``controllers.anchoring``), and ``AnchorNotGranted`` otherwise
-  (the hub asked again every minute).
+  when its namespace has a proof (``controllers.resolver.anchoring``), and ``AnchorNotGranted``
+  otherwise (the hub asked again every minute).
 - A resolved artifact's revalidation: a refusal sets ``Degraded`` and is checked again a minute
   later, and the same refusal then sets ``Resolved=False``; an outage only degrades; a missing
   Secret sets ``Resolved=False`` at once; a later success restores ``Resolved=True`` with the
@@ -23,19 +23,21 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any
 
 from controllers.resolver import anchoring, passes
 from controllers.runtime import conditions
-from openapi import anchors, reasons
+from openapi import anchors, reasons, wire
+from openapi.kinds import modelartifact
+from timing import backoff as backoffs
 from timing import clock as clocks
 
-Obj = dict[str, Any]
 RESOLVED = reasons.RESOLVED
 DEGRADED = reasons.DEGRADED
 RECHECK = 60.0
 """A failure is checked again this long after it was first seen (docs/controllers.md)."""
 MAX_BACKOFF = 3600.0
+REFUSALS = backoffs.Backoff(RECHECK, MAX_BACKOFF)
+"""Retries of a refusal: a minute, doubling per refusal in a row, at most an hour."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,24 +51,24 @@ class Context:
 
     def backoff(self) -> float:
         """Retries of a refusal: a minute, doubling, at most an hour (or the interval)."""
-        return min(MAX_BACKOFF, self.interval, RECHECK * 2.0 ** self.failures)
+        return min(self.interval, REFUSALS.delay(self.failures + 1))
 
 
-def _put(status: Obj, kind: str, state: str, reason: str, message: str, ctx: Context) -> None:
+def _put(status: wire.Obj, kind: str, state: str, reason: str, message: str, ctx: Context) -> None:
     conditions.put(status, kind, state, reason, message, now=ctx.now, generation=ctx.generation)
     status["observedGeneration"] = ctx.generation
 
 
-def _healthy(status: Obj, ctx: Context, message: str) -> None:
+def _healthy(status: wire.Obj, ctx: Context, message: str) -> None:
     _put(status, DEGRADED, "False", reasons.HEALTHY, message, ctx)
 
 
-def _elapsed_since_failure(status: Obj, ctx: Context) -> float:
+def _elapsed_since_failure(status: wire.Obj, ctx: Context) -> float:
     first = conditions.since(status, DEGRADED) or ctx.now
     return (ctx.now - first).total_seconds()
 
 
-def starting(status: Obj, ctx: Context, message: str) -> None:
+def starting(status: wire.Obj, ctx: Context, message: str) -> None:
     """Before the first pass: ``Resolved=Unknown``, ``Resolving``."""
     if conditions.find(status, RESOLVED) is None:
         _put(status, RESOLVED, "Unknown", reasons.RESOLVING, message, ctx)
@@ -74,17 +76,12 @@ def starting(status: Obj, ctx: Context, message: str) -> None:
 
 # Hub sources: the first resolution ---------------------------------------------------------
 
-def resolved(status: Obj, found: passes.Resolution, ctx: Context, where: str) -> float:
+def resolved(status: wire.Obj, found: passes.Resolution, ctx: Context, where: str) -> float:
     stamp = clocks.rfc3339(ctx.now)
-    status["resolved"] = {
-        "revision": found.commit,
-        "manifestDigest": found.digest,
-        "digestSource": "Hub",
-        "fileCount": found.file_count,
-        "sizeBytes": found.size_bytes,
-        "resolvedTime": stamp,
-        "lastValidatedTime": stamp,
-    }
+    status["resolved"] = modelartifact.Resolved(
+        revision=found.commit, manifestDigest=found.digest, digestSource=anchors.DIGEST_FROM_HUB,
+        fileCount=found.file_count, sizeBytes=found.size_bytes, resolvedTime=stamp,
+        lastValidatedTime=stamp)
     _put(status, RESOLVED, "True", reasons.RESOLVED,
          f"{where} resolved to commit {found.commit}: {found.file_count} files, "
          f"{found.size_bytes} bytes, {found.digest}", ctx)
@@ -92,7 +89,7 @@ def resolved(status: Obj, found: passes.Resolution, ctx: Context, where: str) ->
     return ctx.interval
 
 
-def not_resolved(status: Obj, failure: passes.Failure, ctx: Context, anchor: str, *,
+def not_resolved(status: wire.Obj, failure: passes.Failure, ctx: Context, anchor: str, *,
                  proof: anchoring.Proof | None = None, refusal: str = "") -> float | None:
     """A first resolution that failed; an anchored artifact may fall back to its anchor when
     ``proof`` says its namespace may have that content (``refusal`` says why not)."""
@@ -125,14 +122,15 @@ def not_resolved(status: Obj, failure: passes.Failure, ctx: Context, anchor: str
     return max(retry, retry_after)
 
 
-def _anchored(status: Obj, anchor: str, proof: anchoring.Proof, ctx: Context) -> None:
-    status["resolved"] = {"manifestDigest": anchor, "digestSource": anchors.DIGEST_FROM_ANCHOR,
-                          "anchorProof": proof.kind, "resolvedTime": clocks.rfc3339(ctx.now)}
+def _anchored(status: wire.Obj, anchor: str, proof: anchoring.Proof, ctx: Context) -> None:
+    status["resolved"] = modelartifact.Resolved(
+        manifestDigest=anchor, digestSource=anchors.DIGEST_FROM_ANCHOR, anchorProof=proof.kind,
+        resolvedTime=clocks.rfc3339(ctx.now))
     _anchor_stands(status, proof, ctx)
     _healthy(status, ctx, "resolved from the anchor; nothing more is checked")
 
 
-def _anchor_stands(status: Obj, proof: anchoring.Proof, ctx: Context) -> None:
+def _anchor_stands(status: wire.Obj, proof: anchoring.Proof, ctx: Context) -> None:
     _put(status, RESOLVED, "True", reasons.RESOLVED,
          "the hub stayed unreachable for two passes a minute apart, so spec.expectedDigest is "
          f"the resolution (digestSource Expected, anchorProof {proof.kind}: {proof.message}); "
@@ -140,17 +138,18 @@ def _anchor_stands(status: Obj, proof: anchoring.Proof, ctx: Context) -> None:
          "that hold that digest", ctx)
 
 
-def anchor_proven(status: Obj, proof: anchoring.Proof, ctx: Context) -> None:
+def anchor_proven(status: wire.Obj, proof: anchoring.Proof, ctx: Context) -> None:
     """An artifact resolved to its anchor, judged again: it stands on ``proof``."""
-    status.setdefault("resolved", {})["anchorProof"] = proof.kind
+    status["resolved"] = {**modelartifact.resolved(modelartifact.of_status(status)),
+                          "anchorProof": proof.kind}
     _anchor_stands(status, proof, ctx)
 
 
-def anchor_withdrawn(status: Obj, ctx: Context, refusal: str) -> None:
+def anchor_withdrawn(status: wire.Obj, ctx: Context, refusal: str) -> None:
     """An artifact resolved to its anchor, judged again: no proof stands any more (or none was
     ever recorded). The resolution is dropped and the hub is asked again."""
-    digest = (status.get("resolved") or {}).get("manifestDigest", "")
-    status.pop("resolved", None)
+    digest = modelartifact.manifest_digest(modelartifact.of_status(status))
+    modelartifact.drop_resolution(status)
     _put(status, RESOLVED, "False", reasons.ANCHOR_NOT_GRANTED,
          f"the resolution to the anchor {digest} is withdrawn: {refusal}; no new mount is "
          "authorized (running Pods keep theirs), and the hub is asked again", ctx)
@@ -158,17 +157,19 @@ def anchor_withdrawn(status: Obj, ctx: Context, refusal: str) -> None:
 
 # Hub sources: revalidation of a resolved artifact ------------------------------------------
 
-def confirmed(status: Obj, ctx: Context, where: str) -> float:
-    status.setdefault("resolved", {})["lastValidatedTime"] = clocks.rfc3339(ctx.now)
-    digest = status["resolved"].get("manifestDigest", "")
-    commit = status["resolved"].get("revision", "")
+def confirmed(status: wire.Obj, ctx: Context, where: str) -> float:
+    resolution = modelartifact.of_status(status)
+    digest = modelartifact.manifest_digest(resolution)
+    commit = modelartifact.revision(resolution)
+    status["resolved"] = {**modelartifact.resolved(resolution),
+                          "lastValidatedTime": clocks.rfc3339(ctx.now)}
     _put(status, RESOLVED, "True", reasons.RESOLVED,
          f"{where} resolved to commit {commit}, {digest}; access confirmed", ctx)
     _healthy(status, ctx, "the last check succeeded")
     return ctx.interval
 
 
-def refused(status: Obj, failure: passes.Failure, ctx: Context) -> float:
+def refused(status: wire.Obj, failure: passes.Failure, ctx: Context) -> float:
     """A revalidation that failed: the staircase."""
     if failure.reason == reasons.SECRET_NOT_FOUND:
         _put(status, DEGRADED, "True", failure.reason, failure.message, ctx)
@@ -196,19 +197,19 @@ def refused(status: Obj, failure: passes.Failure, ctx: Context) -> float:
 
 # Claims and images ---------------------------------------------------------------------------
 
-def offline(status: Obj, ctx: Context, message: str) -> None:
+def offline(status: wire.Obj, ctx: Context, message: str) -> None:
     """A source that resolves without contacting anything: ``resolved`` holds only the time."""
-    previous = (status.get("resolved") or {}).get("resolvedTime")
-    status["resolved"] = {"resolvedTime": previous or clocks.rfc3339(ctx.now)}
+    previous = modelartifact.resolved_time(modelartifact.of_status(status))
+    status["resolved"] = modelartifact.Resolved(resolvedTime=previous or clocks.rfc3339(ctx.now))
     _put(status, RESOLVED, "True", reasons.RESOLVED, message, ctx)
     _healthy(status, ctx, "nothing to check")
 
 
-def claim_missing(status: Obj, ctx: Context, message: str) -> None:
+def claim_missing(status: wire.Obj, ctx: Context, message: str) -> None:
     _put(status, RESOLVED, "False", reasons.CLAIM_NOT_FOUND, message, ctx)
     _put(status, DEGRADED, "True", reasons.CLAIM_NOT_FOUND, message, ctx)
 
 
-def unsupported(status: Obj, ctx: Context, message: str) -> None:
+def unsupported(status: wire.Obj, ctx: Context, message: str) -> None:
     _put(status, RESOLVED, "False", reasons.UNSUPPORTED_SOURCE, message, ctx)
     _put(status, DEGRADED, "True", reasons.UNSUPPORTED_SOURCE, message, ctx)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from kube import informer as reflectors
 from openapi import resources
 
 Obj = dict[str, Any]
-EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -32,14 +32,15 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-def _served(info: resources.ResourceInfo) -> Resource:
-    """Our own resources, as the one resource table in ``openapi.resources`` names them."""
-    return Resource(info.group, resources.VERSION, info.plural, info.kind, info.namespaced)
+def ours(info: resources.ResourceInfo) -> Resource:
+    """One of our own resources, as the one resource table (``openapi.resources.SERVED``) names
+    it: a new kind's controller watches ``ours(resources.X)``, nothing here changes."""
+    return Resource(info.group, info.version, info.plural, info.kind, info.namespaced)
 
 
-MODEL_ARTIFACTS = _served(resources.MODEL_ARTIFACT)
-NODE_MODEL_STORES = _served(resources.NODE_MODEL_STORE)
-MODEL_PREFETCHES = _served(resources.MODEL_PREFETCH)
+MODEL_ARTIFACTS = ours(resources.MODEL_ARTIFACT)
+NODE_MODEL_STORES = ours(resources.NODE_MODEL_STORE)
+MODEL_PREFETCHES = ours(resources.MODEL_PREFETCH)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PODS = Resource("", "v1", "pods", "Pod", True)
@@ -50,17 +51,13 @@ CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ListResult:
-    items: list[Obj]
-    resource_version: str
+ListResult = reflectors.Listed
+"""A list: its items and the resourceVersion it was read at (the one list-and-watch loop's own
+value, so an informer hands it on as it is)."""
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WatchEvent:
-    type: EventType
-    object: Obj
-    """For a BOOKMARK, only ``metadata.resourceVersion`` is meaningful."""
+WatchEvent = reflectors.Event
+"""A watch event: ADDED, MODIFIED, DELETED or BOOKMARK (for a BOOKMARK, only
+``metadata.resourceVersion`` is meaningful)."""
 
 
 class Client(Protocol):
@@ -98,6 +95,10 @@ class Writer(Protocol):
         """Replace the object (its status is kept); ``obj`` carries the resourceVersion it was
         read at, ``errors.Conflict`` when it changed since."""
         ...
+
+
+class ReadWrite(Client, Writer, Protocol):
+    """Both: what a controller that writes our objects whole is given (the in-process client)."""
 
 
 def key_of(obj: Obj) -> tuple[str, str]:

@@ -8,37 +8,26 @@ staircase and the anchor fallback measure from.
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
+from openapi import wire
 from timing import clock as clocks
 
-Obj = dict[str, Any]
+find = wire.condition
+is_true = wire.is_true
 
 
-def find(status: Obj, kind: str) -> Obj | None:
-    for condition in status.get("conditions") or []:
-        if isinstance(condition, dict) and condition.get("type") == kind:
-            return condition
-    return None
-
-
-def is_true(status: Obj, kind: str) -> bool:
-    found = find(status, kind)
-    return found is not None and found.get("status") == "True"
-
-
-def since(status: Obj, kind: str) -> datetime.datetime | None:
+def since(status: wire.Obj, kind: str) -> datetime.datetime | None:
     found = find(status, kind)
     return None if found is None else clocks.parse(found.get("lastTransitionTime"))
 
 
-def put(status: Obj, kind: str, state: str, reason: str, message: str, *,
+def put(status: wire.Obj, kind: str, state: str, reason: str, message: str, *,
         now: datetime.datetime, generation: int | None = None) -> None:
     """Set one condition in ``status`` (in place), keeping the others and their order."""
-    conditions: list[Obj] = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    conditions: list[wire.Obj] = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
     old = find(status, kind)
     moved = old is None or old.get("status") != state or old.get("reason") != reason
-    new: Obj = {"type": kind, "status": state, "reason": reason, "message": message,
+    new: wire.Obj = {"type": kind, "status": state, "reason": reason, "message": message,
                 "lastTransitionTime": clocks.rfc3339(now) if moved or old is None
                 else old.get("lastTransitionTime") or clocks.rfc3339(now)}
     if generation is not None:

@@ -8,16 +8,17 @@ never carry a token).
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
+
+from openapi import wire
 
 log = logging.getLogger("controllers.events")
 
-Obj = dict[str, Any]
 Kind = Literal["Normal", "Warning"]
 
 
 class Recorder(Protocol):
-    def record(self, obj: Obj, kind: Kind, reason: str, message: str) -> None: ...
+    def record(self, obj: wire.Obj, kind: Kind, reason: str, message: str) -> None: ...
 
     async def flush(self) -> None:
         """Wait for what is being recorded (on stop)."""
@@ -25,7 +26,7 @@ class Recorder(Protocol):
 
 
 class LogRecorder:
-    def record(self, obj: Obj, kind: Kind, reason: str, message: str) -> None:
+    def record(self, obj: wire.Obj, kind: Kind, reason: str, message: str) -> None:
         metadata = obj.get("metadata") or {}
         level = logging.WARNING if kind == "Warning" else logging.INFO
         log.log(level, "%s %s/%s %s: %s", obj.get("kind", "object"),

@@ -1,5 +1,5 @@
 """Learning the worker identity until it is learned: one attempt, then again after a backoff
-(``queue.Backoff``: 1 s doubling to a minute) for as long as it fails, each failure logged and
+(``BACKOFF``: 1 s doubling to a minute) for as long as it fails, each failure logged and
 counted. Until it is learned the controllers wait and readiness fails saying why.
 
 The attempt is the caller's: the API server asks kube-apiserver who it is (SelfSubjectReview,
@@ -17,12 +17,12 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from prometheus_client import core as prometheus_core
 
-from controllers.runtime import queue
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-BACKOFF = queue.Backoff(base=1.0, cap=60.0)
+BACKOFF = backoffs.Backoff(1.0, 60.0)
 CHECK = "worker-identity"
 """The readiness check's name (``[-]worker-identity failed: ...``)."""
 FAILURES = "gpustack_model_manager_worker_identity_failures"
@@ -42,7 +42,7 @@ class Learning:
     name = CHECK
 
     def __init__(self, attempt: Attempt, clock: clocks.Clock, *,
-                 backoff: queue.Backoff = BACKOFF) -> None:
+                 backoff: backoffs.Backoff = BACKOFF) -> None:
         self._attempt = attempt
         self._clock = clock
         self._backoff = backoff

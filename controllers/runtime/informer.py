@@ -16,8 +16,9 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 
 from controllers.runtime import client as clients
-from controllers.runtime import errors, queue
+from controllers.runtime import errors
 from kube import informer as reflectors
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,10 @@ IndexFunc = Callable[[Obj], Iterable[str]]
 
 version_of = reflectors.version_of
 
+RESYNC_SECONDS = 600.0
+"""The resync of the informers whose objects a controller re-checks on its own schedule (the
+artifacts, the claims): every ten minutes every object is handed to the handlers again."""
+
 
 class Informer:
     def __init__(
@@ -42,7 +47,7 @@ class Informer:
         namespace: str = "",
         label_selector: str = "",
         resync: float | None = None,
-        backoff: queue.Backoff = queue.INFORMER_BACKOFF,
+        backoff: backoffs.Backoff = reflectors.BACKOFF,
     ) -> None:
         self._api = api
         self.resource = resource
@@ -58,7 +63,7 @@ class Informer:
         self.synced = asyncio.Event()
         self._reflector = reflectors.Reflector(
             _ListWatch(self), _Sink(self), what=f"{resource.plural} informer", clock=clock,
-            backoff=reflectors.Backoff(backoff.base, backoff.cap),
+            backoff=backoff,
             expired=(errors.Expired, errors.TooLarge), describe=_describe)
 
     @property
@@ -179,15 +184,13 @@ class _ListWatch:
 
     async def list(self) -> reflectors.Listed:
         o = self._owner
-        listed = await o._api.list(o.resource, namespace=o._namespace,
-                                   label_selector=o._selector)
-        return reflectors.Listed(listed.items, listed.resource_version)
+        return await o._api.list(o.resource, namespace=o._namespace, label_selector=o._selector)
 
     async def watch(self, resource_version: str) -> AsyncIterator[reflectors.Event]:
         o = self._owner
         async for event in o._api.watch(o.resource, resource_version=resource_version,
                                         namespace=o._namespace, label_selector=o._selector):
-            yield reflectors.Event(event.type, event.object)
+            yield event
 
 
 class _Sink:

@@ -14,6 +14,9 @@ import asyncio
 import dataclasses
 import datetime
 import logging
+import os
+import socket
+import uuid
 from typing import Any, Protocol
 
 from controllers.runtime import errors
@@ -51,9 +54,25 @@ class LeaseApi(Protocol):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Timing:
+    """client-go's leader-election durations, in seconds; these defaults are the flags' (the
+    only copy of them)."""
+
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+    def problem(self) -> str:
+        """Why these durations cannot elect safely, or "" when they can."""
+        if self.renew_deadline >= self.lease_duration:
+            return "the renew deadline must be shorter than the lease duration"
+        return ""
+
+
+def identity() -> str:
+    """This replica's name in the Lease: the Pod name (``POD_NAME``) or the host, plus a
+    random suffix so a restarted replica is a new holder."""
+    base = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{base}_{uuid.uuid4().hex[:8]}"
 
 
 def micro_time(moment: datetime.datetime) -> str:
@@ -64,8 +83,8 @@ def micro_time(moment: datetime.datetime) -> str:
 class LeaseElector:
     def __init__(self, api: LeaseApi, clock: clocks.Clock, *, namespace: str, name: str,
                  identity: str, timing: Timing = Timing()) -> None:
-        if timing.renew_deadline >= timing.lease_duration:
-            raise ValueError("the renew deadline must be shorter than the lease duration")
+        if timing.problem():
+            raise ValueError(timing.problem())
         self._api = api
         self._clock = clock
         self.namespace = namespace

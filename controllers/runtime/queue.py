@@ -7,32 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 K = TypeVar("K", bound=Hashable)
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Backoff:
-    """``base`` doubling per consecutive failure of a key, up to ``cap`` (seconds)."""
-
-    base: float = 1.0
-    cap: float = 300.0
-
-    def delay(self, failures: int) -> float:
-        return min(self.cap, self.base * 2.0 ** max(0, failures - 1))
-
-
-DEFAULT_BACKOFF = Backoff()
-INFORMER_BACKOFF = Backoff(base=0.5, cap=30.0)
+DEFAULT_BACKOFF = backoffs.Backoff(1.0, 300.0)
+"""A key's consecutive failed reconciles: 1 s doubling to 5 min."""
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, clock: clocks.Clock, backoff: Backoff = Backoff()) -> None:
+    def __init__(self, clock: clocks.Clock,
+                 backoff: backoffs.Backoff = DEFAULT_BACKOFF) -> None:
         self._clock = clock
         self._backoff = backoff
         self._queue: collections.deque[K] = collections.deque()

@@ -11,14 +11,13 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from controllers.runtime import client as clients
 from controllers.runtime import errors
+from openapi import wire
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 ATTEMPTS = 5
 
 
@@ -27,8 +26,8 @@ class Gone(Exception):
 
 
 async def write(api: clients.Client, resource: clients.Resource, namespace: str, name: str,
-                change: Callable[[Obj], None], *, uid: str = "",
-                first: Obj | None = None) -> Obj | None:
+                change: Callable[[wire.Obj], None], *, uid: str = "",
+                first: wire.Obj | None = None) -> wire.Obj | None:
     """Apply ``change`` (it edits the status dict in place) and write; returns the written
     object, or None when nothing changed. ``first`` saves the first read (an informer's copy:
     if it is stale the write conflicts and the retry reads fresh)."""

@@ -3,8 +3,10 @@ reach our resources (status written through ``.../modelartifacts/{name}/status``
 controller reaches cluster objects (Secrets, claims, Pods, ConfigMaps, Leases, Nodes, CSINodes,
 the plugin's DaemonSets).
 
-Objects cross as plain dicts; lightkube's models are built and taken apart here only.
-``kube.errors`` become ``controllers.errors`` here, once.
+Objects cross as plain dicts; lightkube's models are built and taken apart in ``controllers``
+here only (an import-linter contract keeps lightkube out of the rest of the package). Our own
+kinds' models come from ``kube.resources``, one for every row of ``openapi.resources.SERVED``.
+``kube.errors`` become ``controllers.runtime.errors`` here, once.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import kube
 from controllers.runtime import client as clients
 from controllers.runtime import errors
 from kube import resources as ours
+from openapi import resources
 
 Obj = clients.Obj
 
 MODELS: dict[clients.Resource, Any] = {
-    clients.MODEL_ARTIFACTS: ours.ModelArtifact,
-    clients.NODE_MODEL_STORES: ours.NodeModelStore,
+    **{clients.ours(info): getattr(ours, info.kind) for info in resources.SERVED},
     clients.SECRETS: core_v1.Secret,
     clients.CLAIMS: core_v1.PersistentVolumeClaim,
     clients.PODS: core_v1.Pod,
@@ -82,7 +84,7 @@ class KubeApi:
         try:
             async for kind, obj in stream:
                 if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-                    yield clients.WatchEvent(kind, _plain(obj))  # type: ignore[arg-type]
+                    yield clients.WatchEvent(kind, _plain(obj))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
@@ -118,7 +120,7 @@ class KubeApi:
             raise translate(exc) from None
         return _plain(written)
 
-    # the prefetches' warm-up Pods (controllers/warmup.py) ------------------------------------
+    # the prefetches' warm-up Pods (controllers/prefetches/warmup.py) -------------------------
 
     async def create_pod(self, pod: Obj) -> Obj:
         """A Pod (the prefetches' warm-up Pods); ``errors.Conflict`` when the name is taken."""

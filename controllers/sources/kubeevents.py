@@ -15,11 +15,12 @@ from lightkube.resources import core_v1
 
 import kube
 from controllers.runtime import events
+from openapi import install, resources, wire
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "model-manager-worker"
+COMPONENT = install.WORKER_SERVICE_ACCOUNT
 MESSAGE_LIMIT = 1024
 
 
@@ -29,7 +30,7 @@ class KubeRecorder:
         self._clock = clock
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def record(self, obj: events.Obj, kind: events.Kind, reason: str, message: str) -> None:
+    def record(self, obj: wire.Obj, kind: events.Kind, reason: str, message: str) -> None:
         metadata = obj.get("metadata") or {}
         namespace = str(metadata.get("namespace") or "default")
         name = str(metadata.get("name") or "")
@@ -37,7 +38,7 @@ class KubeRecorder:
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{name}.{random.token_hex(8)}", "namespace": namespace},
-            "involvedObject": {"apiVersion": obj.get("apiVersion", "worker.gpustack.ai/v1"),
+            "involvedObject": {"apiVersion": obj.get("apiVersion", resources.GROUP_VERSION),
                                "kind": obj.get("kind", "ModelArtifact"), "name": name,
                                "namespace": namespace, "uid": metadata.get("uid", ""),
                                "resourceVersion": metadata.get("resourceVersion", "")},
@@ -49,7 +50,7 @@ class KubeRecorder:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, body: events.Obj) -> None:
+    async def _write(self, body: wire.Obj) -> None:
         try:
             await self._client.create(core_v1.Event.from_dict(body))  # type: ignore[type-var]
         except kube.KubeError as exc:

@@ -14,9 +14,11 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from controllers.runtime import client as clients
-from controllers.runtime import errors, queue
+from controllers.runtime import errors
 from controllers.sources import secrets
 from kube import informer as reflectors
+from openapi import sources
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -24,7 +26,7 @@ log = logging.getLogger(__name__)
 
 class KubeSecrets:
     def __init__(self, api: clients.Client, clock: clocks.Clock,
-                 backoff: queue.Backoff = queue.INFORMER_BACKOFF) -> None:
+                 backoff: backoffs.Backoff = reflectors.BACKOFF) -> None:
         self._api = api
         self._clock = clock
         self._backoff = backoff
@@ -42,11 +44,11 @@ class KubeSecrets:
             raise secrets.SecretMissing(f"{where} not found") from None
         except errors.ApiError as exc:
             raise secrets.SecretUnreadable(f"{where} could not be read (HTTP {exc.code})") from None
-        raw = (secret.get("data") or {}).get(secrets.TOKEN_KEY)
+        raw = (secret.get("data") or {}).get(sources.SECRET_TOKEN_KEY)
         if raw is None:
-            text = (secret.get("stringData") or {}).get(secrets.TOKEN_KEY)
+            text = (secret.get("stringData") or {}).get(sources.SECRET_TOKEN_KEY)
             if text is None:
-                raise secrets.SecretMissing(f"{where} has no key {secrets.TOKEN_KEY!r}")
+                raise secrets.SecretMissing(f"{where} has no key {sources.SECRET_TOKEN_KEY!r}")
             return secrets.decode(str(text).encode(), where)
         try:
             value = base64.b64decode(str(raw), validate=True)
@@ -73,7 +75,7 @@ class KubeSecrets:
         every = _Secrets(self._api, relisted, self._changed)
         await reflectors.Reflector(
             every, every, what="watching Secrets", clock=self._clock,
-            backoff=reflectors.Backoff(self._backoff.base, self._backoff.cap),
+            backoff=self._backoff,
             expired=(errors.Expired, errors.TooLarge), describe=_describe).run()
 
     async def _changed(self, event: reflectors.Event) -> None:

@@ -15,6 +15,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
+import kube
 from controllers.runtime import informer
 from controllers.sources import pluginhttp
 
@@ -24,6 +25,31 @@ MAX_BODY = 1024 * 1024
 TokenSource = Callable[[], Awaitable[str | None]]
 """The worker's bearer token as of now (None: ask without one); awaited per request, so a
 rotated token is used as soon as its source has it."""
+
+
+async def _no_token() -> str | None:
+    return None
+
+
+NO_TOKEN: TokenSource = _no_token
+"""Plugins are asked without a credential (a standalone server without a static token file)."""
+
+
+def token_of(client: kube.Client) -> TokenSource:
+    """The bearer token of a client acting as the worker (whatever its kubeconfig or in-cluster
+    configuration gives it: a projected token re-read when it rotates, a kubeconfig token or
+    token file, an exec plugin's), which the plugins check with a TokenReview in a cluster and
+    against their token file standalone. None when the client authenticates otherwise (a client
+    certificate)."""
+
+    async def read() -> str | None:
+        try:
+            return await client.bearer_token()
+        except kube.CredentialError as exc:
+            log.warning("cannot get the worker's token for the plugins: %s", exc.message)
+            return None
+
+    return read
 
 
 class Locator(Protocol):

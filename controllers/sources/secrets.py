@@ -19,11 +19,11 @@ import re
 from collections.abc import Callable
 from typing import Protocol
 
+from openapi import sources
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-TOKEN_KEY = "token"
 MAX_TOKEN_BYTES = 64 * 1024
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
@@ -97,7 +97,7 @@ class DirSecrets:
     def _path(self, namespace: str, name: str) -> pathlib.Path:
         if not _NAME.fullmatch(namespace) or not _NAME.fullmatch(name):
             raise SecretMissing(f"Secret {namespace}/{name}: not a valid namespace and name")
-        return self.root / namespace / name / TOKEN_KEY
+        return self.root / namespace / name / sources.SECRET_TOKEN_KEY
 
     async def token(self, namespace: str, name: str) -> str:
         path = self._path(namespace, name)
@@ -106,7 +106,7 @@ class DirSecrets:
             raw = await asyncio.to_thread(_read_limited, path)
         except FileNotFoundError:
             if (self.root / namespace / name).is_dir():
-                raise SecretMissing(f"{where} has no key {TOKEN_KEY!r}") from None
+                raise SecretMissing(f"{where} has no key {sources.SECRET_TOKEN_KEY!r}") from None
             raise SecretMissing(f"{where} not found") from None
         except OSError as exc:
             raise SecretUnreadable(f"{where} could not be read ({type(exc).__name__})") from None
@@ -159,7 +159,7 @@ def _stat_all(root: pathlib.Path) -> dict[tuple[str, str], tuple[int, int, int]]
             continue
         for entry in names:
             try:
-                info = os.stat(os.path.join(entry.path, TOKEN_KEY))
+                info = os.stat(os.path.join(entry.path, sources.SECRET_TOKEN_KEY))
             except OSError:
                 continue
             found[(namespace.name, entry.name)] = (info.st_ino, info.st_mtime_ns, info.st_size)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from typing import Literal, cast
+from typing import cast
 
 from nodeplugin.cache import layout, records
+from openapi import states
 
-Origin = Literal["Hub", "Peer"]
-ORIGINS: tuple[Origin, ...] = ("Hub", "Peer")
+Origin = states.Origin
+ORIGINS = states.ORIGINS
 
 
 def _decode(data: bytes) -> tuple[str, Origin]:

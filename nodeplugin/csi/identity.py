@@ -5,8 +5,7 @@ from __future__ import annotations
 import grpc
 
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
-
-DRIVER_NAME = "model.csi.gpustack.ai"
+from openapi import volume
 
 
 class Identity(csi_pb2_grpc.IdentityServicer):  # type: ignore[misc]
@@ -16,7 +15,7 @@ class Identity(csi_pb2_grpc.IdentityServicer):  # type: ignore[misc]
     async def GetPluginInfo(
         self, request: csi_pb2.GetPluginInfoRequest, context: grpc.aio.ServicerContext
     ) -> csi_pb2.GetPluginInfoResponse:
-        return csi_pb2.GetPluginInfoResponse(name=DRIVER_NAME, vendor_version=self._version)
+        return csi_pb2.GetPluginInfoResponse(name=volume.DRIVER, vendor_version=self._version)
 
     async def GetPluginCapabilities(
         self, request: csi_pb2.GetPluginCapabilitiesRequest, context: grpc.aio.ServicerContext

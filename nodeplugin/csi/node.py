@@ -23,10 +23,9 @@ from nodeplugin.csi import errors as csi_errors
 from nodeplugin.csi import stats
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import interface
-from openapi import columns, sources
+from openapi import columns, sources, states
 
 log = logging.getLogger(__name__)
-TOKEN_KEY = "token"
 
 HIT = "hit"
 MATERIALIZED = "materialized"
@@ -131,7 +130,7 @@ class Node(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                     allow_patterns=art.allow_patterns,
                     ignore_patterns=art.ignore_patterns,
                 ),
-                token=request.secrets.get(TOKEN_KEY) or None,
+                token=request.secrets.get(sources.SECRET_TOKEN_KEY) or None,
             )
         )
         if progress.state is interface.State.PUBLISHED:
@@ -174,7 +173,7 @@ def outcome_error(progress: interface.Progress) -> errors.PluginError:
             return errors.Aborted(f"materializing {digest}: {received} received; listing files")
         total = columns.size_text(progress.total_bytes)
         return errors.Aborted(f"materializing {digest}: {received} of {total} received")
-    reason = progress.reason.value if progress.reason is not None else "Failed"
+    reason = progress.reason.value if progress.reason is not None else states.FAILED
     detail = f": {progress.message}" if progress.message else ""
     retry = ""
     if progress.retry_time is not None:

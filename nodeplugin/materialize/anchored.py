@@ -16,13 +16,14 @@ from collections.abc import AsyncGenerator
 
 from hub import blocking, files
 from hub import errors as hub_errors
+from openapi import reasons
 
 MESSAGE = ("it was resolved from its expected digest while the hub was unreachable, so only a "
            "node holding it can deliver it")
 
 
 def refusal() -> hub_errors.HubError:
-    return hub_errors.HubError("SourceUnavailable", MESSAGE)
+    return hub_errors.HubError(reasons.SOURCE_UNAVAILABLE, MESSAGE)
 
 
 class NoCommit:

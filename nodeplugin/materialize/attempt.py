@@ -38,7 +38,7 @@ from nodeplugin.materialize import (
     receive,
     transfer,
 )
-from openapi import columns, manifest
+from openapi import columns, manifest, reasons, states
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +99,11 @@ class Node:
 
 
 _HUB_REASONS: dict[str, interface.Reason] = {
-    "AccessDenied": interface.Reason.ACCESS_DENIED,
-    "InvalidRequest": interface.Reason.INVALID_REQUEST,
-    "SourceUnavailable": interface.Reason.SOURCE_UNAVAILABLE,
-    "RevisionNotFound": interface.Reason.SOURCE_UNAVAILABLE,
-    "EntryNotFound": interface.Reason.SOURCE_UNAVAILABLE,
+    reasons.ACCESS_DENIED: interface.Reason.ACCESS_DENIED,
+    reasons.INVALID_REQUEST: interface.Reason.INVALID_REQUEST,
+    reasons.SOURCE_UNAVAILABLE: interface.Reason.SOURCE_UNAVAILABLE,
+    reasons.REVISION_NOT_FOUND: interface.Reason.SOURCE_UNAVAILABLE,
+    reasons.ENTRY_NOT_FOUND: interface.Reason.SOURCE_UNAVAILABLE,
 }
 
 
@@ -156,10 +156,10 @@ class Attempt:
         first byte). Bytes taken from the node's own store or resumed count for neither."""
         fetched = self.received - self.held
         if fetched > 0 and self.peer_received * 2 > fetched:
-            return "Peer"
+            return states.PEER
         if fetched == 0 and self.relay is not None and self.relay.on_peer:
-            return "Peer"
-        return "Hub"
+            return states.PEER
+        return states.HUB
 
     @property
     def staged(self) -> int:

@@ -1,7 +1,7 @@
 """The hub downloader: ``HubMaterializer`` implements ``interface.Materializer`` for hub sources.
 
 One attempt per digest for the whole node; concurrent ``ensure`` calls join it. A failed attempt
-leaves a failure record that answers further calls until its ``retry_time`` (``backoff``); an
+leaves a failure record that answers further calls until its ``retry_time`` (``failures``); an
 attempt no mount asked about for ``idle_cancel_seconds`` is canceled and its partial files stay
 for the next attempt to resume. Requests, bandwidth, look-ahead memory and disk space are shared
 node-wide through ``attempt.Node``.
@@ -26,7 +26,6 @@ from hub import config as hub_config
 from nodeplugin.cache import files, layout, origins
 from nodeplugin.materialize import (
     attempt,
-    backoff,
     capacity,
     interface,
     limits,
@@ -35,6 +34,7 @@ from nodeplugin.materialize import (
     receive,
     transfer,
 )
+from nodeplugin.materialize import failures as failure_records
 from openapi import grammar, nodestore, sources
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class HubMaterializer:
         client: httpx.AsyncClient | None = None,
         connections: blocking.Connections | None = None,
         space: capacity.Capacity | None = None,
-        failures: backoff.Backoff | None = None,
+        failures: failure_records.Failures | None = None,
         holders: peers.Peers | None = None,
         origin_records: origins.Origins | None = None,
         store: files.FileStore | None = None,
@@ -109,7 +109,7 @@ class HubMaterializer:
             buffers=receive.BufferPool(),
             store=store or files.of(cache),
         )
-        self.backoff = failures or backoff.Backoff(cache)
+        self.backoff = failures or failure_records.Failures(cache)
         self._attempts: dict[str, attempt.Attempt] = {}
         self.holders = holders
         self.origins = origin_records or origins.Origins(cache)
@@ -126,7 +126,7 @@ class HubMaterializer:
         settings: Settings = Settings(),
         *,
         space: capacity.Capacity | None = None,
-        failures: backoff.Backoff | None = None,
+        failures: failure_records.Failures | None = None,
         holders: peers.Peers | None = None,
         origin_records: origins.Origins | None = None,
         store: files.FileStore | None = None,

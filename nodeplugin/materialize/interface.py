@@ -12,22 +12,24 @@ import datetime
 import enum
 import logging
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Protocol
 
 from nodeplugin.cache import check
-from openapi import reasons, sources
+from openapi import reasons, sources, states
 
 log = logging.getLogger(__name__)
 
 SourceKind = sources.HubKind
-Origin = Literal["Hub", "Peer"]
+Origin = states.Origin
 """Where an attempt's bytes came from (``status.models[].source``): most of them, by count."""
 
 
 class State(enum.Enum):
-    DOWNLOADING = "Downloading"
-    PUBLISHED = "Published"
-    FAILED = "Failed"
+    """The delivery states (``openapi.states.DELIVERY_STATES``)."""
+
+    DOWNLOADING = states.DOWNLOADING
+    PUBLISHED = states.PUBLISHED
+    FAILED = states.FAILED
 
 
 Reason = reasons.FailureReason
@@ -66,7 +68,7 @@ class Progress:
     message: str = ""
     """Operator-facing; never carries a token, a signed URL or a tenant name."""
     retry_time: datetime.datetime | None = None
-    origin: Origin = "Hub"
+    origin: Origin = states.HUB
     staged_bytes: int | None = None
     """Of ``received_bytes``, what the attempt holds in files not yet in the node's file store
     (its partial directory's own bytes); None: all of them. Files taken from the store or
@@ -98,7 +100,7 @@ class Completion:
     """From the attempt's start to its end (a monotonic clock)."""
     check: Check | None = None
     """For ``IntegrityMismatch``: which verification failed."""
-    origin: Origin = "Hub"
+    origin: Origin = states.HUB
     """Where most of the attempt's bytes came from."""
 
     @property

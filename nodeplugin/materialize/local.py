@@ -6,7 +6,7 @@ digest is checked, each file the node's file store lacks (``cache.files``) is co
 fresh ``partial/`` directory while it is hashed (``hashing.Hasher``: ``sha256``, or the git blob
 SHA-1 for ``gitsha1`` entries) and its size counted, the others are linked from the store, and
 the verified tree is published atomically (its copied files stored on the way). Failures go to
-the same records as the hub downloader's (``backoff.Backoff``: 1 min doubling to 1 h, reset by
+the same records as the hub downloader's (``failures.Failures``: 1 min doubling to 1 h, reset by
 success, kept across restarts), so mounts answer at once until the retry time.
 """
 
@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 
 from nodeplugin.cache import files, fsutil, layout, publish
-from nodeplugin.materialize import backoff, hashing, interface
+from nodeplugin.materialize import failures as failure_records
+from nodeplugin.materialize import hashing, interface
 from openapi import manifest
 
 log = logging.getLogger(__name__)
@@ -63,12 +64,12 @@ class LocalImporter:
         cache: layout.Layout,
         import_dir: str | os.PathLike[str],
         *,
-        clock: Callable[[], datetime.datetime] = backoff.utcnow,
-        failures: backoff.Backoff | None = None,
+        clock: Callable[[], datetime.datetime] = failure_records.utcnow,
+        failures: failure_records.Failures | None = None,
     ) -> None:
         self._cache = cache
         self._dir = pathlib.Path(import_dir)
-        self.backoff = failures or backoff.Backoff(cache, clock=clock)
+        self.backoff = failures or failure_records.Failures(cache, clock=clock)
         self._attempts: dict[str, _Attempt] = {}
         self._done = interface.DoneCallbacks()
         self.downloaded_bytes = 0

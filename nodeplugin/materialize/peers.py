@@ -30,7 +30,7 @@ from typing import Protocol
 from hub import errors as hub_errors
 from hub import files, source
 from nodeplugin.materialize import receive
-from openapi import manifest
+from openapi import manifest, reasons
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class Relay:
         if peer is None:
             hub = self._hub
             if not isinstance(hub, source.BlockingRanges):
-                raise hub_errors.HubError("InvalidRequest", "no blocking client configured")
+                raise hub_errors.HubError(reasons.INVALID_REQUEST, "no blocking client configured")
             body = hub.open_range(repo, commit, path, start=start, end=end, token=token,
                                   read_timeout=read_timeout)
             return _Counted(body, end - start + 1, self._reporter(self._on_hub_bytes))
@@ -191,7 +191,7 @@ class Relay:
         self._drop(peer, exc)
         if isinstance(exc, TimeoutError):
             return exc
-        return hub_errors.HubError("SourceUnavailable",
+        return hub_errors.HubError(reasons.SOURCE_UNAVAILABLE,
                                    f"peer {peer.node} stopped serving ({exc})")
 
     async def resolve_revision(self, repo: str, revision: str, *, token: str | None) -> str:
@@ -220,7 +220,7 @@ class Relay:
             return
         peer = self._peers[0]
         if end is None:
-            raise hub_errors.HubError("InvalidRequest", "a peer range needs its end")
+            raise hub_errors.HubError(reasons.INVALID_REQUEST, "a peer range needs its end")
         wanted = end - start + 1
         delivered = 0
         finished = False
@@ -233,7 +233,7 @@ class Relay:
         except (hub_errors.HubError, OSError, TimeoutError, EOFError) as exc:
             self._drop(peer, exc)
             raise hub_errors.HubError(
-                "SourceUnavailable", f"peer {peer.node} stopped serving ({exc})"
+                reasons.SOURCE_UNAVAILABLE, f"peer {peer.node} stopped serving ({exc})"
             ) from exc
         finally:
             # Closed before its end: the range loop gave up on it (no progress for the stall
@@ -242,7 +242,7 @@ class Relay:
                 self._drop(peer, TimeoutError("abandoned"))
         if delivered < wanted:
             self._drop(peer, EOFError("short range"))
-            raise hub_errors.HubError("SourceUnavailable",
+            raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE,
                                       f"peer {peer.node} ended the range early")
 
     def _drop(self, peer: Candidate, exc: BaseException) -> None:

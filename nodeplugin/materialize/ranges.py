@@ -18,6 +18,8 @@ from typing import Generic, TypeVar
 
 from hub import errors as hub_errors
 from nodeplugin.materialize import limits
+from openapi import reasons
+from timing import backoff as backoffs
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -34,6 +36,11 @@ class Policy:
     max_failures: int = 5
     retry_base_seconds: float = 0.5
     retry_cap_seconds: float = 30.0
+
+    @property
+    def retry(self) -> backoffs.Backoff:
+        """The wait after a part's n-th failure in a row: the base doubling to the cap."""
+        return backoffs.Backoff(self.retry_base_seconds, self.retry_cap_seconds)
 
 
 class Part:
@@ -154,7 +161,7 @@ def plan(size: int, offset: int, part_size: int) -> list[Part]:
 
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, hub_errors.HubError):
-        return exc.reason == "SourceUnavailable"
+        return exc.reason == reasons.SOURCE_UNAVAILABLE
     return isinstance(exc, (OSError, TimeoutError, EOFError))
 
 
@@ -204,7 +211,7 @@ async def fetch_with(
             failures += 1
             if not _retryable(exc) or failures >= policy.max_failures:
                 raise
-            wait = min(policy.retry_cap_seconds, policy.retry_base_seconds * 2 ** (failures - 1))
+            wait = policy.retry.delay(failures)
             if isinstance(exc, hub_errors.HubError) and exc.retry_after is not None:
                 wait = min(policy.retry_cap_seconds, max(wait, exc.retry_after))
             log.info(
@@ -235,7 +242,7 @@ async def _stream_once(
             room = part.length - part.received
             if len(chunk) > room:
                 raise hub_errors.HubError(
-                    "SourceUnavailable", "the hub sent more bytes than the range holds"
+                    reasons.SOURCE_UNAVAILABLE, "the hub sent more bytes than the range holds"
                 )
             deliver(part, chunk, budget)
             await rate.consume(len(chunk))
@@ -243,7 +250,7 @@ async def _stream_once(
         async with asyncio.timeout(policy.stall_seconds):
             async for _extra in stream:
                 raise hub_errors.HubError(
-                    "SourceUnavailable", "the hub sent more bytes than the range holds"
+                    reasons.SOURCE_UNAVAILABLE, "the hub sent more bytes than the range holds"
                 )
     finally:
         aclose = getattr(stream, "aclose", None)

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from hub import errors as hub_errors
 from nodeplugin.materialize import limits, ranges
+from openapi import reasons
 
 BUFFER_BYTES = 1 << 20
 FRONTIER_BACKLOG = 1 << 20
@@ -125,7 +126,7 @@ class _Request:
             aborted = self._aborted
         try:
             if aborted:
-                raise hub_errors.HubError("SourceUnavailable", "the request was aborted")
+                raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE, "the request was aborted")
             left = part.end - self._start
             while left > 0:
                 self._hold_back()
@@ -137,7 +138,7 @@ class _Request:
                         self._rate.consume(filled), self._loop
                     ).result()
                 if self._aborted:
-                    raise hub_errors.HubError("SourceUnavailable", "the request was aborted")
+                    raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE, "the request was aborted")
         finally:
             body.close()
 

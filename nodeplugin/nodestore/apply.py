@@ -25,6 +25,7 @@ from nodeplugin.materialize import capacity, download, interface, local
 from nodeplugin.nodestore import gate as gates
 from nodeplugin.nodestore import source, watermarks
 from nodeplugin.nodestore import spec as specs
+from openapi import install
 
 log = logging.getLogger(__name__)
 
@@ -124,12 +125,13 @@ class Applier:
             raise specs.SpecError(f"spec.hub.caBundleConfigMap: {where} does not exist")
         if not ca.pem or not ca.pem.strip():
             raise specs.SpecError(f"spec.hub.caBundleConfigMap: {where} has no key "
-                                  f"{source.CA_KEY}")
+                                  f"{install.CA_BUNDLE_KEY}")
         try:
             ssl.create_default_context(cadata=ca.pem)
         except (ssl.SSLError, ValueError):
-            raise specs.SpecError(f"spec.hub.caBundleConfigMap: {where} key {source.CA_KEY} is "
-                                  "not a PEM bundle of certificates") from None
+            raise specs.SpecError(f"spec.hub.caBundleConfigMap: {where} key "
+                                  f"{install.CA_BUNDLE_KEY} is not a PEM bundle of "
+                                  "certificates") from None
         path = self._cache.state_file(CA_FILE)
         if self._ca_written != ca.pem or not os.path.exists(path):
             disk.write_atomic(path, ca.pem.encode(), mode=0o644)

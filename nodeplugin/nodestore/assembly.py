@@ -18,8 +18,10 @@ from typing import Any
 
 from nodeplugin import scrub
 from nodeplugin.cache import integrity, inventory, layout, locks, quarantine, refs, trees, usage
-from nodeplugin.materialize import backoff, capacity
+from nodeplugin.materialize import capacity
+from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import apply, collect, compose, gate, reporter, source
+from openapi import states
 from timing import clock as clocks
 
 
@@ -47,7 +49,7 @@ class NodeStore:
         usage_store: usage.UsageStore,
         digest_locks: locks.DigestLocks,
         materializer: gate.Gate,
-        failures: backoff.Backoff,
+        failures: failure_records.Failures,
         quarantined: quarantine.Quarantine,
         checks: integrity.Integrity,
         ledger: capacity.Capacity,
@@ -57,7 +59,7 @@ class NodeStore:
         api: source.StoreApi | None,
         make_hub: apply.MakeHub | None,
         read_mountinfo: Any = refs.read_mountinfo,
-        origins: Callable[[], Mapping[str, str]] = dict,
+        origins: Callable[[], Mapping[str, states.Origin]] = dict,
         peer: Callable[[], str] | None = None,
     ) -> None:
         """``peer``: the published URL of this node's peer port (``compose.Composer``)."""

@@ -53,7 +53,8 @@ from nodeplugin.cache import (
     trees,
     usage,
 )
-from nodeplugin.materialize import backoff, capacity
+from nodeplugin.materialize import capacity
+from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import apply
 from timing import clock as clocks
 
@@ -90,7 +91,7 @@ class Collector:
         references: refs.References,
         usage_store: usage.UsageStore,
         digest_locks: locks.DigestLocks,
-        failures: backoff.Backoff,
+        failures: failure_records.Failures,
         quarantined: quarantine.Quarantine,
         running: Callable[[], Iterable[str]],
         ledger: capacity.Capacity,

@@ -14,10 +14,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from nodeplugin.cache import inventory, quarantine, refs, trees, usage
-from nodeplugin.materialize import backoff, capacity, interface
+from nodeplugin.materialize import capacity, interface
+from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import apply
 from nodeplugin.nodestore import status as statuses
-from openapi import reasons
+from openapi import reasons, states, wire
 from timing import clock as clocks
 
 
@@ -38,7 +39,7 @@ class Conditions:
         self._clock = clock
         self._since: dict[str, tuple[str, str]] = {}
 
-    def condition(self, kind: str, status: str, reason: str, message: str,
+    def condition(self, kind: str, status: wire.ConditionStatus, reason: str, message: str,
                   generation: int | None) -> statuses.Condition:
         previous = self._since.get(kind)
         if previous is None or previous[0] != status:
@@ -61,14 +62,14 @@ class Composer:
         stock: inventory.Inventory,
         tree_facts: trees.Trees,
         materializer: interface.Materializer,
-        failures: backoff.Backoff,
+        failures: failure_records.Failures,
         quarantined: quarantine.Quarantine,
         references: refs.References,
         usage_store: usage.UsageStore,
         ledger: capacity.Capacity,
         verdicts: Verdicts,
         clock: clocks.Clock,
-        origins: Callable[[], Mapping[str, str]] = dict,
+        origins: Callable[[], Mapping[str, states.Origin]] = dict,
         peer: Callable[[], str] | None = None,
     ) -> None:
         """``origins``: where each published tree's bytes came from (``cache.origins``);

@@ -22,43 +22,41 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from lightkube.resources.core_v1 import ConfigMap
 
 import kube
 from kube import informer as reflectors
 from kube import resources
+from openapi import install, wire
+from openapi.kinds import nodemodelstore
+from timing import backoff as backoffs
 
 log = logging.getLogger(__name__)
 
-CA_KEY = "ca.crt"
-RETRY_INITIAL = 0.5
-RETRY_MAX = 30.0
-
-Obj = dict[str, Any]
 
 
 class StoreApi(Protocol):
-    async def list_store(self, name: str) -> tuple[Obj | None, str]:
+    async def list_store(self, name: str) -> tuple[wire.Obj | None, str]:
         """The NodeModelStore ``name`` (None when absent) and the list's resourceVersion."""
         ...
 
-    def watch_store(self, name: str, resource_version: str) -> AsyncIterator[tuple[str, Obj]]:
+    def watch_store(self, name: str, resource_version: str) -> AsyncIterator[tuple[str, wire.Obj]]:
         """Events of that one object after ``resource_version``; ``kube.Expired`` when it is
         too old."""
         ...
 
-    async def write_status(self, name: str, status: Obj) -> None:
+    async def write_status(self, name: str, status: wire.Obj) -> None:
         """Replace what the plugin writes of ``status``; ``kube.NotFound`` when the object is
         gone."""
         ...
 
-    async def list_config_map(self, namespace: str, name: str) -> tuple[Obj | None, str]: ...
+    async def list_config_map(self, namespace: str, name: str) -> tuple[wire.Obj | None, str]: ...
 
     def watch_config_map(
         self, namespace: str, name: str, resource_version: str
-    ) -> AsyncIterator[tuple[str, Obj]]: ...
+    ) -> AsyncIterator[tuple[str, wire.Obj]]: ...
 
 
 class KubeStoreApi:
@@ -69,13 +67,13 @@ class KubeStoreApi:
         self._api = api
         self._cluster = cluster or api
 
-    async def list_store(self, name: str) -> tuple[Obj | None, str]:
+    async def list_store(self, name: str) -> tuple[wire.Obj | None, str]:
         found = await self._api.list(resources.NodeModelStore, fields={"metadata.name": name})
         items = [dict(item) for item in found.items]
         return (items[0] if items else None), found.resource_version
 
     async def watch_store(self, name: str, resource_version: str
-                          ) -> AsyncIterator[tuple[str, Obj]]:
+                          ) -> AsyncIterator[tuple[str, wire.Obj]]:
         stream = self._api.watch(
             resources.NodeModelStore, fields={"metadata.name": name},
             resource_version=resource_version, bookmarks=True,
@@ -86,17 +84,17 @@ class KubeStoreApi:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
 
-    async def write_status(self, name: str, status: Obj) -> None:
+    async def write_status(self, name: str, status: wire.Obj) -> None:
         await self._api.patch(resources.NodeModelStore.Status, name, {"status": status})
 
-    async def list_config_map(self, namespace: str, name: str) -> tuple[Obj | None, str]:
+    async def list_config_map(self, namespace: str, name: str) -> tuple[wire.Obj | None, str]:
         found = await self._cluster.list(ConfigMap, namespace=namespace,
                                          fields={"metadata.name": name})
         items = [item.to_dict() for item in found.items]
         return (items[0] if items else None), found.resource_version
 
     async def watch_config_map(self, namespace: str, name: str, resource_version: str
-                               ) -> AsyncIterator[tuple[str, Obj]]:
+                               ) -> AsyncIterator[tuple[str, wire.Obj]]:
         stream = self._cluster.watch(
             ConfigMap, namespace=namespace, fields={"metadata.name": name},
             resource_version=resource_version, bookmarks=True,
@@ -118,16 +116,16 @@ class CA:
     pem: str | None = None
 
 
-Changed = Callable[[Obj | None, CA], Awaitable[None]]
-Take = Callable[[str, "Obj | None"], Awaitable[None]]
+Changed = Callable[[wire.Obj | None, CA], Awaitable[None]]
+Take = Callable[[str, "wire.Obj | None"], Awaitable[None]]
 """``(how, obj)``: ``how`` is ``"LISTED"`` or the event's type, ``obj`` None when absent."""
 
 
 class _One:
     """One object by name, as the reflector's ``ListWatch`` and ``Sink``."""
 
-    def __init__(self, list_one: Callable[[], Awaitable[tuple[Obj | None, str]]],
-                 watch_one: Callable[[str], AsyncIterator[tuple[str, Obj]]],
+    def __init__(self, list_one: Callable[[], Awaitable[tuple[wire.Obj | None, str]]],
+                 watch_one: Callable[[str], AsyncIterator[tuple[str, wire.Obj]]],
                  take: Take) -> None:
         self._list_one = list_one
         self._watch_one = watch_one
@@ -154,15 +152,15 @@ class _One:
 class Source:
     def __init__(self, api: StoreApi, *, node: str, namespace: str, changed: Changed,
                  stale: Callable[[], None] = lambda: None,
-                 retry_initial: float = RETRY_INITIAL, retry_max: float = RETRY_MAX) -> None:
+                 retry_initial: float = reflectors.BACKOFF.initial,
+                 retry_max: float = reflectors.BACKOFF.cap) -> None:
         self._api = api
         self._node = node
         self._namespace = namespace
         self._changed = changed
         self._stale = stale
-        self._retry_initial = retry_initial
-        self._retry_max = retry_max
-        self.object: Obj | None = None
+        self._backoff = backoffs.Backoff(retry_initial, retry_max)
+        self.object: wire.Obj | None = None
         self.ca = CA()
         self.listed = asyncio.Event()
         """Set once the object's first list answered (present or not)."""
@@ -187,11 +185,11 @@ class Source:
             failed()
 
         reflector = reflectors.Reflector(
-            one, one, what=what, backoff=reflectors.Backoff(self._retry_initial, self._retry_max),
+            one, one, what=what, backoff=self._backoff,
             describe=lambda exc: f"{what}: {_why(exc)}", failed=record)
         return reflector
 
-    async def _take_store(self, how: str, obj: Obj | None) -> None:
+    async def _take_store(self, how: str, obj: wire.Obj | None) -> None:
         if how == "LISTED" and obj is None and not self.listed.is_set():
             log.info("NodeModelStore %s does not exist yet; waiting for the worker to create it",
                      self._node)
@@ -208,7 +206,7 @@ class Source:
                      "listed again" if relisted else "left without a status")
             self._stale()
 
-    async def _take(self, obj: Obj | None) -> None:
+    async def _take(self, obj: wire.Obj | None) -> None:
         meta = (obj or {}).get("metadata") or {}
         seen = None if obj is None else (str(meta.get("uid") or ""), int(meta.get("generation")
                                                                            or 0))
@@ -225,9 +223,8 @@ class Source:
 
     # --- the CA ConfigMap ---------------------------------------------------------------
 
-    async def _follow_ca(self, obj: Obj | None) -> None:
-        hub = ((obj or {}).get("spec") or {}).get("hub") or {}
-        name = str(hub.get("caBundleConfigMap") or "") if isinstance(hub, dict) else ""
+    async def _follow_ca(self, obj: wire.Obj | None) -> None:
+        name = nodemodelstore.ca_bundle_configmap(obj or {})
         if name == self.ca.name and (self._ca_task is not None or not name):
             return
         await self._stop_ca()
@@ -248,7 +245,7 @@ class Source:
             self._ca_task = None
 
     async def _run_ca(self, name: str, first: asyncio.Event) -> None:
-        async def take(how: str, cm: Obj | None) -> None:
+        async def take(how: str, cm: wire.Obj | None) -> None:
             await self._take_ca(name, cm, first)
 
         ca = _One(lambda: self._api.list_config_map(self._namespace, name),
@@ -256,9 +253,9 @@ class Source:
                   take)
         await self._reflector(ca, f"ConfigMap {self._namespace}/{name}", failed=first.set).run()
 
-    async def _take_ca(self, name: str, cm: Obj | None, first: asyncio.Event) -> None:
+    async def _take_ca(self, name: str, cm: wire.Obj | None, first: asyncio.Event) -> None:
         data = (cm or {}).get("data") or {}
-        pem = data.get(CA_KEY) if isinstance(data, dict) else None
+        pem = data.get(install.CA_BUNDLE_KEY) if isinstance(data, dict) else None
         fresh = CA(name, cm is not None, str(pem) if isinstance(pem, str) else None)
         changed = fresh != self.ca
         self.ca = fresh

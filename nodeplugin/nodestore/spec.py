@@ -16,8 +16,9 @@ from typing import Any
 
 from hub import config as hub_config
 from hub import errors as hub_errors
-from openapi import defaults, nodestore, quantity, validation
+from openapi import defaults, nodestore, quantity, validation, wire
 from openapi import resources as contract
+from openapi.kinds import nodemodelstore
 
 MAX_SHOWN = 200
 
@@ -86,14 +87,12 @@ def parse(obj: dict[str, Any]) -> NodeSpec:
     problems.extend(nodestore.watermark_errors(body))
     if problems:
         raise SpecError(_shown("; ".join(str(p) for p in problems[:3])))
-    spec = body["spec"]
-    marks, download, hub = spec["watermarks"], spec["download"], spec["hub"]
     checked = Hub(
-        huggingface_endpoint=str(hub["huggingFaceEndpoint"]),
-        modelscope_endpoint=str(hub["modelScopeEndpoint"]),
-        https_proxy=str(hub.get("httpsProxy") or ""),
-        no_proxy=str(hub.get("noProxy") or ""),
-        ca_bundle_configmap=str(hub.get("caBundleConfigMap") or ""),
+        huggingface_endpoint=nodemodelstore.huggingface_endpoint(body),
+        modelscope_endpoint=nodemodelstore.modelscope_endpoint(body),
+        https_proxy=nodemodelstore.https_proxy(body),
+        no_proxy=nodemodelstore.no_proxy(body),
+        ca_bundle_configmap=nodemodelstore.ca_bundle_configmap(body),
     )
     try:
         hub_config.check(hub_config_of(checked, ca_bundle=None))
@@ -101,13 +100,14 @@ def parse(obj: dict[str, Any]) -> NodeSpec:
         raise SpecError(_shown(f"spec.hub: {field_names(err.message)}")) from None
     return NodeSpec(
         generation=generation if isinstance(generation, int) else 0,
-        high_percent=int(marks["highPercent"]),
-        low_percent=int(marks["lowPercent"]),
-        concurrency=int(download["concurrency"]),
-        bytes_per_second=int(download["bytesPerSecond"]),
+        # The defaults are applied and the schema validated: every one of these is set.
+        high_percent=nodemodelstore.high_percent(body) or 0,
+        low_percent=nodemodelstore.low_percent(body) or 0,
+        concurrency=nodemodelstore.concurrency(body) or 0,
+        bytes_per_second=nodemodelstore.bytes_per_second(body) or 0,
         hub=checked,
-        kubelet=_kubelet(spec.get("kubelet")),
-        pinned=frozenset(str(d) for d in spec.get("pinned") or ()),
+        kubelet=_kubelet(body),
+        pinned=frozenset(nodemodelstore.pinned(body)),
     )
 
 
@@ -121,16 +121,16 @@ def hub_config_of(hub: Hub, *, ca_bundle: str | None) -> hub_config.HubConfig:
     )
 
 
-def _kubelet(raw: Any) -> Kubelet | None:
-    if not isinstance(raw, dict):
+def _kubelet(store: wire.Readable) -> Kubelet | None:
+    if not nodemodelstore.has_kubelet(store):
         return None
-    nodefs = str(raw.get("nodefsAvailable") or "")
-    imagefs = str(raw.get("imagefsAvailable") or "")
-    gc = raw.get("imageGCHighThresholdPercent")
+    nodefs = nodemodelstore.nodefs_available(store)
+    imagefs = nodemodelstore.imagefs_available(store)
+    gc = nodemodelstore.image_gc_high_percent(store)
     return Kubelet(
         nodefs_available=_threshold("spec.kubelet.nodefsAvailable", nodefs),
         imagefs_available=_threshold("spec.kubelet.imagefsAvailable", imagefs),
-        image_gc_high_percent=gc if isinstance(gc, int) else None,
+        image_gc_high_percent=gc,
         nodefs_text=nodefs,
         imagefs_text=imagefs,
     )

@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
 from nodeplugin.cache import usage as usages
-from nodeplugin.materialize import backoff, interface
-from openapi import reasons
+from nodeplugin.materialize import failures as failure_records
+from nodeplugin.materialize import interface
+from openapi import reasons, states, wire
 from openapi import schema as contract
+from openapi.kinds import nodemodelstore
 
 MAX_MODELS = contract.MAX_MODELS
 MAX_MESSAGE = 1024
@@ -28,36 +30,10 @@ QUARANTINE_SUFFIX = ("; the copy was taken out of use (Pods that mount it keep i
                      "and is removed once no Pod mounts it; the next mount materializes it again")
 
 
-class Model(TypedDict):
-    digest: str
-    state: str
-    sizeBytes: NotRequired[int]
-    downloadedBytes: NotRequired[int]
-    source: NotRequired[str]
-    referenced: bool
-    lastUsedTime: NotRequired[str]
-    reason: NotRequired[str]
-    message: NotRequired[str]
-    retryTime: NotRequired[str]
-
-
-class Capacity(TypedDict):
-    totalBytes: int
-    storedBytes: int
-    usedPercent: int
-
-
-class Condition(TypedDict):
-    type: str
-    status: str
-    reason: str
-    message: str
-    lastTransitionTime: str
-    observedGeneration: NotRequired[int]
-
-
-class Peer(TypedDict):
-    url: str
+Model = nodemodelstore.ModelEntry
+Capacity = nodemodelstore.Capacity
+Condition = wire.Condition
+Peer = nodemodelstore.Peer
 
 
 class Status(TypedDict):
@@ -75,7 +51,7 @@ class Facts:
     sizes: Mapping[str, int]
     """The manifest size of each published tree (absent when it could not be read)."""
     running: Sequence[interface.Progress]
-    failures: Sequence[backoff.Failure]
+    failures: Sequence[failure_records.Failure]
     quarantined: Mapping[str, str]
     """Digest -> what the integrity check found (its tree held apart, no longer published)."""
     referenced: frozenset[str]
@@ -83,7 +59,7 @@ class Facts:
     total_bytes: int
     used_bytes: int
     stored_bytes: int
-    origins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    origins: Mapping[str, states.Origin] = dataclasses.field(default_factory=dict)
     """Where a published tree's bytes came from (``Hub``/``Peer``), when recorded."""
 
 
@@ -103,8 +79,7 @@ def models(facts: Facts) -> tuple[list[Model], int]:
     entries: dict[str, Model] = {}
     for digest in facts.published:
         # a quarantined tree is never published: a digest published again is a good copy
-        entry = _base(digest, facts)
-        entry["state"] = "Ready"
+        entry = _base(digest, facts, states.READY)
         if digest in facts.origins:
             entry["source"] = facts.origins[digest]
         if digest in facts.sizes:
@@ -113,8 +88,7 @@ def models(facts: Facts) -> tuple[list[Model], int]:
     for progress in facts.running:
         if progress.digest in entries:
             continue
-        entry = _base(progress.digest, facts)
-        entry["state"] = "Downloading"
+        entry = _base(progress.digest, facts, states.DOWNLOADING)
         entry["downloadedBytes"] = progress.received_bytes
         entry["source"] = progress.origin
         if progress.total_bytes is not None:
@@ -123,8 +97,7 @@ def models(facts: Facts) -> tuple[list[Model], int]:
     for failure in facts.failures:
         if failure.digest in entries:
             continue
-        entry = _base(failure.digest, facts)
-        entry["state"] = "Failed"
+        entry = _base(failure.digest, facts, states.FAILED)
         entry["reason"] = failure.reason.value
         entry["message"] = _cut(failure.message)
         if failure.retry_time is not None:
@@ -133,8 +106,7 @@ def models(facts: Facts) -> tuple[list[Model], int]:
     for digest, message in facts.quarantined.items():
         if digest in entries:
             continue
-        entry = _base(digest, facts)
-        entry["state"] = "Failed"
+        entry = _base(digest, facts, states.FAILED)
         entry["reason"] = reasons.FailureReason.INTEGRITY_MISMATCH.value
         entry["message"] = _cut(message + QUARANTINE_SUFFIX)
         entries[digest] = entry
@@ -151,8 +123,8 @@ def models(facts: Facts) -> tuple[list[Model], int]:
     return [entries[d] for d in kept], len(entries) - MAX_MODELS
 
 
-def _base(digest: str, facts: Facts) -> Model:
-    entry: Model = {"digest": digest, "state": "", "referenced": digest in facts.referenced}
+def _base(digest: str, facts: Facts, state: states.ModelState) -> Model:
+    entry = Model(digest=digest, state=state, referenced=digest in facts.referenced)
     record = facts.usage.get(digest)
     if record is not None:
         entry["lastUsedTime"] = format_time(record.last_used)
@@ -188,8 +160,8 @@ def without_progress(status: Mapping[str, Any]) -> dict[str, Any]:
     """``status`` without its progress fields (``downloadedBytes``, and ``storedBytes`` while a
     download runs): what is written at once when it changes."""
     plain = {key: value for key, value in status.items() if key != "models"}
-    listed = status.get("models") or []
-    downloading = any(m.get("state") == "Downloading" for m in listed)
+    listed = nodemodelstore.models(nodemodelstore.of_status(status))
+    downloading = any(nodemodelstore.entry_state(m) == states.DOWNLOADING for m in listed)
     plain["models"] = [
         {k: v for k, v in m.items() if k != "downloadedBytes"} for m in listed
     ]
@@ -202,7 +174,8 @@ def without_progress(status: Mapping[str, Any]) -> dict[str, Any]:
 def progress_of(status: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     """``digest -> (downloadedBytes, sizeBytes)`` of the downloads listed in ``status``."""
     return {
-        str(m["digest"]): (int(m.get("downloadedBytes") or 0), int(m.get("sizeBytes") or 0))
-        for m in status.get("models") or []
-        if m.get("state") == "Downloading"
+        nodemodelstore.entry_digest(m): (nodemodelstore.entry_downloaded(m) or 0,
+                                         nodemodelstore.entry_size(m) or 0)
+        for m in nodemodelstore.models(nodemodelstore.of_status(status))
+        if nodemodelstore.entry_state(m) == states.DOWNLOADING
     }

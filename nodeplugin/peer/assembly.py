@@ -23,11 +23,12 @@ from nodeplugin import reviews, serve
 from nodeplugin.cache import layout
 from nodeplugin.peer import admission, answer, client, holders, server, wire
 from openapi import schema as contract
+from openapi import volume
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-TOKEN_FILE = "/var/run/secrets/model.csi.gpustack.ai/peer/token"
+TOKEN_FILE = f"/var/run/secrets/{volume.DRIVER}/peer/token"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

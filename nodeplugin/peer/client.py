@@ -28,6 +28,7 @@ from hub import config as hub_config
 from hub import errors as hub_errors
 from nodeplugin.cache import layout
 from nodeplugin.peer import wire
+from openapi import reasons
 
 MAX_MANIFEST_BYTES = 16 << 20
 
@@ -64,7 +65,8 @@ class Peer:
         try:
             return read_token(self._token_file)
         except OSError as exc:
-            raise hub_errors.HubError("InvalidRequest", "the peer token cannot be read") from exc
+            raise hub_errors.HubError(reasons.INVALID_REQUEST,
+                                      "the peer token cannot be read") from exc
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         return {"authorization": f"Bearer {self._token()}", **(extra or {})}
@@ -78,10 +80,10 @@ class Peer:
                 async for chunk in answer.aiter_bytes():
                     data += chunk
                     if len(data) > MAX_MANIFEST_BYTES:
-                        raise hub_errors.HubError("SourceUnavailable", "listing too large")
+                        raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE, "listing too large")
                 return bytes(data)
         except httpx.HTTPError as exc:
-            raise hub_errors.HubError("SourceUnavailable", type(exc).__name__) from exc
+            raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE, type(exc).__name__) from exc
 
     def open_range(self, digest: str, path: str, *, start: int, end: int,
                    read_timeout: float | None = None) -> blocking.RangeBody:
@@ -102,17 +104,20 @@ class Peer:
             async with self._client.http.stream("GET", url, headers=headers) as answer:
                 _check(answer)
                 if answer.status_code != 206:
-                    raise hub_errors.HubError("SourceUnavailable", "the peer ignored the range")
+                    raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                                              "the peer ignored the range")
                 async for chunk in answer.aiter_raw():
                     yield chunk
         except httpx.HTTPError as exc:
-            raise hub_errors.HubError("SourceUnavailable", type(exc).__name__) from exc
+            raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE, type(exc).__name__) from exc
 
 
 def _refusal(status: int) -> hub_errors.HubError:
     if status in (401, 403):
-        return hub_errors.HubError("AccessDenied", "the peer refused the token", status=status)
-    return hub_errors.HubError("SourceUnavailable", "the peer cannot serve it", status=status)
+        return hub_errors.HubError(reasons.ACCESS_DENIED,
+                                   "the peer refused the token", status=status)
+    return hub_errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                               "the peer cannot serve it", status=status)
 
 
 def _check(answer: httpx.Response) -> None:

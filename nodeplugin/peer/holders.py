@@ -26,6 +26,7 @@ from kube.resources import NodeModelStore
 from nodeplugin.materialize import peers
 from nodeplugin.peer import client as peer_client
 from openapi import schema as contract
+from openapi.kinds import nodemodelstore
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +51,9 @@ def holding(stores: Sequence[Mapping[str, Any]], digest: str, self_node: str) ->
     nodes: list[str] = []
     for store in stores:
         name = _name(store)
-        status = store.get("status") or {}
         if not name or name == self_node:
             continue
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in status.get("conditions") or [])
-        held = any(m.get("digest") == digest and m.get("state") == "Ready"
-                   for m in status.get("models") or [])
-        if ready and held:
+        if nodemodelstore.ready(store) and nodemodelstore.holds(store, digest):
             nodes.append(name)
     return nodes
 
@@ -65,9 +61,8 @@ def holding(stores: Sequence[Mapping[str, Any]], digest: str, self_node: str) ->
 def address(store: Mapping[str, Any]) -> str | None:
     """The peer URL a store's plugin published (``status.peer.url``), None without a valid one
     (the server checks the same pattern; a store read from elsewhere may not have been)."""
-    peer = (store.get("status") or {}).get("peer")
-    url = peer.get("url") if isinstance(peer, Mapping) else None
-    if not isinstance(url, str) or len(url) > contract.MAX_PEER_URL_LENGTH \
+    url = nodemodelstore.peer_url(store)
+    if not url or len(url) > contract.MAX_PEER_URL_LENGTH \
             or re.fullmatch(contract.PEER_URL_PATTERN, url) is None:
         return None
     return url

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 import urllib.parse
 
-AUDIENCE = "model.csi.gpustack.ai/peer"
+from openapi import volume
+
+AUDIENCE = f"{volume.DRIVER}/peer"
 """The audience of the projected token a pulling plugin sends (never the API server's)."""
 PREFIX = "/peer/v1/trees/"
 CHUNK_BYTES = 1 << 20

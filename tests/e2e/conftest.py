@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import fakehub
-from tests.support.realnode import deploy, release_values, rig
+from devkit import fixturehub
+from devkit.realnode import deploy, release_values, rig
 
 NAMESPACE = release_values.NAMESPACE
 RELEASE = release_values.RELEASE
@@ -63,13 +63,13 @@ def cluster(images: dict[str, pathlib.Path], timings: dict[str, float]) -> Itera
 
 
 @pytest.fixture(scope="module")
-def hub(cluster: rig.Rig) -> Iterator[fakehub.FakeHub]:
+def hub(cluster: rig.Rig) -> Iterator[fixturehub.Hub]:
     with deploy.hub_on_node() as served:
         yield served
 
 
 @pytest.fixture(scope="module")
-def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -> str:
+def release(cluster: rig.Rig, hub: fixturehub.Hub, timings: dict[str, float]) -> str:
     """The chart installed with the end-to-end values (``release_values``); a module that needs
     other values overrides this fixture."""
     started = time.monotonic()

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import fakehub
-from tests.support.realnode import deploy, objects, release_values, rig
+from devkit import fixturehub
+from devkit.realnode import deploy, objects, release_values, rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -89,7 +89,7 @@ CACHE_SIZE = 640 * MiB  # the cache's filesystem: the high watermark (80%) leave
 
 
 @pytest.fixture(scope="module")
-def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -> str:
+def release(cluster: rig.Rig, hub: fixturehub.Hub, timings: dict[str, float]) -> str:
     """The conftest's release with a scrub pass every ``SCRUB_INTERVAL``."""
     started = time.monotonic()
     values: dict[str, Any] = release_values.values(hub, cluster)
@@ -101,7 +101,7 @@ def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: rig.Rig, hub: fakehub.FakeHub, release: str) -> rig.Rig:
+def installed(cluster: rig.Rig, hub: fixturehub.Hub, release: str) -> rig.Rig:
     for repo, files in ((BAD_SHA, BAD_SHA_FILES), (MISSING, MISSING_FILES),
                         (TAMPER, TAMPER_FILES), (CROWD, CROWD_FILES), (RESUME, RESUME_FILES),
                         (HUGE, HUGE_FILES), (DURABLE, DURABLE_FILES),
@@ -181,7 +181,7 @@ def _wait_read(cluster: rig.Rig, name: str, namespace: str, timeout: float = 240
     return seen
 
 
-def _hub_digests(hub: fakehub.FakeHub, repo: str, files: dict[str, bytes | int],
+def _hub_digests(hub: fixturehub.Hub, repo: str, files: dict[str, bytes | int],
                  commit: str | None = None) -> dict[str, str]:
     return {path: hub.content(repo, path, commit).sha256 for path in files}
 
@@ -248,7 +248,7 @@ def _delete_pods(cluster: rig.Rig, namespace: str, *names: str) -> None:
 # --- 1 and 2: a wrong digest and a missing shard -----------------------------------------------
 
 
-def _refused_download(cluster: rig.Rig, hub: fakehub.FakeHub, state: dict[str, Any], *,
+def _refused_download(cluster: rig.Rig, hub: fixturehub.Hub, state: dict[str, Any], *,
                       key: str, repo: str, path: str, reason: str) -> dict[str, Any]:  # fmt: skip
     """Pod ``<key>-1`` is refused with ``reason``; what the node, the progress and the disk say."""
     attributes = _artifact(cluster, TENANT, key, repo)
@@ -280,7 +280,7 @@ def _refused_download(cluster: rig.Rig, hub: fakehub.FakeHub, state: dict[str, A
     return entry
 
 
-def test_incorrect_sha_never_mounts(installed: rig.Rig, hub: fakehub.FakeHub,
+def test_incorrect_sha_never_mounts(installed: rig.Rig, hub: fixturehub.Hub,
                                     state: dict[str, Any]) -> None:  # fmt: skip
     _refused_download(installed, hub, state, key="bad-sha", repo=BAD_SHA,
                       path="model.safetensors", reason="IntegrityMismatch")  # fmt: skip
@@ -290,7 +290,7 @@ def test_incorrect_sha_never_mounts(installed: rig.Rig, hub: fakehub.FakeHub,
     assert hub.bytes_served(BAD_SHA, "model.safetensors") >= BAD_SHA_SIZE
 
 
-def test_missing_shard_never_mounts(installed: rig.Rig, hub: fakehub.FakeHub,
+def test_missing_shard_never_mounts(installed: rig.Rig, hub: fixturehub.Hub,
                                     state: dict[str, Any]) -> None:  # fmt: skip
     _refused_download(installed, hub, state, key="missing", repo=MISSING, path=MISSING_SHARD,
                       reason="SourceUnavailable")  # fmt: skip
@@ -309,7 +309,7 @@ def _mount_failures(cluster: rig.Rig, name: str, namespace: str) -> int:
     return sum(int(e.get("count") or 1) for e in events if e.get("reason") == "FailedMount")
 
 
-def test_refused_downloads_back_off(installed: rig.Rig, hub: fakehub.FakeHub,
+def test_refused_downloads_back_off(installed: rig.Rig, hub: fixturehub.Hub,
                                     state: dict[str, Any]) -> None:  # fmt: skip
     """kubelet keeps retrying the mounts; before ``retryTime`` the plugin asks the hub nothing."""
     first = {key: _mount_failures(installed, f"{key}-1", TENANT) for key, *_ in REFUSED}
@@ -327,7 +327,7 @@ def test_refused_downloads_back_off(installed: rig.Rig, hub: fakehub.FakeHub,
 # --- 3: tampering after READY --------------------------------------------------------------
 
 
-def test_tampering_after_ready_is_quarantined(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+def test_tampering_after_ready_is_quarantined(installed: rig.Rig, hub: fixturehub.Hub) -> None:
     attributes = _artifact(installed, TENANT, "tamper", TAMPER)
     digest = attributes["manifestDigest"]
     want = _hub_digests(hub, TAMPER, TAMPER_FILES)
@@ -374,7 +374,7 @@ def test_tampering_after_ready_is_quarantined(installed: rig.Rig, hub: fakehub.F
 # --- 4: ten Pods of two namespaces at once on a cold cache -------------------------------------
 
 
-def test_ten_pods_one_download(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+def test_ten_pods_one_download(installed: rig.Rig, hub: fixturehub.Hub) -> None:
     mine = _artifact(installed, TENANT, "crowd", CROWD)
     theirs = _artifact(installed, OTHER, "crowd", CROWD)
     assert mine["manifestDigest"] == theirs["manifestDigest"]
@@ -404,7 +404,7 @@ def test_ten_pods_one_download(installed: rig.Rig, hub: fakehub.FakeHub) -> None
 
 
 def test_a_new_revision_fetches_only_the_changed_file(installed: rig.Rig,
-                                                      hub: fakehub.FakeHub) -> None:
+                                                      hub: fixturehub.Hub) -> None:
     """Revision 1 mounted, then revision 2 of the same repository (its config.json changed):
     the hub serves that file alone, both Pods read the hub's bytes, and the node keeps one copy
     of each unchanged file for both trees."""
@@ -438,7 +438,7 @@ def test_a_new_revision_fetches_only_the_changed_file(installed: rig.Rig,
 # --- 1 and 2 again, once the backoff ended -----------------------------------------------------
 
 
-def test_refused_downloads_recover_after_backoff(installed: rig.Rig, hub: fakehub.FakeHub,
+def test_refused_downloads_recover_after_backoff(installed: rig.Rig, hub: fixturehub.Hub,
                                                  state: dict[str, Any]) -> None:  # fmt: skip
     """Once ``retryTime`` passed (scenarios 3 and 4 ran meanwhile), a new Pod gets the hub's
     bytes: the wrong file fetched again whole, the missing shard resumed from its partial."""
@@ -474,7 +474,7 @@ def _plugin_pid(cluster: rig.Rig) -> tuple[int, int]:
     raise rig.RigError(f"no task for the plugin's container {container}:\n{listed}")
 
 
-def test_interrupted_download_resumes(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+def test_interrupted_download_resumes(installed: rig.Rig, hub: fixturehub.Hub) -> None:
     size = RESUME_FILES["model.safetensors"]
     assert isinstance(size, int)
     hub.faults(RESUME, "model.safetensors").rate = 2 * MiB  # per response
@@ -513,7 +513,7 @@ def test_interrupted_download_resumes(installed: rig.Rig, hub: fakehub.FakeHub) 
 # --- 6: a model larger than the cache's filesystem ---------------------------------------------
 
 
-def test_insufficient_disk_space(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+def test_insufficient_disk_space(installed: rig.Rig, hub: fixturehub.Hub) -> None:
     """A 600 MiB model on a 640 MiB filesystem (512 MiB under the high watermark) while a Pod
     uses a published model: refused before a byte is fetched, named in the Pod's events, the
     store and the progress, nothing partial left, and the published model still mounts."""
@@ -577,7 +577,7 @@ def _sha256(path: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def test_power_loss_after_publication(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+def test_power_loss_after_publication(installed: rig.Rig, hub: fixturehub.Hub) -> None:
     """Right after two trees turn Ready (one of its own files, then a revision linking the
     files the node stored for earlier ones) the node loses power: the plugin is frozen, the
     image file is copied (what had reached the disk; nothing the page cache still held back),

@@ -36,9 +36,9 @@ import grpc
 import pytest
 import yaml
 
+from devkit import fixturehub
+from devkit.realnode import deploy, objects, release_values, rig
 from tests.integration.nodeplugin import csi_harness
-from tests.support import fakehub
-from tests.support.realnode import deploy, objects, release_values, rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -64,7 +64,7 @@ _json = objects.json_of
 
 
 @pytest.fixture(scope="module")
-def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -> str:
+def release(cluster: rig.Rig, hub: fixturehub.Hub, timings: dict[str, float]) -> str:
     started = time.monotonic()
     subprocess.run(["ctr", "--address", rig.SOCK, "-n", "k8s.io", "images", "tag", "--force",
                     objects.BUSYBOX, WARMUP_IMAGE], check=True, capture_output=True)  # fmt: skip
@@ -77,7 +77,7 @@ def release(cluster: rig.Rig, hub: fakehub.FakeHub, timings: dict[str, float]) -
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: rig.Rig, hub: fakehub.FakeHub, release: str) -> rig.Rig:
+def installed(cluster: rig.Rig, hub: fixturehub.Hub, release: str) -> rig.Rig:
     hub.add_repo(REPOSITORY, FILES)
     cluster.kubectl("create", "namespace", TENANT)
     objects.wait_store_ready(cluster)
@@ -109,7 +109,7 @@ def _prefetch(cluster: rig.Rig) -> dict[str, Any]:
 # --- 1. a ModelPrefetch warms the real node ---------------------------------------------------
 
 
-def test_prefetch_warms_the_real_node(installed: rig.Rig, hub: fakehub.FakeHub,
+def test_prefetch_warms_the_real_node(installed: rig.Rig, hub: fixturehub.Hub,
                                       state: dict[str, Any]) -> None:  # fmt: skip
     attributes = objects.artifact(installed, TENANT, "peer", REPOSITORY)
     digest = attributes["manifestDigest"]
@@ -162,7 +162,7 @@ def _warmup_pods(cluster: rig.Rig) -> list[dict[str, Any]]:
     return [p for p in pods if p["metadata"]["name"].startswith("placed-warmup-")]
 
 
-def test_warm_up_pods_meet_taints_and_cordons(installed: rig.Rig, hub: fakehub.FakeHub) -> None:
+def test_warm_up_pods_meet_taints_and_cordons(installed: rig.Rig, hub: fixturehub.Hub) -> None:
     hub.add_repo(PLACED, PLACED_FILES)
     objects.artifact(installed, TENANT, "placed", PLACED)
     node = installed.node_name
@@ -302,7 +302,7 @@ def node_b(installed: rig.Rig, state: dict[str, Any]) -> Iterator[dict[str, Any]
             file=sys.stderr)  # fmt: skip
 
 
-def test_second_node_pulls_from_the_first(installed: rig.Rig, hub: fakehub.FakeHub,
+def test_second_node_pulls_from_the_first(installed: rig.Rig, hub: fixturehub.Hub,
                                           node_b: dict[str, Any],
                                           state: dict[str, Any]) -> None:  # fmt: skip
     digest = state["digest"]

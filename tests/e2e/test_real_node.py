@@ -1,4 +1,4 @@
-"""model-manager installed with its chart on a real one-node cluster (``tests/support/realnode``):
+"""model-manager installed with its chart on a real one-node cluster (``devkit/realnode``):
 the images ``make image`` builds, kube-apiserver's aggregator, a real kubelet calling the CSI
 plugin through its plugin registry, Pods reading the mounted weights. The steps run in order and
 share one cluster; each waits generously and fails with the cluster's pods, events and logs."""
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.support import fakehub, helm
-from tests.support.realnode import objects, rig
-from tests.support.realnode.release_values import NAMESPACE, RELEASE
+from devkit import fixturehub, helm
+from devkit.realnode import objects, rig
+from devkit.realnode.release_values import NAMESPACE, RELEASE
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -46,7 +46,7 @@ def _reader_pod(name: str, namespace: str, attributes: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: rig.Rig, hub: fakehub.FakeHub, release: str) -> rig.Rig:
+def installed(cluster: rig.Rig, hub: fixturehub.Hub, release: str) -> rig.Rig:
     hub.add_repo(REPOSITORY, FILES)
     return cluster
 
@@ -131,7 +131,7 @@ def _reader_output(cluster: rig.Rig, name: str, namespace: str) -> str:
     return out
 
 
-def test_consumer_reads_every_byte(installed: rig.Rig, hub: fakehub.FakeHub,
+def test_consumer_reads_every_byte(installed: rig.Rig, hub: fixturehub.Hub,
                                    state: dict[str, Any]) -> None:  # fmt: skip
     installed.apply(_reader_pod("reader-1", TENANT, state["attributes"]))
     _wait_running(installed, "reader-1", TENANT)
@@ -164,7 +164,7 @@ def test_progress_through_the_aggregator(installed: rig.Rig, state: dict[str, An
     assert body["sizeBytes"] == total, body
 
 
-def test_second_pod_downloads_nothing(installed: rig.Rig, hub: fakehub.FakeHub,
+def test_second_pod_downloads_nothing(installed: rig.Rig, hub: fixturehub.Hub,
                                       state: dict[str, Any]) -> None:  # fmt: skip
     installed.apply(_reader_pod("reader-2", TENANT, state["attributes"]))
     _wait_running(installed, "reader-2", TENANT)

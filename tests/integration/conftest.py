@@ -7,8 +7,8 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from tests.support import apiserver as support
-from tests.support.controlplane import ControlPlane
+from devkit.controlplane import ControlPlane
+from devkit.harness import apiserver as support
 
 
 @pytest.fixture(scope="module")

@@ -28,15 +28,8 @@ import grpc
 import pytest
 
 import kube
-from hub import config as hub_config
-from hub import huggingface, listing
-from kube import errors as kube_errors
-from kube.resources import ModelArtifact, NodeModelStore
-from nodeplugin import plugin
-from tests.integration.nodeplugin import csi_harness
-from tests.support import chartrbac, clustermode, fakehub, helm, waiting
-from tests.support.apiserver import free_port
-from tests.support.controlplane import (
+from devkit import chartrbac, fixturehub, helm
+from devkit.controlplane import (
     ADMIN_TOKEN,
     API_AUDIENCE,
     ControlPlane,
@@ -47,7 +40,16 @@ from tests.support.controlplane import (
     UserInfo,
     resources,
 )
-from tests.support.controlplane import service_account as sa_user
+from devkit.controlplane import service_account as sa_user
+from devkit.harness import clustermode
+from devkit.harness.apiserver import free_port
+from hub import config as hub_config
+from hub import huggingface, listing
+from kube import errors as kube_errors
+from kube.resources import ModelArtifact, NodeModelStore
+from nodeplugin import plugin
+from tests.integration.nodeplugin import csi_harness
+from tests.support import waiting
 from tests.support.kubectl import Kubectl
 
 pytestmark = pytest.mark.root
@@ -58,10 +60,10 @@ DRIVER = "model.csi.gpustack.ai"
 MiB = 1 << 20
 REPO = "org/tiny-e2e"
 COMMIT = "e" * 40
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["TinyForCausalLM"]}\n',
     "model.safetensors": 3 * MiB + 11,
-    "tokenizer.json": fakehub.FileSpec(size=70_000, lfs=False),
+    "tokenizer.json": fixturehub.FileSpec(size=70_000, lfs=False),
 }
 ARTIFACT = "tiny"
 PLUGIN_POD = ("model-manager-node-e2e7q", "7d1c5a2e-0b9f-4c61-8f3e-2a6d9b4c1e70")
@@ -81,16 +83,16 @@ POD_INFO = ("csi.storage.k8s.io/pod.name", "csi.storage.k8s.io/pod.namespace",
 
 
 @pytest.fixture
-async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fakehub.FakeHub]]:
+async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fixturehub.Hub]]:
     try:
         with ControlPlane(tmp_path / "cp", namespaces=(NS, "team-a", "team-b")) as cp, \
-                fakehub.run_fakehub(tls=True) as hub:
+                fixturehub.run(tls=True) as hub:
             yield cp, hub
     finally:
         csi_harness.unmount_all_under(tmp_path)
 
 
-def _chart(hub: fakehub.FakeHub) -> chartrbac.Chart:
+def _chart(hub: fixturehub.Hub) -> chartrbac.Chart:
     return chartrbac.render(sets=(
         f"settings.model-artifact-huggingface-endpoint={hub.endpoint}",
         "settings.model-artifact-ca-bundle=hub-ca",
@@ -116,7 +118,7 @@ def _tenant_pod(namespace: str, pod: tuple[str, str], attributes: dict[str, str]
             "status": {"phase": "Pending"}}  # fmt: skip
 
 
-def _seed(cp: ControlPlane, chart: chartrbac.Chart, hub: fakehub.FakeHub) -> UserInfo:
+def _seed(cp: ControlPlane, chart: chartrbac.Chart, hub: fixturehub.Hub) -> UserInfo:
     """``helm install`` on a cluster with node-a; the tenants' tokens and alice's Role in
     team-a. Returns the plugin's identity."""
     docs = list(chart.docs)
@@ -163,7 +165,7 @@ def _check_csidriver(chart: chartrbac.Chart) -> None:
     assert not spec.get("tokenRequests"), "the chart asks for tokens: send them as kubelet does"
 
 
-async def _hub_digest(hub: fakehub.FakeHub) -> str:
+async def _hub_digest(hub: fixturehub.Hub) -> str:
     """The manifest digest computed here from the hub's listing, independently of the server."""
     config = hub_config.HubConfig(huggingface_endpoint=hub.endpoint, ca_bundle=hub.ca_bundle)
     client = hub_config.make_client(config)
@@ -192,7 +194,7 @@ def _resolved_digest(found: dict[str, Any]) -> str:
 
 
 async def test_a_tenant_mounts_a_hub_model_through_the_aggregator_and_the_plugin(
-    world: tuple[ControlPlane, fakehub.FakeHub], tmp_path: pathlib.Path
+    world: tuple[ControlPlane, fixturehub.Hub], tmp_path: pathlib.Path
 ) -> None:
     cp, hub = world
     chart = _chart(hub)

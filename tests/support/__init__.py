@@ -1,1 +1,3 @@
-"""Shared test harness: real processes (API server, kubectl, the Python client) and fixtures."""
+"""What only the tests use: the kubectl and ``kubernetes`` client wrappers, waits, HTTP/2 and
+plain-HTTP test clients, an ASGI driver, policies and oversized samples. The stand-ins and process
+harnesses the demo and the benchmarks share with the tests are the ``devkit`` package."""

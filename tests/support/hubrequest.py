@@ -3,13 +3,13 @@ the hub's own listing (independently of any server), as a resolved artifact woul
 
 from __future__ import annotations
 
+from devkit import fixturehub
 from hub import config as hub_config
 from hub import huggingface, listing
 from nodeplugin.materialize import interface
-from tests.support import fakehub
 
 
-async def request_for(hub: fakehub.FakeHub, repo: str) -> interface.Request:
+async def request_for(hub: fixturehub.Hub, repo: str) -> interface.Request:
     """``repo`` at its current commit on ``hub`` (Hugging Face routes, no token)."""
     http = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
     try:

@@ -25,6 +25,7 @@ from apiserver.storage import interface
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import compactor, keys
 from apiserver.storage.etcd.gen import rpc_pb2
+from timing import backoff as backoffs
 
 _log = logging.getLogger(__name__)
 
@@ -37,8 +38,8 @@ FENCE_LIMIT = 100_000
 """The most writes ``fence`` makes to raise etcd's revision (etcd moves it one per write; about
 6,000 a second here); a store further behind is refused, see ``fence``."""
 FENCE_CONCURRENCY = 64
-_RETRY_FIRST, _RETRY_MAX = 0.1, 2.0
-"""Backoff between attempts to re-open a broken watch stream."""
+_RETRY = backoffs.Backoff(0.1, 2.0)
+"""Backoff between attempts to re-open a broken watch stream (and to reach etcd at start)."""
 
 _PUT = rpc_pb2.Event.EventType.PUT
 _CMP = rpc_pb2.Compare
@@ -101,19 +102,20 @@ class Store(interface.Store):
 
     async def _first_status(self) -> rpc_pb2.StatusResponse:
         deadline = time.monotonic() + self._start_timeout
-        delay = _RETRY_FIRST
+        failures = 0
         while True:
             try:
                 status = await self.client.status(timeout=self.config.health_timeout)
                 break
             except (etcd_client.Unavailable, etcd_client.DeadlineExceeded) as exc:
+                failures += 1
+                delay = _RETRY.delay(failures)
                 if time.monotonic() + delay > deadline:
                     endpoints = ",".join(self.config.endpoints)
                     raise interface.StorageError(
                         f"etcd at {endpoints} did not answer in {self._start_timeout:g}s: {exc}"
                     ) from exc
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX)
         if _version(status.version) < MIN_VERSION:
             raise interface.StorageError(
                 f"etcd {status.version} is too old: this server needs 3.4 or newer"
@@ -326,7 +328,7 @@ class Store(interface.Store):
             raise ValueError("after must not be negative")
         low, end = self.keys.range(prefix, "")
         cursor = after
-        delay = _RETRY_FIRST
+        failures = 0
         while self._open:
             call = self.client.watch_call()
             self._calls.add(call)
@@ -346,7 +348,7 @@ class Store(interface.Store):
                         raise interface.StorageError(
                             f"etcd cancelled the watch: {response.cancel_reason[:200]}")
                     if response.created:
-                        delay = _RETRY_FIRST
+                        failures = 0
                         continue
                     if not response.events:
                         revision = int(response.header.revision)
@@ -380,8 +382,8 @@ class Store(interface.Store):
                 self._calls.discard(call)
                 call.cancel()
             if self._open:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX)
+                failures += 1
+                await asyncio.sleep(_RETRY.delay(failures))
 
     # -- conversions -------------------------------------------------------------------------
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from apiserver.registry import build
 from apiserver.storage import sqlite
-from tests.support import admitting
-from tests.support.aggregator import ALICE, PLUGIN_A
-from tests.support.controlplane import ControlPlane, Role, Rule, Subject, UserInfo
-from tests.support.controlplane import resources as kinds
+from devkit import admitting
+from devkit.controlplane import ControlPlane, Role, Rule, Subject, UserInfo
+from devkit.controlplane import resources as kinds
+from devkit.harness.aggregator import ALICE, PLUGIN_A
 
 G = "/apis/worker.gpustack.ai/v1"
 GROUP = "worker.gpustack.ai"

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 
 NS = "bad-input"
 BASE = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from devkit.controlplane import ControlPlane, FrontProxy
+from devkit.harness import aggregator, clustermode
 from tests.integration.apiserver import cluster
-from tests.support import aggregator, clustermode
-from tests.support.controlplane import ControlPlane, FrontProxy
 
 PROTOCOLS = [pytest.param(True, id="h2"), pytest.param(False, id="http1.1")]
 LIST_A = f"{cluster.G}/namespaces/team-a/modelartifacts"

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from devkit import chartrbac
+from devkit.controlplane import ControlPlane, Subject, UserInfo
+from devkit.harness import aggregator, clustermode
 from tests.integration.apiserver import cluster
-from tests.support import aggregator, chartrbac, clustermode
-from tests.support.controlplane import ControlPlane, Subject, UserInfo
 
 G = cluster.G
 GRANT = "worker.gpustack.ai/anchor-grant"

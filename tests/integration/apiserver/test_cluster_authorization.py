@@ -11,9 +11,9 @@ import httpx
 import orjson
 import pytest
 
+from devkit.controlplane import ControlPlane, UserInfo, service_account
+from devkit.harness import aggregator, clustermode
 from tests.integration.apiserver import cluster
-from tests.support import aggregator, clustermode
-from tests.support.controlplane import ControlPlane, UserInfo, service_account
 from tests.support.kubectl import Kubectl
 
 G = cluster.G

@@ -8,9 +8,9 @@ import pathlib
 
 import orjson
 
+from devkit.controlplane import ControlPlane, UserInfo
+from devkit.harness import aggregator, clustermode
 from tests.integration.apiserver import cluster
-from tests.support import aggregator, clustermode
-from tests.support.controlplane import ControlPlane, UserInfo
 
 G = cluster.G
 IMAGE = {"image": {"reference": "registry.example/models/qwen@sha256:" + "a" * 64}}

@@ -11,9 +11,10 @@ import json
 import pathlib
 
 from apiserver.cluster import revisionmark
-from tests.support import aggregator, clustermode, kubeclient
-from tests.support.controlplane import ControlPlane
-from tests.support.controlplane import resources as kinds
+from devkit.controlplane import ControlPlane
+from devkit.controlplane import resources as kinds
+from devkit.harness import aggregator, clustermode
+from tests.support import kubeclient
 
 NS = "team-a"
 COLLECTION = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from cryptography import x509
 
+from devkit.controlplane import Authority, ControlPlane, FrontProxy
+from devkit.harness import aggregator, clustermode
 from tests.integration.apiserver import cluster
-from tests.support import aggregator, clustermode
-from tests.support.controlplane import Authority, ControlPlane, FrontProxy
 
 G = cluster.G
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 from tests.support import kubeclient
 
 NS = "concurrency"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pathlib
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 
 
 def test_a_debug_server_logs_no_token_over_http2_or_http11(tmp_path: pathlib.Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 
 NS = "dos"
 BASE = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"

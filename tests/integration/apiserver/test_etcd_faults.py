@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import apiserver as support
-from tests.support import etcd, kubeclient
+from devkit.harness import apiserver as support
+from devkit.harness import etcd
+from tests.support import kubeclient
 
 NS = "faults"
 COLLECTION = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"

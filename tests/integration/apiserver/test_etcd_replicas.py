@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.support import apiserver as support
-from tests.support import etcd, kubeclient, kubectl, processes
+from devkit.harness import apiserver as support
+from devkit.harness import etcd, processes
+from tests.support import kubeclient, kubectl
 
 NS = "replicas"
 COLLECTION = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"

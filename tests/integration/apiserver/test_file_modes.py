@@ -7,9 +7,9 @@ import os
 import pathlib
 import stat
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 
-HARNESS = {"server.log"}  # written by tests/support/apiserver.py, not by the server
+HARNESS = {"server.log"}  # written by devkit/harness/apiserver.py, not by the server
 
 
 def _modes(directory: pathlib.Path) -> dict[str, int]:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 from tests.support import h2client
 from tests.support import kubectl as kubectl_support
 

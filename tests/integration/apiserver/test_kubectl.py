@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 from tests.support import kubectl as kubectl_support
 
 NS = "kubectl-tests"

@@ -13,8 +13,8 @@ import httpx
 import pytest
 import yaml
 
+from devkit.harness import apiserver as support
 from tests.integration.apiserver import test_standalone_authorization as authorization_suite
-from tests.support import apiserver as support
 from tests.support import kubectl as kubectl_support
 from tests.support.kubectl import Kubectl
 

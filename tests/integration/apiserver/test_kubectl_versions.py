@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 from tests.support import kubectl as kubectl_support
 
 BINARIES = kubectl_support.VERSIONS

@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
+from devkit.controlplane import ControlPlane, Role, Rule, UserInfo
+from devkit.harness import aggregator, clustermode
+from devkit.harness import apiserver as standalone
 from tests.integration.apiserver import cluster
-from tests.support import aggregator, clustermode
-from tests.support import apiserver as standalone
-from tests.support.controlplane import ControlPlane, Role, Rule, UserInfo
 
 G = cluster.G
 ITEMS = f"{G}/namespaces/team-a/modelartifacts"

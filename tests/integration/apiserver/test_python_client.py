@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 from tests.support import kubeclient
 from tests.support.kubeclient import GROUP, VERSION
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 from tests.support import kubeclient
 from tests.support.kubeclient import GROUP, VERSION
 

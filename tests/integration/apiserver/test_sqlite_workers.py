@@ -23,8 +23,9 @@ from typing import Any
 
 import httpx
 
-from tests.support import apiserver as support
-from tests.support import kubeclient, processes
+from devkit.harness import apiserver as support
+from devkit.harness import processes
+from tests.support import kubeclient
 
 NS = "workers"
 COLLECTION = f"/apis/worker.gpustack.ai/v1/namespaces/{NS}/modelartifacts"

@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 from tests.support import policies
 from tests.support.kubectl import Kubectl
 

@@ -10,7 +10,7 @@ import sys
 
 import httpx
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 
 
 def test_prints_two_lines_serves_and_stops_cleanly(tmp_path: pathlib.Path) -> None:

@@ -20,13 +20,13 @@ from rich.console import Console
 import kube
 from controllers.runtime import client as clients
 from controllers.runtime import informer as controller_informers
-from controllers.runtime import queue
 from controllers.sources import kubeapi
+from devkit.harness import apiserver as support
 from kube import gpustack
 from kubectlmodel import progress
 from nodeplugin import apiclient, artifacts
-from tests.support import apiserver as support
 from tests.support import kubeclient
+from timing import backoff as backoffs
 from timing import clock as clocks
 
 NS = "went-back"
@@ -83,7 +83,7 @@ async def _clients_across_the_roll(servers: list[support.RunningServer], older: 
                                     retry_initial=0.05, retry_max=0.5)
         worker = controller_informers.Informer(
             kubeapi.KubeApi(client), clients.MODEL_ARTIFACTS, clocks.SystemClock(),
-            backoff=queue.Backoff(0.05, 0.5))
+            backoff=backoffs.Backoff(0.05, 0.5))
         tasks = [asyncio.create_task(plugin.run()), asyncio.create_task(worker.run())]
         models = gpustack.ModelManager(client)
         view = progress.Command(models, NS, "c", console=Console(file=io.StringIO()),

@@ -7,7 +7,7 @@ import ssl
 import httpx
 import pytest
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 
 COLLECTION = "/apis/worker.gpustack.ai/v1/namespaces/tls/modelartifacts"
 LIMIT = 3 * 1024 * 1024

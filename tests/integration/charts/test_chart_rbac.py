@@ -28,12 +28,8 @@ import pytest
 
 import kube
 from controllers.prefetches import warmup
-from kube.resources import ModelArtifact, NodeModelStore
-from nodeplugin import plugin
-from tests.integration.apiserver import cluster
-from tests.support import chartrbac, clustermode, fakehub, helm, waiting
-from tests.support.apiserver import free_port
-from tests.support.controlplane import (
+from devkit import chartrbac, fixturehub, helm
+from devkit.controlplane import (
     ADMIN_TOKEN,
     ControlPlane,
     Recorded,
@@ -42,8 +38,14 @@ from tests.support.controlplane import (
     UserInfo,
     resources,
 )
-from tests.support.controlplane import service_account as sa_user
-from tests.support.controlplane.rbac import Attributes
+from devkit.controlplane import service_account as sa_user
+from devkit.controlplane.rbac import Attributes
+from devkit.harness import clustermode
+from devkit.harness.apiserver import free_port
+from kube.resources import ModelArtifact, NodeModelStore
+from nodeplugin import plugin
+from tests.integration.apiserver import cluster
+from tests.support import waiting
 from tests.unit.nodeplugin import fakes
 
 NS = helm.NAMESPACE
@@ -56,7 +58,7 @@ PLUGIN_TOKEN = "plugin-pod-token-before-1-30"
 CONTAINER_FLAGS = ("--bind", "--port", "--data-dir", "--tls-cert-file", "--tls-private-key-file")
 
 
-def _render(hub: fakehub.FakeHub) -> list[dict[str, Any]]:
+def _render(hub: fixturehub.Hub) -> list[dict[str, Any]]:
     return helm.template(sets=[
         f"settings.model-artifact-huggingface-endpoint={hub.endpoint}",
         "settings.model-artifact-ca-bundle=hub-ca",
@@ -83,7 +85,7 @@ def _plugin_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
                        "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
 
 
-def _seed(cp: ControlPlane, docs: list[dict[str, Any]], hub: fakehub.FakeHub) -> UserInfo:
+def _seed(cp: ControlPlane, docs: list[dict[str, Any]], hub: fixturehub.Hub) -> UserInfo:
     """The cluster after ``helm install``: the chart's RBAC and settings, a node running the
     plugin, a tenant's Secret and claim. Returns the plugin's identity."""
     chartrbac.install(cp, docs)
@@ -111,9 +113,9 @@ def _seed(cp: ControlPlane, docs: list[dict[str, Any]], hub: fakehub.FakeHub) ->
 
 
 @pytest.fixture
-async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fakehub.FakeHub]]:
+async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fixturehub.Hub]]:
     with ControlPlane(tmp_path / "cp", namespaces=(NS, "team-a")) as cp, \
-            fakehub.run_fakehub(tls=True) as hub:
+            fixturehub.run(tls=True) as hub:
         yield cp, hub
 
 
@@ -143,7 +145,7 @@ def _review_attributes(entry: Recorded) -> tuple[str, Attributes] | None:
 
 
 async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
-    world: tuple[ControlPlane, fakehub.FakeHub], tmp_path: pathlib.Path
+    world: tuple[ControlPlane, fixturehub.Hub], tmp_path: pathlib.Path
 ) -> None:
     cp, hub = world
     docs = _render(hub)
@@ -269,7 +271,7 @@ async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
 
 
 async def test_without_a_grant_the_call_that_needs_it_fails(
-    world: tuple[ControlPlane, fakehub.FakeHub], tmp_path: pathlib.Path
+    world: tuple[ControlPlane, fixturehub.Hub], tmp_path: pathlib.Path
 ) -> None:
     """pods get removed from the worker's Role: the status guard cannot look the plugin's Pod up
     (503, never a pass); with the chart's Role back, the same write goes through."""

@@ -22,11 +22,12 @@ from typing import Any
 
 import pytest
 
+from devkit import chartrbac, fixturehub, helm
+from devkit.controlplane import ADMIN_TOKEN, ControlPlane, Role, Rule, Subject, UserInfo
+from devkit.controlplane import resources as kinds
+from devkit.harness import apiserver as support
+from devkit.harness import clustermode
 from tests.integration.conformance import test_against_standalone as standalone_suite
-from tests.support import apiserver as support
-from tests.support import chartrbac, clustermode, fakehub, helm
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, Role, Rule, Subject, UserInfo
-from tests.support.controlplane import resources as kinds
 
 REPO = support.REPO
 RUNS = 3
@@ -63,13 +64,13 @@ def _three_clean_runs(admin: pathlib.Path, tenant: pathlib.Path, tmp_path: pathl
 
 
 @pytest.fixture(scope="module")
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         yield running
 
 
 def test_three_runs_on_standalone_with_embedded_controllers(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path) -> None:
     data = tmp_path / "standalone"
     data.mkdir(mode=0o700)
     tokens = "".join(f'{secrets.token_hex(16)},{user},{user}-uid,"tenants"\n'
@@ -88,7 +89,7 @@ def test_three_runs_on_standalone_with_embedded_controllers(
     assert log.count("controllers.events: ModelArtifact conformance-") >= RUNS * 10, log[-3000:]
 
 
-def _cluster(cp: ControlPlane, hub: fakehub.FakeHub) -> chartrbac.Chart:
+def _cluster(cp: ControlPlane, hub: fixturehub.Hub) -> chartrbac.Chart:
     """``helm install`` on a one-node cluster, a tenant namespace with alice's reader Role and a
     get-only user, as docs/install.md tells an operator."""
     chart = chartrbac.render(sets=(f"settings.model-artifact-huggingface-endpoint={hub.endpoint}",))
@@ -119,7 +120,7 @@ def _args(chart: chartrbac.Chart) -> list[str]:
 
 
 def test_three_runs_through_the_aggregator_with_a_tenant(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path) -> None:
     with ControlPlane(tmp_path / "cp") as cp:
         chart = _cluster(cp, hub)
         args = _args(chart)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import apiserver as support
+from devkit.harness import apiserver as support
 
 REPO = support.REPO
 NODE = "conformance-node"

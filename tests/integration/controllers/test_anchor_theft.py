@@ -29,9 +29,10 @@ import grpc
 import httpx
 import pytest
 
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from tests.integration.nodeplugin import csi_harness
-from tests.support import apiserver as support
-from tests.support import fakehub, kubectl, waiting
+from tests.support import kubectl, waiting
 
 if os.geteuid() != 0:  # bind mounts need root; CI runs these as root
     pytest.skip("the anchor theft test needs root (bind mounts)", allow_module_level=True)
@@ -42,7 +43,7 @@ BOB_TOKEN = "hf_bob_secret_token_1"
 ALICE_REPO = "alice/anything"
 LEGACY_REPO = "legacy/cache"
 GRANT = "worker.gpustack.ai/anchor-grant"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["BobsModel"]}\n',
     "model.safetensors": 300_000,
 }
@@ -60,8 +61,8 @@ BOB = {"Impersonate-User": "bob"}
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(BOB_REPO, FILES, private_token=BOB_TOKEN)
         for unreachable in (ALICE_REPO, LEGACY_REPO):
             running.add_repo(unreachable, {"config.json": b"{}\n"})
@@ -131,7 +132,7 @@ class World:
 
 
 def test_a_tenant_cannot_anchor_to_another_tenants_content(
-        hub: fakehub.FakeHub, mount_guard: pathlib.Path) -> None:
+        hub: fixturehub.Hub, mount_guard: pathlib.Path) -> None:
     data = mount_guard / "api"
     data.mkdir()
     (data / "policy.yaml").write_text(POLICY)
@@ -157,7 +158,7 @@ def test_a_tenant_cannot_anchor_to_another_tenants_content(
             plugin.close()
 
 
-def _scenario(world: World, hub: fakehub.FakeHub, plugin: csi_harness.PluginProcess) -> None:
+def _scenario(world: World, hub: fixturehub.Hub, plugin: csi_harness.PluginProcess) -> None:
     admin = world.admin
     kubelet = plugin.kubelet()
 

@@ -17,9 +17,10 @@ from controllers.resolver import settings as clustersettings
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader
 from controllers.sources import claims, kubeapi, kubesecrets, secrets
+from devkit import chartrbac
+from devkit.controlplane import ControlPlane, UserInfo, resources
 from hub import config as hub_config
-from tests.support import chartrbac, waiting
-from tests.support.controlplane import ControlPlane, UserInfo, resources
+from tests.support import waiting
 from timing import clock as clocks
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"

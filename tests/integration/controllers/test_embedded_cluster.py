@@ -17,21 +17,23 @@ from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import embedded
 from controllers import config as controller_settings
+from controllers.sources import plugins
+from devkit import admitting, fixturehub
+from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from hub import config as hub_config
-from tests.support import admitting, fakehub, waiting
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 TOKEN = "hf_cluster_token_3"
 
 
 @pytest.fixture
-async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fakehub.FakeHub,
+async def world(tmp_path: pathlib.Path) -> AsyncIterator[tuple[ControlPlane, fixturehub.Hub,
                                                                  build.Registry]]:
     store = sqlite.Store(tmp_path / "store.db")
     await store.start()
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp, \
-            fakehub.run_fakehub() as hub:
+            fixturehub.run() as hub:
         try:
             yield cp, hub, build.build(store, admission=admitting.standalone())
         finally:
@@ -43,7 +45,7 @@ def _artifact(name: str, source: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_embedded_controllers_use_the_clusters_sources(
-        world: tuple[ControlPlane, fakehub.FakeHub, build.Registry],
+        world: tuple[ControlPlane, fixturehub.Hub, build.Registry],
         tmp_path: pathlib.Path) -> None:
     cp, hub, registry = world
     cp.add_token("worker-token", UserInfo(WORKER, uid="w"))
@@ -116,7 +118,7 @@ async def test_the_worker_asks_the_plugins_with_its_own_clients_token(
         token_file.write_text("worker-token-1\n")
         path = cp.write_kubeconfig(tmp_path / "worker.kubeconfig", token_file=token_file)
         async with kube.Client.from_kubeconfig(path) as client:
-            read = embedded.client_token(client)
+            read = plugins.token_of(client)
             assert await read() == "worker-token-1"
             replacement = tmp_path / "token.new"
             replacement.write_text("worker-token-2\n")
@@ -126,8 +128,8 @@ async def test_the_worker_asks_the_plugins_with_its_own_clients_token(
             assert await read() is None
         inline = cp.write_kubeconfig(tmp_path / "inline.kubeconfig", token="inline-token")
         async with kube.Client.from_kubeconfig(inline) as client:
-            assert await embedded.client_token(client)() == "inline-token"
+            assert await plugins.token_of(client)() == "inline-token"
         certified = cp.write_kubeconfig(tmp_path / "cert.kubeconfig",
                                         client=cp.issue_client_cert("worker"))
         async with kube.Client.from_kubeconfig(certified) as client:
-            assert await embedded.client_token(client)() is None
+            assert await plugins.token_of(client)() is None

@@ -22,9 +22,10 @@ import grpc
 import pytest
 
 from certs import authority
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from tests.integration.nodeplugin import csi_harness
-from tests.support import apiserver as support
-from tests.support import fakehub, kubectl
+from tests.support import kubectl
 
 if os.geteuid() != 0:  # bind mounts need root; CI runs these as root
     pytest.skip("the end-to-end test needs root (bind mounts)", allow_module_level=True)
@@ -34,7 +35,7 @@ REPO = "org/e2e-model"
 TOKEN = "hf_e2e_secret_token_9"
 NAMESPACE = "team-a"
 GROUP = "/apis/worker.gpustack.ai/v1"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["E2E"]}\n',
     "tokenizer.json": b'{"version": "1.0"}\n',
     "model-00001.safetensors": 12 * MiB,
@@ -57,8 +58,8 @@ spec:
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(REPO, FILES, private_token=TOKEN)
         # slow enough that the download is seen in progress, several times
         running.faults(REPO, "model-00001.safetensors").rate = 3 * MiB
@@ -83,7 +84,7 @@ def _progress(ctl: kubectl.Kubectl) -> dict[str, Any]:
     return body
 
 
-def test_create_resolve_download_mount(hub: fakehub.FakeHub, mount_guard: pathlib.Path) -> None:
+def test_create_resolve_download_mount(hub: fixturehub.Hub, mount_guard: pathlib.Path) -> None:
     secrets_dir = mount_guard / "secrets"
     (secrets_dir / NAMESPACE / "hf-token").mkdir(parents=True)
     (secrets_dir / NAMESPACE / "hf-token" / "token").write_text(TOKEN + "\n")
@@ -117,7 +118,7 @@ def test_create_resolve_download_mount(hub: fakehub.FakeHub, mount_guard: pathli
             plugin.close()
 
 
-def _loop(server: support.RunningServer, hub: fakehub.FakeHub,
+def _loop(server: support.RunningServer, hub: fixturehub.Hub,
           plugin: csi_harness.PluginProcess, base: pathlib.Path) -> None:
     ctl = kubectl.Kubectl(server.kubeconfig, base / "kubectl-cache")
     ctl.run("apply", "-f", "-", stdin=ARTIFACT)

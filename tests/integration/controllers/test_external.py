@@ -21,14 +21,16 @@ from typing import Any
 
 import pytest
 
-from tests.support import apiserver as support
-from tests.support import fakehub, kubectl
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from controllers import assembly
+from devkit import fixturehub
+from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
+from devkit.harness import apiserver as support
+from tests.support import kubectl
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 TOKEN = "hf_external_token_7"
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {"config.json": b"{}", "w.safetensors": 4096}
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {"config.json": b"{}", "w.safetensors": 4096}
 
 
 class Controllers:
@@ -82,8 +84,8 @@ def _artifact(name: str, repo: str, secret: str | None = None) -> str:
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         yield running
 
 
@@ -98,7 +100,7 @@ def started() -> Iterator[list[Controllers]]:
 
 
 def test_external_controllers_write_status_as_the_worker_only(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
     hub.add_repo("org/private", FILES, private_token=TOKEN)
     secrets_dir = tmp_path / "secrets"
     (secrets_dir / "team-a" / "hf").mkdir(parents=True)
@@ -127,11 +129,17 @@ def test_external_controllers_write_status_as_the_worker_only(
 
 
 def test_leader_election_between_two_replicas(
-        hub: fakehub.FakeHub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
+        hub: fixturehub.Hub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp:
         cp.add_token("worker-token", UserInfo(WORKER, uid="w"))
+        # the worker's rules in a cluster (the chart's): the prefetches' status and delivery
+        # run here too, so Nodes, Pods (the plugin Pods, the warm-up Pods) and the plugin's
+        # DaemonSets are read
         cp.policy.grant(WORKER, [Rule(("get", "list", "watch"), ("",),
-                                      ("secrets", "persistentvolumeclaims", "configmaps")),
+                                      ("secrets", "persistentvolumeclaims", "configmaps",
+                                       "nodes", "pods")),
+                                 Rule(("create", "delete"), ("",), ("pods",)),
+                                 Rule(("list", "watch"), ("apps",), ("daemonsets",)),
                                  Rule(("get", "create", "update"), ("coordination.k8s.io",),
                                       ("leases",))])
         cluster = cp.write_kubeconfig(tmp_path / "cluster.kubeconfig", token="worker-token")
@@ -179,3 +187,59 @@ def test_leader_election_between_two_replicas(
             for i in range(6):
                 assert hub.requests(f"/api/models/org/m{i}/revision/main") == 1, i
             second.stop()
+
+
+GROUP = "/apis/worker.gpustack.ai/v1"
+
+
+def _started(log: str, marker: str) -> set[str]:
+    """The controllers a process logged it runs (``assembly.build``'s line)."""
+    line = _wait(marker, lambda: next((x for x in log.splitlines() if marker in x), ""))
+    return set(line.split(marker, 1)[1].strip().split(", "))
+
+
+def test_the_external_process_and_the_servers_part_are_the_embedded_set(
+        hub: fixturehub.Hub, tmp_path: pathlib.Path, started: list[Controllers]) -> None:
+    """``--controllers=external``: ``python -m controllers`` runs every controller that writes
+    over HTTP (a ModelPrefetch's status here), the server the ones that need its in-process
+    client (the node store, ``spec.pinned``); together, exactly the embedded set."""
+    hub.add_repo("org/prefetched", FILES)
+    secrets_dir = tmp_path / "secrets"
+    secrets_dir.mkdir()
+    with support.running(tmp_path / "api", extra_args=["--controllers=external",
+                                                       "--node", "node-1"]) as server:
+        server.wait_for(f"{GROUP}/nodemodelstores/node-1")  # the server's part: node stores
+        worker = Controllers(tmp_path, "worker", [
+            "--kubeconfig", str(server.worker_kubeconfig), "--secrets-dir", str(secrets_dir),
+            "--huggingface-endpoint", hub.endpoint])
+        started.append(worker)
+        ctl = kubectl.Kubectl(server.kubeconfig, tmp_path / "cache")
+        ctl.run("apply", "-f", "-", stdin=_artifact("m", "org/prefetched"))
+        ctl.run("wait", "--for=condition=Resolved", "mart/m", "-n", "team-a", "--timeout=60s")
+        digest = json.loads(ctl.run("get", "mart", "m", "-n", "team-a", "-o", "json").stdout)[
+            "status"]["resolved"]["manifestDigest"]
+        ctl.run("apply", "-f", "-", stdin=(
+            "apiVersion: worker.gpustack.ai/v1\nkind: ModelPrefetch\nmetadata:\n  name: warm\n"
+            "  namespace: team-a\nspec:\n  artifactRef: {name: m}\n"
+            "  targets: {nodeNames: [node-1]}\n"))
+        with server.client() as admin:
+            # the pin: written by the server's part (only its in-process client may)
+            _wait("the pin", lambda: (admin.get(f"{GROUP}/nodemodelstores/node-1").json()
+                                      .get("spec") or {}).get("pinned") == [digest])
+
+            # the status: written by python -m controllers over HTTP, and it sees the pin
+            def pinned_entry() -> bool:
+                found = admin.get(f"{GROUP}/namespaces/team-a/modelprefetches/warm").json()
+                nodes = (found.get("status") or {}).get("nodes") or []
+                return [(n["name"], n["pinned"]) for n in nodes] == [("node-1", True)]
+
+            _wait("the prefetch's status", pinned_entry)
+        ours = _started(worker.log(), "controllers (process):")
+        theirs = _started(server.log(), "controllers (external):")
+        assert ours == {"resolver", "aggregate", "prefetches"}
+        assert theirs == {"nodestores", "prefetches.pins"}
+        assert not ours & theirs
+        embedded = {r.name for r in assembly.selected(assembly.Mode.EMBEDDED)}
+        assert ours | theirs == embedded
+        worker.stop()
+        assert worker.process.returncode == 0, worker.log()[-3000:]

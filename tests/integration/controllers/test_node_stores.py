@@ -21,10 +21,12 @@ from apiserver.storage import sqlite
 from apiserver.wiring import embedded
 from controllers import config as controller_settings
 from controllers.nodestores import controller as nodestores
+from controllers.nodestores import nodes
+from devkit import admitting
+from devkit import clock as manual
+from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from hub import config as hub_config
-from tests.support import admitting, waiting
-from tests.support import clock as manual
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
+from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 NAMESPACE = "gpustack-system"
@@ -55,7 +57,7 @@ class World:
             self.cp.seed(resources.NODES, {"metadata": {"name": name}})
         drivers = [{"name": "other.csi.example", "nodeID": name}]
         if driver:
-            drivers.append({"name": nodestores.DRIVER, "nodeID": name})
+            drivers.append({"name": nodes.DRIVER, "nodeID": name})
         self.cp.put(resources.CSINODES, {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
                                          "metadata": {"name": name}, "spec": {"drivers": drivers}})
 
@@ -66,8 +68,9 @@ class World:
 
     @property
     def stores(self) -> nodestores.NodeStores:
-        assert self.hooks.node_stores is not None
-        return self.hooks.node_stores
+        found = self.hooks.controllers.controllers["nodestores"]
+        assert isinstance(found, nodestores.NodeStores)
+        return found
 
 
 @pytest.fixture
@@ -137,7 +140,7 @@ SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "kube-samples"
 DRIVERLESS = json.loads((SAMPLES / "csinode-no-drivers.json").read_text())
 WITH_DRIVER = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
                "metadata": {"name": "node-a"},
-               "spec": {"drivers": [{"name": nodestores.DRIVER, "nodeID": "node-a"}]}}
+               "spec": {"drivers": [{"name": nodes.DRIVER, "nodeID": "node-a"}]}}
 
 
 @pytest.mark.parametrize("world", [[DRIVERLESS, WITH_DRIVER]], indirect=True)

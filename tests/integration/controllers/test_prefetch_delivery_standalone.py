@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from certs import authority
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from tests.integration.nodeplugin import csi_harness
-from tests.support import apiserver as support
-from tests.support import fakehub
 
 if os.geteuid() != 0:  # the plugin's read-only view of its cache is a bind mount
     pytest.skip("the plugin process needs root (bind mounts)", allow_module_level=True)
@@ -34,15 +34,15 @@ TOKEN = "hf_prefetch_secret_7"
 NAMESPACE = "team-a"
 GROUP = "/apis/worker.gpustack.ai/v1"
 NS = f"{GROUP}/namespaces/{NAMESPACE}"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["Warm"]}\n',
     "model.safetensors": 3 * MiB + 17,
 }
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(REPO, FILES, private_token=TOKEN)
         yield running
 
@@ -78,7 +78,7 @@ def _node_entry(admin: httpx.Client, name: str) -> dict[str, Any]:
 
 
 def test_a_prefetch_makes_the_node_publish_the_artifact(
-    hub: fakehub.FakeHub, mount_guard: pathlib.Path,
+    hub: fixturehub.Hub, mount_guard: pathlib.Path,
 ) -> None:
     secrets_dir = mount_guard / "secrets"
     (secrets_dir / NAMESPACE / "hf-token").mkdir(parents=True)
@@ -113,7 +113,7 @@ def test_a_prefetch_makes_the_node_publish_the_artifact(
             plugin.close()
 
 
-def _scenario(server: support.RunningServer, hub: fakehub.FakeHub,
+def _scenario(server: support.RunningServer, hub: fixturehub.Hub,
               plugin: csi_harness.PluginProcess) -> None:
     with server.client() as admin:
         assert admin.post(f"{NS}/modelartifacts",

@@ -22,10 +22,12 @@ from typing import Any
 import pytest
 
 from controllers.prefetches import warmup
+from devkit import chartrbac, fixturehub, helm
+from devkit.controlplane import ADMIN_TOKEN, ControlPlane, resources
+from devkit.harness import clustermode
+from devkit.harness.apiserver import free_port
 from tests.integration.apiserver import cluster
-from tests.support import chartrbac, clustermode, fakehub, helm, waiting
-from tests.support.apiserver import free_port
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, resources
+from tests.support import waiting
 
 NS = helm.NAMESPACE
 TENANT = "team-a"
@@ -65,9 +67,9 @@ def _seed(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: pathlib.Path) -> Iterator[tuple[ControlPlane, fakehub.FakeHub]]:
+def world(tmp_path: pathlib.Path) -> Iterator[tuple[ControlPlane, fixturehub.Hub]]:
     with ControlPlane(tmp_path / "cp", namespaces=(NS, TENANT)) as cp, \
-            fakehub.run_fakehub(tls=True) as hub:
+            fixturehub.run(tls=True) as hub:
         hub.add_repo("org/open", {"config.json": b"{}", "w.bin": 4096})
         yield cp, hub
 
@@ -85,7 +87,7 @@ def _node_of(pod: dict[str, Any]) -> str:
 
 
 async def test_warm_up_pods_go_only_where_the_scheduler_would_put_them(
-        world: tuple[ControlPlane, fakehub.FakeHub], tmp_path: pathlib.Path) -> None:
+        world: tuple[ControlPlane, fixturehub.Hub], tmp_path: pathlib.Path) -> None:
     cp, hub = world
     docs = helm.template(sets=[
         f"settings.model-artifact-huggingface-endpoint={hub.endpoint}"]).docs()

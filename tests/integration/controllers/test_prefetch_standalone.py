@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import apiserver as support
-from tests.support import fakehub, kubectl
+from devkit import fixturehub
+from devkit.harness import apiserver as support
+from tests.support import kubectl
 
 REPO = "org/prefetch-model"
 NAMESPACE = "team-a"
@@ -34,8 +35,8 @@ subjects:
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(REPO, {"config.json": b"{}\n", "model.safetensors": 4096})
         yield running
 
@@ -74,7 +75,7 @@ def _pinned(client: httpx.Client, node: str) -> list[str]:
     return list(spec.get("pinned") or [])
 
 
-def test_prefetch_admission_status_and_pins(hub: fakehub.FakeHub, tmp_path: pathlib.Path) -> None:
+def test_prefetch_admission_status_and_pins(hub: fixturehub.Hub, tmp_path: pathlib.Path) -> None:
     data = tmp_path / "api"
     data.mkdir()
     (data / "policy.yaml").write_text(POLICY)

@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.support import apiserver as support
-from tests.support import etcd, fakehub, kubectl
+from devkit import fixturehub
+from devkit.harness import apiserver as support
+from devkit.harness import etcd
+from tests.support import kubectl
 
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {"config.json": b"{}", "w.safetensors": 2048}
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {"config.json": b"{}", "w.safetensors": 2048}
 
 
 def _artifact(name: str) -> str:
@@ -40,7 +42,7 @@ def member(tmp_path: pathlib.Path) -> Iterator[etcd.Etcd]:
 
 def test_one_replica_resolves_and_the_other_takes_over(member: etcd.Etcd,
                                                        tmp_path: pathlib.Path) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         for i in range(6):
             hub.add_repo(f"org/m{i}", FILES)
         args = support.etcd_args(

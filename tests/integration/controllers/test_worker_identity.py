@@ -18,14 +18,16 @@ import httpx
 import orjson
 import pytest
 
+from devkit import fixturehub
+from devkit.controlplane import ControlPlane, Rule
+from devkit.harness import aggregator, apiserver, clustermode
 from tests.integration.apiserver import cluster
 from tests.integration.controllers import test_external as external
-from tests.support import aggregator, apiserver, clustermode, fakehub, kubectl
-from tests.support.controlplane import ControlPlane, Rule
+from tests.support import kubectl
 
 G = cluster.G
 SSR = "POST /apis/authentication.k8s.io/v1/selfsubjectreviews"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {"config.json": b"{}", "w.bin": 64}
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {"config.json": b"{}", "w.bin": 64}
 FAILURES = re.compile(r"^gpustack_model_manager_worker_identity_failures_total (\S+)$", re.M)
 T = TypeVar("T")
 
@@ -84,7 +86,7 @@ def _resolved(status: dict[str, Any]) -> bool:
 async def test_a_failing_self_subject_review_is_retried_until_the_controllers_start(
         tmp_path: pathlib.Path) -> None:
     with ControlPlane(tmp_path / "cp", namespaces=("gpustack-system", "team-a")) as cp, \
-            fakehub.run_fakehub() as hub:
+            fixturehub.run() as hub:
         clustermode.prepare(cp)
         cluster.grant_chart_and_tenants(cp)
         _grant_controllers(cp)
@@ -132,7 +134,7 @@ async def test_a_failing_self_subject_review_is_retried_until_the_controllers_st
 
 def test_python_m_controllers_waits_for_its_identity(
         tmp_path: pathlib.Path, started: list[external.Controllers]) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo("org/m", FILES)
         first = apiserver.start(tmp_path / "api", extra_args=["--controllers=external"])
         port = int(first.url.rsplit(":", 1)[1])

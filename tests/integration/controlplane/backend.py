@@ -15,7 +15,7 @@ from http import server as http_server
 from typing import Any
 from urllib import parse
 
-from tests.support.controlplane import Authority, ControlPlane
+from devkit.controlplane import Authority, ControlPlane
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,8 @@ import json
 import pathlib
 from typing import Any
 
-from tests.support.controlplane import ControlPlane, Role, Rule, Subject, UserInfo, service_account
-from tests.support.controlplane.rbac import Binding
+from devkit.controlplane import ControlPlane, Role, Rule, Subject, UserInfo, service_account
+from devkit.controlplane.rbac import Binding
 
 DIRECTORY = pathlib.Path(__file__).resolve().parents[2] / "data" / "kube-samples"
 SA_TOKEN = "bound-sa-token"

@@ -1,4 +1,4 @@
-"""tests/support/aggregator.py against the recorded aggregator requests: the same identity header
+"""devkit/harness/aggregator.py against the recorded aggregator requests: the same identity header
 lines, and on the wire the front-proxy certificate over HTTP/1.1 and HTTP/2."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pytest
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
+from devkit.controlplane import FrontProxy
+from devkit.controlplane.identity import UserInfo
+from devkit.controlplane.pki import Authority
+from devkit.harness import aggregator
 from tests.integration.controlplane import samples
-from tests.support import aggregator
-from tests.support.controlplane import FrontProxy
-from tests.support.controlplane.identity import UserInfo
-from tests.support.controlplane.pki import Authority
 
 RECORDED = samples.load("aggregator-requests.json")
 

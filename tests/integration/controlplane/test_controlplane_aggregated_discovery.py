@@ -14,9 +14,9 @@ import httpx
 import pytest
 from kubernetes import client as k8s
 
+from devkit.controlplane import ADMIN_TOKEN, Authority, ControlPlane, UserInfo
+from devkit.harness.apiserver import free_port
 from tests.integration.controlplane import backend
-from tests.support.apiserver import free_port
-from tests.support.controlplane import ADMIN_TOKEN, Authority, ControlPlane, UserInfo
 from tests.support.kubectl import Kubectl
 
 GROUP, VERSION = "example.gpustack.ai", "v1"

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.integration.controlplane import backend
-from tests.support.controlplane import (
+from devkit.controlplane import (
     ADMIN_TOKEN,
     ControlPlane,
     FrontProxy,
     Rule,
     UserInfo,
 )
+from tests.integration.controlplane import backend
 from tests.support.kubectl import Kubectl
 
 GROUP, VERSION = "example.gpustack.ai", "v1"

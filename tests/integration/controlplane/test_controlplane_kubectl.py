@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import pathlib
 
+from devkit.controlplane import ADMIN_TOKEN, ControlPlane, resources
 from tests.integration.controlplane import samples
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, resources
 from tests.support.kubectl import Kubectl
 
 

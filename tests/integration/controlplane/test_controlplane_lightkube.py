@@ -17,10 +17,10 @@ from lightkube.resources.core_v1 import ConfigMap, Node, PersistentVolumeClaim, 
 from lightkube.resources.storage_v1 import CSINode
 
 import kube
+from devkit.controlplane import ADMIN_TOKEN, ControlPlane, resources
+from devkit.controlplane.frontproxy import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from kube import decoding
 from tests.integration.controlplane import samples
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, resources
-from tests.support.controlplane.frontproxy import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.apiserver import free_port
-from tests.support.controlplane import ADMIN_TOKEN, Authority, ControlPlane, UserInfo
+from devkit.controlplane import ADMIN_TOKEN, Authority, ControlPlane, UserInfo
+from devkit.harness.apiserver import free_port
 
 GROUP, VERSION = "example.gpustack.ai", "v1"
 HASHED = f"/openapi/v3/apis/{GROUP}/{VERSION}?hash=0123ABCD"

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from devkit.controlplane import ADMIN_TOKEN, Authority, ControlPlane, UserInfo, openapiv2
+from devkit.harness.apiserver import free_port
 from tests.integration.controlplane import backend
-from tests.support.apiserver import free_port
-from tests.support.controlplane import ADMIN_TOKEN, Authority, ControlPlane, UserInfo, openapiv2
 
 GROUP, VERSION = "example.gpustack.ai", "v1"
 PREFIX = f"/apis/{GROUP}/{VERSION}"

@@ -14,9 +14,9 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
+from devkit.controlplane import ADMIN_TOKEN, ControlPlane, resources
+from devkit.controlplane.frontproxy import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from tests.integration.controlplane import samples
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, resources
-from tests.support.controlplane.frontproxy import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 
 
 @pytest.fixture

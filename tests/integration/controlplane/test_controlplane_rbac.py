@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.support.controlplane import (
+from devkit.controlplane import (
     FrontProxy,
     Policy,
     Role,
@@ -16,7 +16,7 @@ from tests.support.controlplane import (
     reviews,
     status,
 )
-from tests.support.controlplane.rbac import Attributes, Binding
+from devkit.controlplane.rbac import Attributes, Binding
 
 ALICE = UserInfo("alice", groups=("tenants", "system:authenticated"))
 SA = UserInfo("system:serviceaccount:gpustack-system:worker", groups=("system:serviceaccounts",))

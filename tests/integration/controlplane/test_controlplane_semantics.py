@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from devkit.controlplane import ADMIN_TOKEN, ControlPlane, Rule, UserInfo, resources
 from tests.integration.controlplane import samples
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, Rule, UserInfo, resources
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

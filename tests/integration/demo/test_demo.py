@@ -22,8 +22,8 @@ import time
 import httpx
 import pytest
 
+from devkit.harness import apiserver as support
 from hub import huggingface, listing
-from tests.support import apiserver as support
 
 REPO = support.REPO
 STEPS = [f"==> step {n}:" for n in range(1, 8)]

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from devkit import fixturehub
+from devkit.fixturehub import state
 from hub import config, gitrefs, modelscope
-from tests.support import fakehub
-from tests.support.fakehub import state
 
 pytestmark = pytest.mark.integration
 
@@ -22,8 +22,8 @@ COMMIT, TAGGED = "a" * 40, "b" * 40
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo("org/model", {"a.json": b"{}"}, commit=COMMIT,
                          tags={"light": COMMIT}, annotated_tags={"v1": TAGGED})
         running.add_repo("org/private", {"a.json": b"{}"}, commit=COMMIT,
@@ -42,14 +42,14 @@ def _parse(stdout: str) -> dict[str, str]:
     return {name: sha for sha, name in (line.split("\t") for line in stdout.splitlines())}
 
 
-async def _ours(hub: fakehub.FakeHub, repo: str, token: str | None) -> dict[str, str]:
+async def _ours(hub: fixturehub.Hub, repo: str, token: str | None) -> dict[str, str]:
     async with config.make_client(config.HubConfig(modelscope_endpoint=hub.endpoint)) as c:
         ms = modelscope.ModelScope(c, hub.endpoint)
         return await gitrefs.list_refs(c, ms.git_url(repo), endpoint=hub.endpoint, token=token,
                                        what=repo, mapper=modelscope.map_error)
 
 
-def test_git_reads_the_advertisement_as_hub_gitrefs_does(hub: fakehub.FakeHub) -> None:
+def test_git_reads_the_advertisement_as_hub_gitrefs_does(hub: fixturehub.Hub) -> None:
     answer = _ls_remote(f"{hub.endpoint}/org/model.git")
     assert answer.returncode == 0, answer.stderr
     refs = _parse(answer.stdout)
@@ -60,7 +60,7 @@ def test_git_reads_the_advertisement_as_hub_gitrefs_does(hub: fakehub.FakeHub) -
     assert gitrefs.commit_for(refs, "v1") == TAGGED
 
 
-def test_a_private_repository_needs_oauth2_and_the_token(hub: fakehub.FakeHub) -> None:
+def test_a_private_repository_needs_oauth2_and_the_token(hub: fixturehub.Hub) -> None:
     refused = _ls_remote(f"{hub.endpoint}/org/private.git")
     assert refused.returncode != 0
     with_token = hub.endpoint.replace("http://", f"http://oauth2:{TOKEN}@")

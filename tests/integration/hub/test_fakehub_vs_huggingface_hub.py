@@ -10,29 +10,29 @@ from collections.abc import Iterator
 import huggingface_hub
 import pytest
 
-from tests.support import fakehub
+from devkit import fixturehub
 
 pytestmark = pytest.mark.integration
 
 REPO = "org/tiny-model"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["Tiny"]}\n',
     "README.md": b"# tiny\n",
     "model.safetensors": 3 * 1024 * 1024 + 17,
     "sub/dir/weights.bin": 200_000,
-    "sub/tokenizer.json": fakehub.FileSpec(content=b'{"v": 1}', lfs=True),
+    "sub/tokenizer.json": fixturehub.FileSpec(content=b'{"v": 1}', lfs=True),
 }
 
 
 @pytest.fixture
-def hub_server() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub_server() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(REPO, FILES, tree_page_size=2)
         yield running
 
 
 def test_snapshot_download_is_byte_identical(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -55,7 +55,7 @@ def test_snapshot_download_is_byte_identical(
 
 
 def test_an_earlier_revision_is_still_served_by_its_commit(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``add_revision``: a new head whose unchanged files are the same bytes, while the first
     commit keeps its own files (what the revision-delta tests and benchmark serve)."""
@@ -82,7 +82,7 @@ def test_an_earlier_revision_is_still_served_by_its_commit(
     assert api.model_info(REPO, revision="main").sha == second
 
 
-def test_list_repo_tree_lists_what_the_fixture_serves(hub_server: fakehub.FakeHub) -> None:
+def test_list_repo_tree_lists_what_the_fixture_serves(hub_server: fixturehub.Hub) -> None:
     api = huggingface_hub.HfApi(endpoint=hub_server.endpoint, token=False)
     entries = list(api.list_repo_tree(REPO, recursive=True))
     files = {e.path: e for e in entries if isinstance(e, huggingface_hub.hf_api.RepoFile)}
@@ -99,7 +99,7 @@ def test_list_repo_tree_lists_what_the_fixture_serves(hub_server: fakehub.FakeHu
 
 
 def test_private_download_with_a_token(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

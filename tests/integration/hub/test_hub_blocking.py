@@ -9,15 +9,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from devkit import fixturehub
 from hub import blocking, config, errors, huggingface, modelscope
-from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
 
 REPO = "org/model"
 TOKEN = "hf_fixture_blocking_token"
 MiB = 1 << 20
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"a": 1}\n',
     "model.safetensors": 3 * MiB + 5,
 }
@@ -25,14 +25,14 @@ BIG = "model.safetensors"
 
 
 @pytest.fixture
-def fixture_hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def fixture_hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(REPO, FILES)
         running.add_repo("org/private", FILES, private_token=TOKEN)
         yield running
 
 
-def _config(running: fakehub.FakeHub) -> config.HubConfig:
+def _config(running: fixturehub.Hub) -> config.HubConfig:
     return config.HubConfig(
         huggingface_endpoint=running.endpoint,
         modelscope_endpoint=running.modelscope_endpoint,
@@ -53,7 +53,7 @@ def _read_all(body: blocking.RangeBody, size: int = 256 * 1024) -> bytes:
 
 
 def test_ranges_through_the_redirect_are_exact_and_connections_are_reused(
-    fixture_hub: fakehub.FakeHub,
+    fixture_hub: fixturehub.Hub,
 ) -> None:
     connections = blocking.Connections(_config(fixture_hub))
     hf = huggingface.HuggingFace(None, fixture_hub.endpoint,  # type: ignore[arg-type]
@@ -77,7 +77,7 @@ def test_ranges_through_the_redirect_are_exact_and_connections_are_reused(
 @pytest.mark.parametrize(("cdn_tls", "cdn_host"), [(False, None), (True, "localhost")],
                          ids=["https-to-http", "cross-host"])
 def test_the_token_goes_to_the_hub_only(cdn_tls: bool, cdn_host: str | None) -> None:
-    with fakehub.run_fakehub(tls=True, cdn_tls=cdn_tls, cdn_host=cdn_host) as running:
+    with fixturehub.run(tls=True, cdn_tls=cdn_tls, cdn_host=cdn_host) as running:
         running.add_repo(REPO, FILES, private_token=TOKEN)
         connections = blocking.Connections(_config(running))
         hf = huggingface.HuggingFace(None, running.endpoint,  # type: ignore[arg-type]
@@ -97,7 +97,7 @@ def test_the_token_goes_to_the_hub_only(cdn_tls: bool, cdn_host: str | None) -> 
         assert running.client_sockets() == []
 
 
-def test_errors_are_mapped_like_the_async_path(fixture_hub: fakehub.FakeHub) -> None:
+def test_errors_are_mapped_like_the_async_path(fixture_hub: fixturehub.Hub) -> None:
     connections = blocking.Connections(_config(fixture_hub))
     hf = huggingface.HuggingFace(None, fixture_hub.endpoint,  # type: ignore[arg-type]
                                  connections=connections)
@@ -126,7 +126,7 @@ def test_errors_are_mapped_like_the_async_path(fixture_hub: fakehub.FakeHub) -> 
 
 
 def test_a_reset_is_reported_after_exactly_the_bytes_before_it(
-    fixture_hub: fakehub.FakeHub,
+    fixture_hub: fixturehub.Hub,
 ) -> None:
     fixture_hub.faults(REPO, BIG).reset_at = MiB + 17
     connections = blocking.Connections(_config(fixture_hub))
@@ -149,7 +149,7 @@ def test_a_reset_is_reported_after_exactly_the_bytes_before_it(
 
 
 def test_abort_unblocks_a_stalled_read_and_close_leaves_no_socket(
-    fixture_hub: fakehub.FakeHub,
+    fixture_hub: fixturehub.Hub,
 ) -> None:
     faults = fixture_hub.faults(REPO, BIG)
     faults.stall_at, faults.stall_seconds = 1000, None
@@ -196,7 +196,7 @@ def test_a_tls_proxy_is_left_to_the_async_client() -> None:
 
 
 def test_later_ranges_go_straight_to_where_the_file_landed() -> None:
-    with fakehub.run_fakehub(tls=True, cdn_host="localhost") as running:
+    with fixturehub.run(tls=True, cdn_host="localhost") as running:
         running.add_repo(REPO, FILES, private_token=TOKEN)
         connections = blocking.Connections(_config(running))
         hf = huggingface.HuggingFace(None, running.endpoint,  # type: ignore[arg-type]

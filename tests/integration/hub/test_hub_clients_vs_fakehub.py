@@ -10,15 +10,15 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
+from devkit import fixturehub
 from hub import config, errors, huggingface, listing, modelscope, source
 from openapi import manifest
-from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
 
 REPO = "org/model"
 TOKEN = "hf_fixture_secret_token"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"a": 1}\n',
     "model.safetensors": 2 * 1024 * 1024 + 5,
     "onnx/model.onnx": 300_000,
@@ -27,8 +27,8 @@ BIG = "model.safetensors"
 
 
 @pytest.fixture
-def fixture_hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def fixture_hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(REPO, FILES, tree_page_size=2)
         running.add_repo("org/private", FILES, private_token=TOKEN)
         yield running
@@ -36,7 +36,7 @@ def fixture_hub() -> Iterator[fakehub.FakeHub]:
 
 @contextlib.asynccontextmanager
 async def _client(
-    running: fakehub.FakeHub, *, read_timeout: float = 30.0
+    running: fixturehub.Hub, *, read_timeout: float = 30.0
 ) -> AsyncIterator[httpx.AsyncClient]:
     hub_config = config.HubConfig(
         huggingface_endpoint=running.endpoint,
@@ -63,7 +63,7 @@ async def _read(
         return b"".join([chunk async for chunk in chunks])
 
 
-def _expected_manifest(running: fakehub.FakeHub, repo: str, *, hf: bool) -> str:
+def _expected_manifest(running: fixturehub.Hub, repo: str, *, hf: bool) -> str:
     entries = []
     for path, remote in running.repo(repo).files.items():
         if remote.lfs or not hf:
@@ -75,7 +75,7 @@ def _expected_manifest(running: fakehub.FakeHub, repo: str, *, hf: bool) -> str:
     return manifest.digest(entries)
 
 
-async def test_huggingface_resolve_list_and_stream(fixture_hub: fakehub.FakeHub) -> None:
+async def test_huggingface_resolve_list_and_stream(fixture_hub: fixturehub.Hub) -> None:
     async with _client(fixture_hub) as client:
         hf = huggingface.HuggingFace(client, fixture_hub.endpoint)
         commit = await hf.resolve_revision(REPO, "main", token=None)
@@ -96,7 +96,7 @@ async def test_huggingface_resolve_list_and_stream(fixture_hub: fakehub.FakeHub)
 
 
 async def test_modelscope_resolve_list_stream_and_truncation(
-    fixture_hub: fakehub.FakeHub,
+    fixture_hub: fixturehub.Hub,
 ) -> None:
     # Four entries fill a page (the whole tree is five); the top level has three children.
     fixture_hub.set_modelscope_limit(4)
@@ -115,7 +115,7 @@ async def test_modelscope_resolve_list_stream_and_truncation(
         assert caught.value.reason == "RevisionNotFound"
 
 
-async def test_private_repository_needs_its_token(fixture_hub: fakehub.FakeHub) -> None:
+async def test_private_repository_needs_its_token(fixture_hub: fixturehub.Hub) -> None:
     commit = fixture_hub.repo("org/private").commit
     async with _client(fixture_hub) as client:
         hf = huggingface.HuggingFace(client, fixture_hub.endpoint)
@@ -134,7 +134,7 @@ async def test_private_repository_needs_its_token(fixture_hub: fakehub.FakeHub) 
 
 @pytest.mark.parametrize("cdn_tls", [True, False], ids=["cross-host", "https-to-http"])
 async def test_token_never_reaches_the_cdn_over_tls(cdn_tls: bool) -> None:
-    with fakehub.run_fakehub(tls=True, cdn_tls=cdn_tls, cdn_host="localhost") as running:
+    with fixturehub.run(tls=True, cdn_tls=cdn_tls, cdn_host="localhost") as running:
         running.add_repo("org/private", FILES, private_token=TOKEN)
         commit = running.repo("org/private").commit
         assert running.endpoint.startswith("https://")
@@ -147,7 +147,7 @@ async def test_token_never_reaches_the_cdn_over_tls(cdn_tls: bool) -> None:
         assert running.authorizations(running.cdn_netloc) == [None]
 
 
-async def test_gated_repository_masks_digests(fixture_hub: fakehub.FakeHub) -> None:
+async def test_gated_repository_masks_digests(fixture_hub: fixturehub.Hub) -> None:
     fixture_hub.add_repo("org/gated", FILES, gated=True, private_token=TOKEN)
     commit = fixture_hub.repo("org/gated").commit
     async with _client(fixture_hub) as client:
@@ -162,7 +162,7 @@ async def test_gated_repository_masks_digests(fixture_hub: fakehub.FakeHub) -> N
         assert len(await hf.list_files("org/gated", commit, token=TOKEN)) == len(FILES)
 
 
-async def test_revision_and_entry_not_found(fixture_hub: fakehub.FakeHub) -> None:
+async def test_revision_and_entry_not_found(fixture_hub: fixturehub.Hub) -> None:
     commit = fixture_hub.repo(REPO).commit
     async with _client(fixture_hub) as client:
         hf = huggingface.HuggingFace(client, fixture_hub.endpoint)
@@ -174,7 +174,7 @@ async def test_revision_and_entry_not_found(fixture_hub: fakehub.FakeHub) -> Non
         assert caught.value.reason == "EntryNotFound"
 
 
-async def test_429_then_5xx_then_success(fixture_hub: fakehub.FakeHub) -> None:
+async def test_429_then_5xx_then_success(fixture_hub: fixturehub.Hub) -> None:
     faults = fixture_hub.faults(REPO)
     faults.rate_limit_times, faults.retry_after = 1, 7
     faults.fail_times = 1
@@ -191,7 +191,7 @@ async def test_429_then_5xx_then_success(fixture_hub: fakehub.FakeHub) -> None:
 
 @pytest.mark.parametrize("fault", ["reset_at", "truncate_at"])
 async def test_broken_transfers_are_source_unavailable(
-    fixture_hub: fakehub.FakeHub, fault: str
+    fixture_hub: fixturehub.Hub, fault: str
 ) -> None:
     commit = fixture_hub.repo(REPO).commit
     setattr(fixture_hub.faults(REPO, BIG), fault, 1_000_000)
@@ -206,7 +206,7 @@ async def test_broken_transfers_are_source_unavailable(
         assert rest == fixture_hub.content(REPO, BIG).read(1_000_000)
 
 
-async def test_a_stall_hits_the_read_timeout(fixture_hub: fakehub.FakeHub) -> None:
+async def test_a_stall_hits_the_read_timeout(fixture_hub: fixturehub.Hub) -> None:
     commit = fixture_hub.repo(REPO).commit
     fixture_hub.faults(REPO, BIG).stall_at = 500_000  # forever, until the client gives up
     async with _client(fixture_hub, read_timeout=0.5) as client:
@@ -217,7 +217,7 @@ async def test_a_stall_hits_the_read_timeout(fixture_hub: fakehub.FakeHub) -> No
     assert "ReadTimeout" in caught.value.message
 
 
-async def test_a_corrupted_byte_is_served(fixture_hub: fakehub.FakeHub) -> None:
+async def test_a_corrupted_byte_is_served(fixture_hub: fixturehub.Hub) -> None:
     commit = fixture_hub.repo(REPO).commit
     fixture_hub.faults(REPO, BIG).corrupt_at = 1_234_567
     async with _client(fixture_hub) as client:
@@ -228,7 +228,7 @@ async def test_a_corrupted_byte_is_served(fixture_hub: fakehub.FakeHub) -> None:
     assert differing == [1_234_567]
 
 
-async def test_open_downloads_are_counted(fixture_hub: fakehub.FakeHub) -> None:
+async def test_open_downloads_are_counted(fixture_hub: fixturehub.Hub) -> None:
     commit = fixture_hub.repo(REPO).commit
     fixture_hub.faults(REPO, BIG).rate = 4 * 1024 * 1024  # keep the bodies open for a while
     async with _client(fixture_hub) as client:
@@ -244,7 +244,7 @@ async def test_open_downloads_are_counted(fixture_hub: fakehub.FakeHub) -> None:
     assert sorted((a, b) for _, _, a, b in fixture_hub.ranges()) == [(a, b + 1) for a, b in parts]
 
 
-async def test_a_bounded_stall_then_the_rest(fixture_hub: fakehub.FakeHub) -> None:
+async def test_a_bounded_stall_then_the_rest(fixture_hub: fixturehub.Hub) -> None:
     commit = fixture_hub.repo(REPO).commit
     faults = fixture_hub.faults(REPO, BIG)
     faults.stall_at, faults.stall_seconds = 100_000, 0.2
@@ -254,7 +254,7 @@ async def test_a_bounded_stall_then_the_rest(fixture_hub: fakehub.FakeHub) -> No
     assert faults.stall_times == 0
 
 
-async def test_ratelimit_header_sets_retry_after(fixture_hub: fakehub.FakeHub) -> None:
+async def test_ratelimit_header_sets_retry_after(fixture_hub: fixturehub.Hub) -> None:
     faults = fixture_hub.faults(REPO, "config.json")
     faults.rate_limit_times, faults.ratelimit_reset = 1, 55
     commit = fixture_hub.repo(REPO).commit

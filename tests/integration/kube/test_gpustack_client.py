@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 import kube
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from kube import gpustack
 from kube.resources import NodeModelStore
-from tests.support import apiserver as support
-from tests.support import fakehub
 
 NODE = "node-a"
 REPO = "org/tiny-client"
@@ -21,14 +21,14 @@ COMMIT = "c" * 40
 
 
 @pytest.fixture(scope="module")
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(REPO, {"config.json": b"{}", "model.safetensors": 4096}, commit=COMMIT)
         yield running
 
 
 @pytest.fixture(scope="module")
-def server(hub: fakehub.FakeHub, tmp_path_factory: pytest.TempPathFactory
+def server(hub: fixturehub.Hub, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[support.RunningServer]:
     with support.running(tmp_path_factory.mktemp("gpustack-client"), extra_args=[
             "--node", NODE, "--controllers=embedded", "--huggingface-endpoint", hub.endpoint,

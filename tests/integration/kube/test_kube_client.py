@@ -14,8 +14,8 @@ from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 from lightkube.resources.storage_v1 import CSINode
 
 import kube
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, Rule, UserInfo, resources
-from tests.support.controlplane.pki import Authority
+from devkit.controlplane import ADMIN_TOKEN, ControlPlane, Rule, UserInfo, resources
+from devkit.controlplane.pki import Authority
 
 
 def _client(cp: ControlPlane, tmp_path: pathlib.Path, **credential: object) -> kube.Client:

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 import kube
+from devkit.controlplane import API_AUDIENCE, ControlPlane, UserInfo
 from kube.auth import ExecCredentialAuth, ExecSpec
-from tests.support.controlplane import API_AUDIENCE, ControlPlane, UserInfo
 
 V1 = "client.authentication.k8s.io/v1"
 PLUGIN = """\

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 import kube
+from devkit.harness import apiserver as support
 from kube.resources import ModelArtifact, NodeModelStore, progress_path
-from tests.support import apiserver as support
 from tests.support.kubeclient import artifact
 
 

@@ -31,9 +31,10 @@ from typing import Any
 import pytest
 import yaml
 
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from kube import gpustack
-from tests.support import apiserver as support
-from tests.support import fakehub, policies
+from tests.support import policies
 from tests.support.kubectl import Stream
 
 PLUGIN = pathlib.Path(sys.executable).parent / "kubectl-model"
@@ -47,14 +48,14 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z
 
 
 @pytest.fixture(scope="module")
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         running.add_repo(REPO, {"config.json": b"{}", "model.safetensors": 4 * MIB - 2},
                          commit=COMMIT)
         yield running
 
 
-def _args(hub: fakehub.FakeHub, plugin_node: str) -> list[str]:
+def _args(hub: fixturehub.Hub, plugin_node: str) -> list[str]:
     return ["--node", "node-a", "--node", "node-b", "--plugin-node", plugin_node,
             "--controllers=embedded", "--huggingface-endpoint", hub.endpoint]
 
@@ -87,7 +88,7 @@ def ready(digest: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def server(hub: fakehub.FakeHub, tmp_path_factory: pytest.TempPathFactory
+def server(hub: fixturehub.Hub, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[support.RunningServer]:
     data = tmp_path_factory.mktemp("kubectl-model")
     data.chmod(0o700)

@@ -20,10 +20,10 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 
 import pytest
 
+from devkit.harness import apiserver as support
 from tests.integration.nodeplugin import csi_harness
 from tests.integration.nodeplugin.csi_harness import ArtifactApi, PluginProcess
 from tests.integration.nodeplugin.download_driver import Driver
-from tests.support import apiserver as support
 
 if os.geteuid() != 0:  # bind mounts need root; CI runs these as root
     pytest.skip("the CSI integration tests need root", allow_module_level=True)

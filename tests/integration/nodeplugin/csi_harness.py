@@ -18,19 +18,19 @@ from typing import Any
 
 import grpc
 
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from hub import config as hub_config
 from hub import huggingface, listing
 from nodeplugin.cache import refs
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
-from tests.support import apiserver as support
-from tests.support import fakehub
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 MNT_DETACH = 2
 START_TIMEOUT = 20.0
 GROUP = "/apis/worker.gpustack.ai/v1"
 
-async def hub_digest(hub: fakehub.FakeHub, repo: str, commit: str,
+async def hub_digest(hub: fixturehub.Hub, repo: str, commit: str,
                      token: str | None = None, *, ignore: tuple[str, ...] = ()) -> str:
     """The manifest digest of ``repo`` at ``commit`` (without what ``ignore`` matches),
     computed here from the hub's listing (independently of the plugin)."""

@@ -21,12 +21,12 @@ import httpx
 from prometheus_client import registry
 
 import kube
+from devkit.clock import ManualClock
+from devkit.controlplane import ControlPlane, Rule, service_account
 from nodeplugin import reviews, serve
 from nodeplugin.cache import layout
 from nodeplugin.peer import admission, server, wire
 from tests.integration.nodeplugin import store_harness
-from tests.support.clock import ManualClock
-from tests.support.controlplane import ControlPlane, Rule, service_account
 
 PLUGIN_USER = "system:serviceaccount:gpustack-system:model-manager-node"
 NODE_A_TOKEN = "peer-token-of-the-plugin-pod-on-node-a"

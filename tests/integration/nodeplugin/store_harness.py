@@ -15,12 +15,12 @@ from typing import Any
 
 import grpc
 
+from devkit import clock as clocks
+from devkit import trees
 from nodeplugin import plugin
 from nodeplugin.cache import layout
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import interface
-from tests.support import clock as clocks
-from tests.support import trees
 from tests.unit.nodeplugin import fakes
 
 MIB = 1 << 20

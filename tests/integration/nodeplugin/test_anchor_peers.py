@@ -1,5 +1,5 @@
 """The anchor theft through a peer (issue 35), with real plugin processes in cluster mode
-(``tests.support.peernodes``: the fixture control plane, the API server behind it, the hub).
+(``devkit.harness.peernodes``: the fixture control plane, the API server behind it, the hub).
 
 node-a holds bob's team-b content, fetched from the hub. alice's team-a artifact anchors to the
 same digest with no proof that team-a may read it: the status the resolver wrote for it before
@@ -23,7 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import fakehub, hubrequest, peernodes
+from devkit import fixturehub
+from devkit.harness import peernodes
+from tests.support import hubrequest
 
 if os.geteuid() != 0:  # the plugin's read-only view of its cache is a bind mount
     pytest.skip("the plugin processes need root (bind mounts)", allow_module_level=True)
@@ -33,15 +35,15 @@ pytestmark = pytest.mark.integration
 GROUP = "/apis/worker.gpustack.ai/v1"
 BOB_REPO = "bob/private"
 MiB = 1 << 20
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["BobsModel"]}\n',
     "model.safetensors": 2 * MiB + 5,
 }
 
 
 @pytest.fixture
-def world(mount_guard: pathlib.Path) -> Iterator[tuple[fakehub.FakeHub, peernodes.Cluster]]:
-    with fakehub.run_fakehub() as hub, contextlib.ExitStack() as stack:
+def world(mount_guard: pathlib.Path) -> Iterator[tuple[fixturehub.Hub, peernodes.Cluster]]:
+    with fixturehub.run() as hub, contextlib.ExitStack() as stack:
         hub.add_repo(BOB_REPO, FILES)
         spec = {"hub": {"huggingFaceEndpoint": hub.endpoint}}
         cluster = peernodes.Cluster(stack, mount_guard, {"node-a": spec, "node-b": spec},
@@ -93,7 +95,7 @@ def _seen(node: peernodes.Node, obj: dict[str, Any], digest: str,
 
 
 def test_an_unproven_anchor_pulls_nothing_from_a_peer(
-    world: tuple[fakehub.FakeHub, peernodes.Cluster],
+    world: tuple[fixturehub.Hub, peernodes.Cluster],
 ) -> None:
     hub, cluster = world
     resolved = asyncio.run(hubrequest.request_for(hub, BOB_REPO))

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import grpc
 import pytest
 
+from devkit.harness import apiserver as support
 from nodeplugin.materialize import local
 from tests.integration.nodeplugin.csi_harness import ArtifactApi, PluginProcess, mounts_under
-from tests.support import apiserver as support
 
 NS = "auth-a"
 OTHER_NS = "auth-b"

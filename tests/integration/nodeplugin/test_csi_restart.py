@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import grpc
 
+from devkit.harness import apiserver as support
 from nodeplugin.cache import layout
 from nodeplugin.csi.gen import csi_pb2
 from nodeplugin.materialize import local
 from tests.integration.nodeplugin.csi_harness import ArtifactApi, PluginProcess, mounts_under
-from tests.support import apiserver as support
 
 FILES = {"config.json": b"{}", "weights.bin": b"\x07" * 65536}
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import grpc
 import pytest
 
+from devkit.harness import apiserver as support
 from nodeplugin.materialize import local
 from tests.integration.nodeplugin.csi_harness import (
     ArtifactApi,
@@ -22,7 +23,6 @@ from tests.integration.nodeplugin.csi_harness import (
     PluginProcess,
     mounts_under,
 )
-from tests.support import apiserver as support
 
 NS = "links"
 FILES = {"weights.bin": b"w" * 8192, "config.json": b"{}"}

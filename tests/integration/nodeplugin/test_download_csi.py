@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from hub import config as hub_config
 from hub import huggingface, listing
 from nodeplugin import plugin
@@ -23,8 +25,6 @@ from nodeplugin.cache import layout
 from nodeplugin.materialize import download, ranges, transfer
 from tests.integration.nodeplugin import csi_harness
 from tests.integration.nodeplugin.csi_harness import ArtifactApi, Kubelet, mounts_under
-from tests.support import apiserver as support
-from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
 
@@ -32,18 +32,18 @@ MiB = 1 << 20
 REPO = "org/e2e-model"
 COMMIT = "c" * 40  # what ArtifactApi.resolve writes as status.resolved.revision
 TOKEN = "hf_csi_tok_5e6f7a8b"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["Tiny"]}\n',
     "model.safetensors": 12 * MiB + 5,
-    "tokenizer.json": fakehub.FileSpec(size=300_000, lfs=False),
+    "tokenizer.json": fixturehub.FileSpec(size=300_000, lfs=False),
 }
 
 
 @pytest.fixture
 async def running(
     apiserver: support.RunningServer, mount_guard: pathlib.Path
-) -> AsyncIterator[tuple[plugin.Plugin, fakehub.FakeHub]]:
-    with fakehub.run_fakehub() as hub:
+) -> AsyncIterator[tuple[plugin.Plugin, fixturehub.Hub]]:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, FILES, commit=COMMIT, private_token=TOKEN)
         # Slow enough that the first mounts see the download in progress.
         hub.faults(REPO, "model.safetensors").rate = 8 * MiB
@@ -74,12 +74,12 @@ async def running(
             await started.stop()
 
 
-async def _digest(hub: fakehub.FakeHub) -> str:
+async def _digest(hub: fixturehub.Hub) -> str:
     return await csi_harness.hub_digest(hub, REPO, COMMIT, TOKEN)
 
 
 async def test_first_mount_aborts_with_progress_then_twenty_mounts_share_one_download(
-    running: tuple[plugin.Plugin, fakehub.FakeHub],
+    running: tuple[plugin.Plugin, fixturehub.Hub],
     artifacts: ArtifactApi,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -132,7 +132,7 @@ async def test_first_mount_aborts_with_progress_then_twenty_mounts_share_one_dow
 
 
 async def test_a_corrupted_download_is_never_mounted_and_other_models_stay_available(
-    running: tuple[plugin.Plugin, fakehub.FakeHub],
+    running: tuple[plugin.Plugin, fixturehub.Hub],
     artifacts: ArtifactApi,
 ) -> None:
     started, hub = running

@@ -19,11 +19,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
+from devkit import fixturehub
 from hub import config as hub_config
 from hub import huggingface, listing
 from nodeplugin.cache import layout
 from nodeplugin.materialize import download, interface, ranges, transfer
-from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,8 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def hub_server() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub_server() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         yield running
 
 
@@ -49,10 +49,10 @@ async def materializers() -> AsyncIterator[Start]:
     The garbage collection at the end makes a connection that was dropped without being closed
     warn (an error under ``-W error``) in the test that leaked it, not in a later one.
     """
-    started: list[tuple[download.HubMaterializer, fakehub.FakeHub]] = []
+    started: list[tuple[download.HubMaterializer, fixturehub.Hub]] = []
 
     def start(
-        cache: layout.Layout, hub: fakehub.FakeHub, settings: download.Settings | None = None
+        cache: layout.Layout, hub: fixturehub.Hub, settings: download.Settings | None = None
     ) -> download.HubMaterializer:
         m = download.HubMaterializer.from_config(cache, _config(hub), settings or _settings())
         started.append((m, hub))
@@ -66,12 +66,12 @@ async def materializers() -> AsyncIterator[Start]:
     gc.collect()
 
 
-def _files() -> dict[str, bytes | int | fakehub.FileSpec]:
+def _files() -> dict[str, bytes | int | fixturehub.FileSpec]:
     return {
         "config.json": b'{"architectures": ["Tiny"]}\n',
         "model-00001.safetensors": 6 * MiB + 123,
         "model-00002.safetensors": 3 * MiB,
-        "tokenizer.json": fakehub.FileSpec(size=200_000, lfs=False),
+        "tokenizer.json": fixturehub.FileSpec(size=200_000, lfs=False),
         "sub/README.md": b"# tiny\n",
     }
 
@@ -86,7 +86,7 @@ def _settings(**overrides: object) -> download.Settings:
     return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
 
-def _config(hub: fakehub.FakeHub) -> hub_config.HubConfig:
+def _config(hub: fixturehub.Hub) -> hub_config.HubConfig:
     return hub_config.HubConfig(
         huggingface_endpoint=hub.endpoint,
         modelscope_endpoint=hub.modelscope_endpoint,
@@ -95,7 +95,7 @@ def _config(hub: fakehub.FakeHub) -> hub_config.HubConfig:
     )
 
 
-async def _digest(hub: fakehub.FakeHub, token: str | None = None) -> str:
+async def _digest(hub: fixturehub.Hub, token: str | None = None) -> str:
     client = hub_config.make_client(_config(hub))
     try:
         commit = hub.repo(REPO).commit
@@ -105,7 +105,7 @@ async def _digest(hub: fakehub.FakeHub, token: str | None = None) -> str:
         await client.aclose()
 
 
-async def _request(hub: fakehub.FakeHub, token: str | None = None) -> interface.Request:
+async def _request(hub: fixturehub.Hub, token: str | None = None) -> interface.Request:
     source = interface.Source("huggingFace", REPO, hub.repo(REPO).commit)
     return interface.Request(await _digest(hub, token), source, token)
 
@@ -121,7 +121,7 @@ async def _settle(
             await asyncio.sleep(0.02)
 
 
-def _assert_identical(hub: fakehub.FakeHub, cache: layout.Layout, digest: str) -> None:
+def _assert_identical(hub: fixturehub.Hub, cache: layout.Layout, digest: str) -> None:
     tree = cache.published_path(digest)
     for path in hub.repo(REPO).files:
         assert (tree / path).read_bytes() == hub.content(REPO, path).read(), path
@@ -129,7 +129,7 @@ def _assert_identical(hub: fakehub.FakeHub, cache: layout.Layout, digest: str) -
 
 
 async def test_cold_download_is_verified_published_and_shared(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, materializers: Start
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, materializers: Start
 ) -> None:
     hub_server.add_repo(REPO, _files())
     cache = layout.Layout(tmp_path / "cache")
@@ -146,7 +146,7 @@ async def test_cold_download_is_verified_published_and_shared(
 
 
 async def test_the_concurrency_limit_is_never_exceeded(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, materializers: Start
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, materializers: Start
 ) -> None:
     hub_server.add_repo(REPO, {f"w{i}.bin": 2 * MiB for i in range(4)})
     for i in range(4):
@@ -173,7 +173,7 @@ async def test_the_concurrency_limit_is_never_exceeded(
     ids=["reset", "interrupted", "stalled", "5xx", "429"],
 )
 async def test_transient_faults_are_retried_from_the_last_byte(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, fault: dict[str, object],
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, fault: dict[str, object],
     materializers: Start,
 ) -> None:
     hub_server.add_repo(REPO, _files())
@@ -201,7 +201,7 @@ async def test_transient_faults_are_retried_from_the_last_byte(
 
 
 async def test_a_corrupted_byte_discards_the_file_and_backs_off(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, materializers: Start
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, materializers: Start
 ) -> None:
     hub_server.add_repo(REPO, _files())
     hub_server.faults(REPO, "model-00002.safetensors").corrupt_at = 1 * MiB + 3
@@ -227,7 +227,7 @@ async def test_a_corrupted_byte_discards_the_file_and_backs_off(
 
 
 async def test_a_missing_file_fails_without_publishing(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, materializers: Start
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, materializers: Start
 ) -> None:
     hub_server.add_repo(REPO, _files())
     faults = hub_server.faults(REPO, "tokenizer.json")
@@ -243,7 +243,7 @@ async def test_a_missing_file_fails_without_publishing(
 
 
 async def test_a_listing_whose_digest_differs_fails(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, materializers: Start
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, materializers: Start
 ) -> None:
     hub_server.add_repo(REPO, _files())
     cache = layout.Layout(tmp_path / "cache")
@@ -262,7 +262,7 @@ async def test_the_token_never_leaves_the_hub_or_reaches_logs(
     materializers: Start,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    with fakehub.run_fakehub(tls=True, cdn_tls=cdn_tls, cdn_host=cdn_host) as hub:
+    with fixturehub.run(tls=True, cdn_tls=cdn_tls, cdn_host=cdn_host) as hub:
         hub.add_repo(REPO, _files(), private_token=TOKEN)
         hub.faults(REPO, "model-00001.safetensors").reset_at = 1 * MiB
         cache = layout.Layout(tmp_path / "cache")
@@ -292,7 +292,7 @@ async def test_the_token_never_leaves_the_hub_or_reaches_logs(
 
 
 async def test_rate_limit_is_honoured_within_ten_percent(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, materializers: Start
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, materializers: Start
 ) -> None:
     rate = 3 * MiB
     size = 60 * MiB  # twenty seconds at the limit
@@ -322,7 +322,7 @@ def small_tmpfs(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
 
 
 async def test_insufficient_capacity_on_a_small_filesystem(
-    hub_server: fakehub.FakeHub, small_tmpfs: pathlib.Path, materializers: Start
+    hub_server: fixturehub.Hub, small_tmpfs: pathlib.Path, materializers: Start
 ) -> None:
     hub_server.add_repo("org/small", {"a.bin": 2 * MiB, "b.json": b"{}"})
     hub_server.add_repo(REPO, {"big.bin": 12 * MiB})
@@ -350,7 +350,7 @@ async def test_insufficient_capacity_on_a_small_filesystem(
 
 
 async def test_modelscope_sources_download_and_verify(
-    hub_server: fakehub.FakeHub, tmp_path: pathlib.Path, materializers: Start
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, materializers: Start
 ) -> None:
     from hub import modelscope
 

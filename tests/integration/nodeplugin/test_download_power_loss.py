@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from devkit import fixturehub
 from nodeplugin.cache import layout
 from tests.integration.nodeplugin import csi_harness
 from tests.integration.nodeplugin.download_driver import TOKEN, Driver
@@ -26,7 +27,6 @@ from tests.integration.nodeplugin.test_download_process import (
     _published,
     _whole,
 )
-from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
 
@@ -77,9 +77,9 @@ def disk(tmp_path: pathlib.Path) -> Iterator[Disk]:
 async def test_power_loss_right_after_a_revision_linking_the_files_of_another_published(
     disk: Disk, drivers: list[Driver]
 ) -> None:
-    first: dict[str, bytes | int | fakehub.FileSpec] = {
+    first: dict[str, bytes | int | fixturehub.FileSpec] = {
         "a.safetensors": 8 * MiB, "b.safetensors": 4 * MiB, "config.json": b'{"v": 1}'}
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, first, private_token=TOKEN)
         one = hub.repo(REPO).commit
         digest1 = await _digest(hub, one)
@@ -106,7 +106,7 @@ async def test_power_loss_before_a_tree_published(
 ) -> None:
     """Stored and synced files are not fetched again; whatever else was lost is, and the tree
     the restart publishes holds whole files only."""
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, {"a.safetensors": 8 * MiB, "b.safetensors": 6 * MiB,
                             "config.json": b"{}"}, private_token=TOKEN)
         digest = await _digest(hub)

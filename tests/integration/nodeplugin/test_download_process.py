@@ -16,11 +16,11 @@ import pathlib
 
 import pytest
 
+from devkit import fixturehub
 from hub import config as hub_config
 from hub import huggingface, listing
 from nodeplugin.cache import check, files, layout
 from tests.integration.nodeplugin.download_driver import TOKEN, Driver
-from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
 
@@ -28,13 +28,13 @@ MiB = 1 << 20
 REPO = "org/model"
 
 
-def _driver(root: pathlib.Path, hub: fakehub.FakeHub, digest: str, hold: bool = False, *,
+def _driver(root: pathlib.Path, hub: fixturehub.Hub, digest: str, hold: bool = False, *,
             commit: str | None = None, pause: str = "") -> Driver:
     return Driver(root, hub.endpoint, REPO, commit or hub.repo(REPO).commit, digest, hold=hold,
                   pause=pause)
 
 
-def _published(drivers: list[Driver], root: pathlib.Path, hub: fakehub.FakeHub, digest: str,
+def _published(drivers: list[Driver], root: pathlib.Path, hub: fixturehub.Hub, digest: str,
                commit: str | None = None) -> None:
     """A driver run to a published tree."""
     done = _driver(root, hub, digest, commit=commit)
@@ -43,7 +43,7 @@ def _published(drivers: list[Driver], root: pathlib.Path, hub: fakehub.FakeHub, 
     assert code == 0, err[-2000:]
 
 
-def _crashed(drivers: list[Driver], root: pathlib.Path, hub: fakehub.FakeHub, digest: str,
+def _crashed(drivers: list[Driver], root: pathlib.Path, hub: fixturehub.Hub, digest: str,
              pause: str) -> Driver:
     """A driver stopped at the crash point ``pause``."""
     cut = _driver(root, hub, digest, pause=pause)
@@ -52,7 +52,7 @@ def _crashed(drivers: list[Driver], root: pathlib.Path, hub: fakehub.FakeHub, di
     return cut
 
 
-async def _digest(hub: fakehub.FakeHub, commit: str | None = None) -> str:
+async def _digest(hub: fixturehub.Hub, commit: str | None = None) -> str:
     client = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
     try:
         source = huggingface.HuggingFace(client, hub.endpoint)
@@ -65,7 +65,7 @@ async def _digest(hub: fakehub.FakeHub, commit: str | None = None) -> str:
 async def test_kill_mid_download_then_restart_resumes(
     tmp_path: pathlib.Path, drivers: list[Driver]
 ) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, {"a.safetensors": 24 * MiB, "b.safetensors": 24 * MiB,
                             "config.json": b"{}"}, private_token=TOKEN)
         total = 48 * MiB + 2
@@ -100,7 +100,7 @@ async def test_kill_mid_download_then_restart_resumes(
 async def test_kill_after_publication_serves_the_tree_at_once(
     tmp_path: pathlib.Path, drivers: list[Driver]
 ) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, {"a.safetensors": 3 * MiB, "config.json": b"{}"},
                      private_token=TOKEN)
         digest = await _digest(hub)
@@ -128,7 +128,7 @@ async def test_kill_after_publication_serves_the_tree_at_once(
 # --- the file store's crash points ------------------------------------------------------------
 
 
-def _whole(cache: layout.Layout, digest: str, hub: fakehub.FakeHub,
+def _whole(cache: layout.Layout, digest: str, hub: fixturehub.Hub,
            commit: str | None = None) -> None:
     """The published tree passes its check (each file its stored copy) and every file is
     the hub's, whole."""
@@ -149,7 +149,7 @@ def _stored(cache: layout.Layout, digest: str, path: str) -> pathlib.Path:
 async def test_kill_after_a_file_was_stored_before_its_tree_published(
     tmp_path: pathlib.Path, drivers: list[Driver]
 ) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, {"a.safetensors": 6 * MiB, "b.safetensors": 12 * MiB,
                             "config.json": b"{}"}, private_token=TOKEN)
         hub.faults(REPO, "b.safetensors").rate = 4 * MiB  # still arriving when a is stored
@@ -172,7 +172,7 @@ async def test_kill_after_a_file_was_stored_before_its_tree_published(
 async def test_kill_with_every_file_stored_just_before_the_rename(
     tmp_path: pathlib.Path, drivers: list[Driver]
 ) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, {"a.safetensors": 3 * MiB, "config.json": b"{}"},
                      private_token=TOKEN)
         digest = await _digest(hub)
@@ -192,9 +192,9 @@ async def test_kill_with_every_file_stored_just_before_the_rename(
 async def test_kill_while_a_revision_links_the_files_of_a_published_one(
     tmp_path: pathlib.Path, drivers: list[Driver]
 ) -> None:
-    first_files: dict[str, bytes | int | fakehub.FileSpec] = {
+    first_files: dict[str, bytes | int | fixturehub.FileSpec] = {
         "a.safetensors": 6 * MiB, "config.json": b'{"v": 1}'}
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, first_files, private_token=TOKEN)
         one = hub.repo(REPO).commit
         digest1 = await _digest(hub, one)

@@ -16,13 +16,13 @@ from typing import Any
 
 import grpc
 
+from devkit import fixturehub, trees
 from hub import config as hub_config
 from nodeplugin.cache import check, files, layout
 from nodeplugin.materialize import download, local
 from openapi import manifest
 from tests.integration.nodeplugin import csi_harness
 from tests.integration.nodeplugin import store_harness as harness
-from tests.support import fakehub, trees
 
 MIB = harness.MIB
 REPO = "org/qwen"  # the repository and commit the harness' artifacts resolve to
@@ -54,7 +54,7 @@ def _stored(cache: layout.Layout, digest: str, path: str) -> pathlib.Path:
 async def test_a_shared_file_is_reserved_and_counted_once_and_goes_with_its_last_tree(
         mount_guard: pathlib.Path) -> None:
     cache_dir = harness.mount_tmpfs(mount_guard / "cache", 64)
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, {"w.bin": 20 * MIB, "config.json": b"{}\n", "README.md": README},
                      commit=COMMIT)
         # two artifacts of one repository: the first without its README

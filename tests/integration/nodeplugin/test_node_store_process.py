@@ -16,11 +16,11 @@ import grpc
 import pytest
 
 import kube
+from devkit.harness import apiserver as support
 from kube.resources import NodeModelStore
 from nodeplugin.csi.gen import csi_pb2
 from nodeplugin.materialize import local
 from tests.integration.nodeplugin.csi_harness import GROUP, ArtifactApi, PluginProcess
-from tests.support import apiserver as support
 
 NODE = "node-1"
 NAMESPACE = "tenant-ns-7f3a"

@@ -18,6 +18,10 @@ import pytest
 import kube
 from apiserver.registry import build
 from apiserver.storage import sqlite
+from devkit import admitting, fixturehub
+from devkit.controlplane import ControlPlane, Rule
+from devkit.harness import clustermode
+from devkit.harness.apiserver import free_port
 from hub import config as hub_config
 from kube.resources import NodeModelStore
 from nodeplugin import plugin
@@ -25,9 +29,7 @@ from nodeplugin.materialize import download, interface, ranges, transfer
 from nodeplugin.peer import assembly as peer_assembly
 from nodeplugin.peer import wire
 from tests.integration.apiserver import cluster
-from tests.support import admitting, clustermode, fakehub, hubrequest
-from tests.support.apiserver import free_port
-from tests.support.controlplane import ControlPlane, Rule
+from tests.support import hubrequest
 from tests.unit.nodeplugin import fakes
 
 pytestmark = pytest.mark.integration
@@ -92,11 +94,11 @@ async def _publish(running: plugin.Plugin, request: interface.Request) -> None:
 async def test_a_cold_plugin_finds_its_peer_in_the_node_store_and_pulls_from_it(
     tmp_path: pathlib.Path,
 ) -> None:
-    with ControlPlane(tmp_path / "cp") as cp, fakehub.run_fakehub() as hub:
+    with ControlPlane(tmp_path / "cp") as cp, fixturehub.run() as hub:
         clustermode.prepare(cp)
         cluster.grant_chart_and_tenants(cp)
         hub.add_repo(REPO, {"config.json": b"{}\n", "model.safetensors": 6 * MiB + 5,
-                            "tokenizer.json": fakehub.FileSpec(size=200_000, lfs=False)})
+                            "tokenizer.json": fixturehub.FileSpec(size=200_000, lfs=False)})
         request = await hubrequest.request_for(hub, REPO)
         digest = request.digest
         data_dir = tmp_path / "server"

@@ -1,5 +1,5 @@
 """Node-to-node sync between plugin processes (root): the issue's proof with real
-``python -m nodeplugin`` processes in cluster mode (``tests.support.peernodes``: the fixture
+``python -m nodeplugin`` processes in cluster mode (``devkit.harness.peernodes``: the fixture
 control plane reviewing their tokens, the API server behind it, the fixture hub), each node asked
 to hold the artifact as the worker asks it (``POST /model/prefetches``, the prefetch delivery).
 
@@ -26,10 +26,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from devkit import fixturehub
+from devkit.controlplane import service_account
+from devkit.harness import peernodes
 from nodeplugin.cache import layout
 from nodeplugin.peer import wire
-from tests.support import fakehub, hubrequest, peernodes
-from tests.support.controlplane import service_account
+from tests.support import hubrequest
 
 if os.geteuid() != 0:  # the plugin's read-only view of its cache is a bind mount
     pytest.skip("the plugin processes need root (bind mounts)", allow_module_level=True)
@@ -38,18 +40,18 @@ pytestmark = pytest.mark.integration
 
 REPO = "org/peer-model"
 MiB = 1 << 20
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["Peer"]}\n',
     "model-00001.safetensors": 24 * MiB + 13,
-    "tokenizer.json": fakehub.FileSpec(size=250_000, lfs=False),
+    "tokenizer.json": fixturehub.FileSpec(size=250_000, lfs=False),
 }
 SLOW = 4 * MiB
 """node-c's spec.download.bytesPerSecond: six seconds for the model, time to kill node-a."""
 
 
 @pytest.fixture
-def world(mount_guard: pathlib.Path) -> Iterator[tuple[fakehub.FakeHub, peernodes.Cluster]]:
-    with fakehub.run_fakehub() as hub, contextlib.ExitStack() as stack:
+def world(mount_guard: pathlib.Path) -> Iterator[tuple[fixturehub.Hub, peernodes.Cluster]]:
+    with fixturehub.run() as hub, contextlib.ExitStack() as stack:
         hub.add_repo(REPO, FILES)
         spec = {"hub": {"huggingFaceEndpoint": hub.endpoint}}
         cluster = peernodes.Cluster(stack, mount_guard, {
@@ -58,18 +60,18 @@ def world(mount_guard: pathlib.Path) -> Iterator[tuple[fakehub.FakeHub, peernode
         yield hub, cluster
 
 
-def _size(hub: fakehub.FakeHub) -> int:
+def _size(hub: fixturehub.Hub) -> int:
     return sum(hub.content(REPO, path).size for path in FILES)
 
 
-def _tree_is_the_hub_s(hub: fakehub.FakeHub, node: peernodes.Node, digest: str) -> None:
+def _tree_is_the_hub_s(hub: fixturehub.Hub, node: peernodes.Node, digest: str) -> None:
     tree = node.tree(digest)
     for path in FILES:
         assert (tree / path).read_bytes() == hub.content(REPO, path).read(), path
 
 
 def test_nodes_pull_from_a_peer_process_and_fall_back_to_the_hub_when_it_dies(
-    world: tuple[fakehub.FakeHub, peernodes.Cluster],
+    world: tuple[fixturehub.Hub, peernodes.Cluster],
 ) -> None:
     hub, cluster = world
     resolved = asyncio.run(hubrequest.request_for(hub, REPO))

@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
+from devkit.controlplane import ControlPlane
 from tests.integration.nodeplugin import ports_harness
-from tests.support.controlplane import ControlPlane
 
 MiB = 1 << 20
 BIG = bytes(range(256)) * (24 * MiB // 256)

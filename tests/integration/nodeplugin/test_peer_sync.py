@@ -23,15 +23,16 @@ import httpx
 import pytest
 
 import kube
+from devkit import fixturehub
+from devkit.clock import ManualClock
+from devkit.controlplane import ControlPlane, Rule, service_account
 from hub import config as hub_config
 from nodeplugin import reviews, serve
 from nodeplugin.cache import layout
 from nodeplugin.materialize import download, interface, ranges, transfer
 from nodeplugin.nodestore import status as statuses
 from nodeplugin.peer import admission, client, holders, server, wire
-from tests.support import fakehub, hubrequest
-from tests.support.clock import ManualClock
-from tests.support.controlplane import ControlPlane, Rule, service_account
+from tests.support import hubrequest
 
 pytestmark = pytest.mark.integration
 
@@ -43,11 +44,11 @@ TENANT_TOKEN = "tenant-token"
 READER_TOKEN = "reader-token"
 
 
-def _files() -> dict[str, bytes | int | fakehub.FileSpec]:
+def _files() -> dict[str, bytes | int | fixturehub.FileSpec]:
     return {
         "config.json": b'{"architectures": ["Tiny"]}\n',
         "model-00001.safetensors": 12 * MiB + 77,
-        "tokenizer.json": fakehub.FileSpec(size=300_000, lfs=False),
+        "tokenizer.json": fixturehub.FileSpec(size=300_000, lfs=False),
         "sub/README.md": b"# tiny\n",
     }
 
@@ -60,7 +61,7 @@ def _settings() -> download.Settings:
     )
 
 
-def _config(hub: fakehub.FakeHub) -> hub_config.HubConfig:
+def _config(hub: fixturehub.Hub) -> hub_config.HubConfig:
     return hub_config.HubConfig(huggingface_endpoint=hub.endpoint, read_timeout=5.0)
 
 
@@ -134,7 +135,7 @@ class Relay:
 
 @dataclasses.dataclass
 class World:
-    hub: fakehub.FakeHub
+    hub: fixturehub.Hub
     plane: ControlPlane
     request: interface.Request
     seed: download.HubMaterializer
@@ -160,7 +161,7 @@ async def world(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIte
         "gpustack-system", "model-manager-node", uid="plugin-uid"))
     control_plane.policy.grant("system:serviceaccount:gpustack-system:model-manager-node",
                                Rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)))
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         hub.add_repo(REPO, _files())
         request = await hubrequest.request_for(hub, REPO)
         seed_cache = layout.Layout(tmp_path / "a")

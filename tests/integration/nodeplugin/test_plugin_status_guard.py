@@ -9,11 +9,11 @@ import pathlib
 from typing import Any
 
 import kube
+from devkit.controlplane import ControlPlane
+from devkit.harness import clustermode
 from kube.resources import NodeModelStore
 from nodeplugin import plugin
 from tests.integration.apiserver import cluster
-from tests.support import clustermode
-from tests.support.controlplane import ControlPlane
 from tests.unit.nodeplugin import fakes
 
 

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
+from devkit.controlplane import ControlPlane
 from nodeplugin import artifacts, prefetchapi
 from nodeplugin.materialize import interface
 from tests.integration.nodeplugin import ports_harness
-from tests.support.controlplane import ControlPlane
 from tests.unit.nodeplugin import fakes
 
 SMALL = 4096

@@ -18,11 +18,11 @@ import httpx
 import pytest
 from prometheus_client import parser
 
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from hub import config as hub_config
 from hub import huggingface, listing
 from tests.integration.nodeplugin.csi_harness import ArtifactApi, PluginProcess, mounts_under
-from tests.support import apiserver as support
-from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
 
@@ -31,15 +31,15 @@ REPO = "org/served-model"
 COMMIT = "c" * 40  # what ArtifactApi.resolve writes as status.resolved.revision
 TOKEN = "hf_serve_tok_9d8c7b6a"
 WORKER_TOKEN = "worker-downloads-token-42"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"architectures": ["Tiny"]}\n',
     "model.safetensors": 8 * MiB + 3,
-    "tokenizer.json": fakehub.FileSpec(size=200_000, lfs=False),
+    "tokenizer.json": fixturehub.FileSpec(size=200_000, lfs=False),
 }
 P = "gpustack_model_manager_"
 
 
-def _digest(hub: fakehub.FakeHub) -> str:
+def _digest(hub: fixturehub.Hub) -> str:
     async def compute() -> str:
         config = hub_config.HubConfig(huggingface_endpoint=hub.endpoint, ca_bundle=hub.ca_bundle)
         client = hub_config.make_client(config)
@@ -92,7 +92,7 @@ def test_a_hub_artifact_mounts_through_the_cli_plugin_with_metrics_and_downloads
     start_plugin: Callable[..., PluginProcess],
     mount_guard: pathlib.Path,
 ) -> None:
-    with fakehub.run_fakehub(tls=True) as hub:
+    with fixturehub.run(tls=True) as hub:
         assert hub.ca_bundle is not None
         hub.add_repo(REPO, FILES, commit=COMMIT, private_token=TOKEN)
         # Slow enough that /model/downloads and the first mounts see the download running.

@@ -19,12 +19,12 @@ from collections.abc import Callable
 import grpc
 import pytest
 
+from devkit import fixturehub
+from devkit.harness import apiserver as support
 from nodeplugin.cache import layout
 from openapi import manifest
 from tests.integration.nodeplugin import csi_harness
 from tests.integration.nodeplugin.csi_harness import ArtifactApi, Kubelet, PluginProcess
-from tests.support import apiserver as support
-from tests.support import fakehub
 
 pytestmark = pytest.mark.integration
 
@@ -34,9 +34,9 @@ CASES = ("edited", "matched", "removed", "truncated")
 """The stored manifest edited; edited, with a file edited to match it; removed; a file cut."""
 
 
-def _files(case: str) -> dict[str, bytes | int | fakehub.FileSpec]:
+def _files(case: str) -> dict[str, bytes | int | fixturehub.FileSpec]:
     return {"config.json": f'{{"case": "{case}"}}\n'.encode(), "model.safetensors": 70_000,
-            "tokenizer.json": fakehub.FileSpec(size=3_000, lfs=False)}
+            "tokenizer.json": fixturehub.FileSpec(size=3_000, lfs=False)}
 
 
 def _writable(path: pathlib.Path) -> None:
@@ -80,7 +80,7 @@ async def test_damaged_trees_are_quarantined_before_any_mount_then_downloaded_ag
     apiserver: support.RunningServer, artifacts: ArtifactApi,
     start_plugin: Callable[..., PluginProcess],
 ) -> None:
-    with fakehub.run_fakehub() as hub:
+    with fixturehub.run() as hub:
         digests: dict[str, str] = {}
         attributes: dict[str, dict[str, str]] = {}
         for case in CASES:

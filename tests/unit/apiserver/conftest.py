@@ -12,8 +12,9 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
-from controllers import assembly as runner
-from tests.support import admitting, etcd
+from controllers.nodeview import view as views
+from devkit import admitting
+from devkit.harness import etcd
 from timing import clock as clocks
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -45,11 +46,11 @@ def etcd_server(tmp_path: pathlib.Path) -> Iterator[etcd.Etcd]:
 
 
 @pytest.fixture
-async def progress_view(registry: build.Registry) -> AsyncIterator[runner.NodeView]:
+async def progress_view(registry: build.Registry) -> AsyncIterator[views.NodeView]:
     """The progress view as the server wires it: a NodeModelStore index kept from the watch
     through the in-process client, plugged into the registry once it has listed."""
     api = inprocess.RegistryClient(registry, user=users.UserInfo(WORKER), worker_username=WORKER)
-    view = runner.NodeView(api, clocks.SystemClock(), None)
+    view = views.NodeView(api, clocks.SystemClock(), None)
     view.start()
     await view.index.wait_synced()
     registry.progress_view.view = view.progress

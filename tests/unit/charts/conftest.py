@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import helm
+from devkit import helm
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,8 @@ import pytest
 from apiserver.options import cli as apiserver_cli
 from apiserver.options import config as apiserver_config
 from controllers import config as controller_settings
+from devkit import helm
 from nodeplugin import __main__ as plugin_cli
-from tests.support import helm
 
 NS = helm.NAMESPACE
 ETCD_TLS = ["apiserver.storage.backend=etcd",

@@ -8,7 +8,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from tests.support import helm
+from devkit import helm
 
 VERSIONS = ("1.27.0", "1.33.0")
 CRD_GROUPS = ("monitoring.coreos.com/",)

@@ -16,8 +16,8 @@ import yaml
 from prometheus_client import registry
 
 from apiserver.endpoints import metrics as server_metrics
+from devkit import helm
 from nodeplugin import metrics as plugin_metrics
-from tests.support import helm
 
 DASHBOARD_FILE = helm.CHART / "dashboards" / "model-manager.json"
 ON = ["monitoring.dashboard.enabled=true", "monitoring.prometheusRule.enabled=true",

@@ -13,7 +13,7 @@ import yaml
 
 from apiserver.auth import policy, rbac
 from apiserver.options import config
-from tests.support import helm
+from devkit import helm
 
 GROUP = "worker.gpustack.ai"
 Triple = tuple[str, str, str, tuple[str, ...]]

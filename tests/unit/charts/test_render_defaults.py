@@ -8,7 +8,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tests.support import helm
+from devkit import helm
 
 NS = helm.NAMESPACE
 

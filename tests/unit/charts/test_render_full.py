@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from tests.support import helm
+from devkit import helm
 
 
 def _leaves(tree: dict[str, Any], schema: dict[str, Any], prefix: str = "") -> set[str]:

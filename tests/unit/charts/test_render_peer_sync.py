@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from devkit import helm
 from nodeplugin import __main__ as plugin_cli
 from nodeplugin.peer import assembly, wire
-from tests.support import helm
 
 ON = ["modelManager.peerSync.enabled=true"]
 PLUGIN_USER = "system:serviceaccount:gpustack-system:model-manager-node"

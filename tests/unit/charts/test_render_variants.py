@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from tests.support import helm
+from devkit import helm
 
 
 def test_plugin_disabled_renders_no_node_objects() -> None:

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from controllers.nodestores import settings as storesettings
+from devkit import helm
 from openapi import nodestore, quantity
-from tests.support import helm
 
 
 def _drift(schema: dict[str, Any], values: dict[str, Any],

@@ -11,14 +11,15 @@ import pytest
 
 from controllers.nodestores import settings as storesettings
 from controllers.resolver import settings as clustersettings
+from devkit import helm
+from devkit.controlplane import Authority
 from hub import config as hub_config
-from tests.support import helm
-from tests.support.controlplane import Authority
+from openapi import install
 
 READ_BY_THE_CONTROLLERS = {
     *storesettings.HUB_KEYS, storesettings.HIGH, storesettings.LOW, storesettings.CONCURRENCY,
     storesettings.BANDWIDTH, storesettings.CA_BUNDLE,
-    clustersettings.PREFIX + "revalidate-interval",
+    install.REVALIDATE_INTERVAL,
 }
 # Read by no controller: it reports the chart's switch modelManager.peerSync.enabled, written
 # from it at every install (test_values_schema: the peer sync setting says what the switch runs).

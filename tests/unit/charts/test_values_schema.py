@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import helm
+from devkit import helm
 
 
 @pytest.mark.parametrize(

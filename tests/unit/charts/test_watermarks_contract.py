@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from devkit import helm
 from openapi import nodestore
-from tests.support import helm
 
 
 @pytest.mark.parametrize(("high", "low"), [(80, 79), (80, 80), (60, 75), (2, 1)])

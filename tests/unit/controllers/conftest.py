@@ -19,14 +19,15 @@ from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
 from apiserver.wiring import proofs as stored
 from controllers.resolver import controller as resolver
-from controllers.resolver import hubs, passes, proofs
+from controllers.resolver import hubs, passes
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
-from controllers.runtime import events, informer
+from controllers.runtime import events, informer, proofs
 from controllers.sources import claims, secrets
+from devkit import admitting, fixturehub
+from devkit import clock as manual
 from hub import config as hub_config
-from tests.support import admitting, fakehub, waiting
-from tests.support import clock as manual
+from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 DAY = 86400.0
@@ -58,7 +59,7 @@ class RecordingClient:
 
 
 class Harness:
-    def __init__(self, hub: fakehub.FakeHub, registry: build.Registry, root: pathlib.Path,
+    def __init__(self, hub: fixturehub.Hub, registry: build.Registry, root: pathlib.Path,
                  *, endpoint: str | None = None, ledger: proofs.Ledger | None = None) -> None:
         self.hub = hub
         self.registry = registry
@@ -158,13 +159,13 @@ async def registry(tmp_path: pathlib.Path) -> AsyncIterator[build.Registry]:
 
 
 @pytest.fixture
-def hub() -> Iterator[fakehub.FakeHub]:
-    with fakehub.run_fakehub() as running:
+def hub() -> Iterator[fixturehub.Hub]:
+    with fixturehub.run() as running:
         yield running
 
 
 @pytest.fixture
-async def harness(hub: fakehub.FakeHub, registry: build.Registry,
+async def harness(hub: fixturehub.Hub, registry: build.Registry,
                   tmp_path: pathlib.Path) -> AsyncIterator[Harness]:
     running = Harness(hub, registry, tmp_path)
     await running.start()

@@ -5,7 +5,7 @@ it reads is the chart's (rendered with the real Helm binary)."""
 from __future__ import annotations
 
 from controllers import config as settings
-from tests.support import chartrbac
+from devkit import chartrbac
 
 
 def _flag(args: list[str], name: str) -> str | None:

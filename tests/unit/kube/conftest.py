@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.controlplane import ControlPlane
+from devkit.controlplane import ControlPlane
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from lightkube.resources.storage_v1 import CSINode
 from prometheus_client import REGISTRY
 
 import kube
-from tests.support.controlplane import ADMIN_TOKEN, ControlPlane, resources
+from devkit.controlplane import ADMIN_TOKEN, ControlPlane, resources
 
 CONTENT = base64.b64encode(b"hf_s3cr3t").decode()
 

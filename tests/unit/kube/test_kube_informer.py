@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import kube
+from devkit import clock as manual
 from kube import informer
-from tests.support import clock as manual
 from tests.support import toolarge, waiting
+from timing import backoff as backoffs
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 OWNER = REPO / "kube" / "informer.py"
@@ -152,7 +153,7 @@ def test_too_large_is_told_apart_from_other_timeouts() -> None:
 
 
 def test_backoff_doubles_to_its_maximum() -> None:
-    backoff = informer.Backoff(0.5, 4.0)
+    backoff = backoffs.Backoff(0.5, 4.0)
     assert [backoff.delay(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 4.0, 4.0]
 
 

@@ -12,8 +12,8 @@ import pytest
 from lightkube.resources.core_v1 import ConfigMap
 
 import kube
+from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from nodeplugin import apiclient
-from tests.support.controlplane import ControlPlane, Rule, UserInfo, resources
 
 TOKEN = "plugin-secret-token"
 PATH = "/api/v1/configmaps"

@@ -10,11 +10,11 @@ import pytest
 from prometheus_client import registry
 
 import kube
+from devkit import clock as clocks
+from devkit.controlplane import ControlPlane, Rule, resources, service_account
 from nodeplugin import metrics, reviews, serve
 from nodeplugin.materialize import interface
 from nodeplugin.nodestore import source
-from tests.support import clock as clocks
-from tests.support.controlplane import ControlPlane, Rule, resources, service_account
 
 DIGEST = "sha256:" + "0f" * 32
 WORKER = "system:serviceaccount:gpustack-system:model-manager"

@@ -12,7 +12,8 @@ from prometheus_client import exposition, parser
 
 from nodeplugin import metrics
 from nodeplugin.cache import layout, quarantine
-from nodeplugin.materialize import backoff, interface
+from nodeplugin.materialize import failures as failure_records
+from nodeplugin.materialize import interface
 
 A = "sha256:" + "ab" * 32
 B = "sha256:" + "cd" * 32
@@ -46,7 +47,7 @@ def test_the_node_state_is_read_at_scrape_time(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     cache.create()
     clock = _Clock()
-    failures = backoff.Backoff(cache, clock=clock)
+    failures = failure_records.Failures(cache, clock=clock)
     held = quarantine.Quarantine(cache)
     state = {"refs": (3, 2), "high": 80, "ready": True, "scrubbed": {("scrub", "hash"): 1}}
     made = metrics.Metrics(metrics.state_sources(
@@ -120,7 +121,7 @@ def test_completions_count_the_verification_that_failed() -> None:
 def test_every_label_is_a_bounded_vocabulary(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     cache.create()
-    failures = backoff.Backoff(cache)
+    failures = failure_records.Failures(cache)
     for digest in (A, B, C):
         failures.record(digest, interface.Reason.ACCESS_DENIED, "no")
     made = metrics.Metrics(metrics.state_sources(

@@ -13,12 +13,12 @@ import grpc
 import httpx
 import pytest
 
+from devkit.harness import apiserver as support
 from hub import config as hub_config
 from nodeplugin import apiclient, plugin
 from nodeplugin.cache import layout
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.materialize import download, interface, local
-from tests.support import apiserver as support
 from tests.unit.nodeplugin import fakes
 
 FILES = {"config.json": b"{}", "model.bin": b"\x02" * 3000}

@@ -10,11 +10,11 @@ import pathlib
 import threading
 from collections.abc import Callable
 
+from devkit import clock as clocks
 from nodeplugin import scrub
 from nodeplugin.cache import check, files, integrity, layout, locks, publish, quarantine
 from nodeplugin.materialize import interface
 from openapi import manifest
-from tests.support import clock as clocks
 
 FILES = {"a.bin": b"a" * 5000, "dir/b.txt": b"hello"}
 

@@ -13,9 +13,9 @@ from cryptography import x509
 from prometheus_client import registry
 
 from certs import authority
+from devkit.harness import apiserver as support
 from nodeplugin import metrics, serve
 from nodeplugin.materialize import interface
-from tests.support import apiserver as support
 
 DIGEST = "sha256:" + "0f" * 32
 TOKEN = "worker-token-1234"

@@ -13,12 +13,12 @@ import pytest
 
 from apiserver import errors
 from apiserver.registry import selectors
+from devkit import admitting as admission
 from hub import errors as hub_errors
 from hub import source
 from nodeplugin.cache import layout
 from openapi import grammar, names, sources, validation
 from openapi import schema as schemas
-from tests.support import admitting as admission
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 

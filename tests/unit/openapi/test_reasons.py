@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import typing
+
+from hub import errors as hub_errors
 from nodeplugin.materialize import interface
 from openapi import reasons
 from openapi import schema as schemas
@@ -25,3 +28,16 @@ def test_condition_types_per_kind() -> None:
     pattern = artifact["items"]["properties"]["reason"]["pattern"]
     assert pattern == reasons.CONDITION_REASON_PATTERN
     assert set(reasons.RESOLVED_REASONS) >= {"Resolved", "SecretNotFound", "UnsupportedSource"}
+
+
+def test_the_vocabulary_is_what_the_schema_serves() -> None:
+    assert reasons.RESOLVED in reasons.RESOLVED_REASONS
+    assert len(set(reasons.RESOLVED_REASONS)) == len(reasons.RESOLVED_REASONS)
+    assert reasons.FailureReason.ACCESS_DENIED.value == reasons.ACCESS_DENIED
+
+
+def test_the_hubs_reasons_are_the_contracts() -> None:
+    assert hub_errors.Reason is reasons.HubReason
+    assert set(typing.get_args(reasons.HubReason)) == set(reasons.HUB_REASONS)
+    assert {reasons.ACCESS_DENIED, reasons.SOURCE_UNAVAILABLE, reasons.INVALID_REQUEST} <= set(
+        reasons.HUB_REASONS) & set(reasons.FAILURE_REASONS)

@@ -26,9 +26,9 @@ from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.protocol import h2 as hypercorn_h2
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.support import apiserver as support
+from devkit.controlplane import Authority
+from devkit.harness import apiserver as support
 from tests.support import asgi, h2client
-from tests.support.controlplane import Authority
 from tlsserver import guards as hypercorn_guards
 from tlsserver import listener
 

@@ -22,8 +22,8 @@ from apiserver.auth import authorizer, policy, rbac
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
+from devkit import admitting
 from openapi import anchors
-from tests.support import admitting
 
 DIGEST = "sha256:" + "ab" * 32
 GRANT = anchors.ANNOTATION

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from devkit import admitting as admission
 from openapi import grammar
-from tests.support import admitting as admission
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 IMAGE = "registry.example.com:5000/team/qwen@" + DIGEST

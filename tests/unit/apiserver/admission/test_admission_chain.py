@@ -16,8 +16,8 @@ from apiserver.admission import chain, facts
 from apiserver.auth import user as users
 from apiserver.auth import worker as workers
 from apiserver.registry import strategy
+from devkit import admitting
 from openapi import fields, resources
-from tests.support import admitting
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 IMAGE = "registry.example.com/team/qwen@sha256:" + "0123456789abcdef" * 4

@@ -10,8 +10,8 @@ import pytest
 
 from apiserver.admission import chain, facts
 from apiserver.registry import strategy
+from devkit import admitting
 from openapi import defaults, fields, resources
-from tests.support import admitting
 
 
 class _Artifacts:

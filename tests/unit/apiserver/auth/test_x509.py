@@ -12,8 +12,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from apiserver.auth import authenticator, clientcert, requestheader, trust, x509
 from apiserver.auth import user as users
-from tests.support import aggregator
-from tests.support.controlplane import Authority, FrontProxy, KeyPair
+from devkit.controlplane import Authority, FrontProxy, KeyPair
+from devkit.harness import aggregator
 from tests.unit.apiserver.auth import samples
 
 

@@ -15,8 +15,8 @@ from apiserver.auth import user as users
 from apiserver.endpoints import resources
 from apiserver.registry import build
 from apiserver.wiring import app
-from controllers import assembly as runner
-from tests.support import admitting
+from controllers.nodeview import view as views
+from devkit import admitting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
 PLUGIN = "system:serviceaccount:gpustack-system:model-manager-node"
@@ -55,7 +55,7 @@ async def _render(request: requests.Request, exc: Exception) -> responses.Respon
 
 @pytest.fixture
 async def client(registry: build.Registry,
-                 progress_view: runner.NodeView) -> AsyncIterator[httpx.AsyncClient]:
+                 progress_view: views.NodeView) -> AsyncIterator[httpx.AsyncClient]:
     app = applications.Starlette(routes=resources.routes(registry, status_guards()),
                                  exception_handlers={errors.StatusError: _render})
     transport = httpx.ASGITransport(app=FakeIdentity(app))

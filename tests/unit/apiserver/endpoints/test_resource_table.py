@@ -17,8 +17,8 @@ from apiserver.endpoints import discovery, resources
 from apiserver.registry import build, strategy
 from apiserver.registry.fieldmanager import tracking
 from apiserver.storage import sqlite
+from devkit import admitting
 from openapi import resources as table
-from tests.support import admitting
 from tests.unit.apiserver.endpoints.conftest import WORKER, FakeIdentity, _render, status_guards
 
 BASE = "/apis/worker.gpustack.ai/v1"

@@ -14,7 +14,8 @@ from apiserver import errors
 from apiserver.options import config
 from apiserver.registry import build, events, options
 from apiserver.storage import interface, watchcache
-from tests.support import admitting, etcd
+from devkit import admitting
+from devkit.harness import etcd
 from tests.unit.apiserver.registry.conftest import artifact
 
 NS = "ns"

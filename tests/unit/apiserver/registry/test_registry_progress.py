@@ -7,7 +7,7 @@ import pytest
 
 from apiserver import errors
 from apiserver.registry import build
-from controllers import assembly as runner
+from controllers.nodeview import view as views
 from tests.support import waiting
 from tests.unit.apiserver.registry.conftest import artifact
 
@@ -15,7 +15,7 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 async def test_read_uses_the_indexed_node_stores(registry: build.Registry,
-                                                 progress_view: runner.NodeView) -> None:
+                                                 progress_view: views.NodeView) -> None:
     created = await registry.modelartifacts.create(artifact(), namespace="a")
     created["status"] = {"resolved": {"manifestDigest": DIGEST, "sizeBytes": 10}}
     await registry.modelartifacts.update_status(created, namespace="a", name="qwen")

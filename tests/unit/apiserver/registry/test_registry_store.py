@@ -12,8 +12,8 @@ import pytest
 from apiserver import errors
 from apiserver.registry import build, meta, options, store, strategy
 from apiserver.storage import sqlite
+from devkit import admitting
 from openapi import fields, resources
-from tests.support import admitting
 from tests.unit.apiserver.registry.conftest import artifact
 
 

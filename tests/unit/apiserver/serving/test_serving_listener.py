@@ -17,9 +17,9 @@ from hypercorn import config as hypercorn_config
 
 from apiserver.auth import middleware
 from apiserver.serving import listener, tls
+from devkit.controlplane import Authority
+from devkit.harness.apiserver import free_port
 from tests.support import asgi
-from tests.support.apiserver import free_port
-from tests.support.controlplane import Authority
 
 
 async def chain_app(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -9,7 +9,7 @@ import ssl
 import pytest
 
 from apiserver.serving import tls
-from tests.support.controlplane import Authority
+from devkit.controlplane import Authority
 
 
 def _files(tmp_path: pathlib.Path, ca: Authority) -> tuple[pathlib.Path, pathlib.Path]:

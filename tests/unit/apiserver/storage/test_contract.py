@@ -16,7 +16,8 @@ from apiserver.registry import statuses
 from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from tests.support import etcd, toolarge
+from devkit.harness import etcd
+from tests.support import toolarge
 from tests.unit.apiserver.storage import shared_pair
 
 # Generous bounds so a loaded CI machine never fails a correct store; they only turn a hang

@@ -13,8 +13,8 @@ from apiserver.storage import interface
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import compactor
 from apiserver.storage.etcd import store as etcd_store
-from tests.support import apiserver as support
-from tests.support import etcd
+from devkit.harness import apiserver as support
+from devkit.harness import etcd
 
 PATIENCE = 30.0
 

@@ -18,7 +18,7 @@ import pytest
 from apiserver.storage import interface, marks, sqlite, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from tests.support import etcd
+from devkit.harness import etcd
 
 GAP = 50
 """Small, so etcd's fence (one empty write per revision) stays quick."""

@@ -15,7 +15,7 @@ import pytest
 from apiserver.storage import interface, watchcache
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
-from tests.support import etcd
+from devkit.harness import etcd
 
 PATIENCE = 30.0
 PREFIX = "/things/"

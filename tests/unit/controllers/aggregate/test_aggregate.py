@@ -17,7 +17,7 @@ from controllers.aggregate import controller as aggregate
 from controllers.nodeview import index as nodeindex
 from controllers.runtime import client as clients
 from controllers.runtime import informer
-from tests.support import clock as manual
+from devkit import clock as manual
 from tests.support import waiting
 from tests.unit.controllers.conftest import WORKER
 

@@ -9,11 +9,12 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
 from controllers.nodestores import controller as nodestores
+from controllers.nodestores import nodes
 from controllers.nodestores import settings as storesettings
 from controllers.runtime import client as clients
 from controllers.runtime import informer
+from devkit import clock as manual
 from hub import config as hub_config
-from tests.support import clock as manual
 from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -27,7 +28,7 @@ async def test_standalone_nodes_get_their_store_without_an_owner(
     api = inprocess.RegistryClient(registry, user=users.UserInfo(WORKER),
                                    worker_username=WORKER)
     stores = informer.Informer(api, clients.NODE_MODEL_STORES, clock)
-    controller = nodestores.NodeStores(api, stores, nodestores.StaticNodes(["node-1"]),
+    controller = nodestores.NodeStores(api, stores, nodes.StaticNodes(["node-1"]),
                                        nodestores.FixedSettings(BASE), clock)
     watching = asyncio.create_task(stores.run())
     try:
@@ -96,10 +97,10 @@ def test_kubelet_thresholds_from_configz() -> None:
                                                  "imagefs.available": "5Gi",
                                                  "memory.available": "100Mi"},
                                 "imageGCHighThresholdPercent": 85}}
-    assert nodestores.kubelet_spec(answer) == {
+    assert nodes.kubelet_spec(answer) == {
         "nodefsAvailable": "10%", "imagefsAvailable": "5Gi", "imageGCHighThresholdPercent": 85}
-    unset = nodestores.kubelet_spec({"kubeletconfig": {}})
+    unset = nodes.kubelet_spec({"kubeletconfig": {}})
     assert unset == {"nodefsAvailable": "", "imagefsAvailable": ""}
-    odd = nodestores.kubelet_spec({"kubeletconfig": {
+    odd = nodes.kubelet_spec({"kubeletconfig": {
         "evictionHard": {"nodefs.available": "lots"}, "imageGCHighThresholdPercent": 150}})
     assert odd == {"imagefsAvailable": ""}  # what the plugin could not read is left out

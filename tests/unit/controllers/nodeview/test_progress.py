@@ -8,7 +8,8 @@ from typing import Any
 
 from controllers.nodeview import index as nodeindex
 from controllers.nodeview import progress
-from tests.support import clock as manual
+from devkit import clock as manual
+from openapi.kinds import modelartifact
 
 DIGEST = "sha256:" + "ab" * 32
 NOW = manual.START
@@ -65,14 +66,14 @@ def test_percent_absent_when_nothing_downloads() -> None:
 
 
 def test_reasons_when_there_is_nothing_to_count() -> None:
-    assert progress.compute(_artifact(), [], {}, NOW)["reason"] == progress.NOT_RESOLVED
+    assert progress.compute(_artifact(), [], {}, NOW)["reason"] == modelartifact.NOT_RESOLVED
     claim = _artifact()
     claim["spec"] = {"source": {"persistentVolumeClaim": {"claimName": "c"}}}
-    assert progress.compute(claim, [], {}, NOW)["reason"] == progress.CLAIM
+    assert progress.compute(claim, [], {}, NOW)["reason"] == modelartifact.CLAIM_COUNTS_NOTHING
     image = _artifact()
     image["spec"] = {"source": {"image": {"reference": "r@sha256:" + "0" * 64}}}
     body = progress.compute(image, [], {}, NOW)
-    assert body["reason"] == progress.IMAGE and body["ready"] == 0
+    assert body["reason"] == modelartifact.IMAGE_COUNTS_NOTHING and body["ready"] == 0
 
 
 class FakeIndex:

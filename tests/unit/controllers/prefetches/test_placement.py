@@ -12,7 +12,7 @@ from controllers.prefetches import placement
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer
-from tests.support import clock as manual
+from devkit import clock as manual
 from tests.unit.controllers.fakes import Listed
 
 NS = "gpustack-system"

@@ -16,7 +16,7 @@ from certs import authority
 from controllers.prefetches import plan as prefetchplan
 from controllers.prefetches import plugindelivery
 from controllers.sources import plugins, secrets
-from tests.support import clock as manual
+from devkit import clock as manual
 
 DIGEST = "sha256:" + "ab" * 32
 PREFETCH: dict[str, Any] = {

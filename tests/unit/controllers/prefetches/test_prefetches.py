@@ -15,11 +15,12 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
 from controllers.prefetches import controller as prefetches
+from controllers.prefetches import pins
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer, queue
+from devkit import clock as manual
 from openapi import resources
-from tests.support import clock as manual
 from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -49,6 +50,7 @@ class World:
         self.delivery = delivery
         self.controller = prefetches.Prefetches(self.api, *self.informers, self.clock,
                                                 delivery=delivery)
+        self.pins = pins.Pins(self.api, *self.informers, self.clock)
         self.tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -111,7 +113,7 @@ class World:
 
     async def pinned(self, node: str) -> list[str]:
         await self.settle()
-        await self.controller.reconcile_pins(node)
+        await self.pins.reconcile_pins(node)
         found = await self.registry.nodemodelstores.get("", node)
         return list((found.get("spec") or {}).get("pinned") or [])
 
@@ -247,9 +249,9 @@ async def test_pins_are_the_union_and_leave_with_the_prefetch(world: World) -> N
     assert await world.pinned("node-2") == []
     stored = await world.registry.nodemodelstores.get("", "node-2")
     assert "pinned" not in stored["spec"]
-    writes = world.controller.pin_writes
+    writes = world.pins.pin_writes
     assert await world.pinned("node-1") == [OTHER]
-    assert world.controller.pin_writes == writes  # nothing changed, nothing written
+    assert world.pins.pin_writes == writes  # nothing changed, nothing written
 
 
 async def test_a_ttl_lifts_the_pin_once_the_copy_went_unused(world: World) -> None:

@@ -15,7 +15,8 @@ from controllers import config as settings
 from controllers.prefetches import placement, warmup
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import informer
-from tests.support import clock as manual
+from devkit import clock as manual
+from openapi import keys
 
 DIGEST = "sha256:" + "ab" * 32
 PREFETCH: dict[str, Any] = {
@@ -57,7 +58,7 @@ def test_the_pod_mounts_the_artifacts_volume_restricted_owned_and_placed_by_affi
     assert metadata["namespace"] == "team-a"
     assert metadata["name"] == warmup.pod_name("warm", "node-1")
     assert len(warmup.pod_name("x" * 253, "n" * 253)) <= 63
-    assert metadata["labels"][warmup.COMPONENT_LABEL] == warmup.COMPONENT
+    assert metadata["labels"][keys.COMPONENT] == keys.WARMUP
     (owner,) = metadata["ownerReferences"]
     assert owner == {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelPrefetch",
                      "name": "warm", "uid": "p-uid", "controller": True,
@@ -159,7 +160,7 @@ async def test_the_retry_interval_is_the_setting() -> None:
 
 def test_the_flag_parses_a_duration_defaulting_to_five_minutes() -> None:
     parser = argparse.ArgumentParser()
-    settings.add_flags(parser, serving=False)
+    settings.add_flags(parser)
     assert parser.parse_args([]).prefetch_warmup_retry_interval == 300.0
     parsed = parser.parse_args(["--prefetch-warmup-retry-interval=1s"])
     assert parsed.prefetch_warmup_retry_interval == 1.0

@@ -13,11 +13,10 @@ from typing import Any
 
 from apiserver.admission import attributes as admission
 from apiserver.auth import user as users
-from controllers.resolver import proofs
 from controllers.runtime import client as clients
-from controllers.runtime import errors
+from controllers.runtime import errors, proofs
+from devkit import fixturehub
 from openapi import anchors
-from tests.support import fakehub
 from tests.unit.controllers.conftest import DAY, Harness
 from tests.unit.controllers.resolver.test_resolver_huggingface import FILES, expected_digest
 
@@ -125,7 +124,7 @@ async def test_a_hub_verified_artifact_of_the_namespace_proves_it(harness: Harne
 
 
 async def test_a_verification_is_remembered_after_the_artifact_and_a_restart(
-        harness: Harness, hub: fakehub.FakeHub, tmp_path: pathlib.Path) -> None:
+        harness: Harness, hub: fixturehub.Hub, tmp_path: pathlib.Path) -> None:
     digest = _hub(harness)
     await _verified(harness)
     await harness.registry.modelartifacts.delete("a", "verified")
@@ -257,7 +256,7 @@ class Unreadable:
 
 
 async def test_a_record_that_cannot_be_read_makes_no_anchor_and_withdraws_none(
-        hub: fakehub.FakeHub, harness: Harness, tmp_path: pathlib.Path) -> None:
+        hub: fixturehub.Hub, harness: Harness, tmp_path: pathlib.Path) -> None:
     ledger = Unreadable()
     (tmp_path / "unreadable").mkdir()
     running = Harness(hub, harness.registry, tmp_path / "unreadable", ledger=ledger)

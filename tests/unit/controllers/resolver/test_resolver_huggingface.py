@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from devkit import fixturehub
 from hub import files, listing
 from openapi import manifest
-from tests.support import fakehub
 from tests.unit.controllers.conftest import DAY, Harness
 
 REPO = "org/model"
 TOKEN = "hf_unit_secret_token_1"
-FILES: dict[str, bytes | int | fakehub.FileSpec] = {
+FILES: dict[str, bytes | int | fixturehub.FileSpec] = {
     "config.json": b'{"a": 1}\n',
     "model.safetensors": 3000,
     "tokenizer.json": b"{}",
@@ -34,7 +34,7 @@ def hf(repo: str = REPO, revision: str | None = None, secret: str | None = None,
     return {"source": {"huggingFace": member}, **spec}
 
 
-def expected_digest(hub: fakehub.FakeHub, repo: str, keep: list[str] | None = None) -> str:
+def expected_digest(hub: fixturehub.Hub, repo: str, keep: list[str] | None = None) -> str:
     """The digest computed independently from the fixture's own file table."""
     entries = []
     for path, remote in hub.repo(repo).files.items():
@@ -183,7 +183,7 @@ async def test_outages_are_source_unavailable_and_retried(harness: Harness, stat
     assert await harness.condition("m") == ("True", "Resolved")
 
 
-async def test_a_network_error_is_source_unavailable(hub: fakehub.FakeHub, registry: Any,
+async def test_a_network_error_is_source_unavailable(hub: fixturehub.Hub, registry: Any,
                                                      tmp_path: Any) -> None:
     running = Harness(hub, registry, tmp_path, endpoint="http://127.0.0.1:9")
     await running.start()

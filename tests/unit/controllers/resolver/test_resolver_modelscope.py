@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.fakehub import state
+from devkit.fixturehub import state
 from tests.unit.controllers.conftest import Harness
 
 REPO = "qwen/model"

@@ -8,7 +8,7 @@ import asyncio
 from prometheus_client import registry
 
 from controllers.runtime import identity
-from tests.support import clock as manual
+from devkit import clock as manual
 
 
 class Answers:

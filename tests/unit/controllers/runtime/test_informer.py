@@ -10,7 +10,7 @@ from typing import Any
 
 from controllers.runtime import client as clients
 from controllers.runtime import errors, informer
-from tests.support import clock as manual
+from devkit import clock as manual
 from tests.support import waiting
 
 RESOURCE = clients.MODEL_ARTIFACTS

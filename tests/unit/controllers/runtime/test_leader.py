@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 from controllers.runtime import errors, leader
-from tests.support import clock as manual
+from devkit import clock as manual
 from tests.support import waiting
 
 TIMING = leader.Timing(lease_duration=15, renew_deadline=10, retry_period=2)

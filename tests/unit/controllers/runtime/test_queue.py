@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from controllers.runtime import queue
-from tests.support import clock as manual
+from devkit import clock as manual
+from timing import backoff as backoffs
 
 
 async def test_a_key_is_queued_once_and_never_handed_out_twice() -> None:
@@ -40,7 +41,7 @@ async def test_delayed_adds_fire_on_the_clock_and_the_earliest_wins() -> None:
 
 async def test_rate_limited_requeues_back_off_until_forgotten() -> None:
     clock = manual.ManualClock()
-    q: queue.WorkQueue[str] = queue.WorkQueue(clock, queue.Backoff(base=1, cap=5))
+    q: queue.WorkQueue[str] = queue.WorkQueue(clock, backoffs.Backoff(1, 5))
     assert [q.add_rate_limited("a") for _ in range(5)] == [1, 2, 4, 5, 5]
     q.forget("a")
     assert q.add_rate_limited("a") == 1

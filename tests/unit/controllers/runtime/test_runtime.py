@@ -8,7 +8,8 @@ from collections import Counter
 
 from controllers.runtime import controller as runtime
 from controllers.runtime import leader
-from tests.support import clock as manual
+from controllers.runtime import manager as managers
+from devkit import clock as manual
 from tests.support import waiting
 
 
@@ -56,7 +57,7 @@ async def test_one_key_is_never_reconciled_twice_at_once_and_stop_is_graceful() 
         return runtime.DONE
 
     controller: runtime.Controller[str] = runtime.Controller(
-        "test", reconcile, clock, keys=lambda: ["a", "b"], workers=4)
+        "test", reconcile, clock, keys=lambda: ["a", "b"], concurrency=4)
     task = asyncio.create_task(controller.run())
     await waiting.until(lambda: running["a"] == 1 and running["b"] == 1)
     for _ in range(5):
@@ -69,7 +70,7 @@ async def test_one_key_is_never_reconciled_twice_at_once_and_stop_is_graceful() 
     await waiting.until(lambda: running["b"] == 1)
     controller.stop()
     release.set()
-    await task  # the key in hand finishes, then the workers end
+    await task  # the key in hand finishes, then the reconcilers end
     assert done.count("b") == 2
 
 
@@ -114,7 +115,7 @@ class Recording:
 async def test_controllers_run_only_while_leading() -> None:
     lease = FlakyLease()
     recording = Recording()
-    manager = runtime.Manager([], [recording], lease)
+    manager = managers.Manager([], [recording], lease)
     manager.start()
     await asyncio.sleep(0)
     assert recording.runs == 0 and not manager.leading.is_set()

@@ -10,7 +10,7 @@ import pytest
 from controllers.runtime import client as clients
 from controllers.runtime import informer
 from controllers.sources import plugins
-from tests.support import clock as manual
+from devkit import clock as manual
 from tests.unit.controllers.fakes import Listed
 
 

@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from controllers.sources import secrets
-from tests.support import clock as manual
+from devkit import clock as manual
 
 
 async def test_reading_tokens(tmp_path: pathlib.Path) -> None:

@@ -8,9 +8,9 @@ import pathlib
 
 import pytest
 
+from devkit import trees
 from nodeplugin.cache import check, layout
 from openapi import manifest
-from tests.support import trees
 
 FILES = {"config.json": b"{}", "w/model.bin": b"m" * 4096, "tokenizer.json": b"t" * 300}
 

@@ -10,8 +10,8 @@ import pathlib
 
 import pytest
 
+from devkit import trees
 from nodeplugin.cache import check, convert, files, integrity, layout, locks, quarantine
-from tests.support import trees
 
 NOW = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)
 WEIGHTS = b"w" * 20_000

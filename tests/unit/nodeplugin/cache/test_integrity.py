@@ -10,8 +10,8 @@ import datetime
 import os
 import pathlib
 
+from devkit import trees
 from nodeplugin.cache import check, integrity, layout, locks, quarantine
-from tests.support import trees
 
 FILES = {"config.json": b"{}", "w/model.bin": b"m" * 4096}
 NOW = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.UTC)

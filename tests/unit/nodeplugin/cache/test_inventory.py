@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pathlib
 
+from devkit import trees
 from nodeplugin.cache import files, inventory, layout, publish
-from tests.support import trees
 
 DIGEST = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32

@@ -6,9 +6,9 @@ import stat
 
 import pytest
 
+from devkit import trees
 from nodeplugin.cache import files, fsutil, layout, publish
 from openapi import manifest
-from tests.support import trees
 
 DIGEST = "sha256:" + "12" * 32
 STAGED = {"config.json": b"{}", "sub/weights.bin": b"\x00" * 100, "empty": b""}

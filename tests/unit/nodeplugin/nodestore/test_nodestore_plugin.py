@@ -14,10 +14,10 @@ import grpc
 import pytest
 
 import kube
+from devkit import clock as clocks
 from nodeplugin import plugin
 from nodeplugin.csi.gen import csi_pb2, csi_pb2_grpc
 from nodeplugin.nodestore import collect, reporter
-from tests.support import clock as clocks
 from tests.unit.nodeplugin import fakes
 
 FILES = {"config.json": b"{}", "model.bin": b"\x03" * 4096}

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import kube
+from devkit import clock as clocks
 from nodeplugin.nodestore import reporter
 from nodeplugin.nodestore import status as statuses
-from tests.support import clock as clocks
 
 TICK = reporter.TICK_SECONDS
 

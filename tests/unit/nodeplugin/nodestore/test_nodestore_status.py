@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime
 
 from nodeplugin.cache import usage
-from nodeplugin.materialize import backoff, interface
+from nodeplugin.materialize import failures as failure_records
+from nodeplugin.materialize import interface
 from nodeplugin.nodestore import status as statuses
 
 NOW = datetime.datetime(2026, 3, 1, 12, 30, tzinfo=datetime.UTC)
@@ -27,7 +28,7 @@ def _facts(**changes: object) -> statuses.Facts:
 
 def test_each_state_reads_from_its_source() -> None:
     hour = NOW.replace(minute=0)
-    failure = backoff.Failure(_d(3), interface.Reason.ACCESS_DENIED,
+    failure = failure_records.Failure(_d(3), interface.Reason.ACCESS_DENIED,
                               "the hub refused the credential (HTTP 401)", 2, NOW,
                               NOW + datetime.timedelta(minutes=2))
     facts = _facts(

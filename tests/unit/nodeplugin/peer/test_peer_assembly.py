@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from devkit import clock as clocks
 from nodeplugin import __main__ as cli
 from nodeplugin import plugin
 from nodeplugin.nodestore import reporter
 from nodeplugin.peer import assembly
-from tests.support import clock as clocks
 from tests.unit.nodeplugin import fakes
 
 

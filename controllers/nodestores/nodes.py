@@ -1,0 +1,151 @@
+"""Where the plugin runs (``Nodes``: the CSINodes listing the driver in a cluster, the ``--node``
+names standalone) and what each node's kubelet says (``Configz``, ``kubelet_spec``): the inputs of
+the node stores controller that are not our objects."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
+
+from controllers.runtime import client as clients
+from controllers.runtime import errors, informer
+from openapi import quantity
+
+log = logging.getLogger(__name__)
+
+DRIVER = "model.csi.gpustack.ai"
+MAX_THRESHOLD = 64
+
+Obj = clients.Obj
+
+
+class Nodes(Protocol):
+    """Where the plugin runs."""
+
+    def names(self) -> set[str]: ...
+
+    async def run(self) -> None:
+        """Keep ``names`` current (an informer), until cancelled."""
+        ...
+
+    async def wait_synced(self) -> None: ...
+
+    def add_handler(self, handler: Callable[[str], None]) -> None:
+        """Call ``handler(node)`` when whether it runs the plugin may have changed."""
+        ...
+
+    async def owner(self, name: str) -> list[Obj] | None:
+        """The object's ownerReferences: ``[]`` when there is no Node to own it (standalone),
+        None when the Node should exist and does not (nothing is created then)."""
+        ...
+
+
+class StaticNodes:
+    """Standalone: the nodes ``--node`` names."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = set(names)
+
+    def names(self) -> set[str]:
+        return set(self._names)
+
+    async def run(self) -> None:
+        return None
+
+    async def wait_synced(self) -> None:
+        return None
+
+    def add_handler(self, handler: Callable[[str], None]) -> None:
+        return None
+
+    async def owner(self, name: str) -> list[Obj] | None:
+        return []
+
+
+def lists_driver(csinode: Obj) -> bool:
+    drivers = (csinode.get("spec") or {}).get("drivers") or []
+    return any(isinstance(d, dict) and d.get("name") == DRIVER for d in drivers)
+
+
+class CsiNodes:
+    """In a cluster: CSINodes listing the driver (an informer), the Node read for its UID."""
+
+    def __init__(self, csinodes: informer.Informer, api: clients.Client) -> None:
+        self._csinodes = csinodes
+        self._api = api
+
+    def names(self) -> set[str]:
+        return {clients.key_of(obj)[1] for obj in self._csinodes.items() if lists_driver(obj)}
+
+    async def run(self) -> None:
+        # Run by the controller itself, not the manager: CSINodes that cannot be read (RBAC, an
+        # old cluster) hold up the node stores only, never the resolver.
+        await self._csinodes.run()
+
+    async def wait_synced(self) -> None:
+        await self._csinodes.synced.wait()
+
+    def add_handler(self, handler: Callable[[str], None]) -> None:
+        def changed(old: Obj | None, new: Obj | None) -> None:
+            _, name = clients.key_of(new or old or {})
+            if name:
+                handler(name)
+
+        self._csinodes.add_handler(changed)
+
+    async def owner(self, name: str) -> list[Obj] | None:
+        try:
+            node = await self._api.get(clients.NODES, "", name)
+        except errors.NotFound:
+            return None
+        uid = str((node.get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return None
+        return [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}]
+
+
+class Configz(Protocol):
+    async def read(self, node: str) -> Obj:
+        """The node's ``/api/v1/nodes/{node}/proxy/configz`` answer."""
+        ...
+
+
+def kubelet_spec(answer: Obj) -> Obj:
+    """``spec.kubelet`` from a configz answer: ``evictionHard``'s ``nodefs.available`` and
+    ``imagefs.available`` and ``imageGCHighThresholdPercent``; a value the plugin could not read
+    is left out (and logged), so nothing that fails its check is written."""
+    config = answer.get("kubeletconfig") or answer.get("kubeletConfig") or {}
+    hard = config.get("evictionHard") or {}
+    found: Obj = {}
+    for field, key in (("nodefsAvailable", "nodefs.available"),
+                       ("imagefsAvailable", "imagefs.available")):
+        text = str(hard.get(key) or "").strip() if isinstance(hard, dict) else ""
+        if not text:
+            found[field] = ""
+            continue
+        try:
+            quantity.threshold(text)
+            if len(text) > MAX_THRESHOLD:
+                raise quantity.QuantityError("too long")
+        except quantity.QuantityError as exc:
+            log.warning("configz: evictionHard %s %r unusable (%s); left out", key, text[:80], exc)
+            continue
+        found[field] = text
+    gc = config.get("imageGCHighThresholdPercent")
+    if isinstance(gc, int) and not isinstance(gc, bool) and 0 <= gc <= 100:
+        found["imageGCHighThresholdPercent"] = gc
+    return found
+
+
+Reader = Callable[[str], Awaitable[Obj]]
+
+
+class KubeConfigz:
+    """``Configz`` over ``kube.Client.node_configz``."""
+
+    def __init__(self, read: Reader) -> None:
+        self._read = read
+
+    async def read(self, node: str) -> Obj:
+        return await self._read(node)

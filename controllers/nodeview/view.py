@@ -1,0 +1,32 @@
+"""The NodeView: the NodeModelStore informer, the digest index over it and the progress view.
+Every API server runs it whatever ``--controllers`` says (``progress`` is part of the API: every
+replica answers it, leader or not), and the controllers read the same informer and index."""
+
+from __future__ import annotations
+
+import asyncio
+
+from controllers.nodeview import index as nodeindex
+from controllers.nodeview import progress
+from controllers.runtime import client as clients
+from controllers.runtime import informer
+from timing import clock as clocks
+
+
+class NodeView:
+    def __init__(self, api: clients.Client, clock: clocks.Clock,
+                 reader: progress.LiveReader | None,
+                 limits: progress.Limits = progress.DEFAULT_LIMITS) -> None:
+        """``reader``: the plugins' live downloads (None: the stored bytes only)."""
+        self.informer = informer.Informer(api, clients.NODE_MODEL_STORES, clock)
+        self.index = nodeindex.DigestIndex(self.informer)
+        self.progress = progress.Progress(self.index, reader, clock, limits)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.informer.run(), name="informer nodemodelstores")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
