@@ -40,10 +40,13 @@ MAX_CHUNKS = 512
 class IntegrityError(Exception):
     """A file's size or hash differs from its manifest entry; ``message`` is safe to show."""
 
-    def __init__(self, message: str, check: interface.Check = interface.Check.HASH) -> None:
+    def __init__(self, message: str, check: interface.Check = interface.Check.HASH, *,
+                 path: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.check = check
+        self.path = path
+        """The manifest path of the file that failed (empty when not one file's)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -138,7 +141,8 @@ class FileTransfer:
         self._writer = writer
         self._budget = budget
         self._tuning = tuning
-        self._on_bytes = on_bytes
+        self.on_bytes = on_bytes
+        """Told the size of every batch written (the attempt's counter)."""
         self.parts: list[ranges.Part] = []
         self.frontier = 0
         """Index of the part being hashed now; that part never books budget."""
@@ -249,7 +253,7 @@ class FileTransfer:
                         given_back = min(size, part.booked)
                         part.booked -= given_back
                         self._budget.release(given_back)
-                        self._on_bytes(size)
+                        self.on_bytes(size)
                         if (self.offset - last_checkpoint >= self._tuning.checkpoint_bytes
                                 and self._checkpoint_idle()):
                             self._start_checkpoint(fd)
@@ -307,7 +311,8 @@ class FileTransfer:
             await self.discard()
             what = "size" if self.offset != entry.size else entry.algorithm
             raise IntegrityError(f"{entry.path}: {what} does not match the manifest",
-                                 interface.Check.SIZE if what == "size" else interface.Check.HASH)
+                                 interface.Check.SIZE if what == "size" else interface.Check.HASH,
+                                 path=entry.path)
         await asyncio.to_thread(_sync_and_drop, fd, self._dropped, entry.size)
         self._dropped = entry.size
         await asyncio.to_thread(self._store.put, self.path, entry)

@@ -89,17 +89,31 @@ class Holders:
     def delivered(self, size: int) -> None:
         self.delivered_bytes += size
 
-    async def candidates(self, digest: str) -> Sequence[peers.Candidate]:
+    async def _stores(self) -> Sequence[Mapping[str, Any]]:
         try:
-            stores = await self._lister.stores()
+            return await self._lister.stores()
         except (kube.KubeError, httpx.HTTPError, OSError) as exc:
             log.info("cannot list the node stores for peers: %s", exc)
             return []
+
+    async def everyone(self) -> Sequence[peers.FilePeer]:
+        """Every other node with a known peer port, in name order rotated by this node's name
+        (so that nodes spread their first questions)."""
+        where = self.addresses(await self._stores())
+        nodes = sorted(n for n in where if n != self._self)
+        return [peer_client.Peer(n, where[n], self._http, self._token_file)
+                for n in self._rotated(nodes)]
+
+    def _rotated(self, nodes: list[str]) -> list[str]:
+        if not nodes:
+            return nodes
+        turn = int(hashlib.sha256(self._self.encode()).hexdigest(), 16) % len(nodes)
+        return nodes[turn:] + nodes[:turn]
+
+    async def candidates(self, digest: str) -> Sequence[peers.Candidate]:
+        stores = await self._stores()
         where = self.addresses(stores)
-        nodes = [n for n in holding(stores, digest, self._self) if n in where]
-        if nodes:
-            turn = int(hashlib.sha256(self._self.encode()).hexdigest(), 16) % len(nodes)
-            nodes = nodes[turn:] + nodes[:turn]
+        nodes = self._rotated([n for n in holding(stores, digest, self._self) if n in where])
         return [peer_client.Peer(n, where[n], self._http, self._token_file) for n in nodes]
 
     def addresses(self, stores: Sequence[Mapping[str, Any]]) -> dict[str, str]:
