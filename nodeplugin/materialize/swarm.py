@@ -86,7 +86,7 @@ class Hooks:
     """Fetch this file from this source (None: the hub)."""
     renew: Callable[[list[transfer.FileTransfer]], Awaitable[list[transfer.FileTransfer]]]
     """Fresh transfers of files a failed round left behind, resumed from their checkpoints."""
-    relay: Callable[[Sequence[peers.Candidate]], peers.Relay]
+    relay: Callable[[Sequence[peers.Candidate]], source.Source]
     """A relay over these candidates, then the hub, counting each source's bytes."""
 
 
@@ -149,6 +149,7 @@ class Swarm:
         stored, fetching = await self._survey(wanted)
         batch: list[transfer.FileTransfer] = []
         free: list[transfer.FileTransfer] = []
+        overdue: set[files.Identity] = set()
         now = self._clock()
         for f in pending:
             ident = files.identity(f.entry)
@@ -156,9 +157,11 @@ class Swarm:
             if holders:
                 self._route_to(f, holders)
                 batch.append(f)
-            elif ident in fetching and ident not in self._hub_only and \
-                    not self._stalled(ident, fetching[ident], now):
-                continue
+            elif ident in fetching and ident not in self._hub_only:
+                if not self._stalled(ident, fetching[ident], now):
+                    continue
+                overdue.add(ident)  # its fetcher stood still: not waited for again
+                free.append(f)
             else:
                 free.append(f)
         claims = self._claim(free)
@@ -171,7 +174,7 @@ class Swarm:
                     pass
                 elif stored.get(ident):
                     self._route_to(f, stored[ident])
-                elif ident in fetching:
+                elif ident in fetching and ident not in overdue:
                     self._registry.release(ident)
                     claims.discard(ident)
                     self._waiting[ident] = _Waiting(fetching[ident], now)
