@@ -298,7 +298,8 @@ class Attempt:
         if self._holders is None or self.relay is not None or all(f.complete for f in todo):
             await self._fetch(todo)
             return
-        everyone = await self._holders.everyone()
+        holders = self._holders
+        everyone = await holders.everyone(self.digest)
         if not everyone:
             await self._fetch(todo)
             return
@@ -306,7 +307,8 @@ class Attempt:
                             relay=self._file_relay)
         self.swarm = swarm.Swarm(self.digest, everyone, hooks, inflight.of(self._node.cache),
                                  stall_seconds=self._node.policy.stall_seconds,
-                                 claim_bytes=self._node.workers * self._node.tuning.part_bytes)
+                                 claim_bytes=self._node.workers * self._node.tuning.part_bytes,
+                                 find=functools.partial(holders.everyone, self.digest))
         await self.swarm.run(todo)
         log.info("materialized %s with peers: %d files from peers, %d from the hub as this "
                  "node's share, %d rounds", self.digest, self.swarm.from_peers,

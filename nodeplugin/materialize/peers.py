@@ -82,9 +82,9 @@ class FilePeer(Protocol):
 
 
 class Peers(Protocol):
-    async def everyone(self) -> Sequence[FilePeer]:
-        """Every other node whose peer port is known (may be empty; never raises), to ask for
-        files by identity (``swarm``)."""
+    async def everyone(self, digest: str) -> Sequence[FilePeer]:
+        """Other nodes whose peer port is known, to ask for files by identity (``swarm``),
+        those materializing or holding ``digest`` first (may be empty; never raises)."""
         ...
 
     async def candidates(self, digest: str) -> Sequence[Candidate]:

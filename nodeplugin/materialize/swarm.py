@@ -3,7 +3,9 @@
 Used by an attempt under node-to-node sync when no peer holds its whole digest (then the tree
 relay of ``peers`` serves it). The files the node lacks are fetched in rounds:
 
-1. *Survey*: every other node whose peer port is known (``Peers.everyone``) is asked which of
+1. *Survey*: the other nodes whose peer port is known (``Peers.everyone``, listed again every
+   ``REFRESH_SECONDS``: those materializing or holding the digest first, a bounded number) are
+   asked which of
    those files it has (``FilePeer.held``: the peer port's ``POST /peer/v1/held``): stored (a
    verified file, whichever tree links it, or none yet: a downloading node stores each file as
    it verifies), or being fetched from a hub now, with the bytes so far.
@@ -45,6 +47,8 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 """How long a round with nothing to fetch waits before it asks again."""
 SURVEY_TIMEOUT = 10.0
+REFRESH_SECONDS = 5.0
+"""How often the nodes to ask are listed again (nodes that started since come in)."""
 
 
 class ByIdentity:
@@ -93,9 +97,14 @@ class Hooks:
 class Swarm:
     def __init__(self, digest: str, everyone: Sequence[peers.FilePeer], hooks: Hooks,
                  registry: inflight.InFlight, *, stall_seconds: float, claim_bytes: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 find: Callable[[], Awaitable[Sequence[peers.FilePeer]]] | None = None) -> None:
+        """``everyone``: the nodes to ask first; ``find`` lists them again (every
+        ``REFRESH_SECONDS``)."""
         self._digest = digest
         self._peers = list(everyone)
+        self._find = find
+        self._dropped: set[str] = set()
         self._hooks = hooks
         self._registry = registry
         self._stall = stall_seconds
@@ -104,6 +113,7 @@ class Swarm:
         self._waiting: dict[files.Identity, _Waiting] = {}
         self._hub_only: set[files.Identity] = set()
         self._served_by: dict[str, list[peers.FilePeer]] = {}
+        self._listed = clock()
         self.rounds = 0
         self.from_peers = 0
         """Files routed to peers (tests, logs)."""
@@ -114,6 +124,7 @@ class Swarm:
         pending = [f for f in todo if not f.complete]
         while pending:
             self.rounds += 1
+            await self._refresh()
             batch, claims = await self._round(pending)
             if not batch:
                 await asyncio.sleep(POLL_SECONDS)
@@ -138,10 +149,18 @@ class Swarm:
         ident = files.identity(failed.entry)
         self._hub_only.add(ident)
         served = self._served_by.get(failed.entry.path, [])
-        self._peers = [p for p in self._peers if p not in served]
+        self._dropped.update(p.node for p in served)
+        self._peers = [p for p in self._peers if p.node not in self._dropped]
         log.warning("%s of %s failed its hash from peers %s; from the hub now, and those "
                     "peers are asked nothing more", failed.entry.path, self._digest,
                     ", ".join(p.node for p in served))
+
+    async def _refresh(self) -> None:
+        if self._find is None or self._clock() - self._listed < REFRESH_SECONDS:
+            return
+        self._listed = self._clock()
+        found = await self._find()
+        self._peers = [p for p in found if p.node not in self._dropped]
 
     async def _round(self, pending: list[transfer.FileTransfer]
                      ) -> tuple[list[transfer.FileTransfer], set[files.Identity]]:

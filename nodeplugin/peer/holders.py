@@ -30,6 +30,11 @@ from openapi.kinds import nodemodelstore
 
 log = logging.getLogger(__name__)
 
+MAX_ASKED = 16
+"""Nodes an attempt asks for files by identity (``everyone``): a bound on the questions of a
+large fleet; the attempt lists again every few seconds, so nodes that start materializing the
+digest later come first then."""
+
 
 class Lister(Protocol):
     async def stores(self) -> Sequence[Mapping[str, Any]]:
@@ -96,13 +101,18 @@ class Holders:
             log.info("cannot list the node stores for peers: %s", exc)
             return []
 
-    async def everyone(self) -> Sequence[peers.FilePeer]:
-        """Every other node with a known peer port, in name order rotated by this node's name
-        (so that nodes spread their first questions)."""
-        where = self.addresses(await self._stores())
-        nodes = sorted(n for n in where if n != self._self)
-        return [peer_client.Peer(n, where[n], self._http, self._token_file)
-                for n in self._rotated(nodes)]
+    async def everyone(self, digest: str) -> Sequence[peers.FilePeer]:
+        """Other nodes with a known peer port to ask for files by identity, at most
+        ``MAX_ASKED``: first those whose store lists ``digest`` in any state (materializing it
+        too, or holding it), then the rest, each group rotated by this node's name (so that
+        nodes spread their questions)."""
+        stores = await self._stores()
+        where = self.addresses(stores)
+        listing = {_name(s) for s in stores if nodemodelstore.entry(s, digest) is not None}
+        first = sorted(n for n in where if n != self._self and n in listing)
+        rest = sorted(n for n in where if n != self._self and n not in listing)
+        nodes = (self._rotated(first) + self._rotated(rest))[:MAX_ASKED]
+        return [peer_client.Peer(n, where[n], self._http, self._token_file) for n in nodes]
 
     def _rotated(self, nodes: list[str]) -> list[str]:
         if not nodes:
