@@ -11,7 +11,10 @@ their median ratio, in ``params``). Everything is a real process on loopback, as
 behind the fixture control plane, the fixture hub over HTTPS, one ``python -m nodeplugin`` per
 node, each asked through ``POST /model/prefetches`` every 50 ms until it answers
 ``Published``. Rounds alternate (sync on, off, on, off ...), each with fresh nodes and empty
-caches. ``BENCH_SCALE`` (default 1) multiplies the model's size (about 500 MiB at 1). Root.
+caches. ``BENCH_SCALE`` (default 1) multiplies the model's size (about 500 MiB at 1).
+``BENCH_SWARM_MODEL=one-file`` makes the model one file of that size (a single huge GGUF: the
+split is by file, so one node fetches it and the others take it from that node once it is
+stored; its figures go to ``cold-swarm-one-file``). Root.
 """
 
 from __future__ import annotations
@@ -49,8 +52,16 @@ def _round(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[st
             "node_peer_bytes": [round(d.get("peer", 0)) for d in downloaded]}
 
 
-def main() -> None:
+def _model() -> tuple[str, dict[str, dict[str, Any]]]:
     files = materialize_cold.repository(materialize_cold.scale(), big=peer_fanout.BIG)
+    if os.environ.get("BENCH_SWARM_MODEL", "") != "one-file":
+        return "cold-swarm", files
+    size = sum(f["size"] for f in files.values())
+    return "cold-swarm-one-file", {"model.gguf": {"size": size, "lfs": True}}
+
+
+def main() -> None:
+    name, files = _model()
     total = sum(f["size"] for f in files.values())
     rounds: list[tuple[dict[str, Any], dict[str, Any]]] = []
     load_before = os.getloadavg()
@@ -94,9 +105,9 @@ def main() -> None:
         "target": "hub bytes / model size <= 1.25 with sync on (4.0 all from the hub); time "
                   "ratio > 1 means all four Ready sooner than all from the hub",
     }
-    result.report("cold-swarm", ours, "x model size", theirs, higher_is_better=False,
+    result.report(name, ours, "x model size", theirs, higher_is_better=False,
                   params=params, rounds=ratios)
-    print(f"{'cold-swarm-time':<22} all {COLD} Ready: median "
+    print(f"{name + '-time':<22} all {COLD} Ready: median "
           f"{statistics.median(s['seconds'] for s, _ in rounds):.2f} s with sync, "
           f"{statistics.median(b['seconds'] for _, b in rounds):.2f} s from the hub "
           f"(median round ratio {statistics.median(time_ratios):.2f}x)")

@@ -1,22 +1,24 @@
 """Files from peers by content identity, and cold nodes splitting the hub's work between them.
 
 Used by an attempt under node-to-node sync when no peer holds its whole digest (then the tree
-relay of ``peers`` serves it). The files the node lacks are fetched in rounds:
+relay of ``peers`` serves it). The files the node lacks are fetched in rounds, each round's
+batch running beside the later ones (a round comes every ``POLL_SECONDS`` while files are left):
 
 1. *Survey*: the other nodes whose peer port is known (``Peers.everyone``, listed again every
    ``REFRESH_SECONDS``: those materializing or holding the digest first, a bounded number) are
-   asked which of
-   those files it has (``FilePeer.held``: the peer port's ``POST /peer/v1/held``): stored (a
-   verified file, whichever tree links it, or none yet: a downloading node stores each file as
-   it verifies), or being fetched from a hub now, with the bytes so far.
+   asked which of those files they have (``FilePeer.held``: the peer port's ``POST
+   /peer/v1/held``): stored (a verified file, whichever tree links it, or none yet: a
+   downloading node stores each file as it verifies), or being fetched from a hub now, with
+   the bytes so far.
 2. A file some peer stores is fetched from those peers (``peers.Relay`` over ``ByIdentity``: the
    first holder, the next one when it fails, then the hub from the last verified byte).
 3. A file nobody has is *claimed* (``cache.inflight``: this node's peer port answers it as
-   fetching from now on) and fetched from the hub, up to ``claim_bytes`` a round (what the
-   attempt's workers fetch at once, parts times workers; at least one file), in a random order
-   so that nodes starting together pick different files. The claims are checked by asking
-   again: a file another node turns out to fetch too is left to it by whoever sees the other's
-   claim (the one that claimed second sees it at least), so the hub serves each file about once.
+   fetching from now on) and fetched from the hub, while the claimed bytes still to come stay
+   under ``claim_bytes`` (what the attempt's workers fetch at once, parts times workers; one
+   file at least), in a random order so that nodes starting together pick different files. The
+   claims are checked by asking again: a file another node turns out to fetch too is left to it
+   by whoever sees the other's claim (the one that claimed second sees it at least), so the hub
+   serves each file about once.
 4. A file another node is fetching is left to it while its byte count moves; once it stood still
    for the stall timeout (``ranges.Policy.stall_seconds``), or that node stops answering, the
    file is free again and claimed like the others.
@@ -34,7 +36,8 @@ import functools
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from hub import errors as hub_errors
 from hub import source
@@ -84,7 +87,7 @@ class _Waiting:
 class Hooks:
     """What the swarm needs of its attempt."""
 
-    fetch: Callable[[list[transfer.FileTransfer]], Awaitable[None]]
+    fetch: Callable[[list[transfer.FileTransfer]], Coroutine[Any, Any, None]]
     """Fetch these files to the end (``Attempt._fetch``), each from its routed source."""
     route: Callable[[transfer.FileTransfer, source.Source | None], None]
     """Fetch this file from this source (None: the hub)."""
@@ -121,29 +124,67 @@ class Swarm:
         """Files this node fetched from the hub as its share."""
 
     async def run(self, todo: list[transfer.FileTransfer]) -> None:
+        """Fetch every file of ``todo``. Batches run side by side: while some fetch, the next
+        round routes what peers stored since and claims more once the claimed bytes in flight
+        are below ``claim_bytes``."""
         pending = [f for f in todo if not f.complete]
-        while pending:
-            self.rounds += 1
-            await self._refresh()
-            batch, claims = await self._round(pending)
-            if not batch:
-                await asyncio.sleep(POLL_SECONDS)
-                continue
-            try:
-                await self._hooks.fetch(batch)
-            except transfer.IntegrityError as exc:
-                failed = next((f for f in batch if f.entry.path == exc.path), None)
-                if failed is None or files.identity(failed.entry) in claims:
-                    raise  # the hub's bytes: the attempt fails as without peers
-                self._liar(failed)
-                left = [f for f in batch if not f.complete]
-                renewed = await self._hooks.renew(left)
-                by_path = {f.entry.path: f for f in renewed}
-                pending = [by_path.get(f.entry.path, f) for f in pending]
-            finally:
+        running: dict[asyncio.Task[None], tuple[list[transfer.FileTransfer],
+                                                set[files.Identity]]] = {}
+        try:
+            while pending or running:
+                busy = {f.entry.path for batch, _ in running.values() for f in batch}
+                idle = [f for f in pending if f.entry.path not in busy]
+                if idle:
+                    self.rounds += 1
+                    await self._refresh()
+                    batch, claims = await self._round(idle, self._room(running))
+                    if batch:
+                        task = asyncio.create_task(self._hooks.fetch(batch))
+                        running[task] = (batch, claims)
+                if not running:
+                    await asyncio.sleep(POLL_SECONDS)
+                    continue
+                done, _ = await asyncio.wait(running, timeout=POLL_SECONDS,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    batch, claims = running.pop(task)
+                    for ident in claims:
+                        self._registry.release(ident)
+                    pending = await self._settle(task, batch, claims, pending)
+                pending = [f for f in pending if not f.complete]
+        finally:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            for _, claims in running.values():
                 for ident in claims:
                     self._registry.release(ident)
-            pending = [f for f in pending if not f.complete]
+
+    def _room(self, running: dict[asyncio.Task[None], tuple[list[transfer.FileTransfer],
+                                                          set[files.Identity]]]) -> int:
+        """Bytes that may be claimed now: ``claim_bytes`` less what claimed files still lack."""
+        left = sum(f.entry.size - f.offset for batch, claims in running.values()
+                   for f in batch if files.identity(f.entry) in claims and not f.complete)
+        return self._claim_bytes - left
+
+    async def _settle(self, task: asyncio.Task[None], batch: list[transfer.FileTransfer],
+                      claims: set[files.Identity], pending: list[transfer.FileTransfer]
+                      ) -> list[transfer.FileTransfer]:
+        """A finished batch: nothing to do, or a file that failed its hash after coming from
+        peers (fetched again from the hub, with fresh transfers of the batch's unfinished
+        files); any other failure ends the attempt."""
+        exc = task.exception()
+        if exc is None:
+            return pending
+        if not isinstance(exc, transfer.IntegrityError):
+            raise exc
+        failed = next((f for f in batch if f.entry.path == exc.path), None)
+        if failed is None or files.identity(failed.entry) in claims:
+            raise exc  # the hub's bytes: the attempt fails as without peers
+        self._liar(failed)
+        renewed = await self._hooks.renew([f for f in batch if not f.complete])
+        by_path = {f.entry.path: f for f in renewed}
+        return [by_path.get(f.entry.path, f) for f in pending]
 
     def _liar(self, failed: transfer.FileTransfer) -> None:
         ident = files.identity(failed.entry)
@@ -162,7 +203,7 @@ class Swarm:
         found = await self._find()
         self._peers = [p for p in found if p.node not in self._dropped]
 
-    async def _round(self, pending: list[transfer.FileTransfer]
+    async def _round(self, pending: list[transfer.FileTransfer], room: int
                      ) -> tuple[list[transfer.FileTransfer], set[files.Identity]]:
         wanted = [files.identity(f.entry) for f in pending]
         stored, fetching = await self._survey(wanted)
@@ -183,7 +224,7 @@ class Swarm:
                 free.append(f)
             else:
                 free.append(f)
-        claims = self._claim(free)
+        claims = self._claim(free, room) if room > 0 else set()
         if claims:
             # Asked again: a node that claimed one of these at the same moment shows now.
             stored, fetching = await self._survey(list(claims))
@@ -210,13 +251,13 @@ class Swarm:
         self._hooks.route(f, self._hooks.relay([ByIdentity(p, ident) for p in holders]))
         self.from_peers += 1
 
-    def _claim(self, free: list[transfer.FileTransfer]) -> set[files.Identity]:
+    def _claim(self, free: list[transfer.FileTransfer], room: int) -> set[files.Identity]:
         order = list(free)
         random.shuffle(order)
         claims: set[files.Identity] = set()
         size = 0
         for f in order:
-            if claims and size + f.entry.size > self._claim_bytes:
+            if claims and size + f.entry.size > room:
                 continue
             ident = files.identity(f.entry)
             if self._registry.claim(ident, functools.partial(_offset, f)):

@@ -241,14 +241,15 @@ async def test_a_peer_lying_about_a_file_is_caught_and_the_file_comes_from_the_h
 
 
 async def test_a_node_still_downloading_serves_the_files_it_finished(fleet: Fleet) -> None:
-    """Node A downloads with its hub slowed on one shard; node B, started once A stored the
-    others (A's tree not published, A's store listing nothing), takes every file from A: the
-    finished ones at once, the slow one once A stored it (B leaves it to A while A's bytes
-    move). The hub serves one copy in all."""
+    """Node A downloads while its hub pauses 6 s in one shard; node B, started once A stored
+    the others (A's tree not published, A's store listing nothing), takes every file from A:
+    the finished ones at once, the paused one once A stored it (B leaves it to A, whose bytes
+    stand still for less than B's stall timeout). The hub serves one copy in all."""
     slow = "model-00003.safetensors"
-    fleet.hub.faults(REPO, slow).rate = 1 * MiB
-    a = await fleet.node("node-a", stall=10.0)
-    b = await fleet.node("node-b", stall=10.0)
+    pause = fleet.hub.faults(REPO, slow)
+    pause.stall_at, pause.stall_seconds, pause.stall_times = 3 * MiB, 6.0, 1
+    a = await fleet.node("node-a", stall=20.0)
+    b = await fleet.node("node-b", stall=20.0)
     first = await a.materializer.ensure(fleet.request)
     assert first.state is interface.State.DOWNLOADING
     size = _size({p: fleet.hub.content(REPO, p).read() for p in _files()})
