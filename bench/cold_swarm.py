@@ -36,7 +36,6 @@ from devkit.harness import peernodes  # noqa: E402 - the harness of the integrat
 COLD = 4
 ROUNDS = 3
 ARTIFACT = "swarm-model"
-HUB_CA = "hub-ca"
 
 
 def _round(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[str], *,
@@ -71,14 +70,7 @@ def main() -> None:
         names = {(r, kind): [f"{kind}-{r}-{i}" for i in range(COLD)]
                  for r in range(ROUNDS) for kind in ("swarm", "hub")}
         every = [n for group in names.values() for n in group]
-        spec: dict[str, Any] = {"hub": {"huggingFaceEndpoint": hub.endpoint}}
-        if hub.ca_bundle:
-            spec["hub"]["caBundleConfigMap"] = HUB_CA
-        cluster = peernodes.Cluster(stack, base, {node: spec for node in every})
-        if hub.ca_bundle:
-            cluster.hub_ca(HUB_CA, pathlib.Path(hub.ca_bundle).read_text())
-        cluster.resolve(ARTIFACT, materialize_cold.REPO, revision=hub.commit, digest=digest,
-                        file_count=len(files), size=total)
+        cluster = peer_fanout.cluster_for(stack, base, hub, every, ARTIFACT, digest, files)
         for r in range(ROUNDS):
             subject = _round(cluster, hub, names[(r, "swarm")], peer=True)
             baseline = _round(cluster, hub, names[(r, "hub")], peer=False)

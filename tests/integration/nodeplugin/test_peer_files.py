@@ -24,7 +24,7 @@ import pytest
 import kube
 from devkit import fixturehub
 from devkit.clock import ManualClock
-from devkit.controlplane import ControlPlane, Rule, service_account
+from devkit.controlplane import ControlPlane
 from nodeplugin import reviews, serve
 from nodeplugin.cache import files, inflight, layout
 from nodeplugin.materialize import download, interface, ranges, transfer
@@ -40,6 +40,7 @@ from tests.integration.nodeplugin.test_peer_sync import (
     _free_port,
     _publish,
     _tree,
+    admit_plugins,
 )
 from tests.support import hubrequest
 
@@ -117,14 +118,7 @@ class Fleet:
 
 @pytest.fixture
 async def fleet(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIterator[Fleet]:
-    control_plane.add_token(PLUGIN_TOKEN, service_account(
-        "gpustack-system", "model-manager-node", uid="plugin-uid"), audiences=[wire.AUDIENCE])
-    control_plane.add_token(TENANT_TOKEN, service_account("team-a", "default", uid="t-uid"),
-                            audiences=[wire.AUDIENCE])
-    control_plane.add_token(READER_TOKEN, service_account(
-        "gpustack-system", "model-manager-node", uid="plugin-uid"))
-    control_plane.policy.grant("system:serviceaccount:gpustack-system:model-manager-node",
-                               Rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)))
+    admit_plugins(control_plane)
     with fixturehub.run() as hub:
         hub.add_repo(REPO, _files())
         request = await hubrequest.request_for(hub, REPO)

@@ -151,8 +151,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-async def world(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIterator[World]:
+def admit_plugins(control_plane: ControlPlane) -> None:
+    """The plugins' peer token, a tenant's and a token for the API server; the plugins may
+    review tokens."""
     control_plane.add_token(PLUGIN_TOKEN, service_account(
         "gpustack-system", "model-manager-node", uid="plugin-uid"), audiences=[wire.AUDIENCE])
     control_plane.add_token(TENANT_TOKEN, service_account("team-a", "default", uid="t-uid"),
@@ -161,6 +162,11 @@ async def world(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIte
         "gpustack-system", "model-manager-node", uid="plugin-uid"))
     control_plane.policy.grant("system:serviceaccount:gpustack-system:model-manager-node",
                                Rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)))
+
+
+@pytest.fixture
+async def world(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIterator[World]:
+    admit_plugins(control_plane)
     with fixturehub.run() as hub:
         hub.add_repo(REPO, _files())
         request = await hubrequest.request_for(hub, REPO)
