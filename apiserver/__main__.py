@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 
 import logs
-from apiserver.endpoints import resources
+from apiserver.endpoints import podwebhook, resources
 from apiserver.options import cli, config
 from apiserver.registry import build
 from apiserver.serving import processes, server, tls
@@ -92,7 +92,8 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         storage=storage,
         authentication=auth.authentication,
         authorization=auth.authorization,
-        resource_routes=[*resources.routes(registry, auth.admission), *auth.routes],
+        resource_routes=[*resources.routes(registry, auth.admission), *auth.routes,
+                         *podwebhook.routes(embedded.PodFacts(background.controllers))],
         groups=auth.groups,
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],

@@ -34,7 +34,7 @@ from apiserver.wiring import inprocess, leases, proofs
 from controllers import assembly
 from controllers.runtime import identity as identities
 from controllers.runtime import informer, leader
-from openapi import sources
+from openapi import sources, wire
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,32 @@ class InformerArtifacts:
         found = self._artifacts.get(namespace, name)
         source = ((found or {}).get("spec") or {}).get("source") or {}
         return next((kind for kind in sources.KINDS if kind in source), None)
+
+
+class PodFacts:
+    """``endpoints.podwebhook.PodFacts`` over the artifact informer and the warm nodes every
+    replica watches (``assembly.ControllerSet.warm``)."""
+
+    def __init__(self, controllers: assembly.ControllerSet) -> None:
+        self._artifacts = controllers.artifacts
+        self._warm = controllers.warm
+
+    async def artifacts_read(self, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._artifacts.synced.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def nodes_read(self, timeout: float) -> bool:
+        return await self._warm.wait_synced(timeout)
+
+    def artifact(self, namespace: str, name: str) -> wire.Readable | None:
+        return self._artifacts.get(namespace, name)
+
+    def warm_nodes(self, digest: str) -> list[str]:
+        return self._warm.warm_nodes(digest)
 
 
 def worker_token(token_file: pathlib.Path, username: str) -> TokenSource:

@@ -21,17 +21,18 @@ from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import informer, status
+from openapi import states, wire
+from openapi.kinds import modelprefetch, nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = clients.Obj
 Key = tuple[str, str]
 RESYNC_SECONDS = 60.0
 
 
 class Delivery(Protocol):
-    async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
+    async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
                    nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         """Have each of ``nodes`` (with a NodeModelStore, not holding the digest yet) download
         the artifact through its ordinary path; returns node -> why its warm-up failed or is
@@ -43,7 +44,7 @@ class NoDelivery:
     """Nothing is asked of the nodes: a node warms when a Pod mounts the artifact there; the
     status and the pins still follow the prefetch (standalone mode, docs/controllers.md)."""
 
-    async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
+    async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
                    nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         return {}
 
@@ -99,10 +100,10 @@ class Prefetches:
 
     # triggers -----------------------------------------------------------------------------
 
-    def _wake(self, prefetch: Obj) -> None:
+    def _wake(self, prefetch: wire.Obj) -> None:
         self.statuses.enqueue(clients.key_of(prefetch))
 
-    def _store_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _store_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         _, node = clients.key_of(new or old or {})
         if not node:
             return
@@ -110,16 +111,16 @@ class Prefetches:
             if node in self._inputs.targets(prefetch):
                 self.statuses.enqueue(clients.key_of(prefetch))
 
-    def _node_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _node_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A Node's labels move selectors; its taints and cordon move where warm-up Pods go, so
         the prefetches naming it look again too."""
         _, node = clients.key_of(new or old or {})
         for prefetch in self._prefetches.items():
-            targets = (prefetch.get("spec") or {}).get("targets") or {}
-            if targets.get("nodeSelector") is not None or node in (targets.get("nodeNames") or []):
+            if (modelprefetch.node_selector(prefetch) is not None
+                    or node in modelprefetch.node_names(prefetch)):
                 self._wake(prefetch)
 
-    def _owned_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _owned_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         metadata = (new or old or {}).get("metadata") or {}
         for owner in metadata.get("ownerReferences") or []:
             if owner.get("kind") == clients.MODEL_PREFETCHES.kind and metadata.get("namespace"):
@@ -138,7 +139,7 @@ class Prefetches:
         if not artifact.problem:
             cold = [n for n in nodes if self._stores.get("", n) is not None and
                     (prefetchplan.model_entry(self._stores.get("", n), artifact.digest)
-                     or {}).get("state") != "Ready"]
+                     or {}).get("state") != states.READY]
             if cold:
                 failures = await self._delivery.warm(prefetch, artifact, cold)
         now = self._clock.now()
@@ -149,7 +150,7 @@ class Prefetches:
             entry["pinned"] = self._pinned_here(prefetch, store, artifact.digest, now)
             entries.append(entry)
 
-        def change(current: Obj) -> None:
+        def change(current: wire.Obj) -> None:
             wanted = prefetchplan.status(prefetch, entries, artifact, now=now, base=current)
             current.clear()
             current.update(wanted)
@@ -164,11 +165,11 @@ class Prefetches:
             self.status_writes += 1
         return runtime.Result(requeue_after=self._failed_recheck if failures else RESYNC_SECONDS)
 
-    def _pinned_here(self, prefetch: Obj, store: Obj | None, digest: str,
+    def _pinned_here(self, prefetch: wire.Obj, store: wire.Obj | None, digest: str,
                      now: datetime.datetime) -> bool:
         if store is None or not digest or not prefetchplan.pinned(prefetch):
             return False
-        if digest not in ((store.get("spec") or {}).get("pinned") or []):
+        if digest not in nodemodelstore.pinned(store):
             return False
         until = prefetchplan.pin_until(prefetch, store, digest)
         return until is None or until > now

@@ -20,9 +20,7 @@ import kube
 from controllers.runtime import client as clients
 from controllers.runtime import errors
 from kube import resources as ours
-from openapi import resources
-
-Obj = clients.Obj
+from openapi import resources, wire
 
 MODELS: dict[clients.Resource, Any] = {
     **{clients.ours(info): getattr(ours, info.kind) for info in resources.SERVED},
@@ -50,8 +48,8 @@ def _model(resource: clients.Resource) -> Any:
         raise errors.NotFound(f"no client model for {resource.plural}") from None
 
 
-def _plain(obj: Any) -> Obj:
-    found: Obj = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+def _plain(obj: Any) -> wire.Obj:
+    found: wire.Obj = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
     return found
 
 
@@ -99,7 +97,7 @@ class KubeApi:
             raise errors.ApiError("the SelfSubjectReview names no user")
         return name
 
-    async def get(self, resource: clients.Resource, namespace: str, name: str) -> Obj:
+    async def get(self, resource: clients.Resource, namespace: str, name: str) -> wire.Obj:
         try:
             found = await self.kube.get(_model(resource), name,
                                         namespace=namespace if resource.namespaced else None)
@@ -107,7 +105,7 @@ class KubeApi:
             raise translate(exc) from None
         return _plain(found)
 
-    async def update_status(self, resource: clients.Resource, obj: Obj) -> Obj:
+    async def update_status(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         model = _model(resource)
         status_model = getattr(model, "Status", None)
         if status_model is None:
@@ -122,7 +120,7 @@ class KubeApi:
 
     # the prefetches' warm-up Pods (controllers/prefetches/warmup.py) -------------------------
 
-    async def create_pod(self, pod: Obj) -> Obj:
+    async def create_pod(self, pod: wire.Obj) -> wire.Obj:
         """A Pod (the prefetches' warm-up Pods); ``errors.Conflict`` when the name is taken."""
         try:
             created = await self.kube.create(
@@ -148,20 +146,20 @@ class LeaseClient:
     def __init__(self, kube_client: kube.Client) -> None:
         self._kube = kube_client
 
-    async def get(self, namespace: str, name: str) -> Obj:
+    async def get(self, namespace: str, name: str) -> wire.Obj:
         try:
             return _plain(await self._kube.get(coordination_v1.Lease, name, namespace=namespace))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
-    async def create(self, lease: Obj) -> Obj:
+    async def create(self, lease: wire.Obj) -> wire.Obj:
         try:
             created = await self._kube.create(_lease(lease))
         except kube.KubeError as exc:
             raise translate(exc) from None
         return _plain(created)
 
-    async def update(self, lease: Obj) -> Obj:
+    async def update(self, lease: wire.Obj) -> wire.Obj:
         try:
             replaced = await self._kube.replace(_lease(lease))
         except kube.KubeError as exc:
@@ -170,5 +168,5 @@ class LeaseClient:
 
 
 
-def _lease(lease: Obj) -> coordination_v1.Lease:
+def _lease(lease: wire.Obj) -> coordination_v1.Lease:
     return cast(coordination_v1.Lease, coordination_v1.Lease.from_dict(lease))

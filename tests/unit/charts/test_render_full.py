@@ -50,6 +50,7 @@ def test_the_file_sets_every_value() -> None:
         "apiserver.apiService.insecureSkipTLSVerify",
         "apiserver.controllers.leaderElect",
         "apiserver.controllers.mode",
+        "apiserver.podWebhook.enabled",
         "apiserver.service.type",
         "modelManager.enabled",
         "modelManager.peerSync.networkPolicy.enabled",
