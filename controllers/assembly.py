@@ -27,6 +27,7 @@ from controllers.prefetches import wiring as prefetches
 from controllers.resolver import wiring as resolver
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader, manager, proofs
+from controllers.runtime import manifests as manifests_
 from controllers.sources import kubeapi, plugins
 from timing import clock as clocks
 
@@ -85,6 +86,9 @@ class Inputs:
     ledger: proofs.Ledger | None = None
     """The record of the hub's verifications (anchors' proofs): the server's storage; None, in
     this process's memory (``python -m controllers``)."""
+    manifests: manifests_.Keeper | None = None
+    """Where the resolver keeps each resolved manifest: the server's storage; None, nowhere
+    (``python -m controllers``)."""
     live_progress: bool = False
     """Read the plugins' running downloads for ``progress`` (the API server answers it)."""
 
@@ -192,7 +196,7 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
         config=cfg, clock=inputs.clock, api=inputs.api, writer=inputs.writer, cluster=cluster,
         view=view, artifacts=artifacts, plugins=locator, plugin_pods=pods, plugin_token=token,
         ledger=inputs.ledger if inputs.ledger is not None else proofs.InMemory(),
-        state_dir=inputs.state_dir)
+        state_dir=inputs.state_dir, manifests=inputs.manifests)
     running: list[tuple[str, manager.Runnable]] = []
     for each in selected(mode):
         if registration.Need.WRITER in each.needs and inputs.writer is None:

@@ -235,10 +235,12 @@ class _Renamed(argparse.Action):
         namespace.renamed_flags = notes
 
 
-def add_renamed(p: argparse.ArgumentParser, old: str, new: str, **kwargs: Any) -> None:
-    """``old`` as a hidden alias of the flag ``new`` (``kwargs``: its type and metavar)."""
+def add_renamed(p: argparse.ArgumentParser | argparse._ArgumentGroup, old: str, new: str, *,
+                help: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+    """``old`` as an alias of the flag ``new`` (``kwargs``: its type and metavar), hidden from
+    ``--help`` unless ``help`` says what it is."""
     dest = new.lstrip("-").replace("-", "_")
-    p.add_argument(old, dest=dest, action=_Renamed, new=new, help=argparse.SUPPRESS,
+    p.add_argument(old, dest=dest, action=_Renamed, new=new, help=help,
                    default=argparse.SUPPRESS, **kwargs)
 
 

@@ -39,9 +39,15 @@ ModelPrefetch: type[GenericNamespacedResource] = create_namespaced_resource(
 )
 
 
-def progress_path(namespace: str, name: str) -> str:
-    """The ``progress`` subresource of a ModelArtifact (read it with ``Client.request``)."""
+def subresource_path(namespace: str, name: str, subresource: str) -> str:
+    """A computed subresource of a ModelArtifact (``progress``, ``copies``, ``manifest``; read
+    it with ``Client.request``)."""
     return (
         f"/apis/{contract.GROUP}/{contract.VERSION}/namespaces/{namespace}/"
-        f"{contract.MODEL_ARTIFACT.plural}/{name}/progress"
+        f"{contract.MODEL_ARTIFACT.plural}/{name}/{subresource}"
     )
+
+
+def progress_path(namespace: str, name: str) -> str:
+    """The ``progress`` subresource of a ModelArtifact (read it with ``Client.request``)."""
+    return subresource_path(namespace, name, "progress")

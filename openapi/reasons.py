@@ -72,6 +72,11 @@ RESOLVED_REASONS = (
     SOURCE_UNAVAILABLE, DIGEST_MISMATCH, EMPTY_MANIFEST, UNSUPPORTED_SOURCE, ANCHOR_NOT_GRANTED,
 )
 HEALTHY: Final = "Healthy"
+TERMINAL_RESOLVED_REASONS: Final = (
+    REVISION_NOT_FOUND, ACCESS_DENIED, EMPTY_MANIFEST, DIGEST_MISMATCH, UNSUPPORTED_SOURCE)
+"""``Resolved=False`` reasons that retrying alone cannot fix: the worker still retries (a Secret
+change retries at once), but a client waiting for the resolution stops and reports them.
+``SecretNotFound`` and ``ClaimNotFound`` are not among them: the object may be created next."""
 
 # Reasons of a NodeModelStore's conditions (Ready's list is open: these are the known ones).
 SERVING = "Serving"

@@ -55,72 +55,61 @@ class ResourceInfo:
         return None
 
 
-MODEL_ARTIFACT = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelArtifact",
-    list_kind="ModelArtifactList",
-    plural="modelartifacts",
-    singular="modelartifact",
-    short_names=("mart",),
-    categories=("gpustack",),
-    namespaced=True,
-    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-    subresources=(
-        Subresource("progress", ("get",), "ModelArtifactProgress"),
-        Subresource("status", ("get", "patch", "update"), "ModelArtifact", discovered=False),
-    ),
-)
+CATEGORY = "gpustack"
+"""The category every resource of ours is in (``kubectl get gpustack``)."""
+WRITABLE = ("create", "delete", "get", "list", "patch", "update", "watch")
+"""The verbs of a resource clients create and edit."""
+STATUS_VERBS = ("get", "patch", "update")
 
-NODE_MODEL_STORE = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="NodeModelStore",
-    list_kind="NodeModelStoreList",
-    plural="nodemodelstores",
-    singular="nodemodelstore",
-    short_names=("nms",),
-    categories=("gpustack",),
-    namespaced=False,
-    verbs=("delete", "get", "list", "watch"),
-    subresources=(Subresource("status", ("get", "patch", "update"), "NodeModelStore"),),
-)
+
+def _computed(kind: str, subresource: str) -> ResourceInfo:
+    """A kind computed per request and never written, served only as
+    ``modelartifacts/{name}/<subresource>``."""
+    return ResourceInfo(
+        group=GROUP, version=VERSION, kind=kind, list_kind="",
+        plural=f"modelartifacts/{subresource}", singular="", short_names=(), categories=(),
+        namespaced=True, verbs=("get",), subresources=(), stored=False)
+
+
+def _ours(kind: str, plural: str, short_name: str, *, namespaced: bool,
+          verbs: tuple[str, ...] = WRITABLE,
+          subresources: tuple[Subresource, ...] = ()) -> ResourceInfo:
+    """A stored resource of this group: its list kind, singular and category follow from the
+    kind, as Kubernetes names them."""
+    return ResourceInfo(
+        group=GROUP, version=VERSION, kind=kind, list_kind=f"{kind}List", plural=plural,
+        singular=kind.lower(), short_names=(short_name,), categories=(CATEGORY,),
+        namespaced=namespaced, verbs=verbs, subresources=subresources,
+    )  # fmt: skip
+
+
+MODEL_ARTIFACT = _ours("ModelArtifact", "modelartifacts", "mart", namespaced=True, subresources=(
+    Subresource("progress", ("get",), "ModelArtifactProgress"),
+    Subresource("copies", ("get",), "ModelArtifactCopies"),
+    Subresource("manifest", ("get",), "ModelArtifactManifest"),
+    Subresource("status", STATUS_VERBS, "ModelArtifact", discovered=False)))
+
+NODE_MODEL_STORE = _ours("NodeModelStore", "nodemodelstores", "nms", namespaced=False,
+                         verbs=("delete", "get", "list", "watch"),
+                         subresources=(Subresource("status", STATUS_VERBS, "NodeModelStore"),))
 
 # A tenant's intent to warm one artifact on a set of nodes (docs/api.md, "ModelPrefetch"). Its
 # status is the worker's: like the ModelArtifact's, the status path serves the worker only and is
 # not in discovery.
-MODEL_PREFETCH = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelPrefetch",
-    list_kind="ModelPrefetchList",
-    plural="modelprefetches",
-    singular="modelprefetch",
-    short_names=("mpf",),
-    categories=("gpustack",),
-    namespaced=True,
-    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-    subresources=(
-        Subresource("status", ("get", "patch", "update"), "ModelPrefetch", discovered=False),
-    ),
-)
+MODEL_PREFETCH = _ours("ModelPrefetch", "modelprefetches", "mpf", namespaced=True, subresources=(
+    Subresource("status", STATUS_VERBS, "ModelPrefetch", discovered=False),))
 
 # Computed per request and never written: a kind without storage, served only as
 # ``modelartifacts/{name}/progress``.
-MODEL_ARTIFACT_PROGRESS = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelArtifactProgress",
-    list_kind="",
-    plural="modelartifacts/progress",
-    singular="",
-    short_names=(),
-    categories=(),
-    namespaced=True,
-    verbs=("get",),
-    subresources=(),
-    stored=False,
-)
+MODEL_ARTIFACT_PROGRESS = _computed("ModelArtifactProgress", "progress")
+
+# Computed per request and never written, like the progress, but naming nodes: served only as
+# ``modelartifacts/{name}/copies``, under its own grant (never a tenant's by default).
+MODEL_ARTIFACT_COPIES = _computed("ModelArtifactCopies", "copies")
+
+# The resolved manifest's files, read from what the resolver kept: served only as
+# ``modelartifacts/{name}/manifest``, under its own grant.
+MODEL_ARTIFACT_MANIFEST = _computed("ModelArtifactManifest", "manifest")
 
 # The table of stored resources: the registry, the routes, discovery and the OpenAPI documents are
 # all built from it (with each kind's schema in ``schema.KINDS`` and, in the server, its strategy).
@@ -129,7 +118,8 @@ SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREF
 # The stored resources, by URL plural.
 BY_PLURAL: dict[str, ResourceInfo] = {info.plural: info for info in SERVED}
 
-# Every kind the package describes, the computed progress view included.
+# Every kind the package describes, the computed views included.
 BY_KIND: dict[str, ResourceInfo] = {
-    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS)
+    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS, MODEL_ARTIFACT_COPIES,
+                                  MODEL_ARTIFACT_MANIFEST)
 }

@@ -203,6 +203,8 @@ MODEL_ARTIFACT_STATUS = obj(
             f"{anchors.ANNOTATION}, removed with it.",
             {"grantedTime": time("When the grant was given.")},
         ),
+        "retryTime": time("While Resolved is not True: when the worker tries again (a Secret "
+                          "change tries at once). Absent otherwise."),
         "conditions": conditions(reasons.ARTIFACT_CONDITIONS),
     },
 )
@@ -260,6 +262,13 @@ NODE_MODEL_STORE_SPEC = obj(
         ),
         "pinned": array(
             "Digests never collected on this node.",
+            string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
+            maxItems=MAX_PINNED, **{"x-kubernetes-list-type": "set"},
+        ),
+        "evict": array(
+            "Digests to remove now, whatever the watermarks: each goes as soon as no Pod "
+            "mounts it and it is not pinned (a prefetch deleted with cleanupOnDelete). Written "
+            "by the worker.",
             string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
             maxItems=MAX_PINNED, **{"x-kubernetes-list-type": "set"},
         ),
@@ -360,6 +369,12 @@ MODEL_PREFETCH_SPEC = obj(
                     "duration such as 72h, at least 1h; hour granularity, from the node's "
                     "lastUsedTime). Empty keeps the pin while the prefetch exists.",
                     maxLength=64),
+                "cleanupOnDelete": {"type": "boolean",
+                                    "description": "When this prefetch is deleted, remove the "
+                                                   "digest from its target nodes at once "
+                                                   "(each as soon as no Pod mounts it and "
+                                                   "nothing pins it), instead of waiting for "
+                                                   "collection."},
             },
             default={},
         ),
@@ -422,28 +437,31 @@ def _kind(info: resources.ResourceInfo, description: str, body: dict[str, Schema
     return schema
 
 
-MODEL_ARTIFACT = _kind(
-    resources.MODEL_ARTIFACT,
-    "Where a model's weights come from and which credential reads them; resolved once to a "
-    "content digest.",
-    {"spec": MODEL_ARTIFACT_SPEC, "status": MODEL_ARTIFACT_STATUS},
-    ("spec",),
-)
+DESCRIBED = {
+    resources.MODEL_ARTIFACT.kind:
+        "Where a model's weights come from and which credential reads them; resolved once to a "
+        "content digest.",
+    resources.NODE_MODEL_STORE.kind:
+        "One node's model cache: its configuration (spec, by the worker) and its content "
+        "(status, by the node plugin).",
+    resources.MODEL_PREFETCH.kind:
+        "A tenant's intent to have one artifact downloaded on a set of nodes ahead of use, and "
+        "kept there (pinned) while it exists.",
+}
+"""Each stored kind's description, the first line of its OpenAPI schema and of kubectl
+explain."""
 
-NODE_MODEL_STORE = _kind(
-    resources.NODE_MODEL_STORE,
-    "One node's model cache: its configuration (spec, by the worker) and its content (status, by "
-    "the node plugin).",
-    {"spec": NODE_MODEL_STORE_SPEC, "status": NODE_MODEL_STORE_STATUS},
-)
 
-MODEL_PREFETCH = _kind(
-    resources.MODEL_PREFETCH,
-    "A tenant's intent to have one artifact downloaded on a set of nodes ahead of use, and "
-    "kept there (pinned) while it exists.",
-    {"spec": MODEL_PREFETCH_SPEC, "status": MODEL_PREFETCH_STATUS},
-    ("spec",),
-)
+def _stored(info: resources.ResourceInfo, spec: Schema, status: Schema,
+            required: tuple[str, ...] = ("spec",)) -> Schema:
+    """A stored kind: spec and status (``spec`` required unless said otherwise)."""
+    return _kind(info, DESCRIBED[info.kind], {"spec": spec, "status": status}, required)
+
+
+MODEL_ARTIFACT = _stored(resources.MODEL_ARTIFACT, MODEL_ARTIFACT_SPEC, MODEL_ARTIFACT_STATUS)
+NODE_MODEL_STORE = _stored(resources.NODE_MODEL_STORE, NODE_MODEL_STORE_SPEC,
+                           NODE_MODEL_STORE_STATUS, required=())
+MODEL_PREFETCH = _stored(resources.MODEL_PREFETCH, MODEL_PREFETCH_SPEC, MODEL_PREFETCH_STATUS)
 
 MODEL_ARTIFACT_PROGRESS = _kind(
     resources.MODEL_ARTIFACT_PROGRESS,
@@ -470,6 +488,75 @@ MODEL_ARTIFACT_PROGRESS = _kind(
             **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["reason"]},
         ),
         "reason": string("Why there is nothing to count: not resolved yet, or a claim source."),
+    },
+)
+
+MODEL_ARTIFACT_COPIES = _kind(
+    resources.MODEL_ARTIFACT_COPIES,
+    "Where an artifact's content is, node by node, computed on each request and never stored: "
+    "every node that holds, downloads or failed on its digest, or that a prefetch of the "
+    "artifact targets. Names nodes, so it has its own grant (get on modelartifacts/copies).",
+    {
+        "timestamp": time("When it was computed."),
+        "manifestDigest": string("The artifact's manifest digest.",
+                                 pattern=grammar.DIGEST_PATTERN),
+        "sizeBytes": integer("The manifest's size.", minimum=0),
+        "live": count("Downloading nodes read from their plugin for this answer."),
+        "nodes": array(
+            "One row per node, by name.",
+            obj("One node's copy of the digest.", {
+                "node": string("The node's name."),
+                "phase": string("Pending (a prefetch target not started or not reported), "
+                                "Downloading, Ready or Failed.", enum=list(states.PHASES)),
+                "downloadedBytes": integer("What the node holds of it: live from its plugin "
+                                           "when live is true, else as last stored.",
+                                           minimum=0),
+                "live": {"type": "boolean", "description": "downloadedBytes was read from "
+                         "the node's plugin for this answer."},
+                "sizeBytes": integer("The manifest's size.", minimum=0),
+                "percent": integer("downloadedBytes of sizeBytes, whole percent.", "int32",
+                                   minimum=0, maximum=100),
+                "source": string("Where the bytes came from.", enum=list(states.ORIGINS)),
+                "reason": string("Why it failed, or why a target has not started."),
+                "message": string("The node's or the prefetch's words."),
+                "retryTime": time("The earliest next attempt after a failure."),
+                "referenced": {"type": "boolean",
+                               "description": "A Pod on the node mounts it."},
+                "pinned": {"type": "boolean",
+                           "description": "The node keeps it against collection."},
+                "lastUsedTime": time("Last use, truncated to the hour."),
+                "prefetches": array("The artifact's prefetches targeting the node.",
+                                    string("A ModelPrefetch's name.")),
+            }, ("node", "phase")),
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["node"]},
+        ),
+        "reason": string("Why there is nothing to list: not resolved yet, or a claim or image "
+                         "source."),
+    },
+)
+
+MODEL_ARTIFACT_MANIFEST = _kind(
+    resources.MODEL_ARTIFACT_MANIFEST,
+    "The files an artifact resolved to: its canonical manifest, as the resolver listed it, "
+    "checked against the manifest digest before it is served. Its own grant (get on "
+    "modelartifacts/manifest).",
+    {
+        "manifestDigest": string("The artifact's manifest digest.",
+                                 pattern=grammar.DIGEST_PATTERN),
+        "fileCount": integer("Files in the manifest.", minimum=0),
+        "sizeBytes": integer("Their bytes, summed.", minimum=0),
+        "files": array(
+            "Each file, in the manifest's order (by path); its path is under the mount's root.",
+            obj("One file.", {
+                "path": string("The file's path, relative, '/'-separated."),
+                "size": integer("Its size in bytes.", minimum=0),
+                "sha256": string("Its SHA-256, 64 lowercase hex (LFS and large files)."),
+                "gitBlobId": string("Its git blob id, 40 lowercase hex (small files)."),
+            }, ("path", "size")),
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["path"]},
+        ),
+        "reason": string("Why no file is listed: not resolved yet, a claim or image source, "
+                         "or the manifest is not recorded."),
     },
 )
 
@@ -500,6 +587,8 @@ KINDS: dict[str, Schema] = {
     "NodeModelStore": NODE_MODEL_STORE,
     "ModelPrefetch": MODEL_PREFETCH,
     "ModelArtifactProgress": MODEL_ARTIFACT_PROGRESS,
+    "ModelArtifactCopies": MODEL_ARTIFACT_COPIES,
+    "ModelArtifactManifest": MODEL_ARTIFACT_MANIFEST,
 }
 
 # Every named schema: ours, their lists, and the shared metadata definitions.

@@ -25,7 +25,7 @@ from apiserver.auth import (
     static,
 )
 from apiserver.endpoints import discovery, selfreviews
-from apiserver.options import config
+from apiserver.flags import config
 from controllers.runtime import identity as identities
 from openapi import install
 

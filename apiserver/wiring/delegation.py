@@ -34,7 +34,7 @@ from apiserver.auth import (
     worker,
 )
 from apiserver.cluster import authconfig, pods, reviews, version
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.serving import tls
 from apiserver.wiring import access
 from controllers.runtime import identity as identities

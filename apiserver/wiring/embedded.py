@@ -28,9 +28,9 @@ from collections.abc import Awaitable, Callable
 import kube
 from apiserver.auth import static
 from apiserver.auth import worker as workers
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import build
-from apiserver.wiring import inprocess, leases, proofs
+from apiserver.wiring import inprocess, leases, manifests, proofs
 from controllers import assembly
 from controllers.runtime import identity as identities
 from controllers.runtime import informer, leader
@@ -122,11 +122,11 @@ def worker_token(token_file: pathlib.Path, username: str) -> TokenSource:
 
 def store_leadership(settings: config.Settings, registry: build.Registry,
                      clock: clocks.Clock) -> leader.AlwaysLeader | leader.LeaseElector:
-    """Without a cluster: processes sharing a store (replicas on one etcd, ``--workers`` on etcd
+    """Without a cluster: processes sharing a store (replicas on one etcd, ``--processes`` on etcd
     or on one SQLite file) elect one leader on a Lease kept in that store; a single server
     process on its own SQLite file always leads."""
     cs = settings.controller_settings
-    if settings.storage.backend != "etcd" and settings.storage.workers == 1:
+    if settings.storage.backend != "etcd" and settings.storage.processes == 1:
         return leader.AlwaysLeader()
     return leader.LeaseElector(
         leases.StoreLeases(registry.storage), clock, namespace=cs.namespace, name=cs.lease_name,
@@ -154,7 +154,8 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         config=settings.controller_settings, clock=clock, api=api, writer=api,
         kube=cluster_client, state_dir=settings.data_dir / "controllers",
         leadership=store_leadership(settings, registry, clock) if standalone else None,
-        plugin_token=token, ledger=proofs.StoreLedger(registry.storage), live_progress=True))
+        plugin_token=token, ledger=proofs.StoreLedger(registry.storage),
+        manifests=manifests.StoreManifests(registry.storage), live_progress=True))
     hooks = Hooks(controllers=found)
 
     async def start_view() -> None:
@@ -163,6 +164,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         async def plug_in() -> None:
             await found.view.index.wait_synced()
             registry.progress_view.view = found.view.progress
+            registry.copies_view.view = found.view.copies
 
         waiting.append(asyncio.create_task(plug_in(), name="progress view"))
 
@@ -179,6 +181,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
 
     async def stop() -> None:
         registry.progress_view.view = None
+        registry.copies_view.view = None
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)

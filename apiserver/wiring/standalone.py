@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from apiserver.auth import policy, static, user
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.wiring import kubeconfig
 from certs import authority
 
@@ -41,7 +41,7 @@ class Prepared:
 
 def prepare(settings: config.Settings) -> Prepared:
     """Idempotent, and safe when several processes start on one data directory at once (etcd
-    replicas and ``--workers`` share the CA, the serving certificate and the tokens): the first
+    replicas and ``--processes`` share the CA, the serving certificate and the tokens): the first
     one creates the files under an exclusive lock, the others reuse them."""
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -65,23 +65,12 @@ def _prepare(settings: config.Settings) -> Prepared:
     admin = data_dir / "kubeconfig"
     worker = data_dir / "worker.kubeconfig"
     plugin = data_dir / "plugin.kubeconfig"
-    kubeconfig.write(
-        admin, server=settings.url, ca_file=files.ca_cert, token=tokens[ADMIN], user=ADMIN
-    )
-    kubeconfig.write(
-        worker,
-        server=settings.url,
-        ca_file=files.ca_cert,
-        token=tokens[settings.worker_username],
-        user="worker",
-    )
-    kubeconfig.write(
-        plugin,
-        server=settings.url,
-        ca_file=files.ca_cert,
-        token=tokens[settings.plugin_username],
-        user="node-plugin",
-    )
+    # (file, the token's user, the kubeconfig's user name) for the three identities
+    for path, token_user, name in ((admin, ADMIN, ADMIN),
+                                   (worker, settings.worker_username, "worker"),
+                                   (plugin, settings.plugin_username, "node-plugin")):
+        kubeconfig.write(path, server=settings.url, ca_file=files.ca_cert,
+                         token=tokens[token_user], user=name)
     return Prepared(settings=settings, kubeconfig=admin, worker_kubeconfig=worker,
                     plugin_kubeconfig=plugin)
 
@@ -119,17 +108,16 @@ def _ensure_tokens(path: pathlib.Path, settings: config.Settings) -> list[static
         entries.append(static.Entry(static.new_token(), plugin, str(uuid.uuid4()), groups,
                                     plugin_extra(settings.plugin_node, str(uuid.uuid4()))))
         changed = True
-    else:
-        for index, entry in enumerate(entries):
-            if entry.name != plugin:
-                continue
-            extra = entry.extra_map()
-            if extra.get(user.NODE_NAME) != (settings.plugin_node,):
-                # bound to another node now: a new Pod there, with a new UID
-                entries[index] = dataclasses.replace(
-                    entry, groups=groups,
-                    extra=plugin_extra(settings.plugin_node, str(uuid.uuid4())))
-                changed = True
+    elif not any(entry.name == plugin
+                 and entry.extra_map().get(user.NODE_NAME) == (settings.plugin_node,)
+                 for entry in entries):
+        # bound to another node now: a new Pod there, with a new UID. A token file holding one
+        # plugin token per node (several plugins against one server) already has this node's.
+        index = next(i for i, entry in enumerate(entries) if entry.name == plugin)
+        entries[index] = dataclasses.replace(
+            entries[index], groups=groups,
+            extra=plugin_extra(settings.plugin_node, str(uuid.uuid4())))
+        changed = True
     if changed:
         static.write(path, entries)
     return entries

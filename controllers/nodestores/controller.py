@@ -11,7 +11,8 @@ cluster) or when ``--node`` names it (standalone). For each, the controller
 - writes its ``spec``: the settings (``storesettings``: watermarks, download limits, hub) and the
   node's kubelet thresholds (``spec.kubelet``) read from its configz when the object is written
   and every 30 minutes. A failed read keeps the last reading; a node never read has none, and
-  its plugin assumes kubelet's defaults and says so. ``spec.pinned`` is left as it is.
+  its plugin assumes kubelet's defaults and says so. ``spec.pinned`` and ``spec.evict`` are left
+  as they are.
 
 Every node is checked again every minute (and at once when its CSINode, its object or the
 settings change), so a settings change reaches every spec within a minute. Only the worker
@@ -135,6 +136,9 @@ class NodeStores:
             pins = nodemodelstore.pinned(current)
             if pins:
                 desired["pinned"] = pins
+            evicting = nodemodelstore.evict(current)  # the pins controller's, like pinned
+            if evicting:
+                desired["evict"] = evicting
             if spec != desired:
                 updated = dict(current, spec=desired)
                 await self._api.update(clients.NODE_MODEL_STORES, updated)

@@ -49,59 +49,49 @@ class NoDelivery:
         return {}
 
 
-class Prefetches:
+class Prefetches(runtime.Runs[Key]):
     name = "prefetches"
 
     def __init__(
         self,
         api: clients.Client,
-        prefetches: informer.Informer,
-        artifacts: informer.Informer,
-        stores: informer.Informer,
+        watched: inputs.Inputs,
         clock: clocks.Clock,
         *,
-        labels: inputs.Labels | None = None,
         nodes: informer.Informer | None = None,
         delivery: Delivery | None = None,
         owned: informer.Informer | None = None,
         failed_recheck: float = RESYNC_SECONDS,
         concurrency: int = 2,
     ) -> None:
-        """``nodes``: the Nodes' informer whose changes wake the prefetches (``labels`` reads
-        it); ``owned``: objects a prefetch owns (its warm-up Pods) whose changes wake their
-        owner; both run by the caller. A prefetch whose delivery failed somewhere is looked at
-        again after ``failed_recheck`` seconds (at most a minute), when a failed delivery is
+        """``watched``: the prefetches, artifacts, node stores and labels read; ``nodes``: the
+        Nodes' informer whose changes wake the prefetches (``watched.labels`` reads it);
+        ``owned``: objects a prefetch owns (its warm-up Pods) whose changes wake their owner;
+        both run by the caller. A prefetch whose delivery failed somewhere is looked at again
+        after ``failed_recheck`` seconds (at most a minute), when a failed delivery is
         retried."""
         self._api = api
-        self._inputs = inputs.Inputs(prefetches, artifacts, stores, labels)
-        self._prefetches = prefetches
-        self._stores = stores
+        self._inputs = watched
+        self._prefetches = watched.prefetches
+        self._stores = watched.stores
         self._clock = clock
         self._delivery = delivery if delivery is not None else NoDelivery()
         self._failed_recheck = min(RESYNC_SECONDS, failed_recheck)
-        self.statuses: runtime.Controller[Key] = runtime.Controller(
-            "prefetch status", self.reconcile_status, clock, keys=prefetches.keys,
+        self.controller: runtime.Controller[Key] = runtime.Controller(
+            "prefetch status", self.reconcile_status, clock, keys=watched.prefetches.keys,
             concurrency=concurrency)
         self._inputs.on_prefetch(self._wake)
-        stores.add_handler(self._store_changed)
+        watched.stores.add_handler(self._store_changed)
         if nodes is not None:
             nodes.add_handler(self._node_changed)
         if owned is not None:
             owned.add_handler(self._owned_changed)
         self.status_writes = 0
 
-    # manager.Runnable ---------------------------------------------------------------------
-
-    async def run(self) -> None:
-        await self.statuses.run()
-
-    def stop(self) -> None:
-        self.statuses.stop()
-
     # triggers -----------------------------------------------------------------------------
 
     def _wake(self, prefetch: wire.Obj) -> None:
-        self.statuses.enqueue(clients.key_of(prefetch))
+        self.controller.enqueue(clients.key_of(prefetch))
 
     def _store_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         _, node = clients.key_of(new or old or {})
@@ -109,7 +99,7 @@ class Prefetches:
             return
         for prefetch in self._prefetches.items():
             if node in self._inputs.targets(prefetch):
-                self.statuses.enqueue(clients.key_of(prefetch))
+                self.controller.enqueue(clients.key_of(prefetch))
 
     def _node_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A Node's labels move selectors; its taints and cordon move where warm-up Pods go, so
@@ -124,7 +114,7 @@ class Prefetches:
         metadata = (new or old or {}).get("metadata") or {}
         for owner in metadata.get("ownerReferences") or []:
             if owner.get("kind") == clients.MODEL_PREFETCHES.kind and metadata.get("namespace"):
-                self.statuses.enqueue((metadata["namespace"], str(owner.get("name"))))
+                self.controller.enqueue((metadata["namespace"], str(owner.get("name"))))
 
     # one prefetch -------------------------------------------------------------------------
 

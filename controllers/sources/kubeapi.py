@@ -3,8 +3,9 @@ reach our resources (status written through ``.../modelartifacts/{name}/status``
 controller reaches cluster objects (Secrets, claims, Pods, ConfigMaps, Leases, Nodes, CSINodes,
 the plugin's DaemonSets).
 
-Objects cross as plain dicts; lightkube's models are built and taken apart in ``controllers``
-here only (an import-linter contract keeps lightkube out of the rest of the package). Our own
+Objects cross as plain dicts (``kube.decoding.plain``); lightkube's models are built and taken
+apart in ``controllers`` here and in ``kubeevents.py`` only (an import-linter contract keeps
+lightkube out of the rest of the package, outside ``controllers.sources``). Our own
 kinds' models come from ``kube.resources``, one for every row of ``openapi.resources.SERVED``.
 ``kube.errors`` become ``controllers.runtime.errors`` here, once.
 """
@@ -20,6 +21,7 @@ import kube
 from controllers.runtime import client as clients
 from controllers.runtime import errors
 from kube import resources as ours
+from kube.decoding import plain
 from openapi import resources, wire
 
 MODELS: dict[clients.Resource, Any] = {
@@ -48,11 +50,6 @@ def _model(resource: clients.Resource) -> Any:
         raise errors.NotFound(f"no client model for {resource.plural}") from None
 
 
-def _plain(obj: Any) -> wire.Obj:
-    found: wire.Obj = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-    return found
-
-
 class KubeApi:
     def __init__(self, kube_client: kube.Client) -> None:
         self.kube = kube_client
@@ -66,7 +63,7 @@ class KubeApi:
                 labels=label_selector or None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return clients.ListResult([_plain(o) for o in listed.items], listed.resource_version)
+        return clients.ListResult([plain(o) for o in listed.items], listed.resource_version)
 
     async def watch(self, resource: clients.Resource, *, resource_version: str,
                     namespace: str = "", label_selector: str = ""
@@ -82,7 +79,7 @@ class KubeApi:
         try:
             async for kind, obj in stream:
                 if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-                    yield clients.WatchEvent(kind, _plain(obj))
+                    yield clients.WatchEvent(kind, plain(obj))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
@@ -103,7 +100,7 @@ class KubeApi:
                                         namespace=namespace if resource.namespaced else None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(found)
+        return plain(found)
 
     async def update_status(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         model = _model(resource)
@@ -116,7 +113,7 @@ class KubeApi:
                 status_model.from_dict(obj), namespace=namespace if resource.namespaced else None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(written)
+        return plain(written)
 
     # the prefetches' warm-up Pods (controllers/prefetches/warmup.py) -------------------------
 
@@ -128,7 +125,7 @@ class KubeApi:
                 namespace=str(pod["metadata"]["namespace"]))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(created)
+        return plain(created)
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
@@ -148,7 +145,7 @@ class LeaseClient:
 
     async def get(self, namespace: str, name: str) -> wire.Obj:
         try:
-            return _plain(await self._kube.get(coordination_v1.Lease, name, namespace=namespace))
+            return plain(await self._kube.get(coordination_v1.Lease, name, namespace=namespace))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
@@ -157,14 +154,14 @@ class LeaseClient:
             created = await self._kube.create(_lease(lease))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(created)
+        return plain(created)
 
     async def update(self, lease: wire.Obj) -> wire.Obj:
         try:
             replaced = await self._kube.replace(_lease(lease))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(replaced)
+        return plain(replaced)
 
 
 

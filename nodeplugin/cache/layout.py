@@ -24,6 +24,7 @@ import functools
 import os
 import pathlib
 import secrets
+from collections.abc import Iterable
 
 from durable import disk
 from openapi import grammar
@@ -42,6 +43,11 @@ FORMAT = 2
 keeps every file once under ``files/`` and links trees to it."""
 FORMAT_FILE = "cache-format"
 """``state/cache-format``: the format, one line."""
+
+
+def reserved_path(paths: Iterable[str]) -> str | None:
+    """The first of a manifest's paths whose top-level name is one of ``RESERVED_NAMES``."""
+    return next((path for path in paths if path.split("/", 1)[0] in RESERVED_NAMES), None)
 
 
 class LayoutError(ValueError):

@@ -128,8 +128,9 @@ class NodeStore:
 
     def _usage_changed(self, digests: set[str]) -> None:
         self.changed()
-        if any(d in self._quarantine for d in digests):
-            self.collector.poke()  # a quarantined tree may have lost its last Pod
+        evict = self.state.applied.evict if self.state.applied is not None else frozenset()
+        if any(d in self._quarantine or d in evict for d in digests):
+            self.collector.poke()  # a quarantined or evicted tree may have lost its last Pod
 
     def quarantined(self, digest: str) -> None:
         """A tree was quarantined: report it, and let collection remove the held copy once no

@@ -65,6 +65,8 @@ class NodeSpec:
     kubelet: Kubelet | None
     """None while the worker has not read the node's configz (or could not)."""
     pinned: frozenset[str] = frozenset()
+    evict: frozenset[str] = frozenset()
+    """Remove now, once unmounted and unpinned (``spec.evict``)."""
 
 
 def parse(obj: dict[str, Any]) -> NodeSpec:
@@ -108,6 +110,7 @@ def parse(obj: dict[str, Any]) -> NodeSpec:
         hub=checked,
         kubelet=_kubelet(body),
         pinned=frozenset(nodemodelstore.pinned(body)),
+        evict=frozenset(nodemodelstore.evict(body)),
     )
 
 

@@ -27,6 +27,7 @@ class Targets(TypedDict, total=False):
 class Retention(TypedDict, total=False):
     pinned: bool
     ttlAfterLastUse: str
+    cleanupOnDelete: bool
 
 
 class _SpecRequired(TypedDict):
@@ -108,6 +109,11 @@ def pinned(obj: wire.Readable) -> bool:
     return wire.dig(obj, "spec", "retention", "pinned") is not False
 
 
+def cleanup_on_delete(obj: wire.Readable) -> bool:
+    """``retention.cleanupOnDelete``: its deletion removes the copies at once."""
+    return wire.dig(obj, "spec", "retention", "cleanupOnDelete") is True
+
+
 ttl_after_last_use = wire.text_at("spec", "retention", "ttlAfterLastUse")
 """The duration after which an unused copy's pin lapses; ``""`` keeps it."""
 
@@ -126,6 +132,16 @@ def counts(obj: wire.Readable) -> tuple[int, int, int, int]:
             wire.integer(found, "downloadingNodes") or 0, wire.integer(found, "failedNodes") or 0)
 
 
+def node_entries(obj: wire.Readable) -> list[wire.Readable]:
+    """``status.nodes``: one entry per target node (at most 256)."""
+    return wire.items(obj, "status", "nodes")
+
+
+def node_pinned(entry: wire.Readable) -> bool:
+    return wire.dig(entry, "pinned") is True
+
+
+node_name = wire.text_at("name")
 node_phase = wire.text_at("phase")
 """``Pending``, ``Downloading``, ``Ready`` or ``Failed`` (``states.PHASES``)."""
 node_size = wire.integer_at("sizeBytes")

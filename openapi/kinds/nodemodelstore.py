@@ -45,6 +45,7 @@ class Spec(TypedDict, total=False):
     hub: HubSettings
     kubelet: Kubelet
     pinned: list[str]
+    evict: list[str]
 
 
 class Capacity(TypedDict, total=False):
@@ -101,11 +102,21 @@ def pinned(obj: wire.Readable) -> list[str]:
     return wire.strings(obj, "spec", "pinned")
 
 
-def spec_pinning(obj: wire.Readable, pins: list[str]) -> wire.Obj:
-    """A copy of ``spec`` whose ``pinned`` is ``pins`` (left out when there are none)."""
-    pinning = {key: value for key, value in spec(obj).items() if key != "pinned"}
+def evict(obj: wire.Readable) -> list[str]:
+    """``spec.evict``: the digests to remove now, once unmounted and unpinned."""
+    return wire.strings(obj, "spec", "evict")
+
+
+def spec_pinning(obj: wire.Readable, pins: list[str],
+                 evicting: list[str] | None = None) -> wire.Obj:
+    """A copy of ``spec`` whose ``pinned`` is ``pins`` (left out when there are none), and
+    whose ``evict`` is ``evicting`` when given (likewise)."""
+    pinning = {key: value for key, value in spec(obj).items()
+               if key != "pinned" and (evicting is None or key != "evict")}
     if pins:
         pinning["pinned"] = list(pins)
+    if evicting:
+        pinning["evict"] = list(evicting)
     return pinning
 
 
@@ -185,6 +196,8 @@ entry_size = wire.integer_at("sizeBytes")
 """The manifest's size, once listed."""
 entry_downloaded = wire.integer_at("downloadedBytes")
 """What the current attempt holds."""
+entry_source = wire.text_at("source")
+"""Where most of its bytes came from (``states.ORIGINS``); ``""`` when not said."""
 
 
 def entry_referenced(found: wire.Readable) -> bool:

@@ -165,3 +165,27 @@ def _scenario(server: support.RunningServer, base: pathlib.Path) -> None:
         # deleting the prefetch withdraws the pin on the next pass
         assert admin.delete(f"{NS}/modelprefetches/warm").status_code == 200
         _wait("unpinned", lambda: _pinned(admin, "node-1") == [])
+
+        # without cleanupOnDelete nothing was asked of the node: collection decides
+        assert "evict" not in admin.get(f"{GROUP}/nodemodelstores/node-1").json()["spec"]
+
+        # with cleanupOnDelete: deleting it asks node-1 to remove the digest now (spec.evict),
+        # in the same write that withdraws the pin, until the node no longer lists it
+        assert admin.post(f"{NS}/modelprefetches", json=_prefetch(
+            "clean", "qwen", targets={"nodeNames": ["node-1"]},
+            retention={"cleanupOnDelete": True})).status_code == 201
+        _wait("pinned again", lambda: _pinned(admin, "node-1") == [digest])
+        assert admin.delete(f"{NS}/modelprefetches/clean").status_code == 200
+
+        def spec() -> dict[str, Any]:
+            return dict(admin.get(f"{GROUP}/nodemodelstores/node-1").json().get("spec") or {})
+
+        asked = _wait("evict", lambda: spec().get("evict") and spec())
+        assert asked["evict"] == [digest] and "pinned" not in asked
+        assert "evict" not in (admin.get(f"{GROUP}/nodemodelstores/node-2").json()["spec"])
+        # the node removed it (its plugin stops listing it): the request leaves the spec
+        gone = plugin.patch(f"{GROUP}/nodemodelstores/node-1/status",
+                            headers={"Content-Type": "application/merge-patch+json"},
+                            json={"status": {"models": []}})
+        assert gone.status_code == 200, gone.text
+        _wait("evict cleared", lambda: "evict" not in spec())

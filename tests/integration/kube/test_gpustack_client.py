@@ -18,6 +18,7 @@ from openapi import placement as rules
 
 NODE = "node-a"
 REPO = "org/tiny-client"
+DOWN = "org/always-down"
 COMMIT = "c" * 40
 
 
@@ -25,6 +26,8 @@ COMMIT = "c" * 40
 def hub() -> Iterator[fixturehub.Hub]:
     with fixturehub.run() as running:
         running.add_repo(REPO, {"config.json": b"{}", "model.safetensors": 4096}, commit=COMMIT)
+        running.add_repo(DOWN, {"config.json": b"{}"})
+        running.faults(DOWN).fail_times = None  # every request answers 503
         yield running
 
 
@@ -73,9 +76,20 @@ async def test_typed_errors(server: support.RunningServer) -> None:
     async with gpustack.ModelManager.from_kubeconfig(str(server.kubeconfig)) as models:
         await models.create_artifact("team-a", "missing", gpustack.HubSource(
             "huggingFace", "org/not-on-the-hub"))
+        # a repository that does not exist is a terminal answer: raised at once with the reason,
+        # long before the timeout (an outage would be waited through until ResolutionTimeout)
+        with pytest.raises(gpustack.ResolutionFailed) as failed:
+            await models.wait_resolved("team-a", "missing", timeout=600)
+        assert failed.value.reason == "AccessDenied" and failed.value.retry_time is not None
+        assert "team-a/missing" in failed.value.message
+        # an outage is not terminal: waited through, then ResolutionTimeout with the last seen
+        await models.create_artifact("team-a", "down", gpustack.HubSource("huggingFace", DOWN))
         with pytest.raises(gpustack.ResolutionTimeout) as late:
-            await models.wait_resolved("team-a", "missing", timeout=3)
-        assert late.value.artifact.name == "missing"
+            await models.wait_resolved("team-a", "down", timeout=3)
+        assert late.value.artifact.name == "down"
+        assert late.value.artifact.reason in ("Resolving", "SourceUnavailable")
+        assert late.value.artifact.terminal_reason == ""
+        await models.delete_artifact("team-a", "down")
         with pytest.raises(kube.AlreadyExists):
             await models.create_artifact("team-a", "missing", gpustack.HubSource(
                 "huggingFace", "org/not-on-the-hub"))

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import os
 import pathlib
 from typing import Any
 
 import grpc
+import pytest
 
 from nodeplugin.materialize import capacity
 from tests.integration.nodeplugin import store_harness as harness
@@ -300,3 +302,30 @@ async def test_passing_the_high_watermark_collects_and_nothing_to_remove_says_so
         low = next(c for c in status["conditions"] if c["type"] == "CapacityLow")
         assert (low["status"], low["reason"]) == ("False", "WithinWatermarks")
         await node.unmount("pod0")
+
+
+async def test_spec_evict_removes_at_once_whatever_the_watermarks_once_unmounted(
+        mount_guard: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A prefetch deleted with cleanupOnDelete: the worker writes the digest into spec.evict.
+    Far below the high watermark and within the ten-minute grace, an unmounted, unpinned tree
+    goes as soon as the spec applies; a mounted one stays until its Pod unmounts it, then goes
+    without waiting for a timer; a pinned one never does."""
+    cache_dir = harness.mount_tmpfs(mount_guard / "cache", 64)
+    now = datetime.datetime.now(datetime.UTC)
+    free, mounted, pinned, other = _trees(cache_dir, 4, MIB, now)  # ~4 MiB of 64: no pressure
+    caplog.set_level(logging.INFO, "nodeplugin.nodestore.collect")
+    async with harness.started(mount_guard, cache_dir=cache_dir,
+                               kubelet_dir=mount_guard / "kubelet",
+                               artifacts=[("m1", mounted)]) as node:
+        assert await node.mount("pod1", mounted, "m1") == (grpc.StatusCode.OK, "")
+        await _applied(node, {"watermarks": {"highPercent": 80, "lowPercent": 70},
+                              "pinned": [pinned], "evict": [free, mounted, pinned]})
+        await _until(lambda: not node.cache.is_published(free))
+        assert node.cache.is_published(mounted) and node.cache.is_published(pinned)
+        assert node.cache.is_published(other)  # not asked for: the watermarks decide
+        assert (node.target("pod1") / "w.bin").read_bytes()[:1] == bytes([1])
+        await node.unmount("pod1")  # the mount ends: it goes now, no five-minute wait
+        await _until(lambda: not node.cache.is_published(mounted))
+        assert node.cache.is_published(pinned) and node.cache.is_published(other)
+        said = f"removed {mounted} as the node's spec.evict asks"
+        await _until(lambda: said in caplog.text)  # logged once the bytes are deleted

@@ -35,6 +35,7 @@ def test_kinds(default_docs: list[dict[str, Any]]) -> None:
         ("APIService", "v1.worker.gpustack.ai"),
         ("CSIDriver", "model.csi.gpustack.ai"),
         ("ClusterRole", "model-manager-anchor-granter"),
+        ("ClusterRole", "model-manager-gpustack-server"),
         ("ClusterRole", "model-manager-node"),
         ("ClusterRole", "model-manager-tenant-editor"),
         ("ClusterRole", "model-manager-tenant-reader"),

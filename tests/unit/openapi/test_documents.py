@@ -16,6 +16,8 @@ EXPECTED_PATHS = {
     f"{NS}/modelartifacts/{{name}}": {"get", "put", "patch", "delete"},
     f"{BASE}/modelartifacts": {"get"},
     f"{NS}/modelartifacts/{{name}}/progress": {"get"},
+    f"{NS}/modelartifacts/{{name}}/copies": {"get"},
+    f"{NS}/modelartifacts/{{name}}/manifest": {"get"},
     f"{NS}/modelartifacts/{{name}}/status": {"get", "put", "patch"},
     f"{BASE}/nodemodelstores": {"get"},
     f"{BASE}/nodemodelstores/{{name}}": {"get", "delete"},
@@ -53,6 +55,8 @@ def test_every_operation_names_its_action_and_an_object_gvk(doc: dict[str, Any])
         assert isinstance(gvk, dict)
         assert gvk["group"] == "worker.gpustack.ai" and gvk["version"] == "v1"
         expected = "ModelArtifactProgress" if url.endswith("/progress") else (
+            "ModelArtifactCopies" if url.endswith("/copies") else
+            "ModelArtifactManifest" if url.endswith("/manifest") else
             "ModelArtifact" if "modelartifacts" in url else
             "ModelPrefetch" if "modelprefetches" in url else "NodeModelStore")
         assert gvk["kind"] == expected, (url, method)

@@ -62,6 +62,8 @@ async def test_resource_list() -> None:
     assert set(by_name) == {
         "modelartifacts",
         "modelartifacts/progress",
+        "modelartifacts/copies",
+        "modelartifacts/manifest",
         "nodemodelstores",
         "nodemodelstores/status",
         "modelprefetches",
@@ -83,6 +85,9 @@ async def test_resource_list() -> None:
     # a subresource's scope must equal its parent's
     assert by_name["modelartifacts/progress"]["namespaced"] is True
     assert by_name["modelartifacts/progress"]["kind"] == "ModelArtifactProgress"
+    assert by_name["modelartifacts/copies"]["namespaced"] is True
+    assert by_name["modelartifacts/copies"]["kind"] == "ModelArtifactCopies"
+    assert by_name["modelartifacts/copies"]["verbs"] == ["get"]
     assert by_name["nodemodelstores/status"]["namespaced"] is False
 
 
@@ -119,7 +124,25 @@ async def test_aggregated(accept: str, version: str) -> None:
                 "kind": "ModelArtifactProgress",
             },
             "verbs": ["get"],
-        }
+        },
+        {
+            "subresource": "copies",
+            "responseKind": {
+                "group": "worker.gpustack.ai",
+                "version": "v1",
+                "kind": "ModelArtifactCopies",
+            },
+            "verbs": ["get"],
+        },
+        {
+            "subresource": "manifest",
+            "responseKind": {
+                "group": "worker.gpustack.ai",
+                "version": "v1",
+                "kind": "ModelArtifactManifest",
+            },
+            "verbs": ["get"],
+        },
     ]
     assert by_name["nodemodelstores"]["scope"] == "Cluster"
     assert by_name["nodemodelstores"]["categories"] == ["gpustack"]
