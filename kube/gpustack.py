@@ -300,8 +300,10 @@ class ModelManager:
                               spec: PrefetchSpec | Mapping[str, Any], *,
                               labels: Mapping[str, str] | None = None) -> wire.Obj:
         """A ModelPrefetch (a ``PrefetchSpec``, or a spec spelled as the schema spells it); the
-        created object. ``kube.Invalid`` when the spec does not fit the schema (no target, an
-        artifact that is not a hub source), ``kube.Forbidden`` outside the caller's grant."""
+        created object. ``kube.Invalid`` when the spec does not fit the schema or the grant (no
+        binding, an artifact that is not a hub source, nodes outside the binding's stores,
+        pinning without ``allowPinned``, past the budget), ``kube.Forbidden`` outside the
+        caller's RBAC."""
         metadata: wire.Obj = {"name": name, "namespace": namespace}
         if labels:
             metadata["labels"] = dict(labels)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kube import delivery
-from openapi import sources, states, wire
+from openapi import keys, sources, states, wire
 from openapi.kinds import modelartifact, nodemodelstore
 
 HubKind = sources.HubKind
@@ -60,34 +60,44 @@ Source = HubSource | ClaimSource | ImageSource
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PrefetchSpec:
-    """A ModelPrefetch's spec: warm ``artifact`` (same namespace) on the nodes named and those
-    ``node_selector`` matches; ``min_ready`` Ready nodes make it Available (0: every target);
-    ``pinned`` keeps the copies against collection while the prefetch exists, until a copy went
-    unused for ``ttl_after_last_use`` (a duration such as ``72h``; empty: no limit)."""
+    """A ModelPrefetch's spec in the upstream shape: warm ``artifact`` (same namespace) under the
+    ModelStoreBinding ``binding`` on the nodes of its stores that ``match_labels`` selects and,
+    when ``node_names`` is given, only those nodes (``kubernetes.io/hostname In``); neither
+    selects every node of the binding's stores. ``min_ready`` Ready nodes make it Available (0:
+    every target); ``pinned`` (needs the binding's ``allowPinned``) keeps the copies against
+    collection while the prefetch exists, until a copy went unused for ``ttl_after_last_use`` (a
+    duration such as ``72h``; empty: no limit); ``cleanup_on_delete`` removes them at once when
+    the prefetch is deleted."""
 
     artifact: str
+    binding: str
     node_names: tuple[str, ...] = ()
-    node_selector: Mapping[str, str] | None = None
+    match_labels: Mapping[str, str] | None = None
     min_ready: int = 0
-    pinned: bool = True
+    pinned: bool = False
     ttl_after_last_use: str = ""
     cleanup_on_delete: bool = False
 
     def spec(self) -> wire.Obj:
-        targets: wire.Obj = {}
+        selector: wire.Obj = {}
+        if self.match_labels:
+            selector["matchLabels"] = dict(self.match_labels)
         if self.node_names:
-            targets["nodeNames"] = list(self.node_names)
-        if self.node_selector is not None:
-            targets["nodeSelector"] = dict(self.node_selector)
+            selector["matchExpressions"] = [{"key": keys.HOSTNAME, "operator": "In",
+                                             "values": list(self.node_names)}]
+        found: wire.Obj = {"artifactRef": {"name": self.artifact},
+                           "bindingRef": {"name": self.binding}}
+        if selector:
+            found["placement"] = {"nodeSelector": selector}
         if self.min_ready:
-            targets["minReady"] = self.min_ready
+            found["minReady"] = self.min_ready
         retention: wire.Obj = {"pinned": self.pinned}
         if self.ttl_after_last_use:
             retention["ttlAfterLastUse"] = self.ttl_after_last_use
         if self.cleanup_on_delete:
             retention["cleanupOnDelete"] = True
-        return {"artifactRef": {"name": self.artifact}, "targets": targets,
-                "retention": retention}
+        found["retention"] = retention
+        return found
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -150,6 +160,12 @@ class NodeStore:
     """``status.conditions``: Ready, CapacityLow."""
     pinned: tuple[str, ...] = ()
     """``spec.pinned``: the digests the node never collects."""
+    store: str = ""
+    """``spec.store``: the ModelStore (pool) merged into the node's spec; ``""`` for none."""
+    paused: bool = False
+    """The pool's ``pauseCollection`` is in force on the node."""
+    evicting: tuple[str, ...] = ()
+    """The pool's ``evictDigests`` in force on the node."""
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> NodeStore:
@@ -160,7 +176,10 @@ class NodeStore:
                    stored_bytes=nodemodelstore.stored_bytes(obj) or 0,
                    models=tuple(dict(m) for m in nodemodelstore.models(obj)),
                    used_percent=nodemodelstore.used_percent(obj),
-                   conditions=conditions, pinned=tuple(nodemodelstore.pinned(obj)))
+                   conditions=conditions, pinned=tuple(nodemodelstore.pinned(obj)),
+                   store=nodemodelstore.store(obj),
+                   paused=nodemodelstore.pause_collection(obj),
+                   evicting=tuple(nodemodelstore.evict_digests(obj)))
 
     def holds(self, digest: str) -> bool:
         """The node holds ``digest`` published (state Ready)."""

@@ -1,4 +1,5 @@
-"""``kubectl model nodes``: every NodeModelStore with its cache's use and the content it holds.
+"""``kubectl model nodes``: every NodeModelStore with its pool (the ModelStore merged into its
+spec, and the operator's switches in force there), its cache's use and the content it holds.
 
 Each digest says whether a Pod mounts it (``mounted``, else ``unreferenced``: collectable) and
 whether the node keeps it (``pinned``; a pinned digest not held yet too); READY gives the
@@ -53,6 +54,14 @@ def model_lines(store: gpustack.NodeStore, names: Mapping[str, Sequence[str]]) -
     return "\n".join(found) or "-"
 
 
+def pool_text(store: gpustack.NodeStore) -> str:
+    """The ModelStore the node is merged from and the switches in force there; ``-``: none."""
+    found = store.store or "-"
+    notes = (["collection paused"] if store.paused else []) + (
+        [f"evicting {len(store.evicting)}"] if store.evicting else [])
+    return f"{found} ({', '.join(notes)})" if notes else found
+
+
 def ready_text(store: gpustack.NodeStore) -> str:
     """The Ready condition's status, and for anything but True its reason (Unknown: the plugin
     never reported, or stopped reporting)."""
@@ -68,11 +77,11 @@ def ready_text(store: gpustack.NodeStore) -> str:
 
 def table(stores: Sequence[gpustack.NodeStore], names: Mapping[str, Sequence[str]]) -> Table:
     grid = Table(box=None, show_edge=False, pad_edge=False)
-    for heading in ("NODE", "READY", "USED/CAPACITY", "MODELS"):
+    for heading in ("NODE", "READY", "POOL", "USED/CAPACITY", "MODELS"):
         grid.add_column(heading, no_wrap=heading != "MODELS")
     for store in sorted(stores, key=lambda s: s.node):
-        grid.add_row(Text(store.node), ready_text(store), used_text(store),
-                     Text(model_lines(store, names)))
+        grid.add_row(Text(store.node), ready_text(store), Text(pool_text(store)),
+                     used_text(store), Text(model_lines(store, names)))
     return grid
 
 

@@ -99,6 +99,45 @@ NODE_MODEL_STORE = _ours("NodeModelStore", "nodemodelstores", "nms", namespaced=
 MODEL_PREFETCH = _ours("ModelPrefetch", "modelprefetches", "mpf", namespaced=True, subresources=(
     Subresource("status", STATUS_VERBS, "ModelPrefetch", discovered=False),))
 
+# --- cache governance (issue 39): the pool layer and a namespace's grant ---------------------
+# A node pool's cache policy, merged over the cluster settings into each matched node's
+# NodeModelStore spec (docs/api.md, "ModelStore"); administrators only.
+MODEL_STORE = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="ModelStore",
+    list_kind="ModelStoreList",
+    plural="modelstores",
+    singular="modelstore",
+    short_names=("ms",),
+    categories=("gpustack",),
+    namespaced=False,
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    subresources=(
+        Subresource("status", ("get", "patch", "update"), "ModelStore", discovered=False),
+    ),
+)
+
+# A namespace's byte budget and its right to pin, over named ModelStores (docs/api.md,
+# "ModelStoreBinding"); administrators only, its status the worker's.
+MODEL_STORE_BINDING = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="ModelStoreBinding",
+    list_kind="ModelStoreBindingList",
+    plural="modelstorebindings",
+    singular="modelstorebinding",
+    short_names=("msb",),
+    categories=("gpustack",),
+    namespaced=True,
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    subresources=(
+        Subresource("status", ("get", "patch", "update"), "ModelStoreBinding",
+                    discovered=False),
+    ),
+)
+# --- end cache governance ------------------------------------------------------------------
+
 # Computed per request and never written: a kind without storage, served only as
 # ``modelartifacts/{name}/progress``.
 MODEL_ARTIFACT_PROGRESS = _computed("ModelArtifactProgress", "progress")
@@ -113,7 +152,8 @@ MODEL_ARTIFACT_MANIFEST = _computed("ModelArtifactManifest", "manifest")
 
 # The table of stored resources: the registry, the routes, discovery and the OpenAPI documents are
 # all built from it (with each kind's schema in ``schema.KINDS`` and, in the server, its strategy).
-SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREFETCH)
+SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREFETCH,
+                                    MODEL_STORE, MODEL_STORE_BINDING)
 
 # The stored resources, by URL plural.
 BY_PLURAL: dict[str, ResourceInfo] = {info.plural: info for info in SERVED}

@@ -33,6 +33,30 @@ MAX_PEER_URL_LENGTH = 280
 PEER_URL_PATTERN = (r"^https://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
                     r":[0-9]{1,5}$")
 PEER_URL_RULE = "must be https://HOST:PORT (an IP address, [IPv6 address] or DNS name, no path)"
+MAX_EVICT = 64
+
+
+def _operations(where: str) -> Schema:
+    """The operator's switches on a pool (issue 39), copied into each node's spec while in force."""
+    return {
+        "type": "object",
+        "description": f"Operator switches {where}, in force while set.",
+        "properties": {
+            "pauseCollection": {"type": "boolean", "description": (
+                "Hold collection: nothing is removed, not even past the high watermark or a "
+                "quarantined tree, until it is unset (a plugin rollback).")},
+            "rehashRequest": {"type": "string", "maxLength": 63, "description": (
+                "Change it to any new value to re-hash every published tree now (after a "
+                "rollback, before collection resumes); empty asks nothing.")},
+            "evictDigests": {
+                "type": "array", "maxItems": MAX_EVICT,
+                "description": f"Digests removed from the nodes as soon as no Pod mounts them, "
+                               f"pinned or not (an untrusted copy); at most {MAX_EVICT}.",
+                "items": {"type": "string", "description": "A manifest digest.",
+                          "pattern": grammar.DIGEST_PATTERN},
+                "x-kubernetes-list-type": "set"},
+        },
+    }
 
 
 def string(description: str, **extra: Any) -> Schema:
@@ -260,6 +284,12 @@ NODE_MODEL_STORE_SPEC = obj(
                                                        minimum=0, maximum=100),
             },
         ),
+        # --- cache governance (issue 39) ---
+        "store": string("The ModelStore whose pool settings are merged into this spec (the "
+                        "alphabetically first of those whose selector matches the node); "
+                        "empty: the cluster settings alone.", maxLength=253),
+        "operations": _operations("from the winning ModelStore"),
+        # --- end cache governance ---
         "pinned": array(
             "Digests never collected on this node.",
             string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
@@ -327,8 +357,43 @@ NODE_MODEL_STORE_STATUS = obj(
 )
 
 
+# --- cache governance (issue 39): ModelPrefetch in the upstream shape ---------------------
+MAX_EXPRESSIONS = 16
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def label_selector(description: str) -> Schema:
+    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed."""
+    return obj(
+        description,
+        {
+            "matchLabels": {
+                "type": "object",
+                "description": "Labels the node must carry with these values.",
+                "additionalProperties": string("A label value.", maxLength=63),
+                "maxProperties": MAX_SELECTOR_LABELS,
+            },
+            "matchExpressions": array(
+                f"Requirements on the node's labels; at most {MAX_EXPRESSIONS}.",
+                obj("One requirement.",
+                    {"key": string("The label key.", minLength=1, maxLength=317),
+                     "operator": string("In, NotIn, Exists or DoesNotExist.",
+                                        enum=list(SELECTOR_OPERATORS)),
+                     "values": array(
+                         f"The values for In and NotIn (at least one); empty for Exists and "
+                         f"DoesNotExist. At most {MAX_TARGET_NODES}.",
+                         string("A label value.", maxLength=63),
+                         maxItems=MAX_TARGET_NODES, **{"x-kubernetes-list-type": "atomic"})},
+                    ("key", "operator")),
+                maxItems=MAX_EXPRESSIONS, **{"x-kubernetes-list-type": "atomic"},
+            ),
+        },
+    )
+
+
 MODEL_PREFETCH_SPEC = obj(
-    "Which artifact to warm, on which nodes, and how long the warmed copies are kept.",
+    "Which artifact to warm under which grant, on which nodes, how many make it available, and "
+    "how long the warmed copies are kept.",
     {
         "artifactRef": obj(
             "The ModelArtifact to warm, in the prefetch's namespace; fixed at creation. It "
@@ -336,34 +401,39 @@ MODEL_PREFETCH_SPEC = obj(
             {"name": string("The artifact's name.", minLength=1, maxLength=253)},
             ("name",),
         ),
-        "targets": obj(
-            "The nodes to warm: those named plus those the selector matches (a union). At "
-            "least one of nodeNames and nodeSelector is set.",
-            {
-                "nodeNames": array(
-                    f"Nodes by name; at most {MAX_TARGET_NODES}.",
-                    string("A node's name.", minLength=1, maxLength=253),
-                    maxItems=MAX_TARGET_NODES, **{"x-kubernetes-list-type": "set"},
-                ),
-                "nodeSelector": {
-                    "type": "object",
-                    "description": "Nodes whose labels hold every one of these pairs; {} "
-                                   "selects every node running the node plugin.",
-                    "additionalProperties": string("A label value.", maxLength=63),
-                    "maxProperties": MAX_SELECTOR_LABELS,
-                },
-                "minReady": integer(
-                    "How many Ready nodes make the prefetch Available; 0 means every target "
-                    "node.", "int32", minimum=0, maximum=MAX_TARGET_NODES * 64, default=0),
-            },
+        "bindingRef": obj(
+            "The ModelStoreBinding in the prefetch's namespace whose budget and stores this "
+            "prefetch is admitted under; required at creation, fixed once set.",
+            {"name": string("The binding's name.", minLength=1, maxLength=253)},
+            ("name",),
         ),
+        "placement": obj(
+            "The target nodes. Without nodeSelector, every node of the binding's stores. "
+            "To name nodes one by one, select on kubernetes.io/hostname.",
+            {
+                "nodeSelector": label_selector(
+                    "Nodes running the node plugin whose labels this selector matches; they "
+                    "must all be nodes of the binding's stores."),
+                "instanceTypes": array(
+                    "Upstream's by-pool form. There is no InstanceType kind here, so admission "
+                    "refuses it; use nodeSelector.",
+                    string("An InstanceType's name.", maxLength=253),
+                    maxItems=16, **{"x-kubernetes-list-type": "set"},
+                ),
+            },
+            default={},
+        ),
+        "minReady": integer(
+            "How many Ready nodes make the prefetch Available; 0 means every target node.",
+            "int32", minimum=0, maximum=MAX_TARGET_NODES * 64, default=0),
         "retention": obj(
             "How long the warmed copies are kept against collection.",
             {
-                "pinned": {"type": "boolean", "default": True,
+                "pinned": {"type": "boolean", "default": False,
                            "description": "Pin the digest on every target node while this "
-                                          "prefetch exists (false: warm only, and let "
-                                          "collection reclaim it like any unused content)."},
+                                          "prefetch exists (needs the binding's allowPinned); "
+                                          "false: warm only, and let collection reclaim it "
+                                          "like any unused content."},
                 "ttlAfterLastUse": string(
                     "With pinned: lift a node's pin once its copy went unused this long (a "
                     "duration such as 72h, at least 1h; hour granularity, from the node's "
@@ -378,12 +448,33 @@ MODEL_PREFETCH_SPEC = obj(
             },
             default={},
         ),
+        "targets": obj(
+            "Deprecated (the shape before the pool layer): converted on every write into "
+            "placement.nodeSelector (nodeNames as kubernetes.io/hostname In ..., nodeSelector "
+            "as matchLabels) and minReady, and never stored.",
+            {
+                "nodeNames": array(
+                    f"Nodes by name; at most {MAX_TARGET_NODES}.",
+                    string("A node's name.", minLength=1, maxLength=253),
+                    maxItems=MAX_TARGET_NODES, **{"x-kubernetes-list-type": "set"},
+                ),
+                "nodeSelector": {
+                    "type": "object",
+                    "description": "Labels the nodes hold.",
+                    "additionalProperties": string("A label value.", maxLength=63),
+                    "maxProperties": MAX_SELECTOR_LABELS,
+                },
+                "minReady": integer("How many Ready nodes make it Available.", "int32",
+                                    minimum=0, maximum=MAX_TARGET_NODES * 64),
+            },
+        ),
     },
-    ("artifactRef", "targets"),
+    ("artifactRef",),
 )
 
 MODEL_PREFETCH_STATUS = obj(
-    "What the target nodes report for the artifact's digest. Written by the worker only.",
+    "What the target nodes report for the artifact's digest, as counts: the status names no "
+    "node (per-node facts are on the nodes' stores). Written by the worker only.",
     {
         "observedGeneration": integer("The generation the worker last acted on.", minimum=0),
         "manifestDigest": string("The artifact's digest this prefetch warms and pins.",
@@ -392,35 +483,102 @@ MODEL_PREFETCH_STATUS = obj(
         "readyNodes": count("Target nodes holding the content published."),
         "downloadingNodes": count("Target nodes downloading it."),
         "failedNodes": count("Target nodes whose attempt failed."),
-        "nodes": array(
-            f"One entry per target node, by name; at most {MAX_PREFETCH_NODES} (the counts "
-            "cover every node).",
-            obj(
-                "One target node.",
-                {
-                    "name": string("The node's name.", maxLength=253),
-                    "phase": string("Pending, Downloading, Ready or Failed.",
-                                    enum=list(PREFETCH_PHASES)),
-                    "sizeBytes": integer("The manifest's size, once the node listed it.",
-                                         minimum=0),
-                    "downloadedBytes": integer("What the node's current attempt holds.",
-                                               minimum=0),
-                    "pinned": {"type": "boolean",
-                               "description": "The digest is in this node's spec.pinned for "
-                                              "this prefetch."},
-                    "reason": string("Why the node is Pending or Failed; empty otherwise.",
-                                     maxLength=reasons.CONDITION_REASON_MAX),
-                    "message": string("What the reason means here.",
-                                      maxLength=MAX_MESSAGE_LENGTH),
-                },
-                ("name", "phase"),
-            ),
-            maxItems=MAX_PREFETCH_NODES,
-            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
-        ),
         "conditions": conditions(reasons.PREFETCH_CONDITIONS),
     },
 )
+# --- end ModelPrefetch ---------------------------------------------------------------------
+
+
+# --- cache governance (issue 39): ModelStore and ModelStoreBinding ------------------------
+MAX_STORE_REFS = 16
+
+
+def _label_selector(description: str) -> Schema:
+    return {"type": "object", "description": description,
+            "additionalProperties": string("A label value.", maxLength=63),
+            "maxProperties": MAX_SELECTOR_LABELS}
+
+
+MODEL_STORE_SPEC = obj(
+    "One node pool's cache policy: the nodes it selects, and the watermarks and download limits "
+    "that override the cluster settings on them. A field left out keeps the cluster setting.",
+    {
+        "nodeSelector": _label_selector(
+            "The pool: nodes whose labels hold every one of these pairs ({} selects every "
+            "node). A node two stores select goes to the alphabetically first name, and both "
+            "report SelectorOverlap."),
+        "watermarks": obj(
+            "Collection thresholds, percent of the cache filesystem; each overrides the cluster "
+            "setting on the pool's nodes.",
+            {
+                "highPercent": integer("Collection starts above this.", "int32", minimum=2,
+                                       maximum=95),
+                "lowPercent": integer("Collection stops at this; below highPercent.", "int32",
+                                      minimum=1, maximum=94),
+            },
+        ),
+        "download": obj(
+            "Download limits per node of the pool; each overrides the cluster setting.",
+            {
+                "concurrency": integer("Requests running at once.", "int32", minimum=1,
+                                       maximum=64),
+                "bytesPerSecond": integer("Bandwidth cap per node; an explicit 0 is unlimited "
+                                          "on this pool.", minimum=0),
+            },
+        ),
+        "operations": _operations("on the pool's nodes (their NodeModelStore spec shows them)"),
+    },
+    ("nodeSelector",),
+)
+
+MODEL_STORE_STATUS = obj(
+    "What the worker found for this pool. Written by the worker only.",
+    {
+        "observedGeneration": integer("The generation the worker last merged.", minimum=0),
+        "nodes": count("Nodes running the node plugin this store wins."),
+        "conditions": conditions(reasons.MODEL_STORE_CONDITIONS),
+    },
+)
+
+MODEL_STORE_BINDING_SPEC = obj(
+    "A namespace's grant: a byte budget over named ModelStores and the right to pin. Frozen: "
+    "storeRefs cannot change, quota.bytes only grows, allowPinned only turns on.",
+    {
+        "storeRefs": array(
+            f"The ModelStores (pools) whose nodes this namespace may warm; at most "
+            f"{MAX_STORE_REFS}. Fixed at creation.",
+            obj("One ModelStore.",
+                {"name": string("The ModelStore's name.", minLength=1, maxLength=253)},
+                ("name",)),
+            minItems=1, maxItems=MAX_STORE_REFS,
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        ),
+        "quota": obj(
+            "The budget.",
+            {"bytes": integer("Bytes the namespace's prefetches may hold across the stores' "
+                              "nodes: each distinct digest at its full size per node holding "
+                              "it. Can only grow.", minimum=0)},
+            ("bytes",),
+        ),
+        "allowPinned": {"type": "boolean", "default": False,
+                        "description": "Whether the namespace's prefetches may pin their "
+                                       "content against collection. Can only turn on."},
+    },
+    ("storeRefs", "quota"),
+)
+
+MODEL_STORE_BINDING_STATUS = obj(
+    "The namespace's measured footprint. Written by the worker only.",
+    {
+        "observedGeneration": integer("The generation the worker last counted.", minimum=0),
+        "usedBytes": integer("Each distinct digest the namespace's prefetches name, at its full "
+                             "size, for every node of the bound stores holding it; absent "
+                             "while a referenced artifact has not resolved (not measured).",
+                             minimum=0),
+        "conditions": conditions(reasons.BINDING_CONDITIONS),
+    },
+)
+# --- end cache governance ------------------------------------------------------------------
 
 
 def _kind(info: resources.ResourceInfo, description: str, body: dict[str, Schema],
@@ -462,6 +620,24 @@ MODEL_ARTIFACT = _stored(resources.MODEL_ARTIFACT, MODEL_ARTIFACT_SPEC, MODEL_AR
 NODE_MODEL_STORE = _stored(resources.NODE_MODEL_STORE, NODE_MODEL_STORE_SPEC,
                            NODE_MODEL_STORE_STATUS, required=())
 MODEL_PREFETCH = _stored(resources.MODEL_PREFETCH, MODEL_PREFETCH_SPEC, MODEL_PREFETCH_STATUS)
+
+# --- cache governance (issue 39) ---
+MODEL_STORE = _kind(
+    resources.MODEL_STORE,
+    "A node pool's cache policy: watermarks and download limits merged over the cluster "
+    "settings into the NodeModelStore spec of every node its selector matches.",
+    {"spec": MODEL_STORE_SPEC, "status": MODEL_STORE_STATUS},
+    ("spec",),
+)
+
+MODEL_STORE_BINDING = _kind(
+    resources.MODEL_STORE_BINDING,
+    "A namespace's byte budget and its right to pin, over named ModelStores; created by an "
+    "administrator.",
+    {"spec": MODEL_STORE_BINDING_SPEC, "status": MODEL_STORE_BINDING_STATUS},
+    ("spec",),
+)
+# --- end cache governance ---
 
 MODEL_ARTIFACT_PROGRESS = _kind(
     resources.MODEL_ARTIFACT_PROGRESS,
@@ -589,6 +765,9 @@ KINDS: dict[str, Schema] = {
     "ModelArtifactProgress": MODEL_ARTIFACT_PROGRESS,
     "ModelArtifactCopies": MODEL_ARTIFACT_COPIES,
     "ModelArtifactManifest": MODEL_ARTIFACT_MANIFEST,
+    # --- cache governance (issue 39) ---
+    "ModelStore": MODEL_STORE,
+    "ModelStoreBinding": MODEL_STORE_BINDING,
 }
 
 # Every named schema: ours, their lists, and the shared metadata definitions.

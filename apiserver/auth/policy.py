@@ -81,6 +81,10 @@ WORKER = rbac.Role(WORKER_ROLE, (
     # warm the prefetched artifacts: resolve targets, write pins, report per-node status
     rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelprefetches",)),
     rbac.Rule(("get", "update", "patch"), (GROUP,), ("modelprefetches/status",)),
+    # the pool layer: merge each ModelStore into its nodes' spec, count each binding's usage
+    rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelstores", "modelstorebindings")),
+    rbac.Rule(("get", "update", "patch"), (GROUP,),
+              ("modelstores/status", "modelstorebindings/status")),
 ))
 PLUGIN = rbac.Role(PLUGIN_ROLE, (
     # mount authorization: the artifacts of the Pods' namespaces

@@ -43,6 +43,14 @@ class Registry:
     def modelprefetches(self) -> store.ResourceStore:
         return self.stores[resources.MODEL_PREFETCH.plural]
 
+    @property
+    def modelstores(self) -> store.ResourceStore:
+        return self.stores[resources.MODEL_STORE.plural]
+
+    @property
+    def modelstorebindings(self) -> store.ResourceStore:
+        return self.stores[resources.MODEL_STORE_BINDING.plural]
+
     async def progress(self, namespace: str,
                        name: str) -> progressview.ModelArtifactProgress:
         """``GET modelartifacts/{name}/progress``: computed now, never stored."""

@@ -12,7 +12,7 @@ progress total agree; a node not read live carries the bytes it last stored and 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from controllers.nodeview import index as nodeindex
 from controllers.nodeview import progress
@@ -44,25 +44,38 @@ def _row(holding: nodeindex.Holding, live: dict[str, int], size: int) -> copies.
     return row
 
 
-def _targets(prefetches: Sequence[wire.Readable], digest: str) -> dict[str, list[wire.Readable]]:
-    """node -> the ``status.nodes`` entries of the prefetches warming ``digest`` (or not yet
-    saying which digest they warm), each entry with its prefetch's name."""
+Targets = Callable[[wire.Obj], list[str]]
+"""A prefetch's target nodes, as the prefetch controllers compute them."""
+
+
+def _targets(prefetches: Sequence[wire.Readable], digest: str,
+             targets: Targets | None = None) -> dict[str, list[wire.Readable]]:
+    """node -> an entry per prefetch warming ``digest`` (or not yet saying which digest it
+    warms) that targets the node, with the prefetch's name: the target nodes ``targets``
+    computes (a prefetch's status names no node) and the ``status.nodes`` entries of a prefetch
+    stored before the pool layer."""
     found: dict[str, list[wire.Readable]] = {}
     for prefetch in prefetches:
         warms = modelprefetch.manifest_digest(prefetch)
         if warms and warms != digest:
             continue
         name = wire.text(prefetch, "metadata", "name")
+        seen: set[str] = set()
         for entry in modelprefetch.node_entries(prefetch):
             node = wire.text(entry, "name")
             if node:
+                seen.add(node)
                 found.setdefault(node, []).append({**entry, "prefetch": name})
+        for node in targets(dict(prefetch)) if targets is not None else ():
+            if node not in seen:
+                found.setdefault(node, []).append({"name": node, "prefetch": name})
     return found
 
 
 def compute(artifact: wire.Obj, holdings: Sequence[nodeindex.Holding],
             prefetches: Sequence[wire.Readable], live: dict[str, int],
-            now: datetime.datetime) -> copies.ModelArtifactCopies:
+            now: datetime.datetime, targets: Targets | None = None
+            ) -> copies.ModelArtifactCopies:
     metadata = artifact["metadata"]
     body = copies.ModelArtifactCopies(
         kind=copies.KIND, apiVersion=resources.GROUP_VERSION,
@@ -77,7 +90,7 @@ def compute(artifact: wire.Obj, holdings: Sequence[nodeindex.Holding],
     if size is not None:
         body.update(copies.ModelArtifactCopies(sizeBytes=size))
     rows = {h.node: _row(h, live, size or 0) for h in holdings}
-    for node, entries in _targets(prefetches, digest).items():
+    for node, entries in _targets(prefetches, digest, targets).items():
         row = rows.get(node)
         if row is None:
             first = entries[0]
@@ -106,8 +119,10 @@ class Copies:
         self._reader = reader
         self._clock = clock
         self.limits = limits
+        self.targets: Targets | None = None
+        """A prefetch's target nodes (set by ``assembly.build``, which has the pool layer)."""
 
     async def read(self, artifact: wire.Obj,
                    prefetches: Sequence[wire.Readable]) -> copies.ModelArtifactCopies:
         holdings, live = await progress.observe(self._index, self._reader, self.limits, artifact)
-        return compute(artifact, holdings, prefetches, live, self._clock.now())
+        return compute(artifact, holdings, prefetches, live, self._clock.now(), self.targets)

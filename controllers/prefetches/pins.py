@@ -134,7 +134,6 @@ class Pins(runtime.Runs[str]):
 
     def _pins_of(self, node: str, store: wire.Obj) -> list[prefetchplan.Pin]:
         found = []
-        names = self._inputs.store_names()
         for prefetch in self._prefetches.items():
             metadata = prefetch.get("metadata") or {}
             if metadata.get("deletionTimestamp") or not prefetchplan.pinned(prefetch):
@@ -142,9 +141,12 @@ class Pins(runtime.Runs[str]):
             artifact = self._inputs.artifact(prefetch)
             if not artifact.digest:
                 continue
-            if node not in prefetchplan.targets(prefetch, names, self._inputs.labels.labels):
+            if self._inputs.binding_problem(prefetch) is not None:
+                continue
+            if node not in self._inputs.targets(prefetch):
                 continue
             found.append(prefetchplan.Pin(
                 artifact.digest, str(metadata.get("creationTimestamp") or ""),
-                prefetchplan.pin_until(prefetch, store, artifact.digest)))
+                prefetchplan.pin_until(prefetch, store, artifact.digest),
+                prefetchplan.namespace(prefetch)))
         return found

@@ -220,7 +220,7 @@ class Resolver:
     async def _resolve(self, obj: wire.Obj, uid: str, src: passes.HubSource) -> float | None:
         where = f"{passes.HUB_NAMES[src.kind]} repository {src.repository} at {src.revision}"
         await self._write(obj, lambda s: verdict.starting(
-            s, self._context(obj, uid), f"resolving {where}"))
+            s, self._context(obj, uid), f"resolving {where}"), sets_retry=False)
         anchor = modelartifact.expected_digest(obj)
         try:
             token = await self._token(obj, src)
@@ -351,16 +351,19 @@ class Resolver:
         self._tokens_checked[(namespace, name)] = print_
 
     async def _write(self, obj: wire.Obj, change: Callable[[wire.Obj], float | None], *,
-                     default: float | None = None) -> float | None:
+                     default: float | None = None, sets_retry: bool = True) -> float | None:
         """Write the status ``change`` makes (re-read and reapplied on conflict); returns what
-        ``change`` returned (``default`` if the artifact went away meanwhile)."""
+        ``change`` returned (``default`` if the artifact went away meanwhile). A write that
+        ``sets_retry`` sets ``status.retryTime`` from the delay ``change`` returns; the note
+        before a pass does not, so it writes nothing when it changes nothing."""
         namespace, name = clients.key_of(obj)
         outcome: list[float | None] = []
         before = conditions.find(obj.get("status") or {}, verdict.RESOLVED) or {}
 
         def apply(current: wire.Obj) -> None:
             outcome[:] = [change(current)]
-            verdict.retry_at(current, outcome[0], self._clock.now())
+            if sets_retry:
+                verdict.retry_at(current, outcome[0], self._clock.now())
 
         first = _newest(obj, self._written.get((namespace, name)))
         try:

@@ -177,7 +177,8 @@ class Collector:
     def _period(self) -> float:
         """A minute while ``spec.evict`` names a digest still here, else five minutes."""
         spec = self._node.applied
-        if spec is not None and any(d in self._evict_left for d in spec.evict):
+        if spec is not None and any(d in self._evict_left
+                                    for d in spec.evict | spec.force_evict):
             return EVICT_PERIOD_SECONDS
         return PERIOD_SECONDS
 
@@ -216,6 +217,11 @@ class Collector:
             return self._skip(outcome, "collection skipped: the node's mount table could not "
                               f"be read ({detail})")
         referenced = self._references.digests() | mounted
+        applied = self._node.applied
+        if applied is not None and applied.pause_collection:
+            # the operator's switch (a plugin rollback): nothing at all is removed
+            return self._skip(outcome, "collection paused by spec.operations.pauseCollection"
+                              + (f" (ModelStore {applied.store})" if applied.store else ""))
         # A damaged tree goes as soon as no Pod mounts it, whatever the spec says.
         await self._remove_quarantined(outcome)
         why = self._skip_reason()
@@ -225,7 +231,8 @@ class Collector:
         effective, spec = self._node.effective, self._node.applied
         assert effective is not None and spec is not None
         pinned = spec.pinned
-        await self._evict(spec.evict - pinned, referenced, outcome)
+        # the worker's evictions spare a pinned digest; the operator's (the pool's) do not
+        await self._evict((spec.evict - pinned) | spec.force_evict, referenced, outcome)
         await self._drop_old_failures(outcome)
         space = self._ledger.usage()
         high = space.total_bytes * effective.high_percent // 100

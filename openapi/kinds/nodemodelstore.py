@@ -25,6 +25,14 @@ class Download(TypedDict, total=False):
     bytesPerSecond: int
 
 
+class Operations(TypedDict, total=False):
+    """The operator's switches on a pool (issue 39)."""
+
+    pauseCollection: bool
+    rehashRequest: str
+    evictDigests: list[str]
+
+
 class HubSettings(TypedDict, total=False):
     huggingFaceEndpoint: str
     modelScopeEndpoint: str
@@ -44,6 +52,8 @@ class Spec(TypedDict, total=False):
     download: Download
     hub: HubSettings
     kubelet: Kubelet
+    store: str
+    operations: Operations
     pinned: list[str]
     evict: list[str]
 
@@ -121,6 +131,21 @@ def spec_pinning(obj: wire.Readable, pins: list[str],
 
 
 watermarks = wire.mapping_at("spec", "watermarks")
+store = wire.text_at("spec", "store")
+"""The ModelStore merged into this spec; ``""``: the cluster settings alone."""
+operations = wire.mapping_at("spec", "operations")
+"""The pool's operator switches in force on this node (``{}``: none)."""
+
+
+def pause_collection(obj: wire.Readable) -> bool:
+    return wire.dig(obj, "spec", "operations", "pauseCollection") is True
+
+
+rehash_request = wire.text_at("spec", "operations", "rehashRequest")
+
+
+def evict_digests(obj: wire.Readable) -> list[str]:
+    return wire.strings(obj, "spec", "operations", "evictDigests")
 high_percent = wire.integer_at("spec", "watermarks", "highPercent")
 low_percent = wire.integer_at("spec", "watermarks", "lowPercent")
 concurrency = wire.integer_at("spec", "download", "concurrency")

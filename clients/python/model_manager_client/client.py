@@ -30,6 +30,8 @@ GROUP = "worker.gpustack.ai"
 VERSION = "v1"
 ARTIFACTS = "modelartifacts"
 PREFETCHES = "modelprefetches"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""kubelet's node label: how a prefetch names nodes one by one."""
 SOURCE_LABEL = "model-manager.gpustack.ai/source"
 """The label ``create_artifact`` sets: a hash of the source and its patterns."""
 POLL_SECONDS = 2.0
@@ -295,22 +297,29 @@ class ModelManager:
     # --- prefetches --------------------------------------------------------------------------
 
     async def create_prefetch(self, namespace: str, name: str, artifact: str, *,
+                              binding: str,
                               nodes: Sequence[str] = (),
-                              node_selector: Mapping[str, str] | None = None,
-                              pinned: bool = True,
+                              match_labels: Mapping[str, str] | None = None,
+                              pinned: bool = False,
                               cleanup_on_delete: bool = False) -> dict[str, Any]:
-        targets: dict[str, Any] = {}
+        """A ModelPrefetch in the upstream shape, under the namespace's ModelStoreBinding
+        ``binding``: ``nodes`` by ``kubernetes.io/hostname``, ``match_labels`` by labels; neither:
+        every node of the binding's stores. ``pinned`` needs the binding's ``allowPinned``."""
+        selector: dict[str, Any] = {}
+        if match_labels:
+            selector["matchLabels"] = dict(match_labels)
         if nodes:
-            targets["nodeNames"] = list(nodes)
-        if node_selector is not None:
-            targets["nodeSelector"] = dict(node_selector)
+            selector["matchExpressions"] = [{"key": HOSTNAME_LABEL, "operator": "In",
+                                             "values": list(nodes)}]
         retention: dict[str, Any] = {"pinned": pinned}
         if cleanup_on_delete:
             retention["cleanupOnDelete"] = True
+        spec: dict[str, Any] = {"artifactRef": {"name": artifact},
+                                "bindingRef": {"name": binding}, "retention": retention}
+        if selector:
+            spec["placement"] = {"nodeSelector": selector}
         body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ModelPrefetch",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"artifactRef": {"name": artifact}, "targets": targets,
-                         "retention": retention}}
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
         try:
             created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
                 GROUP, VERSION, namespace, PREFETCHES, body)

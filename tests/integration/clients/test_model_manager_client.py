@@ -7,6 +7,7 @@ with cleanup removing the prefetch with cleanupOnDelete set."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import model_manager_client as mmc
@@ -16,6 +17,7 @@ import kube
 from devkit import fixturehub
 from devkit.harness import apiserver as support
 from kube.resources import NodeModelStore
+from tests.support import pools
 
 NODE = "node-a"
 NS = "gpustack"
@@ -77,7 +79,9 @@ async def test_the_gpustack_flow_through_the_installable_client(
                                          ca_file=str(server.ca_file)) as models:
         digest = resolved.manifest_digest
         assert (await models.copies(NS, "gguf")).nodes == ()
-        await models.create_prefetch(NS, "warm", "gguf", nodes=(NODE,))
+        with server.client() as admin:  # the administrator's pool layer: every node, NS granted
+            await asyncio.to_thread(pools.setup, admin, NS, [NODE])
+        await models.create_prefetch(NS, "warm", "gguf", binding="grant", nodes=(NODE,))
         await _report(server, [{"digest": digest, "state": "Downloading", "sizeBytes": 5120,
                                 "downloadedBytes": 1024, "source": "Hub"}])
         async for copies in models.watch_copies(NS, "gguf", interval=0.1):

@@ -15,6 +15,7 @@ from devkit.harness import apiserver as support
 from kube import gpustack, placement
 from kube.resources import NodeModelStore
 from openapi import placement as rules
+from tests.support import pools
 
 NODE = "node-a"
 REPO = "org/tiny-client"
@@ -111,7 +112,10 @@ def test_the_blocking_client(server: support.RunningServer, tmp_path: pathlib.Pa
         assert models.progress("team-b", "tiny")["manifestDigest"] == resolved.manifest_digest
         assert [store.node for store in models.node_stores()] == [NODE]
         assert [a.name for a in models.list_artifacts("team-b")] == ["tiny"]
-        models.create_prefetch("team-b", "warm", gpustack.PrefetchSpec("tiny", node_names=(NODE,)))
+        with server.client() as admin:
+            pools.setup(admin, "team-b", [NODE])
+        models.create_prefetch("team-b", "warm",
+                               gpustack.PrefetchSpec("tiny", "grant", node_names=(NODE,)))
         assert models.get_prefetch("team-b", "warm")["spec"]["artifactRef"] == {"name": "tiny"}
         models.delete_prefetch("team-b", "warm")
         models.delete_artifact("team-b", "tiny")
@@ -120,16 +124,23 @@ def test_the_blocking_client(server: support.RunningServer, tmp_path: pathlib.Pa
 async def test_a_prefetch_is_created_and_deleted(server: support.RunningServer) -> None:
     async with gpustack.ModelManager.from_kubeconfig(str(server.kubeconfig)) as models:
         await models.create_artifact("team-c", "tiny", gpustack.HubSource("huggingFace", REPO))
-        spec = gpustack.PrefetchSpec("tiny", node_names=(NODE,))
+        with server.client() as admin:
+            pools.setup(admin, "team-c", [NODE], allow_pinned=False)
+        spec = gpustack.PrefetchSpec("tiny", "grant", node_names=(NODE,))
         created = await models.create_prefetch("team-c", "warm", spec, labels={"app": "g"})
         assert created["spec"]["artifactRef"] == {"name": "tiny"}
-        assert created["spec"]["targets"]["nodeNames"] == [NODE]
+        assert created["spec"]["placement"]["nodeSelector"]["matchExpressions"][0][
+            "values"] == [NODE]
         assert (await models.get_prefetch("team-c", "warm"))["metadata"]["labels"] == {
             "app": "g"}
         with pytest.raises(kube.AlreadyExists):
             await models.create_prefetch("team-c", "warm", spec)
-        with pytest.raises(kube.Invalid, match="targets"):
-            await models.create_prefetch("team-c", "nowhere", gpustack.PrefetchSpec("tiny"))
+        with pytest.raises(kube.Invalid, match="bindingRef"):
+            await models.create_prefetch("team-c", "nowhere",
+                                         gpustack.PrefetchSpec("tiny", "no-such-binding"))
+        with pytest.raises(kube.Invalid, match="allowPinned"):
+            await models.create_prefetch("team-c", "pinned",
+                                         gpustack.PrefetchSpec("tiny", "grant", pinned=True))
         await models.delete_prefetch("team-c", "warm")
         with pytest.raises(kube.NotFound):
             await models.delete_prefetch("team-c", "warm")

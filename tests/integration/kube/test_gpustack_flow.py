@@ -31,6 +31,7 @@ from devkit import fixturehub
 from devkit.harness import apiserver as support
 from kube import gpustack
 from tests.integration.nodeplugin import csi_harness
+from tests.support import pools
 
 if os.geteuid() != 0:  # the plugin's read-only view of its cache is a bind mount
     pytest.skip("the plugin processes need root (bind mounts)", allow_module_level=True)
@@ -143,8 +144,10 @@ async def _flow(server: support.RunningServer, hub: fixturehub.Hub,
         # nothing anywhere yet
         assert (await models.copies(NAMESPACE, "gguf")).nodes == ()
 
+        with server.client() as admin:  # the administrator's pool layer: both nodes, granted
+            await asyncio.to_thread(pools.setup, admin, NAMESPACE, list(NODES))
         await models.create_prefetch(NAMESPACE, "warm", gpustack.PrefetchSpec(
-            "gguf", node_names=NODES))
+            "gguf", "grant", node_names=NODES, pinned=True))
         seen: dict[str, list[gpustack.NodeCopy]] = {node: [] for node in NODES}
         async for copies in models.watch_copies(NAMESPACE, "gguf", interval=0.1):
             for row in copies.nodes:

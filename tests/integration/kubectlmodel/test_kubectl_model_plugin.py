@@ -335,6 +335,29 @@ def test_nodes_lists_the_stores_with_use_and_content(server: support.RunningServ
     assert (f"{digest[:19]} Downloading 1.0MiB/4.0MiB unreferenced team-a/tiny,team-b/other"
             in node_a)  # no Pod mounts it: collectable
     assert f"{digest[:19]} Failed 1.0MiB/4.0MiB SourceUnavailable" in _row(done.stdout, "node-b")
+    assert done.stdout.splitlines()[0].split()[:4] == ["NODE", "READY", "POOL", "USED/CAPACITY"]
+
+
+def test_nodes_shows_the_pool_and_its_switches(server: support.RunningServer) -> None:
+    with server.client() as admin:
+        made = admin.post(f"{GROUP}/modelstores", json={
+            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelStore",
+            "metadata": {"name": "pool-a"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": "node-a"},
+                     "operations": {"pauseCollection": True,
+                                    "evictDigests": ["sha256:" + "e" * 64]}}})
+        assert made.status_code == 201, made.text
+        try:
+            deadline = time.monotonic() + 30
+            while admin.get(f"{GROUP}/nodemodelstores/node-a").json()["spec"].get(
+                    "store") != "pool-a" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            done = plugin("nodes", kubeconfig=server.kubeconfig)
+        finally:
+            assert admin.delete(f"{GROUP}/modelstores/pool-a").status_code == 200
+    assert done.returncode == 0, done.stderr
+    assert "pool-a (collection paused, evicting 1)" in _row(done.stdout, "node-a")
+    assert _row(done.stdout, "node-b").split()[2] == "-"
 
 
 def test_why_gives_the_chain_and_the_next_retry(server: support.RunningServer,

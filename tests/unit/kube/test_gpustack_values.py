@@ -24,16 +24,17 @@ def test_sources_spell_the_schema() -> None:
 
 
 def test_a_prefetch_spec() -> None:
-    assert gpustack.PrefetchSpec("qwen", node_names=("node-a",)).spec() == {
-        "artifactRef": {"name": "qwen"}, "targets": {"nodeNames": ["node-a"]},
-        "retention": {"pinned": True}}
-    assert gpustack.PrefetchSpec("qwen", node_selector={"gpu": "a100"}, min_ready=2,
-                                 ttl_after_last_use="72h").spec() == {
-        "artifactRef": {"name": "qwen"},
-        "targets": {"nodeSelector": {"gpu": "a100"}, "minReady": 2},
+    assert gpustack.PrefetchSpec("qwen", "grant", node_names=("node-a",)).spec() == {
+        "artifactRef": {"name": "qwen"}, "bindingRef": {"name": "grant"},
+        "placement": {"nodeSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}},
+        "retention": {"pinned": False}}
+    assert gpustack.PrefetchSpec("qwen", "grant", match_labels={"gpu": "a100"}, min_ready=2,
+                                 pinned=True, ttl_after_last_use="72h").spec() == {
+        "artifactRef": {"name": "qwen"}, "bindingRef": {"name": "grant"},
+        "placement": {"nodeSelector": {"matchLabels": {"gpu": "a100"}}}, "minReady": 2,
         "retention": {"pinned": True, "ttlAfterLastUse": "72h"}}
-    assert gpustack.PrefetchSpec("qwen", node_selector={}, pinned=False).spec()["targets"] == {
-        "nodeSelector": {}}
+    assert "placement" not in gpustack.PrefetchSpec("qwen", "grant").spec()  # every store node
 
 
 def test_an_artifact_read_back() -> None:

@@ -67,7 +67,16 @@ async def test_resource_list() -> None:
         "nodemodelstores",
         "nodemodelstores/status",
         "modelprefetches",
+        "modelstores",
+        "modelstorebindings",
     }
+    ms, msb = by_name["modelstores"], by_name["modelstorebindings"]
+    assert ms["namespaced"] is False and ms["kind"] == "ModelStore"
+    assert ms["shortNames"] == ["ms"] and ms["categories"] == ["gpustack"]
+    assert msb["namespaced"] is True and msb["kind"] == "ModelStoreBinding"
+    assert msb["shortNames"] == ["msb"]
+    for found in (ms, msb):
+        assert found["verbs"] == ["create", "delete", "get", "list", "patch", "update", "watch"]
     mpf = by_name["modelprefetches"]
     assert mpf["namespaced"] is True and mpf["kind"] == "ModelPrefetch"
     assert mpf["shortNames"] == ["mpf"] and mpf["categories"] == ["gpustack"]
