@@ -57,6 +57,22 @@ ARTIFACT = "peer-model"
 HUB_CA = "hub-ca"
 
 
+def cluster_for(stack: contextlib.ExitStack, base: pathlib.Path, hub: materialize_cold.Hub,
+                nodes: list[str], artifact: str, digest: str, files: dict[str, dict[str, Any]]
+                ) -> peernodes.Cluster:
+    """The API server and control plane for ``nodes``, their stores' spec naming ``hub`` (and
+    its CA), and ``artifact`` resolved to ``digest``."""
+    spec: dict[str, Any] = {"hub": {"huggingFaceEndpoint": hub.endpoint}}
+    if hub.ca_bundle:
+        spec["hub"]["caBundleConfigMap"] = HUB_CA
+    cluster = peernodes.Cluster(stack, base, {node: spec for node in nodes})
+    if hub.ca_bundle:
+        cluster.hub_ca(HUB_CA, pathlib.Path(hub.ca_bundle).read_text())
+    cluster.resolve(artifact, materialize_cold.REPO, revision=hub.commit, digest=digest,
+                    file_count=len(files), size=sum(f["size"] for f in files.values()))
+    return cluster
+
+
 def _start(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[str], *,
            peer: bool) -> list[peernodes.Node]:
     nodes = [peernodes.Node(cluster, name, hub.endpoint, peer=peer,
@@ -119,14 +135,7 @@ def main() -> None:
         names = {(r, kind): [f"{kind}-{r}-{i}" for i in range(COLD)]
                  for r in range(ROUNDS) for kind in ("peer", "hub")}
         every = ["seed", *(n for group in names.values() for n in group)]
-        spec: dict[str, Any] = {"hub": {"huggingFaceEndpoint": hub.endpoint}}
-        if hub.ca_bundle:
-            spec["hub"]["caBundleConfigMap"] = HUB_CA
-        cluster = peernodes.Cluster(stack, base, {node: spec for node in every})
-        if hub.ca_bundle:
-            cluster.hub_ca(HUB_CA, pathlib.Path(hub.ca_bundle).read_text())
-        cluster.resolve(ARTIFACT, materialize_cold.REPO, revision=hub.commit, digest=digest,
-                        file_count=len(files), size=total)
+        cluster = cluster_for(stack, base, hub, every, ARTIFACT, digest, files)
         seed = peernodes.Node(cluster, "seed", hub.endpoint, peer=True,
                               extra_args=["--log-level", "WARNING"])
         stack.callback(seed.stop)

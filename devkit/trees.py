@@ -4,6 +4,8 @@ beside them, the marker), for tests of what reads the cache."""
 from __future__ import annotations
 
 import hashlib
+import os
+import pathlib
 from collections.abc import Mapping
 
 from nodeplugin.cache import layout, publish
@@ -25,4 +27,26 @@ def publish_tree(cache: layout.Layout, name: str, files: Mapping[str, bytes]) ->
         (staging / path).parent.mkdir(parents=True, exist_ok=True)
         (staging / path).write_bytes(data)
     publish.publish_tree(cache, staging, digest, manifest_bytes=manifest.canonical_bytes(listed))
+    return digest
+
+
+def publish_format1_tree(root: pathlib.Path, name: str, files: Mapping[str, bytes]) -> str:
+    """A tree as a plugin of format 1 (before the file store) published it: its own files
+    (0444, directories 0555), its manifest and marker, under ``root/objects/sha256/<hex>``,
+    and no format recorded; its digest."""
+    listed = entries(files)
+    digest = manifest.digest(listed)
+    staging = root / "staging-format1" / name
+    for path, data in files.items():
+        (staging / path).parent.mkdir(parents=True, exist_ok=True)
+        (staging / path).write_bytes(data)
+    (staging / layout.MANIFEST).write_bytes(manifest.canonical_bytes(listed))
+    (staging / layout.MARKER).write_bytes(layout.marker_bytes(digest))
+    for directory, _dirnames, filenames in os.walk(staging, topdown=False):
+        for file_name in filenames:
+            os.chmod(os.path.join(directory, file_name), 0o444)
+        os.chmod(directory, 0o555)
+    objects = root / "objects" / "sha256"
+    objects.mkdir(parents=True, exist_ok=True)
+    os.rename(staging, objects / layout.hex_of(digest))
     return digest

@@ -14,6 +14,7 @@ import kube
 import logs
 from hub import config as hub_config
 from nodeplugin import plugin, scrub
+from nodeplugin.cache import convert
 from nodeplugin.materialize import download
 from nodeplugin.peer import assembly as peer_assembly
 from nodeplugin.peer import wire as peer_wire
@@ -233,6 +234,9 @@ async def serve(config: plugin.Config) -> int:
         logging.getLogger(__name__).error(
             "cannot reach the API: %s (pass --kubeconfig, or run in a Pod with its service "
             "account)", err)
+        return 2
+    except convert.NewerFormat as err:
+        logging.getLogger(__name__).error("cannot use the cache: %s", err.message)
         return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -136,7 +136,7 @@ def sources_for(
     """Sources over a plugin's materializer, cache inventory, Node service and collection."""
 
     def stored() -> int:
-        return stock.stored_bytes((p.digest, p.received_bytes) for p in materializer.running())
+        return stock.stored_bytes((p.digest, p.staged) for p in materializer.running())
 
     return Sources(
         downloaded_bytes=lambda: materializer.downloaded_bytes,
@@ -178,7 +178,9 @@ class Collector(registry.Collector):
             value=s.gc_removed_bytes(),
         )
         yield core.GaugeMetricFamily(
-            PREFIX + "stored_bytes", "Disk space of published trees and partial downloads.",
+            PREFIX + "stored_bytes",
+            "Disk space of the stored files (each once) and of what trees and partial "
+            "downloads hold of their own.",
             value=s.stored_bytes(),
         )
         yield core.GaugeMetricFamily(

@@ -1,7 +1,8 @@
 """Assemble and run the node plugin: cache start-up, informer, node store, CSI server, shutdown.
 
-Start-up order matters: references are rebuilt from the live mount table and stray partial
-directories removed *before* the socket serves, so a restart never forgets a mounted Pod; every
+Start-up order matters: a cache of a later format is refused (``cache.convert``), references are
+rebuilt from the live mount table, stray partial directories removed and the stored files nothing
+links any more swept *before* the socket serves, so a restart never forgets a mounted Pod; every
 published tree is then checked (``cache.integrity``: its stored manifest hashes to its digest,
 its files have the manifest's names and sizes) by a pass that starts as the socket serves, and a
 mount of a tree the pass has not reached yet checks that tree first, so no damaged tree is
@@ -28,6 +29,8 @@ from hub import config as hub_config
 from hub import errors as hub_errors
 from nodeplugin import apiclient, artifacts, metrics, prefetchapi, reviews, scrub, serve
 from nodeplugin.cache import (
+    convert,
+    files,
     fsutil,
     integrity,
     inventory,
@@ -228,6 +231,14 @@ def clean_partials(cache: layout.Layout) -> list[str]:
     return removed
 
 
+def sweep_store(cache: layout.Layout) -> int:
+    """At start: links an interrupted replacement left, and the stored files nothing links
+    (their last tree or partial was deleted just before a crash); the bytes freed."""
+    store = files.of(cache)
+    store.clean()
+    return store.sweep()
+
+
 async def rebuild_references(
     cache: layout.Layout, read: Callable[[], str] = refs.read_mountinfo
 ) -> refs.References:
@@ -311,10 +322,14 @@ async def start(
     clock = clock or clocks.SystemClock()
     cache = layout.Layout(config.root)
     cache.create()
+    converting = await asyncio.to_thread(convert.check_format, cache)
     removed = await asyncio.to_thread(clean_partials, cache)
     await asyncio.to_thread(fsutil.remove_tree, cache.root / collect.TRASH)
     if removed:
         log.info("removed %d partial directories that belong to no attempt", len(removed))
+    swept = await asyncio.to_thread(sweep_store, cache)
+    if swept:
+        log.info("removed %d bytes of stored files nothing links any more", swept)
     try:
         references = await rebuild_references(cache, read_mountinfo)
     except OSError as exc:
@@ -327,9 +342,14 @@ async def start(
     await usage_store.reconcile(references.digests(), published)
     held = quarantine.Quarantine(cache)
     digest_locks = locks.DigestLocks()
-    checks = integrity.Integrity(cache, held, digest_locks, now=clock.now)
+    checks = integrity.Integrity(cache, held, digest_locks, now=clock.now,
+                                 converting=converting)
     moved = await asyncio.to_thread(checks.legacy)
-    checks.expect([d for d in published if d not in moved] if config.check_trees else [])
+    if converting:
+        log.info("cache %s is of format %d: its trees are converted to format %d as they are "
+                 "checked", cache.root, cache.format(), layout.FORMAT)
+    checks.expect([d for d in published if d not in moved]
+                  if config.check_trees or converting else [])
     log.info("cache %s: %d published trees (checked once the socket serves), %d live mounts",
              cache.root, len(published) - len(moved), len(references))
     built: list[kube.Client] = []

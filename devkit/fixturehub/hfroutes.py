@@ -51,13 +51,13 @@ class HuggingFaceRoutes(handler.BaseHandler):
         if kind == "revision":
             self._json(200, self._model_info(repo, commit))
         elif kind == "tree":
-            self._hf_tree(repo, revision, "/".join(segments[4:]), query)
+            self._hf_tree(repo, revision, commit, "/".join(segments[4:]), query)
         else:
             self._json(404, {"error": "not found"})
 
     def _model_info(self, repo: hubstate.Repo, commit: str) -> dict[str, object]:
         siblings: list[dict[str, object]] = []
-        for path, remote in sorted(repo.files.items()):
+        for path, remote in sorted(repo.files_at(commit).items()):
             size = remote.content.size
             sibling: dict[str, object] = {"rfilename": path, "size": size, "blobId": remote.oid}
             if remote.lfs:
@@ -78,7 +78,7 @@ class HuggingFaceRoutes(handler.BaseHandler):
         }
 
     def _hf_tree(
-        self, repo: hubstate.Repo, revision: str, root: str, query: dict[str, str]
+        self, repo: hubstate.Repo, revision: str, commit: str, root: str, query: dict[str, str]
     ) -> None:
         recursive = query.get("recursive", "false").lower() == "true"
         masked = not repo.authorized(self.headers.get("authorization"))
@@ -90,11 +90,11 @@ class HuggingFaceRoutes(handler.BaseHandler):
                 return False
             return recursive or "/" not in path[len(prefix) :]
 
-        for directory in repo.directories():
+        for directory in repo.directories(commit):
             if wanted(directory):
                 oid = hashlib.sha1(directory.encode()).hexdigest()
                 entries.append({"type": "directory", "oid": oid, "size": 0, "path": directory})
-        for path, remote in repo.files.items():
+        for path, remote in repo.files_at(commit).items():
             if not wanted(path):
                 continue
             entry: dict[str, object] = {
@@ -139,7 +139,7 @@ class HuggingFaceRoutes(handler.BaseHandler):
         if commit is None:
             self._hf_error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
             return
-        remote = repo.files.get(path)
+        remote = repo.files_at(commit).get(path)
         if remote is None:
             self._hf_error(404, "EntryNotFound", f"{path} does not exist on {revision}",)
             return
@@ -170,8 +170,8 @@ class HuggingFaceRoutes(handler.BaseHandler):
         if self._status_faults(repo_id, path):
             return
         repo = self._repo(repo_id)
-        remote = repo.files.get(path) if repo is not None else None
-        if repo is None or remote is None or repo.commit != commit:
+        remote = repo.files_at(commit).get(path) if repo is not None else None
+        if repo is None or remote is None:
             self._json(403, {"error": "signature does not match"})
             return
         self._serve_file(repo, remote, {"etag": f'"{remote.sha256}"'})

@@ -92,6 +92,27 @@ class Hub:
             self._state.repos[repo_id] = repo
         return repo
 
+    def add_revision(
+        self, repo_id: str, files: Mapping[str, bytes | int | content.FileSpec], *,
+        commit: str | None = None,
+    ) -> hubstate.Repo:
+        """A new head commit of a served repository with ``files`` (a spec the previous
+        revision had gives the same bytes); ``main``/``master`` move to it, and the earlier
+        commits keep being served by their ids."""
+        built: dict[str, hubstate.RemoteFile] = {}
+        for path, spec in files.items():
+            data, lfs = content.make(repo_id, path, spec)
+            built[path] = hubstate.RemoteFile(path, data, lfs)
+        with self._state.lock:
+            repo = self._state.repos[repo_id]
+            new = commit or hubstate.default_commit(f"{repo_id}@{len(repo.older) + 1}", files)
+            repo.older[repo.commit] = repo.files
+            repo.files, repo.commit = built, new
+            for branch in ("main", "master"):
+                if branch in repo.refs:
+                    repo.refs[branch] = new
+            return repo
+
     def remove_repo(self, repo_id: str) -> None:
         with self._state.lock:
             self._state.repos.pop(repo_id, None)
@@ -100,9 +121,10 @@ class Hub:
         with self._state.lock:
             return self._state.repos[repo_id]
 
-    def content(self, repo_id: str, path: str) -> content.Content:
-        """The exact bytes served for a file (``.read()``, ``.chunks()``, ``.sha256``...)."""
-        return self.repo(repo_id).files[path].content
+    def content(self, repo_id: str, path: str, commit: str | None = None) -> content.Content:
+        """A file's bytes at the head, or at an earlier ``commit``."""
+        repo = self.repo(repo_id)
+        return repo.files_at(commit or repo.commit)[path].content
 
     def add_user_token(self, token: str) -> None:
         """A token ModelScope's ``/openapi/v1/users/me`` accepts (besides private repos')."""

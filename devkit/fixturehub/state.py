@@ -88,10 +88,16 @@ class Repo:
     """Annotated tags: name -> the commit they peel to (git advertises the tag object too)."""
     git_refs_override: dict[str, str] = dataclasses.field(default_factory=dict)
     """refname -> sha git advertises instead of the truth (to make the index and git disagree)."""
+    older: dict[str, dict[str, RemoteFile]] = dataclasses.field(default_factory=dict)
+    """Earlier commits (``Hub.add_revision``) and their files, still served by commit."""
+
+    def files_at(self, commit: str) -> dict[str, RemoteFile]:
+        """The files of ``commit`` (the head's, or an earlier revision's)."""
+        return self.files if commit == self.commit else self.older.get(commit, {})
 
     def resolve(self, revision: str) -> str | None:
-        if revision == self.commit:
-            return self.commit
+        if revision == self.commit or revision in self.older:
+            return revision
         for table in (self.refs, self.tags, self.annotated_tags):
             if revision in table:
                 return table[revision]
@@ -116,9 +122,9 @@ class Repo:
                              peeled))
         return refs
 
-    def directories(self) -> list[str]:
+    def directories(self, commit: str | None = None) -> list[str]:
         found: set[str] = set()
-        for path in self.files:
+        for path in self.files_at(commit or self.commit):
             parts = path.split("/")[:-1]
             for i in range(1, len(parts) + 1):
                 found.add("/".join(parts[:i]))

@@ -38,16 +38,17 @@ def wait_store_ready(cluster: rig.Rig, timeout: float = 240) -> None:
 
 
 def artifact(cluster: rig.Rig, namespace: str, name: str, repository: str, *,
-             user: str = "admin") -> dict[str, str]:  # fmt: skip
-    """Create a ModelArtifact of a Hugging Face repository as ``user`` and wait for its
-    resolution; the CSI volume attributes naming it."""
+             user: str = "admin", revision: str | None = None) -> dict[str, str]:  # fmt: skip
+    """Create a ModelArtifact of a Hugging Face repository (at ``revision``, else its default)
+    as ``user`` and wait for its resolution; the CSI volume attributes naming it."""
+    pinned = f", revision: {revision}" if revision else ""
     cluster.apply(textwrap.dedent(f"""\
         apiVersion: worker.gpustack.ai/v1
         kind: ModelArtifact
         metadata: {{name: {name}, namespace: {namespace}}}
         spec:
           source:
-            huggingFace: {{repository: {repository}}}
+            huggingFace: {{repository: {repository}{pinned}}}
         """), user=user)  # fmt: skip
 
     def resolved() -> dict[str, Any] | None:

@@ -9,6 +9,10 @@ judged; the pass checks in batches without locks and judges a tree that fails ag
 lock before quarantining it (a tree leaves *pending* only once it passed, or was quarantined).
 A tree published by this process was verified as it arrived and is never pending.
 
+A cache of an older format (``cache.convert``) is converted by the same pass: with
+``converting`` set, each tree found at start is converted under its lock just before its check
+(every tree then takes the locked path), and the format is recorded once none is left pending.
+
 A tree that fails is quarantined under the same lock (``quarantine``, which the scrub calls too):
 moved out of ``objects/`` (``Quarantine.hold``: mounted Pods keep it) and recorded. The digest
 is then simply not published: its next mount materializes it again. ``changed`` is told the
@@ -24,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from nodeplugin.cache import check, layout, locks, quarantine
+from nodeplugin.cache import check, convert, layout, locks, quarantine
 
 log = logging.getLogger(__name__)
 TreeId = quarantine.TreeId
@@ -41,8 +45,14 @@ class Integrity:
         *,
         now: Callable[[], datetime.datetime],
         changed: Callable[[str], None] = lambda digest: None,
+        converting: bool = False,
     ) -> None:
+        """``converting``: the cache is of an older format; its trees are converted as they
+        are checked (``cache.convert``)."""
         self._cache = cache
+        self.converting = converting
+        self.converted = 0
+        """Files conversion pointed at a copy another tree had already stored."""
         self._quarantine = quarantined
         self._locks = digest_locks
         self._now = now
@@ -90,6 +100,14 @@ class Integrity:
         began = time.monotonic()
         try:
             todo = sorted(self.pending)
+            if self.converting:
+                for digest in todo:
+                    await self._check(digest)
+                await asyncio.to_thread(convert.finish, self._cache)
+                self.converting = False
+                todo = []
+                log.info("cache converted to format %d (%d files shared with another tree)",
+                         layout.FORMAT, self.converted)
             for first in range(0, len(todo), BATCH):
                 batch = [d for d in todo[first:first + BATCH] if d in self.pending]
                 judged = await asyncio.to_thread(self._judge, batch)
@@ -111,11 +129,16 @@ class Integrity:
     def _judge(self, digests: list[str]) -> list[tuple[check.Check, str] | None]:
         return [check.problem(self._cache, digest) for digest in digests]
 
+    def _convert_and_judge(self, digest: str) -> tuple[check.Check, str] | None:
+        if self.converting:
+            self.converted += convert.tree(self._cache, digest)
+        return check.problem(self._cache, digest)
+
     async def _check(self, digest: str) -> None:
         async with self._locks.exclusive(digest):
             if digest not in self.pending:
                 return  # checked meanwhile (by the pass or another mount)
-            found = await asyncio.to_thread(check.problem, self._cache, digest)
+            found = await asyncio.to_thread(self._convert_and_judge, digest)
             self.pending.discard(digest)
             self.checked += 1
             if found is None:

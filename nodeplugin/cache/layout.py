@@ -2,7 +2,9 @@
 
 ::
 
-    <root>/objects/sha256/<hex>/        published trees (read-only, marker file inside)
+    <root>/files/<algorithm>/<hex>      every verified file once, by its content identity (0444)
+    <root>/objects/sha256/<hex>/        published trees (read-only, marker file inside): their
+                                        files are hard links of the stored ones
     <root>/view/                        objects/sha256 bound read-only while the plugin runs
     <root>/partial/sha256/<hex>.<id>/   attempts in progress (files, checkpoints)
     <root>/state/                       small records, written atomically
@@ -11,7 +13,8 @@
 A published tree is a directory whose marker file (``MARKER``) holds ``sha256:<hex>\\n``; a
 directory under ``objects/`` without a matching marker is never mounted. A partial directory whose
 attempt can be resumed holds ``RESUMABLE``; at start the plugin removes every partial directory
-that does not (it belongs to no attempt).
+that does not (it belongs to no attempt). ``state/cache-format`` holds the on-disk format
+(``FORMAT``); ``cache.files`` owns ``files/``, ``cache.convert`` the upgrade of older caches.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pathlib
 import secrets
 from collections.abc import Iterable
 
+from durable import disk
 from openapi import grammar
 
 ALGORITHM = "sha256"
@@ -34,6 +38,11 @@ RESUMABLE = ".gpustack-attempt"
 """A partial directory holding this file belongs to a resumable attempt and survives restarts."""
 RESERVED_NAMES = frozenset({MARKER, MANIFEST, RESUMABLE})
 """Top-level names a manifest may not use: they would collide with the cache's own files."""
+FORMAT = 2
+"""The on-disk format this plugin writes: 1 (no version file) kept each tree's own files; 2
+keeps every file once under ``files/`` and links trees to it."""
+FORMAT_FILE = "cache-format"
+"""``state/cache-format``: the format, one line."""
 
 
 def reserved_path(paths: Iterable[str]) -> str | None:
@@ -83,11 +92,36 @@ class Layout:
         self.partial = self.root / "partial" / ALGORITHM
         self.state = self.root / "state"
         self.held = self.root / "quarantined"
+        self.files = self.root / "files"
 
     def create(self) -> None:
-        """Create the three directories (0755: parents of trees any user may read)."""
-        for path in (self.objects, self.partial, self.state):
+        """Create the directories (0755: parents of trees any user may read). A cache with no
+        tree yet is of this plugin's format from the start (``FORMAT``, recorded at once);
+        one holding trees without a record was written by a plugin before formats were
+        recorded, and ``cache.convert`` records the format once its trees are converted."""
+        for path in (self.objects, self.partial, self.state, *self.file_dirs()):
             path.mkdir(mode=0o755, parents=True, exist_ok=True)
+        marker = self.state / FORMAT_FILE
+        if not marker.exists() and not _listdir(self.objects):
+            self.set_format(FORMAT)
+
+    def file_dirs(self) -> list[pathlib.Path]:
+        """``files/sha256`` and ``files/gitsha1``: one directory per manifest algorithm."""
+        return [self.files / "sha256", self.files / "gitsha1"]
+
+    def format(self) -> int:
+        """The recorded on-disk format; 1 when none is recorded (a plugin before formats)."""
+        try:
+            text = (self.state / FORMAT_FILE).read_text()
+        except FileNotFoundError:
+            return 1
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise LayoutError(f"{self.state / FORMAT_FILE} holds no format number") from None
+
+    def set_format(self, version: int) -> None:
+        disk.write_atomic(self.state / FORMAT_FILE, f"{version}\n".encode(), mode=0o644)
 
     # published trees -------------------------------------------------------------------------
     def published_path(self, digest: str) -> pathlib.Path:

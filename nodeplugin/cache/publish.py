@@ -2,15 +2,20 @@
 
 The protocol (the only way anything reaches ``objects/``):
 
-1. every file is made read-only (0444) and synced, every directory made 0555 and synced;
-2. the marker naming the digest (and, when given, the canonical manifest) is written and synced;
-3. the staging directory is renamed to its published name in one step;
-4. both parents are synced, so the rename survives a crash.
+1. with the manifest: every file it lists (but the empty ones) is in the staging directory with
+   its size and becomes the node's stored copy of its content, or a link of the stored copy
+   when there is one already (``files.FileStore.put``), and the store's names are synced;
+2. every file is made read-only (0444) and synced, every directory made 0555 and synced;
+3. the marker naming the digest (and, when given, the canonical manifest) is written and synced;
+4. the staging directory is renamed to its published name in one step;
+5. both parents are synced, so the rename survives a crash.
 
-A crash before step 3 leaves a partial directory (removed at the next start unless resumable); a
-crash after it leaves a complete tree with its marker. Nothing under ``objects/`` is changed in
+A crash before step 4 leaves a partial directory (removed at the next start unless resumable,
+and then the stored files it alone linked are swept); a crash after it leaves a complete tree
+with its marker whose files are all in the store. Nothing under ``objects/`` is changed in
 place afterwards. Callers verify the content first (size and hash of every manifest entry); this
-module only refuses reserved names and symlinks, which no manifest can describe.
+module only refuses reserved names and symlinks, which no manifest can describe, and a listed
+file that is missing or of another size.
 
 Blocking: call from a thread (``asyncio.to_thread(publish.publish_tree, ...)``).
 """
@@ -23,9 +28,10 @@ import pathlib
 import stat
 
 from durable import disk
-from nodeplugin.cache import fsutil, layout
+from nodeplugin.cache import files, fsutil, layout
+from openapi import manifest
 
-FILE_MODE = 0o444
+FILE_MODE = files.FILE_MODE
 DIR_MODE = 0o555
 
 
@@ -39,8 +45,10 @@ def publish_tree(
     digest: str,
     *,
     manifest_bytes: bytes | None = None,
+    store: files.FileStore | None = None,
 ) -> pathlib.Path:
     """Publish ``staging`` (a verified tree for ``digest``) and return the published path.
+    ``store``: the node's file store (by default the cache root's, ``files.of``).
 
     If the digest is already published (another attempt won the race) the staging directory is
     removed and the existing tree returned: publication is idempotent per digest.
@@ -52,6 +60,8 @@ def publish_tree(
     for name in layout.RESERVED_NAMES:
         if os.path.lexists(staging / name) and name != layout.RESUMABLE:
             raise PublishError(errno.EINVAL, f"staging tree holds the reserved name {name!r}")
+    if manifest_bytes is not None:
+        _store(store or files.of(cache), staging, manifest_bytes)
     resumable = staging / layout.RESUMABLE
     if os.path.lexists(resumable):
         os.unlink(resumable)
@@ -75,6 +85,25 @@ def publish_tree(
     disk.fsync_path(final.parent)
     disk.fsync_path(staging.parent)
     return final
+
+
+def _store(store: files.FileStore, staging: pathlib.Path, manifest_bytes: bytes) -> None:
+    """Every listed file into the node's file store (each a link of the stored copy after)."""
+    try:
+        entries = manifest.parse(manifest_bytes)
+    except manifest.ManifestError as exc:
+        raise PublishError(errno.EINVAL, f"the manifest cannot be read: {exc}") from None
+    for entry in entries:
+        path = staging / entry.path
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            raise PublishError(errno.ENOENT, f"{entry.path}: missing from the staging tree") \
+                from None
+        if not stat.S_ISREG(info.st_mode) or info.st_size != entry.size:
+            raise PublishError(errno.EINVAL, f"{entry.path}: not a file of the listed size")
+        store.put(path, entry)
+    store.sync()
 
 
 def _seal(root: pathlib.Path) -> None:

@@ -1,5 +1,9 @@
 """One attempt at one digest: list, check the digest, reserve, fetch and verify, publish.
 
+Only the files the node lacks are fetched: a file the node's file store holds (``cache.files``)
+is linked into the staging directory instead, and the capacity reservation counts only what is
+still to come. Each fetched file is stored as soon as it verifies.
+
 The attempt runs as a background task of ``download.HubMaterializer``. It ends by publishing the
 tree or by raising ``Failed`` with a reason from the API's vocabulary and a message safe to show.
 Its token lives only in this object, for this artifact's repository, and is never logged.
@@ -16,12 +20,13 @@ import logging
 import os
 import pathlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from hub import blocking as hub_blocking
 from hub import errors as hub_errors
 from hub import listing, source
-from nodeplugin.cache import fsutil, layout, publish
+from nodeplugin.cache import files as stored_files
+from nodeplugin.cache import fsutil, inflight, layout, publish
 from nodeplugin.materialize import anchored as anchored_source
 from nodeplugin.materialize import (
     capacity,
@@ -31,6 +36,7 @@ from nodeplugin.materialize import (
     peers,
     ranges,
     receive,
+    swarm,
     transfer,
 )
 from openapi import columns, manifest, reasons, states
@@ -76,6 +82,8 @@ class Node:
     executor: concurrent.futures.Executor
     """The threads that read ranges from sources that can read them blocking."""
     buffers: receive.BufferPool
+    store: stored_files.FileStore
+    """The node's file store (``cache.files``): what it holds is linked, not fetched."""
 
 
 _HUB_REASONS: dict[str, interface.Reason] = {
@@ -110,9 +118,18 @@ class Attempt:
         self._on_peer_bytes = on_peer_bytes
         self._bytes: source.Source = client
         """Where file ranges come from: the hub client, or a ``peers.Relay`` over it."""
+        self._routes: dict[str, source.Source] = {}
+        """A file's own source (``swarm``: a relay over the peers storing it), by path."""
+        self._writer: transfer.LedgerWriter | None = None
+        self._partial_path: pathlib.Path | None = None
+        self.swarm: swarm.Swarm | None = None
         self.relay: peers.Relay | None = None
         self.received = 0
+        self.held = 0
+        """Of ``received``, the bytes on disk before this attempt fetched any: taken from the
+        file store or resumed."""
         self.peer_received = 0
+        self._files: list[transfer.FileTransfer] = []
         self.total: int | None = None
         self.last_asked = time.monotonic()
         self.task: asyncio.Task[None] | None = None
@@ -127,13 +144,20 @@ class Attempt:
 
     @property
     def origin(self) -> interface.Origin:
-        """Where most of the bytes came from so far: ``Peer`` once peers delivered more than
-        half of them (and while a bound peer is the source, before the first byte)."""
-        if self.peer_received * 2 > self.received:
+        """Where most of the bytes this attempt fetched came from so far: ``Peer`` once peers
+        delivered more than half of them (and while a bound peer is the source, before the
+        first byte). Bytes taken from the node's own store or resumed count for neither."""
+        fetched = self.received - self.held
+        if fetched > 0 and self.peer_received * 2 > fetched:
             return states.PEER
-        if self.received == 0 and self.relay is not None and self.relay.on_peer:
+        if fetched == 0 and self.relay is not None and self.relay.on_peer:
             return states.PEER
         return states.HUB
+
+    @property
+    def staged(self) -> int:
+        """Bytes of its files not in the file store yet (its partial directory's own)."""
+        return sum(f.offset for f in self._files if not f.stored)
 
     def progress(self) -> interface.Progress:
         return interface.Progress(
@@ -142,6 +166,7 @@ class Attempt:
             received_bytes=self.received,
             total_bytes=self.total,
             origin=self.origin,
+            staged_bytes=self.staged,
             message=f"materializing {self.digest}: {columns.size_text(self.received)} of "
             f"{columns.size_text(self.total) if self.total is not None else 'unknown'} received",
         )
@@ -197,25 +222,36 @@ class Attempt:
         writer = transfer.LedgerWriter(checkpoint.Ledger.load(partial.path, self.digest))
         writer.ledger.keep_only({e.path for e in entries})
         await writer.flush()
-        files = [
-            transfer.FileTransfer(e, partial.path, writer, self._node.budget, self._node.tuning,
-                                  self._count, self._node.buffers.give_back)
-            for e in entries
-        ]
+        self._writer, self._partial_path = writer, partial.path
+        files: list[transfer.FileTransfer] = []
+        leaders: dict[stored_files.Identity, transfer.FileTransfer] = {}
+        for e in entries:
+            ident = stored_files.identity(e)
+            f = self._transfer(e, leaders.get(ident) if e.size else None)
+            leaders.setdefault(ident, f)
+            files.append(f)
+        self._files = files
         held = await asyncio.to_thread(lambda: sum(f.prepare() for f in files))
-        self.received = held
+        self.received = self.held = held
+        followed = sum(f.entry.size for f in files if f.leader is not None and not f.complete)
         try:
-            self._reservation = await self._node.capacity.admit(self.digest, self.total - held)
+            self._reservation = await self._node.capacity.admit(
+                self.digest, self.total - held - followed)
         except capacity.InsufficientCapacity:
-            if held == 0:  # only empty placeholders and the ledger: nothing worth resuming
+            if self.staged == 0:  # links of stored files, empty placeholders, the ledger
                 await asyncio.to_thread(fsutil.remove_tree, partial.path)
             raise
-        log.info("materializing %s: %d files, %d bytes, %d held from before",
-                 self.digest, len(files), self.total, held)
+        log.info("materializing %s: %d files, %d bytes, %d held (from the file store or an "
+                 "earlier attempt)", self.digest, len(files), self.total, held)
         try:
-            await self._fetch(files)
+            await self._fetch_leaders([f for f in files if f.leader is None])
+            for f in self._files:
+                if f.leader is not None and not f.complete:
+                    await asyncio.to_thread(f.follow)
+                    self.received += f.entry.size  # fetched once, for its leader
+                    self.held += f.entry.size
         finally:
-            for f in files:
+            for f in self._files:
                 for part in f.parts:
                     self._node.budget.release(part.booked)
                     part.booked = 0
@@ -227,8 +263,70 @@ class Attempt:
         canonical = manifest.canonical_bytes(entries)
         await asyncio.to_thread(
             publish.publish_tree, self._node.cache, partial.path, self.digest,
-            manifest_bytes=canonical,
+            manifest_bytes=canonical, store=self._node.store,
         )
+
+    def _transfer(self, entry: manifest.Entry,
+                  leader: transfer.FileTransfer | None = None) -> transfer.FileTransfer:
+        assert self._writer is not None and self._partial_path is not None
+        return transfer.FileTransfer(entry, self._partial_path, self._writer, self._node.budget,
+                                     self._node.tuning, self._count,
+                                     self._node.buffers.give_back, store=self._node.store,
+                                     leader=leader)
+
+    async def _fetch_leaders(self, todo: list[transfer.FileTransfer]) -> None:
+        """Every file fetched once: from the tree's relay or the hub, or, under node-to-node
+        sync with no peer holding the whole tree, file by file from the peers that store each
+        one, the node's share of the rest from the hub (``swarm``)."""
+        if self._holders is None or self.relay is not None or all(f.complete for f in todo):
+            await self._fetch(todo)
+            return
+        holders = self._holders
+        everyone = await holders.everyone(self.digest)
+        if not everyone:
+            await self._fetch(todo)
+            return
+        hooks = swarm.Hooks(fetch=self._fetch, route=self._route, renew=self._renew,
+                            relay=self._file_relay)
+        self.swarm = swarm.Swarm(self.digest, everyone, hooks, inflight.of(self._node.cache),
+                                 stall_seconds=self._node.policy.stall_seconds,
+                                 claim_bytes=self._node.workers * self._node.tuning.part_bytes,
+                                 find=functools.partial(holders.everyone, self.digest))
+        await self.swarm.run(todo)
+        log.info("materialized %s with peers: %d files from peers, %d from the hub as this "
+                 "node's share, %d rounds", self.digest, self.swarm.from_peers,
+                 self.swarm.claimed, self.swarm.rounds)
+
+    def _route(self, f: transfer.FileTransfer, relay: source.Source | None) -> None:
+        if relay is None:
+            self._routes.pop(f.entry.path, None)
+            f.on_bytes = self._count
+        else:
+            self._routes[f.entry.path] = relay
+            f.on_bytes = self._count_relayed
+
+    def _file_relay(self, candidates: Sequence[peers.Candidate]) -> peers.Relay:
+        return peers.Relay(self.digest, candidates, self._client,
+                           on_peer_bytes=self._peer_count, on_hub_bytes=self._on_bytes)
+
+    async def _renew(self, left: list[transfer.FileTransfer]) -> list[transfer.FileTransfer]:
+        """Fresh transfers of ``left`` (a round that failed cancelled them mid-way): their
+        budget given back, each resumed from its checkpoint or started again."""
+        fresh: list[transfer.FileTransfer] = []
+        for f in left:
+            for part in f.parts:
+                self._node.budget.release(part.booked)
+                part.booked = 0
+            self.received -= f.offset
+            renewed = self._transfer(f.entry)
+            fresh.append(renewed)
+            self._routes.pop(f.entry.path, None)
+        held = await asyncio.to_thread(lambda: sum(f.prepare() for f in fresh))
+        self.received += held
+        by_path = {f.entry.path: f for f in fresh}
+        self._files = [by_path.get(f.entry.path, f) if f.leader is None else f
+                       for f in self._files]
+        return fresh
 
     async def _from_peers(self, hub: source.Source) -> list[manifest.Entry] | None:
         """The manifest from the first holder whose stored listing hashes to the digest, with
@@ -252,6 +350,12 @@ class Attempt:
     def _peer_count(self, size: int) -> None:
         self.peer_received += size
         self._on_peer_bytes(size)
+
+    def _count_relayed(self, size: int) -> None:
+        """A file of a per-file relay: its sources' bytes are told by the relay."""
+        self.received += size
+        if self._reservation is not None:
+            self._reservation.wrote(size)
 
     def _count(self, size: int) -> None:
         self.received += size
@@ -290,18 +394,19 @@ class Attempt:
     async def _worker(self, schedule: ranges.Schedule[transfer.FileTransfer]) -> None:
         node = self._node
         repo, commit = self.source.repository, self.source.revision
-        client = self._bytes
-        blocking = isinstance(client, source.BlockingRanges) and client.can_open_ranges
         while (item := schedule.next()) is not None:
             stream, f, part = item
             path = f.entry.path
+            client = self._routes.get(path, self._bytes)
+            blocking = isinstance(client, source.BlockingRanges) and client.can_open_ranges
 
-            def open_stream(start: int, end: int, path: str = path) -> AsyncIterator[bytes]:
+            def open_stream(start: int, end: int, path: str = path,
+                            client: source.Source = client) -> AsyncIterator[bytes]:
                 return client.stream(repo, commit, path, start=start, end=end,
                                      token=self.token)
 
-            def open_body(start: int, end: int, stall: float, path: str = path
-                          ) -> hub_blocking.RangeBody:
+            def open_body(start: int, end: int, stall: float, path: str = path,
+                          client: source.Source = client) -> hub_blocking.RangeBody:
                 assert isinstance(client, source.BlockingRanges)
                 return client.open_range(repo, commit, path, start=start, end=end,
                                          token=self.token, read_timeout=stall)

@@ -23,7 +23,7 @@ from httpcore._async import http11 as httpcore_http11
 
 from hub import blocking, huggingface, modelscope, source
 from hub import config as hub_config
-from nodeplugin.cache import layout, origins
+from nodeplugin.cache import files, layout, origins
 from nodeplugin.materialize import (
     attempt,
     capacity,
@@ -76,10 +76,13 @@ class HubMaterializer:
         failures: failure_records.Failures | None = None,
         holders: peers.Peers | None = None,
         origin_records: origins.Origins | None = None,
+        store: files.FileStore | None = None,
     ) -> None:
         """``space`` and ``failures`` are the plugin's own ledger and failure records when it
         shares them with collection and the status report; by default they are private.
-        ``holders`` turns node-to-node sync on: every attempt asks them first (``peers``)."""
+        ``holders`` turns node-to-node sync on: every attempt asks them first (``peers``).
+        ``store``: the node's file store, by default the cache root's one (``files.of``; tests
+        pass one that stops at a crash point)."""
         self._cache = cache
         self._sources = dict(sources)
         self._client = client
@@ -104,6 +107,7 @@ class HubMaterializer:
             workers=settings.concurrency,
             executor=self._executor,
             buffers=receive.BufferPool(),
+            store=store or files.of(cache),
         )
         self.backoff = failures or failure_records.Failures(cache)
         self._attempts: dict[str, attempt.Attempt] = {}
@@ -125,12 +129,13 @@ class HubMaterializer:
         failures: failure_records.Failures | None = None,
         holders: peers.Peers | None = None,
         origin_records: origins.Origins | None = None,
+        store: files.FileStore | None = None,
     ) -> HubMaterializer:
         """A materializer with its own hub client built from the node's hub settings."""
         client, connections, sources = _hub_sources(config)
         built = cls(cache, sources, settings, client=client, connections=connections,
                     space=space, failures=failures, holders=holders,
-                    origin_records=origin_records)
+                    origin_records=origin_records, store=store)
         built.hub_config = config
         return built
 

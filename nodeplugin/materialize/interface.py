@@ -69,6 +69,15 @@ class Progress:
     """Operator-facing; never carries a token, a signed URL or a tenant name."""
     retry_time: datetime.datetime | None = None
     origin: Origin = states.HUB
+    staged_bytes: int | None = None
+    """Of ``received_bytes``, what the attempt holds in files not yet in the node's file store
+    (its partial directory's own bytes); None: all of them. Files taken from the store or
+    stored already are counted there once (``cache.inventory``)."""
+
+    @property
+    def staged(self) -> int:
+        """The bytes this attempt holds on disk outside the file store."""
+        return self.received_bytes if self.staged_bytes is None else self.staged_bytes
 
 
 Check = check.Check

@@ -2,11 +2,12 @@
 
 ``<import-dir>/<hex>/manifest`` holds the canonical manifest bytes, and the files it lists lie
 beside it under their manifest paths. One attempt per digest runs in the background: the manifest's
-digest is checked, each file is copied into a fresh ``partial/`` directory while it is hashed
-(``hashing.Hasher``: ``sha256``, or the git blob SHA-1 for ``gitsha1`` entries) and its size
-counted, and the verified tree is published atomically. Failures go to the same records as the
-hub downloader's (``failures.Failures``: 1 min doubling to 1 h, reset by success, kept across
-restarts), so mounts answer at once until the retry time.
+digest is checked, each file the node's file store lacks (``cache.files``) is copied into a
+fresh ``partial/`` directory while it is hashed (``hashing.Hasher``: ``sha256``, or the git blob
+SHA-1 for ``gitsha1`` entries) and its size counted, the others are linked from the store, and
+the verified tree is published atomically (its copied files stored on the way). Failures go to
+the same records as the hub downloader's (``failures.Failures``: 1 min doubling to 1 h, reset by
+success, kept across restarts), so mounts answer at once until the retry time.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from nodeplugin.cache import fsutil, layout, publish
+from nodeplugin.cache import files, fsutil, layout, publish
 from nodeplugin.materialize import failures as failure_records
 from nodeplugin.materialize import hashing, interface
 from openapi import manifest
@@ -39,6 +40,8 @@ class ImportFailure(interface.AttemptError):
 class _Attempt:
     digest: str
     received: int = 0
+    reused: int = 0
+    """Of ``received``, the bytes linked from the file store."""
     total: int | None = None
     cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
     task: asyncio.Task[None] | None = None
@@ -151,8 +154,13 @@ class LocalImporter:
         interface.refuse_reserved((e.path for e in entries), ImportFailure)
         attempt.total = sum(e.size for e in entries)
         partial = self._cache.new_partial(digest)
+        store = files.of(self._cache)
         try:
             for entry in entries:
+                if store.claim(entry, partial.path / entry.path):
+                    attempt.received += entry.size
+                    attempt.reused += entry.size
+                    continue
                 self._copy(attempt, source / entry.path, partial.path / entry.path, entry)
             publish.publish_tree(self._cache, partial.path, digest, manifest_bytes=data)
         except BaseException:
@@ -194,7 +202,8 @@ class LocalImporter:
 
 def _progress(attempt: _Attempt) -> interface.Progress:
     return interface.Progress(
-        attempt.digest, interface.State.DOWNLOADING, attempt.received, attempt.total
+        attempt.digest, interface.State.DOWNLOADING, attempt.received, attempt.total,
+        staged_bytes=attempt.received - attempt.reused,
     )
 
 

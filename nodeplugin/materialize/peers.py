@@ -60,7 +60,33 @@ class Candidate(Protocol):
         ...
 
 
+class FilePeer(Protocol):
+    """A peer by its stored files (``cache.files`` identities), whatever tree links them."""
+
+    @property
+    def node(self) -> str:
+        ...
+
+    async def held(self, idents: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int | None]:
+        """Which of ``idents`` it stores (None) or is fetching from a hub (bytes so far);
+        ``HubError``."""
+        ...
+
+    def stream_file(self, ident: tuple[str, str], *, start: int, end: int
+                    ) -> AsyncIterator[bytes]:
+        ...
+
+    def open_file(self, ident: tuple[str, str], *, start: int, end: int,
+                  read_timeout: float | None = None) -> receive.Body:
+        ...
+
+
 class Peers(Protocol):
+    async def everyone(self, digest: str) -> Sequence[FilePeer]:
+        """Other nodes whose peer port is known, to ask for files by identity (``swarm``),
+        those materializing or holding ``digest`` first (may be empty; never raises)."""
+        ...
+
     async def candidates(self, digest: str) -> Sequence[Candidate]:
         """The Ready nodes other than this one that hold ``digest``, best first (may be
         empty; never raises: a discovery failure is an empty answer and a log line)."""

@@ -4,7 +4,13 @@ The file's parts are fetched concurrently by the attempt's workers; this module'
 their bytes strictly in file order, writes them at their offset and feeds the hasher in the same
 worker-thread call, so nothing is ever read back from disk. Every ``checkpoint_bytes`` it fsyncs
 the file and records the offset and hash state in the attempt's ledger. At the end the size and
-digest must match the manifest entry, or the file is discarded.
+digest must match the manifest entry, or the file is discarded; a file that matches is made
+0444 and stored in the node's file store at once (``cache.files``), before its tree publishes.
+
+A file the store holds already is never fetched: ``prepare`` links the stored copy into the
+staging directory instead. A file the staging directory shares with another name (a stored
+copy) is never opened for writing: ``prepare`` takes it as complete when it is the stored copy,
+and starts it again from zero otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import os
 import pathlib
 from collections.abc import Callable
 
+from nodeplugin.cache import files
 from nodeplugin.materialize import checkpoint, hashing, interface, limits, pagecache, ranges
 from openapi import manifest
 
@@ -33,10 +40,13 @@ MAX_CHUNKS = 512
 class IntegrityError(Exception):
     """A file's size or hash differs from its manifest entry; ``message`` is safe to show."""
 
-    def __init__(self, message: str, check: interface.Check = interface.Check.HASH) -> None:
+    def __init__(self, message: str, check: interface.Check = interface.Check.HASH, *,
+                 path: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.check = check
+        self.path = path
+        """The manifest path of the file that failed (empty when not one file's)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,14 +125,24 @@ class FileTransfer:
         tuning: Tuning,
         on_bytes: Callable[[int], None],
         recycle: Callable[[list[ranges.Chunk]], None] = lambda batch: None,
+        *,
+        store: files.FileStore,
+        leader: FileTransfer | None = None,
     ) -> None:
+        """``leader``: another file of the manifest with the same content, fetched for both;
+        this one is linked from the store once the leader stored it (``follow``)."""
         self.entry = entry
         self._recycle = recycle
+        self._store = store
+        self.leader = leader
+        self.stored = False
+        """The file in the staging directory is the store's copy (taken from it, or stored)."""
         self.path = root / entry.path
         self._writer = writer
         self._budget = budget
         self._tuning = tuning
-        self._on_bytes = on_bytes
+        self.on_bytes = on_bytes
+        """Told the size of every batch written (the attempt's counter)."""
         self.parts: list[ranges.Part] = []
         self.frontier = 0
         """Index of the part being hashed now; that part never books budget."""
@@ -136,14 +156,26 @@ class FileTransfer:
 
     # --- before the download -------------------------------------------------------------------
     def prepare(self) -> int:
-        """Find the resume point (blocking: stats and truncates); returns the bytes already held."""
+        """Take the file from the store, or find its resume point (blocking: stats, links and
+        truncates); returns the bytes already held."""
         entry = self.entry
+        if self._store.claim(entry, self.path):
+            return self._taken()
+        if self.leader is not None:
+            return 0  # fetched by its leader, then linked (``follow``)
         saved = self._writer.ledger.resume_point(entry.path)
         try:
-            size_on_disk = os.stat(self.path).st_size
+            info = os.lstat(self.path)
+            size_on_disk = info.st_size
+            if info.st_nlink > 1:
+                # Another name links these bytes (a copy that left the store): never written.
+                os.unlink(self.path)
+                size_on_disk = -1
         except FileNotFoundError:
             size_on_disk = -1
         if saved is not None and saved.verified and size_on_disk == entry.size:
+            self._store.put(self.path, entry)  # verified before a crash took its store link
+            self.stored = entry.size > 0
             self.complete = True
             self.offset = entry.size
             return entry.size
@@ -167,6 +199,20 @@ class FileTransfer:
         self._dropped = offset
         self.parts = ranges.plan(entry.size, offset, self._tuning.part_bytes)
         return offset
+
+    def _taken(self) -> int:
+        self.complete = self.stored = True
+        self.offset = self.entry.size
+        self._writer.ledger.put(self.entry.path,
+                                checkpoint.FileCheckpoint(self.entry.size, None, True))
+        return self.entry.size
+
+    def follow(self) -> None:
+        """Link the copy the leader stored (blocking); raises when there is none."""
+        if not self._store.claim(self.entry, self.path):
+            raise IntegrityError(f"{self.entry.path}: the file it shares its content with was "
+                                 "not stored", interface.Check.SIZE)
+        self._taken()
 
     def is_frontier(self, part: ranges.Part) -> bool:
         return self.frontier == part.index
@@ -207,7 +253,7 @@ class FileTransfer:
                         given_back = min(size, part.booked)
                         part.booked -= given_back
                         self._budget.release(given_back)
-                        self._on_bytes(size)
+                        self.on_bytes(size)
                         if (self.offset - last_checkpoint >= self._tuning.checkpoint_bytes
                                 and self._checkpoint_idle()):
                             self._start_checkpoint(fd)
@@ -265,9 +311,12 @@ class FileTransfer:
             await self.discard()
             what = "size" if self.offset != entry.size else entry.algorithm
             raise IntegrityError(f"{entry.path}: {what} does not match the manifest",
-                                 interface.Check.SIZE if what == "size" else interface.Check.HASH)
+                                 interface.Check.SIZE if what == "size" else interface.Check.HASH,
+                                 path=entry.path)
         await asyncio.to_thread(_sync_and_drop, fd, self._dropped, entry.size)
         self._dropped = entry.size
+        await asyncio.to_thread(self._store.put, self.path, entry)
+        self.stored = entry.size > 0
         self._writer.ledger.put(entry.path, checkpoint.FileCheckpoint(entry.size, None, True))
         self.complete = True
 

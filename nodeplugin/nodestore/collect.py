@@ -26,6 +26,13 @@ the spec fails its check; ``skipped`` then says why, for the Ready message.
 A tree is removed under its digest's exclusive lock (mounts hold it shared from the check that
 the tree is published until the bind), by one ``rename`` out of ``objects/`` into ``trash/``
 after the references were checked again; the files are deleted afterwards, outside the lock.
+A tree's files are links of the node's stored files (``cache.files``): deleting it frees its
+own few files, and every stored file nothing links any more goes right after (``sweep``), so a
+file shared by trees is freed with the last of them. A quarantined copy's stored files are not
+swept when the copy goes (the digest is materialized again from the ones that are whole): the
+next run under pressure sweeps first, before it chooses any tree, and so does every start.
+Candidates are chosen by what they free together (``Inventory.freed_by``), a shared file
+counted only once all its trees are chosen.
 """
 
 from __future__ import annotations
@@ -33,13 +40,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 import logging
 import os
 import pathlib
 import secrets
 from collections.abc import Callable, Iterable
 
-from nodeplugin.cache import fsutil, inventory, layout, locks, quarantine, refs, stale, trees, usage
+from nodeplugin.cache import (
+    files,
+    fsutil,
+    inventory,
+    layout,
+    locks,
+    quarantine,
+    refs,
+    stale,
+    trees,
+    usage,
+)
 from nodeplugin.materialize import capacity
 from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import apply
@@ -107,7 +126,8 @@ class Collector:
         self._clock = clock
         self._read_mountinfo = read_mountinfo
         self._removed = removed
-        self._measure = measure or (lambda path: inventory.allocated_bytes(_path(path)))
+        self._measure = measure or (lambda path: inventory.own_bytes(_path(path)))
+        self._store = files.of(cache)
         self._started = clock.now()
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -223,7 +243,14 @@ class Collector:
         elif space.used_bytes <= high:
             self.nothing_to_remove = False
             return outcome
-        used = space.used_bytes
+        # Stored files nothing links any more (a quarantined copy's, a failed attempt's) go
+        # first: they cost no tree.
+        swept = await asyncio.to_thread(self._store.sweep)
+        if swept:
+            self.removed_bytes += swept
+            outcome.removed_bytes += swept
+            log.info("collection removed %d bytes of stored files nothing links", swept)
+        used = self._ledger.usage().used_bytes
         queue = self.candidates(referenced, pinned)
         position = 0
         while position < len(queue) and used > target:
@@ -234,7 +261,7 @@ class Collector:
                 candidate = queue[position]
                 position += 1
                 batch.append(candidate)
-                projected -= max(1, await self._estimate(candidate))
+                projected = used - max(len(batch), await self._estimate(batch))
             await self._remove(batch, outcome)
             used = self._ledger.usage().used_bytes
         self.nothing_to_remove = used > high
@@ -313,11 +340,18 @@ class Collector:
             return record.last_used + datetime.timedelta(hours=1)
         return self._started
 
-    async def _estimate(self, candidate: Candidate) -> int:
-        known = self._stock.bytes_of(candidate.digest, tree=candidate.tree)
-        if known is not None:
-            return known
-        return await asyncio.to_thread(self._measure, candidate.path)
+    async def _estimate(self, batch: list[Candidate]) -> int:
+        """What removing the batch together should free: the trees' own files and the stored
+        files only they use, and each partial's own files."""
+        total = self._stock.freed_by(c.digest for c in batch if c.tree)
+        for candidate in batch:
+            if candidate.tree:
+                continue
+            known = self._stock.bytes_of(candidate.digest, tree=False)
+            if known is None:
+                known = await asyncio.to_thread(self._measure, candidate.path)
+            total += known
+        return total
 
     async def _remove(self, batch: list[Candidate], outcome: Outcome) -> None:
         """Take each candidate out of ``objects/`` (or ``partial/``) by one rename, after
@@ -339,22 +373,29 @@ class Collector:
                 moved.append((candidate, gone))
         if not moved:
             return
-        sizes = await asyncio.to_thread(self._delete, [path for _, path in moved])
+        sizes, swept = await asyncio.to_thread(self._delete, [path for _, path in moved])
         for (candidate, _), size in zip(moved, sizes, strict=True):
             self.removed_bytes += size
             outcome.removed_bytes += size
             outcome.removed.append(candidate.digest)
-            log.debug("collected %s %s (%d bytes, last used %s)", "tree" if candidate.tree
-                      else "partial download", candidate.digest, size,
+            log.debug("collected %s %s (%d bytes of its own, last used %s)", "tree"
+                      if candidate.tree else "partial download", candidate.digest, size,
                       candidate.last_used.isoformat())
+        self.removed_bytes += swept
+        outcome.removed_bytes += swept
+        if swept:
+            log.debug("collection freed %d bytes of stored files no tree links any more", swept)
         await self._settle([candidate.digest for candidate, _ in moved])
 
-    def _delete(self, paths: list[str]) -> list[int]:
+    def _delete(self, paths: list[str], *, sweep: bool = True) -> tuple[list[int], int]:
+        """Delete the trees or partials (moved out of use already), then (``sweep``) the
+        stored files nothing links any more: the bytes each freed of its own, and the stored
+        files'."""
         sizes = []
         for path in paths:
             sizes.append(self._measure(path))
             fsutil.remove_tree(_path(path))
-        return sizes
+        return sizes, self._store.sweep() if sweep else 0
 
     async def _remove_quarantined(self, outcome: Outcome) -> None:
         """Delete every held tree no mount shows any more; a digest's record goes with its last
@@ -374,7 +415,11 @@ class Collector:
         for digest, path in held:
             if path.name in shown:
                 continue
-            size = (await asyncio.to_thread(self._delete, [str(path)]))[0]
+            # Its stored files stay until a sweep: the digest is materialized again from
+            # the ones that are whole.
+            sizes, _ = await asyncio.to_thread(functools.partial(self._delete, [str(path)],
+                                                                 sweep=False))
+            size = sizes[0]
             self.removed_bytes += size
             outcome.removed_bytes += size
             outcome.removed.append(digest)

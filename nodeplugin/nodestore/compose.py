@@ -109,7 +109,7 @@ class Composer:
             usage=self._usage.all(),
             total_bytes=space.total_bytes,
             used_bytes=space.used_bytes,
-            stored_bytes=self._stock.stored_bytes((p.digest, p.received_bytes) for p in running),
+            stored_bytes=self._stock.stored_bytes((p.digest, p.staged) for p in running),
             origins=self._origins(),
         )
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import httpx
 
@@ -85,6 +85,46 @@ class Peer:
         except httpx.HTTPError as exc:
             raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE, type(exc).__name__) from exc
 
+    async def held(self, idents: Sequence[tuple[str, str]]
+                   ) -> dict[tuple[str, str], int | None]:
+        """Which of ``idents`` the peer stores (None) or is fetching (the bytes so far):
+        ``wire.parse_held_answer``, asked ``wire.MAX_HELD`` at a time; ``HubError``."""
+        held: dict[tuple[str, str], int | None] = {}
+        url = self._url + wire.HELD_PATH
+        for first in range(0, len(idents), wire.MAX_HELD):
+            batch = list(idents[first:first + wire.MAX_HELD])
+            try:
+                async with self._client.http.stream(
+                        "POST", url, headers=self._headers(), content=wire.held_request(batch)
+                ) as answer:
+                    _check(answer)
+                    data = bytearray()
+                    async for chunk in answer.aiter_bytes():
+                        data += chunk
+                        if len(data) > wire.MAX_HELD_BODY:
+                            raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                                                      "held answer too large")
+            except httpx.HTTPError as exc:
+                raise hub_errors.HubError(reasons.SOURCE_UNAVAILABLE,
+                                          type(exc).__name__) from exc
+            held.update(wire.parse_held_answer(bytes(data), set(batch)))
+        return held
+
+    def open_file(self, ident: tuple[str, str], *, start: int, end: int,
+                  read_timeout: float | None = None) -> blocking.RangeBody:
+        """Bytes ``start``..``end`` of the peer's stored file ``ident`` (blocking, as
+        ``open_range``)."""
+        return blocking.open_range(
+            self._client.connections, self._url + wire.stored_file_path(*ident),
+            endpoint=self._url, token=self._token(), what=f"peer {self._node} stored file",
+            mapper=_mapped, start=start, end=end, read_timeout=read_timeout, follow=False,
+        )
+
+    async def stream_file(self, ident: tuple[str, str], *, start: int, end: int
+                          ) -> AsyncIterator[bytes]:
+        async for chunk in self._stream(self._url + wire.stored_file_path(*ident), start, end):
+            yield chunk
+
     def open_range(self, digest: str, path: str, *, start: int, end: int,
                    read_timeout: float | None = None) -> blocking.RangeBody:
         """Bytes ``start``..``end`` (inclusive) of one file, to ``readinto`` (blocking: call in
@@ -99,6 +139,10 @@ class Peer:
     async def stream(self, digest: str, path: str, *, start: int, end: int
                      ) -> AsyncIterator[bytes]:
         url = self._url + wire.file_path(layout.hex_of(digest), path)
+        async for chunk in self._stream(url, start, end):
+            yield chunk
+
+    async def _stream(self, url: str, start: int, end: int) -> AsyncIterator[bytes]:
         headers = self._headers({"range": f"bytes={start}-{end}"})
         try:
             async with self._client.http.stream("GET", url, headers=headers) as answer:

@@ -30,6 +30,11 @@ from openapi.kinds import nodemodelstore
 
 log = logging.getLogger(__name__)
 
+MAX_ASKED = 16
+"""Nodes an attempt asks for files by identity (``everyone``): a bound on the questions of a
+large fleet; the attempt lists again every few seconds, so nodes that start materializing the
+digest later come first then."""
+
 
 class Lister(Protocol):
     async def stores(self) -> Sequence[Mapping[str, Any]]:
@@ -89,17 +94,36 @@ class Holders:
     def delivered(self, size: int) -> None:
         self.delivered_bytes += size
 
-    async def candidates(self, digest: str) -> Sequence[peers.Candidate]:
+    async def _stores(self) -> Sequence[Mapping[str, Any]]:
         try:
-            stores = await self._lister.stores()
+            return await self._lister.stores()
         except (kube.KubeError, httpx.HTTPError, OSError) as exc:
             log.info("cannot list the node stores for peers: %s", exc)
             return []
+
+    async def everyone(self, digest: str) -> Sequence[peers.FilePeer]:
+        """Other nodes with a known peer port to ask for files by identity, at most
+        ``MAX_ASKED``: first those whose store lists ``digest`` in any state (materializing it
+        too, or holding it), then the rest, each group rotated by this node's name (so that
+        nodes spread their questions)."""
+        stores = await self._stores()
         where = self.addresses(stores)
-        nodes = [n for n in holding(stores, digest, self._self) if n in where]
-        if nodes:
-            turn = int(hashlib.sha256(self._self.encode()).hexdigest(), 16) % len(nodes)
-            nodes = nodes[turn:] + nodes[:turn]
+        listing = {_name(s) for s in stores if nodemodelstore.entry(s, digest) is not None}
+        first = sorted(n for n in where if n != self._self and n in listing)
+        rest = sorted(n for n in where if n != self._self and n not in listing)
+        nodes = (self._rotated(first) + self._rotated(rest))[:MAX_ASKED]
+        return [peer_client.Peer(n, where[n], self._http, self._token_file) for n in nodes]
+
+    def _rotated(self, nodes: list[str]) -> list[str]:
+        if not nodes:
+            return nodes
+        turn = int(hashlib.sha256(self._self.encode()).hexdigest(), 16) % len(nodes)
+        return nodes[turn:] + nodes[:turn]
+
+    async def candidates(self, digest: str) -> Sequence[peers.Candidate]:
+        stores = await self._stores()
+        where = self.addresses(stores)
+        nodes = self._rotated([n for n in holding(stores, digest, self._self) if n in where])
         return [peer_client.Peer(n, where[n], self._http, self._token_file) for n in nodes]
 
     def addresses(self, stores: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -9,6 +9,10 @@ under ``objects/``, a partial download never is, and a path the manifest does no
 so nothing outside the tree (no ``..``, no marker, no symlink) can be asked for. Every request
 passes ``admission`` first, which names the caller (the plugin Pod its token is bound to).
 
+The node's stored files are served by their content identity too, whichever tree links them or
+while their tree is still being downloaded (``stored``: ``GET /peer/v1/files/{algorithm}/{hex}``
+and ``POST /peer/v1/held``).
+
 A file answer takes a stream slot (``slots.Slots``: ``max_streams`` at once, ``per_peer`` of
 them per caller, the rest waiting their turn or refused 429/503 with ``Retry-After``) before the
 file is opened and before its status line is sent, and gives it back when the answer ends.
@@ -26,7 +30,7 @@ from starlette import applications, requests, responses, routing
 
 from nodeplugin import reviews
 from nodeplugin.cache import check, layout
-from nodeplugin.peer import admission, answer, slots, wire
+from nodeplugin.peer import admission, answer, sending, slots, stored, wire
 from openapi import grammar
 
 Withheld = Callable[[str], bool]
@@ -110,52 +114,20 @@ def make_app(
         path = request.path_params["path"]
         if path not in sizes:
             return admission.status(404, "NotFound", "no such file in a published tree")
-        size = sizes[path]
-        try:
-            wanted = wire.byte_range(request.headers.get("range"), size)
-        except wire.RangeError as exc:
-            return admission.status(416, "RequestedRangeNotSatisfiable", str(exc))
-        start, end = wanted if wanted is not None else (0, size - 1)
-        slot = await streams.take(caller.key)
-        if isinstance(slot, slots.Busy):
-            return admission.status(slot.code, slot.reason, slot.message,
-                                    headers={"retry-after": str(slot.retry_after)})
-        try:
-            fd = await asyncio.to_thread(os.open, cache.published_path(digest) / path,
-                                         os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            slot.release()
-            return admission.status(404, "NotFound", "no such file in a published tree")
-        except BaseException:
-            slot.release()
-            raise
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        return await sending.send(
+            sizes[path], request.headers.get("range"),
+            lambda: os.open(cache.published_path(digest) / path, flags),
+            caller=caller, streams=streams, send_timeout=send_timeout, served=served,
+            what=f"{path[:64]} of {digest[:19]}")
 
-        async def body() -> AsyncIterator[bytes]:
-            offset = start
-            while offset <= end:
-                chunk = await asyncio.to_thread(
-                    os.pread, fd, min(wire.CHUNK_BYTES, end - offset + 1), offset)
-                if not chunk:
-                    return
-                offset += len(chunk)
-                served["bytes"] += len(chunk)
-                yield chunk
-
-        def ended() -> None:
-            os.close(fd)
-            slot.release()
-
-        headers = {"content-type": "application/octet-stream",
-                   "content-length": str(end - start + 1), "accept-ranges": "bytes"}
-        if wanted is not None:
-            headers["content-range"] = f"bytes {start}-{end}/{size}"
-        return answer.Answer(206 if wanted is not None else 200, headers, body,
-                             send_timeout=send_timeout, on_end=ended,
-                             what=f"{path[:64]} of {digest[:19]} for {caller.key}")
-
+    by_identity = stored.Stored(cache, gate, streams, send_timeout=send_timeout, served=served)
     app = applications.Starlette(routes=[
         routing.Route(wire.PREFIX + "{hex}", tree, methods=["GET"]),
         routing.Route(wire.PREFIX + "{hex}/files/{path:path}", file, methods=["GET"]),
+        routing.Route(wire.FILES_PREFIX + "{algorithm}/{hex}", by_identity.file,
+                      methods=["GET"]),
+        routing.Route(wire.HELD_PATH, by_identity.held, methods=["POST"]),
     ])
     app.state.served = served
     app.state.slots = streams

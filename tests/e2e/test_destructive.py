@@ -1,8 +1,11 @@
 """Breaking delivery on purpose on the real node (issue 26): a file whose bytes do not match its
 listed digest, a file that goes missing mid-download, a published file changed on the host, ten
-Pods at once on a cold cache, a model larger than the cache's filesystem, the plugin killed
-mid-transfer, and a power loss right after a publish. Each scenario has its own repository on the
-fixture hub; consumer Pods read and hash every byte, and the node's cache is inspected on the host.
+Pods at once on a cold cache, a new revision of a model whose weights did not change, a model
+larger than the cache's filesystem, the plugin killed mid-transfer, and a power loss right after
+a publish (a tree of its own files, and a revision linking the node's stored files). Each
+scenario has its own repository on the fixture hub, each file its own bytes (but a revision's
+unchanged files); consumer Pods read and hash every byte, and the node's cache is inspected on
+the host.
 
 The release is this module's own: the conftest's values plus a short scrub interval, so a
 tampered tree is found within seconds, and the cache (the chart's ``rootPath``) on its own small
@@ -33,31 +36,52 @@ NAMESPACE = release_values.NAMESPACE
 RELEASE = release_values.RELEASE
 TENANT = "dx-a"
 OTHER = "dx-b"
-CONFIG = b'{"model_type": "e2e", "hidden_size": 8}\n'
+
+
+def _config(repo: str) -> bytes:
+    """A repository's own config.json: the node stores a file once, whichever trees list it,
+    so files two scenarios shared would be fetched by the first alone."""
+    return b'{"model_type": "e2e", "hidden_size": 8, "name": "%s"}\n' % repo.encode()
+
 SCRUB_INTERVAL = "10s"
 MiB = 1 << 20
 
 BAD_SHA = "e2e/bad-sha"
 BAD_SHA_SIZE = 6 * MiB
-BAD_SHA_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": BAD_SHA_SIZE}
+BAD_SHA_FILES: dict[str, bytes | int] = {"config.json": _config(BAD_SHA),
+                                         "model.safetensors": BAD_SHA_SIZE}
 MISSING = "e2e/missing-shard"
 MISSING_SHARD = "model-00002-of-00002.safetensors"
 MISSING_SIZE = 32 * MiB
 MISSING_FILES: dict[str, bytes | int] = {
-    "config.json": CONFIG,
+    "config.json": _config(MISSING),
     "model-00001-of-00002.safetensors": 2 * MiB,
     MISSING_SHARD: MISSING_SIZE,
 }
 TAMPER = "e2e/tamper"
-TAMPER_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 4 * MiB}
+TAMPER_FILES: dict[str, bytes | int] = {"config.json": _config(TAMPER),
+                                        "model.safetensors": 4 * MiB}
 CROWD = "e2e/crowd"
-CROWD_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 24 * MiB}
+CROWD_FILES: dict[str, bytes | int] = {"config.json": _config(CROWD),
+                                       "model.safetensors": 24 * MiB}
 RESUME = "e2e/resume"
-RESUME_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 64 * MiB}
+RESUME_FILES: dict[str, bytes | int] = {"config.json": _config(RESUME),
+                                        "model.safetensors": 64 * MiB}
 HUGE = "e2e/huge"
-HUGE_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 600 * MiB}
+HUGE_FILES: dict[str, bytes | int] = {"config.json": _config(HUGE),
+                                      "model.safetensors": 600 * MiB}
 DURABLE = "e2e/durable"
-DURABLE_FILES: dict[str, bytes | int] = {"config.json": CONFIG, "model.safetensors": 16 * MiB}
+DURABLE_FILES: dict[str, bytes | int] = {"config.json": _config(DURABLE),
+                                         "model.safetensors": 16 * MiB}
+REVISION = "e2e/revision"
+REVISION_FILES: dict[str, bytes | int] = {
+    "config.json": b'{"model_type": "e2e", "revision": 1}\n',
+    "model-00001-of-00002.safetensors": 16 * MiB,
+    "model-00002-of-00002.safetensors": 16 * MiB,
+    "tokenizer.json": b'{"vocab": "e2e"}\n' * 1000,
+}
+REVISION_2 = {**REVISION_FILES, "config.json": b'{"model_type": "e2e", "revision": 2}\n'}
+REVISION_3 = {**REVISION_FILES, "config.json": b'{"model_type": "e2e", "revision": 3}\n'}
 CACHE_SIZE = 640 * MiB  # the cache's filesystem: the high watermark (80%) leaves 512 MiB
 
 
@@ -80,7 +104,8 @@ def release(cluster: rig.Rig, hub: fixturehub.Hub, timings: dict[str, float]) ->
 def installed(cluster: rig.Rig, hub: fixturehub.Hub, release: str) -> rig.Rig:
     for repo, files in ((BAD_SHA, BAD_SHA_FILES), (MISSING, MISSING_FILES),
                         (TAMPER, TAMPER_FILES), (CROWD, CROWD_FILES), (RESUME, RESUME_FILES),
-                        (HUGE, HUGE_FILES), (DURABLE, DURABLE_FILES)):
+                        (HUGE, HUGE_FILES), (DURABLE, DURABLE_FILES),
+                        (REVISION, REVISION_FILES)):
         hub.add_repo(repo, files)
     # the listing tells the true digests; the bytes served do not match them
     hub.faults(BAD_SHA, "model.safetensors").corrupt_at = 5 * MiB + 123
@@ -156,8 +181,9 @@ def _wait_read(cluster: rig.Rig, name: str, namespace: str, timeout: float = 240
     return seen
 
 
-def _hub_digests(hub: fixturehub.Hub, repo: str, files: dict[str, bytes | int]) -> dict[str, str]:
-    return {path: hub.content(repo, path).sha256 for path in files}
+def _hub_digests(hub: fixturehub.Hub, repo: str, files: dict[str, bytes | int],
+                 commit: str | None = None) -> dict[str, str]:
+    return {path: hub.content(repo, path, commit).sha256 for path in files}
 
 
 def _size(files: dict[str, bytes | int]) -> int:
@@ -324,14 +350,15 @@ def test_tampering_after_ready_is_quarantined(installed: rig.Rig, hub: fixturehu
     assert [p.name.split(".")[0] for p in held.iterdir()] == [hex_]
     assert not _published(installed, digest).exists()
     served = hub.bytes_served(TAMPER)
-    # the next mount materializes it again: the hub's bytes, never the tampered ones
+    # the next mount materializes it again: the hub's bytes, never the tampered ones; the
+    # tampered file left the node's file store with the tree, the intact config.json did not
     installed.apply(_reader_pod("tamper-2", TENANT, attributes))
     assert _wait_read(installed, "tamper-2", TENANT) == want
-    assert hub.bytes_served(TAMPER) - served == _size(TAMPER_FILES)
+    assert hub.bytes_served(TAMPER) - served == TAMPER_FILES["model.safetensors"]
     assert _wait_entry(installed, digest, "Ready", "tamper again").get("reason") in ("", None)
     # the running Pod keeps its mount (its own copy)
     done = installed.kubectl("exec", "-n", TENANT, "tamper-1", "--", "cat", "/models/config.json")
-    assert done.stdout.encode() == CONFIG
+    assert done.stdout.encode() == _config(TAMPER)
     _delete_pods(installed, TENANT, "tamper-1", "tamper-2")
     installed.wait("the quarantined copy removed once unmounted",
                    lambda: not any(held.iterdir()), timeout=90,
@@ -371,6 +398,41 @@ def test_ten_pods_one_download(installed: rig.Rig, hub: fixturehub.Hub) -> None:
     for namespace in (TENANT, OTHER):
         installed.kubectl("delete", "pods", "-n", namespace, "-l", "e2e=destructive",
                           "--timeout=120s", timeout=150)  # fmt: skip
+
+
+# --- a new revision of a model: only what changed comes from the hub ---------------------------
+
+
+def test_a_new_revision_fetches_only_the_changed_file(installed: rig.Rig,
+                                                      hub: fixturehub.Hub) -> None:
+    """Revision 1 mounted, then revision 2 of the same repository (its config.json changed):
+    the hub serves that file alone, both Pods read the hub's bytes, and the node keeps one copy
+    of each unchanged file for both trees."""
+    one = hub.repo(REVISION).commit
+    first = _artifact(installed, TENANT, "rev-1", REVISION, revision=one)
+    installed.apply(_reader_pod("rev-1", TENANT, first))
+    assert _wait_read(installed, "rev-1", TENANT) == _hub_digests(hub, REVISION, REVISION_FILES)
+    served = {path: hub.bytes_served(REVISION, path) for path in REVISION_2}
+    two = hub.add_revision(REVISION, REVISION_2).commit
+    second = _artifact(installed, TENANT, "rev-2", REVISION, revision=two)
+    assert second["manifestDigest"] != first["manifestDigest"]
+    installed.apply(_reader_pod("rev-2", TENANT, second))
+    assert _wait_read(installed, "rev-2", TENANT) == \
+        _hub_digests(hub, REVISION, REVISION_2, two)
+    fetched = {path: hub.bytes_served(REVISION, path) - served[path] for path in REVISION_2}
+    changed = _size({"config.json": REVISION_2["config.json"]})
+    assert fetched == {path: changed if path == "config.json" else 0 for path in REVISION_2}, \
+        fetched
+    # the first Pod still reads revision 1 (its own config.json)
+    done = installed.kubectl("exec", "-n", TENANT, "rev-1", "--", "cat", "/models/config.json")
+    assert done.stdout.encode() == REVISION_FILES["config.json"]
+    trees = [_published(installed, a["manifestDigest"]) for a in (first, second)]
+    for path in REVISION_2:
+        if path != "config.json":  # one file on the node for both trees
+            assert (trees[0] / path).stat().st_ino == (trees[1] / path).stat().st_ino, path
+    entry = _wait_entry(installed, second["manifestDigest"], "Ready", "revision 2")
+    assert entry["sizeBytes"] == _size(REVISION_2)
+    _delete_pods(installed, TENANT, "rev-1", "rev-2")
 
 
 # --- 1 and 2 again, once the backoff ended -----------------------------------------------------
@@ -484,7 +546,7 @@ def test_insufficient_disk_space(installed: rig.Rig, hub: fixturehub.Hub) -> Non
     assert _partial_files(installed, digest) == {}
     # the published model: still read by its Pod, and mounted again by a new one from the cache
     done = installed.kubectl("exec", "-n", TENANT, "full-keep", "--", "cat", "/models/config.json")
-    assert done.stdout.encode() == CONFIG
+    assert done.stdout.encode() == _config(CROWD)
     installed.apply(_reader_pod("full-new", TENANT, crowd))
     assert _wait_read(installed, "full-new", TENANT) == want
     assert hub.bytes_served(CROWD) == served
@@ -516,18 +578,26 @@ def _sha256(path: pathlib.Path) -> str:
 
 
 def test_power_loss_after_publication(installed: rig.Rig, hub: fixturehub.Hub) -> None:
-    """Right after a tree turns Ready the node loses power: the plugin is frozen, the image
-    file is copied (what had reached the disk; nothing the page cache still held back), and the
-    node comes back on that copy after an fsck, as a machine would. The tree published last is
-    whole on that disk (the publish was durable before Ready), an older tree whose file lost its
-    tail in the crash is found by the start-up check before any mount and materialized again,
-    and every Pod reads the hub's bytes."""
+    """Right after two trees turn Ready (one of its own files, then a revision linking the
+    files the node stored for earlier ones) the node loses power: the plugin is frozen, the
+    image file is copied (what had reached the disk; nothing the page cache still held back),
+    and the node comes back on that copy after an fsck, as a machine would. Both trees are
+    whole on that disk (each publish was durable before Ready, the stored files' names with
+    it), an older tree whose file lost its tail in the crash is found by the start-up check
+    before any mount and materialized again, and every Pod reads the hub's bytes."""
     durable = _artifact(installed, TENANT, "durable", DURABLE)
     resume = _artifact(installed, TENANT, "resume", RESUME)
     assert _published(installed, resume["manifestDigest"]).exists()
     installed.apply(_reader_pod("durable-1", TENANT, durable))
     assert _wait_read(installed, "durable-1", TENANT) == _hub_digests(hub, DURABLE, DURABLE_FILES)
     _wait_entry(installed, durable["manifestDigest"], "Ready", "durable")
+    # and last, a revision whose tree links the files the node stored for the earlier ones
+    three = hub.add_revision(REVISION, REVISION_3).commit
+    linked = _artifact(installed, TENANT, "rev-3", REVISION, revision=three)
+    installed.apply(_reader_pod("rev-3", TENANT, linked))
+    want_linked = _hub_digests(hub, REVISION, REVISION_3, three)
+    assert _wait_read(installed, "rev-3", TENANT) == want_linked
+    _wait_entry(installed, linked["manifestDigest"], "Ready", "revision 3")
     # the power goes: no process on the node writes any more, the disk keeps what reached it
     pid, _ = _plugin_pid(installed)
     os.kill(pid, signal.SIGSTOP)
@@ -536,7 +606,7 @@ def test_power_loss_after_publication(installed: rig.Rig, hub: fixturehub.Hub) -
                    check=True)  # fmt: skip
     os.kill(pid, signal.SIGKILL)
     # the old node's leftovers go: its Pod, then its plugin (stopped by a node selector)
-    _delete_pods(installed, TENANT, "durable-1")
+    _delete_pods(installed, TENANT, "durable-1", "rev-3")
     daemonset = _plugin_daemonset(installed)
     installed.kubectl("patch", "daemonset", "-n", NAMESPACE, daemonset, "-p", json.dumps(
         {"spec": {"template": {"spec": {"nodeSelector": {"e2e/plugin": "off"}}}}}))
@@ -551,10 +621,13 @@ def test_power_loss_after_publication(installed: rig.Rig, hub: fixturehub.Hub) -
     published = _published(installed, durable["manifestDigest"])
     assert {path: _sha256(published / path) for path in DURABLE_FILES} == \
         _hub_digests(hub, DURABLE, DURABLE_FILES), "the last publish did not survive the crash"
+    revised = _published(installed, linked["manifestDigest"])
+    assert {path: _sha256(revised / path) for path in REVISION_3} == want_linked, \
+        "the tree of stored files published last did not survive the crash"
     # an older tree lost a file's tail in the crash
     torn = _published(installed, resume["manifestDigest"]) / "model.safetensors"
     os.truncate(torn, torn.stat().st_size - MiB)
-    served = {repo: hub.bytes_served(repo) for repo in (DURABLE, RESUME)}
+    served = {repo: hub.bytes_served(repo) for repo in (DURABLE, RESUME, REVISION)}
     installed.kubectl("patch", "daemonset", "-n", NAMESPACE, daemonset, "-p", json.dumps(
         {"spec": {"template": {"spec": {"nodeSelector": {"e2e/plugin": None}}}}}))
     # the start-up check quarantines it and, no Pod referencing it, it is removed at once (an
@@ -563,9 +636,13 @@ def test_power_loss_after_publication(installed: rig.Rig, hub: fixturehub.Hub) -
                    timeout=150, namespace=NAMESPACE)  # fmt: skip
     assert _published(installed, durable["manifestDigest"]).exists()
     installed.apply("---\n".join((_reader_pod("durable-2", TENANT, durable),
-                                  _reader_pod("resume-2", TENANT, resume))))
+                                  _reader_pod("resume-2", TENANT, resume),
+                                  _reader_pod("rev-3-again", TENANT, linked))))
     assert _wait_read(installed, "durable-2", TENANT) == _hub_digests(hub, DURABLE, DURABLE_FILES)
+    assert _wait_read(installed, "rev-3-again", TENANT) == want_linked
+    assert hub.bytes_served(REVISION) == served[REVISION], "the linked tree was fetched again"
     assert _wait_read(installed, "resume-2", TENANT) == _hub_digests(hub, RESUME, RESUME_FILES)
     assert hub.bytes_served(DURABLE) == served[DURABLE], "the durable tree was fetched again"
-    assert hub.bytes_served(RESUME) - served[RESUME] == _size(RESUME_FILES)
-    _delete_pods(installed, TENANT, "durable-2", "resume-2")
+    # the torn file again, the whole config.json the node still stored not
+    assert hub.bytes_served(RESUME) - served[RESUME] == RESUME_FILES["model.safetensors"]
+    _delete_pods(installed, TENANT, "durable-2", "resume-2", "rev-3-again")

@@ -54,6 +54,34 @@ def test_snapshot_download_is_byte_identical(
     assert hub_server.requests(f"/cdn/{REPO}/{hub_server.repo(REPO).commit}/model.safetensors")
 
 
+def test_an_earlier_revision_is_still_served_by_its_commit(
+    hub_server: fixturehub.Hub, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``add_revision``: a new head whose unchanged files are the same bytes, while the first
+    commit keeps its own files (what the revision-delta tests and benchmark serve)."""
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    first = hub_server.repo(REPO).commit
+    second_files = {**FILES, "config.json": b'{"architectures": ["Tinier"]}\n', "NEW.md": b"new"}
+    del second_files["README.md"]
+    second = hub_server.add_revision(REPO, second_files).commit
+    assert second != first
+    for commit, files in ((first, FILES), (second, second_files)):
+        folder = pathlib.Path(huggingface_hub.snapshot_download(
+            REPO, revision=commit, endpoint=hub_server.endpoint, cache_dir=tmp_path / "cache",
+            token=False))
+        found = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+        assert found == sorted(files), commit
+        for path in files:
+            assert (folder / path).read_bytes() == hub_server.content(REPO, path, commit).read()
+    assert hub_server.content(REPO, "config.json", first).read() == FILES["config.json"]
+    unchanged = hub_server.content(REPO, "model.safetensors", first)
+    assert unchanged.read() == hub_server.content(REPO, "model.safetensors").read()
+    api = huggingface_hub.HfApi(endpoint=hub_server.endpoint, token=False)
+    assert api.model_info(REPO, revision="main").sha == second
+
+
 def test_list_repo_tree_lists_what_the_fixture_serves(hub_server: fixturehub.Hub) -> None:
     api = huggingface_hub.HfApi(endpoint=hub_server.endpoint, token=False)
     entries = list(api.list_repo_tree(REPO, recursive=True))

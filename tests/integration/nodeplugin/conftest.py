@@ -8,6 +8,8 @@
   ``.log()``).
 - ``artifacts``: a ``csi_harness.ArtifactApi`` over the module's API server: ``create`` then
   ``resolve`` (the status PUT as the worker), or ``resolved`` for both.
+- ``drivers``: the download driver processes a crash test starts (``download_driver.Driver``),
+  killed at teardown.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from devkit.harness import apiserver as support
 from tests.integration.nodeplugin import csi_harness
 from tests.integration.nodeplugin.csi_harness import ArtifactApi, PluginProcess
+from tests.integration.nodeplugin.download_driver import Driver
 
 if os.geteuid() != 0:  # bind mounts need root; CI runs these as root
     pytest.skip("the CSI integration tests need root", allow_module_level=True)
@@ -78,3 +81,13 @@ def pytest_runtest_makereport(
 @pytest.fixture(scope="module")
 def artifacts(apiserver: support.RunningServer) -> ArtifactApi:
     return ArtifactApi(apiserver)
+
+
+@pytest.fixture
+def drivers() -> Iterator[list[Driver]]:
+    started: list[Driver] = []
+    try:
+        yield started
+    finally:
+        for d in started:
+            d.kill()

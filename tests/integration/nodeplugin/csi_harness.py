@@ -31,13 +31,13 @@ START_TIMEOUT = 20.0
 GROUP = "/apis/worker.gpustack.ai/v1"
 
 async def hub_digest(hub: fixturehub.Hub, repo: str, commit: str,
-                     token: str | None = None) -> str:
-    """The manifest digest of ``repo`` at ``commit``, computed here from the hub's listing
-    (independently of the plugin)."""
+                     token: str | None = None, *, ignore: tuple[str, ...] = ()) -> str:
+    """The manifest digest of ``repo`` at ``commit`` (without what ``ignore`` matches),
+    computed here from the hub's listing (independently of the plugin)."""
     client = hub_config.make_client(hub_config.HubConfig(huggingface_endpoint=hub.endpoint))
     try:
         source = huggingface.HuggingFace(client, hub.endpoint)
-        return (await listing.manifest_for(source, repo, commit, (), (), token=token))[2]
+        return (await listing.manifest_for(source, repo, commit, (), ignore, token=token))[2]
     finally:
         await client.aclose()
 

@@ -156,8 +156,9 @@ async def started(
     *,
     cache_dir: pathlib.Path,
     kubelet_dir: pathlib.Path,
-    artifacts: Sequence[tuple[str, str]] = (),
+    artifacts: Sequence[tuple[str, str] | tuple[str, str, dict[str, Any]]] = (),
     materializer: Callable[[layout.Layout], interface.Materializer] | None = None,
+    imports: bool = True,
     read_mountinfo: Callable[[], str] | None = None,
     api: fakes.FakeStoreApi | None = None,
     clock: clocks.ManualClock | None = None,
@@ -165,16 +166,22 @@ async def started(
     **config_options: Any,
 ) -> AsyncIterator[Node]:
     """The plugin over ``cache_dir``; ``artifacts`` are ``(name, digest)`` resolved in
-    ``team-a``."""
-    objects = [fakes.artifact_object(name, NAMESPACE, uid=f"uid-{name}", digest=digest)
-               for name, digest in artifacts]
+    ``team-a`` (or ``(name, digest, spec)``, with more fields of its spec: its patterns);
+    ``imports`` False takes content from the hub of ``config_options`` instead of
+    ``base/imports``."""
+    objects = []
+    for item in artifacts:
+        made = fakes.artifact_object(item[0], NAMESPACE, uid=f"uid-{item[0]}", digest=item[1])
+        made["spec"].update(item[2] if len(item) > 2 else {})  # type: ignore[misc]
+        objects.append(made)
     client = fakes.FakeClient([fakes.page(objects, "5")])
     clock = clock or clocks.ManualClock(datetime.datetime.now(datetime.UTC))
     api = api or fakes.FakeStoreApi()
     kubelet_dir.mkdir(parents=True, exist_ok=True)
     config = plugin.Config(
         node_name="node-1", endpoint=f"unix://{base}/csi.sock", root=str(cache_dir),
-        kubelet_dir=str(kubelet_dir), import_dir=str(base / "imports"), **config_options,
+        kubelet_dir=str(kubelet_dir), import_dir=str(base / "imports") if imports else None,
+        **config_options,
     )
     options: dict[str, Any] = {}
     if read_mountinfo is not None:

@@ -151,8 +151,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-async def world(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIterator[World]:
+def admit_plugins(control_plane: ControlPlane) -> None:
+    """The plugins' peer token, a tenant's and a token for the API server; the plugins may
+    review tokens."""
     control_plane.add_token(PLUGIN_TOKEN, service_account(
         "gpustack-system", "model-manager-node", uid="plugin-uid"), audiences=[wire.AUDIENCE])
     control_plane.add_token(TENANT_TOKEN, service_account("team-a", "default", uid="t-uid"),
@@ -161,6 +162,11 @@ async def world(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIte
         "gpustack-system", "model-manager-node", uid="plugin-uid"))
     control_plane.policy.grant("system:serviceaccount:gpustack-system:model-manager-node",
                                Rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)))
+
+
+@pytest.fixture
+async def world(tmp_path: pathlib.Path, control_plane: ControlPlane) -> AsyncIterator[World]:
+    admit_plugins(control_plane)
     with fixturehub.run() as hub:
         hub.add_repo(REPO, _files())
         request = await hubrequest.request_for(hub, REPO)
@@ -242,6 +248,39 @@ async def test_a_cold_node_pulls_from_its_peer_not_the_hub(world: World) -> None
         referenced=frozenset(), usage={}, total_bytes=1, used_bytes=0, stored_bytes=0,
         origins=b.origins.all()))[0][0]
     assert facts_entry["source"] == "Peer"
+
+
+async def test_a_node_holding_revision_1_takes_only_the_changed_file_from_its_peer(
+        world: World) -> None:
+    """The node's file store under node-to-node sync: node B holds revision 1; revision 2
+    changes config.json and node A holds it. B fetches that one file, from A: no hub byte, the
+    peer's bytes counted as the peer's, the tree's source Peer, the other files B's own."""
+    b, _, cache = _cold(world, "node-b", None, sync=False)
+    try:
+        await _publish(b, world.request)
+    finally:
+        await b.close()
+    changed = b'{"architectures": ["Tinier"]}\n'
+    world.hub.add_revision(REPO, {**_files(), "config.json": changed})
+    second = await hubrequest.request_for(world.hub, REPO)
+    await _publish(world.seed, second)
+    world.stores.hold("node-a", second.digest)
+    hub_bytes = world.hub.bytes_served(REPO)
+    b, found, cache = _cold(world, "node-b", world.port)
+    assert found is not None
+    try:
+        await _publish(b, second)
+    finally:
+        await b.close()
+        await found.aclose()
+    assert world.hub.bytes_served(REPO) == hub_bytes
+    assert b.downloaded_bytes == 0 and found.delivered_bytes == len(changed)
+    assert b.origins.all()[second.digest] == "Peer"
+    assert _tree(cache, second.digest) == _tree(world.seed_cache, second.digest)
+    first_tree = cache.published_path(world.request.digest)
+    second_tree = cache.published_path(second.digest)
+    assert (first_tree / "model-00001.safetensors").stat().st_ino == \
+        (second_tree / "model-00001.safetensors").stat().st_ino
 
 
 async def _dying_peer(world: World) -> tuple[Relay, int]:

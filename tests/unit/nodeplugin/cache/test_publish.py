@@ -6,9 +6,12 @@ import stat
 
 import pytest
 
-from nodeplugin.cache import fsutil, layout, publish
+from devkit import trees
+from nodeplugin.cache import files, fsutil, layout, publish
+from openapi import manifest
 
 DIGEST = "sha256:" + "12" * 32
+STAGED = {"config.json": b"{}", "sub/weights.bin": b"\x00" * 100, "empty": b""}
 
 
 def _staged(cache: layout.Layout) -> pathlib.Path:
@@ -16,25 +19,61 @@ def _staged(cache: layout.Layout) -> pathlib.Path:
     (partial.path / "sub").mkdir()
     (partial.path / "config.json").write_bytes(b"{}")
     (partial.path / "sub" / "weights.bin").write_bytes(b"\x00" * 100)
+    (partial.path / "empty").write_bytes(b"")
     (partial.path / layout.RESUMABLE).write_text("{}")
     return partial.path
+
+
+MANIFEST = manifest.canonical_bytes(trees.entries(STAGED))
 
 
 def test_publish_seals_marks_and_renames(tmp_path: pathlib.Path) -> None:
     cache = layout.Layout(tmp_path)
     cache.create()
     staging = _staged(cache)
-    final = publish.publish_tree(cache, staging, DIGEST, manifest_bytes=b"m\n")
+    final = publish.publish_tree(cache, staging, DIGEST, manifest_bytes=MANIFEST)
     assert final == cache.published_path(DIGEST)
     assert not staging.exists()
     assert cache.is_published(DIGEST)
-    assert (final / layout.MANIFEST).read_bytes() == b"m\n"
+    assert (final / layout.MANIFEST).read_bytes() == MANIFEST
     assert not (final / layout.RESUMABLE).exists()
     assert (final / "sub" / "weights.bin").read_bytes() == b"\x00" * 100
     for path in (final / "config.json", final / "sub" / "weights.bin", final / layout.MARKER):
         assert stat.S_IMODE(path.stat().st_mode) == 0o444
     for path in (final, final / "sub"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o555
+    # every listed file but the empty one is the node's stored copy: one inode, two names
+    store = files.of(cache)
+    for entry in trees.entries(STAGED):
+        path = final / entry.path
+        if entry.size == 0:
+            assert store.stored(entry) is None and path.stat().st_nlink == 1
+            continue
+        copy = store.path(files.identity(entry))
+        assert copy.stat().st_ino == path.stat().st_ino and path.stat().st_nlink == 2
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o444
+
+
+def test_a_second_tree_links_the_copy_the_first_stored(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    first = trees.publish_tree(cache, "a", {"w.bin": b"w" * 5000, "a.json": b"a"})
+    second = trees.publish_tree(cache, "b", {"w.bin": b"w" * 5000, "b.json": b"b"})
+    one = cache.published_path(first) / "w.bin"
+    two = cache.published_path(second) / "w.bin"
+    assert one.stat().st_ino == two.stat().st_ino and one.stat().st_nlink == 3
+
+
+def test_a_listed_file_missing_or_of_another_size_is_refused(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    staging = _staged(cache)
+    (staging / "config.json").write_bytes(b"{ }")
+    with pytest.raises(publish.PublishError, match=r"config\.json"):
+        publish.publish_tree(cache, staging, DIGEST, manifest_bytes=MANIFEST)
+    (staging / "config.json").unlink()
+    with pytest.raises(publish.PublishError, match=r"config\.json: missing"):
+        publish.publish_tree(cache, staging, DIGEST, manifest_bytes=MANIFEST)
+    assert not cache.is_published(DIGEST)
 
 
 def test_publish_twice_keeps_the_first_tree(tmp_path: pathlib.Path) -> None:

@@ -143,3 +143,19 @@ async def test_a_manifest_using_a_name_the_cache_reserves_is_refused(
         interface.refuse_reserved(["config.json", f"{layout.MANIFEST}/x"], local.ImportFailure)
     assert refused.value.reason is interface.Reason.INVALID_REQUEST
     interface.refuse_reserved(["config.json", f"sub/{layout.MARKER}"], local.ImportFailure)
+
+
+async def test_a_file_the_store_holds_is_linked_not_copied(
+        tmp_path: pathlib.Path, cache: layout.Layout) -> None:
+    first = local.write_import(tmp_path / "imports", FILES)
+    second = local.write_import(tmp_path / "imports",
+                                {**FILES, "config.json": b'{"a": 2}', "README.md": b"# m"})
+    importer = local.LocalImporter(cache, tmp_path / "imports")
+    assert (await _settle(importer, first)).state is interface.State.PUBLISHED
+    # the second import directory lacks the weights: only the store can supply them
+    (tmp_path / "imports" / layout.hex_of(second) / "weights" / "model.bin").unlink()
+    assert (await _settle(importer, second)).state is interface.State.PUBLISHED
+    one, two = (cache.published_path(d) / "weights" / "model.bin" for d in (first, second))
+    assert two.read_bytes() == FILES["weights/model.bin"]
+    assert one.stat().st_ino == two.stat().st_ino and one.stat().st_nlink == 3
+    assert (cache.published_path(second) / "config.json").read_bytes() == b'{"a": 2}'

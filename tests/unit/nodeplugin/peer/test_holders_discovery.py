@@ -106,3 +106,23 @@ async def test_cold_nodes_spread_over_the_seeds() -> None:
         assert sorted(order) == list("abcdef")
         firsts.add(order[0])
     assert len(firsts) > 1
+
+
+async def test_files_are_asked_of_nodes_listing_the_digest_first_and_of_a_bounded_number(
+) -> None:
+    listing = [_store(f"l{i}", f"https://10.0.1.{i}:32445") for i in range(3)]
+    listing[0]["status"]["models"][0]["state"] = "Downloading"  # materializing it too
+    others = [{"metadata": {"name": f"o{i:02d}"},
+               "status": {"conditions": [{"type": "Ready", "status": "True"}], "models": [],
+                          "peer": {"url": f"https://10.0.2.{i}:32445"}}} for i in range(30)]
+    silent = {"metadata": {"name": "silent"}, "status": {"models": [{"digest": D}]}}
+    found = _holders([*others, silent, *listing, _store("self", "https://10.0.0.9:32445")])
+    try:
+        asked = [p.node for p in await found.everyone(D)]
+        assert sorted(asked[:3]) == ["l0", "l1", "l2"]
+        assert len(asked) == holders.MAX_ASKED and len(set(asked)) == len(asked)
+        assert "self" not in asked and "silent" not in asked  # no port known
+        other = [p.node for p in await found.everyone("sha256:" + "cd" * 32)]
+        assert len(other) == holders.MAX_ASKED and "self" not in other
+    finally:
+        await found.aclose()
