@@ -64,10 +64,11 @@ def _prepare(settings: config.Settings) -> Prepared:
     files = authority.ensure(data_dir, settings.tls_sans)
     assert settings.token_auth_file is not None, "standalone settings always name a token file"
     entries = _ensure_tokens(settings.token_auth_file, settings)
-    plugin = settings.plugin_username
-    tokens = {entry.name: entry.token for entry in entries if entry.name != plugin}
-    tokens[plugin] = next(entry.token for entry in entries if entry.name == plugin
-                          and entry.extra_map().get(user.NODE_NAME) == (settings.plugin_node,))
+    plugin_user = settings.plugin_username
+    tokens = {entry.name: entry.token for entry in entries if entry.name != plugin_user}
+    tokens[plugin_user] = next(
+        entry.token for entry in entries if entry.name == plugin_user
+        and entry.extra_map().get(user.NODE_NAME) == (settings.plugin_node,))
     if settings.policy_file is not None:
         policy.ensure_file(settings.policy_file)
     admin = data_dir / "kubeconfig"
