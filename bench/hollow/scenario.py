@@ -37,9 +37,9 @@ class Shape:
     held: int = 16
     """Digests each node holds at start."""
     processes: int = 4
-    steady: float = 60.0
+    steady: float = 30.0
     rollout_window: float = 60.0
-    download: tuple[float, float] = (40.0, 70.0)
+    download: tuple[float, float] = (30.0, 60.0)
     rollout_share: float = 0.2
     per_node: int = 3
     rollout_models: int = 10
