@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import pathlib
 import resource
+import ssl
 from multiprocessing import connection
 from typing import Any
 
@@ -78,7 +79,15 @@ def run(setup: Setup, pipe: connection.Connection) -> None:
     asyncio.run(_main(setup, pipe))
 
 
+def _quiet_tls(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The server closes its connection to a node's port after a progress read; hypercorn then
+    logs the TLS close it did not expect (the plugin's own port, ``tlsserver``, handles it)."""
+    if not isinstance(context.get("exception"), ssl.SSLError):
+        loop.default_exception_handler(context)
+
+
 async def _main(setup: Setup, pipe: connection.Connection) -> None:
+    asyncio.get_running_loop().set_exception_handler(_quiet_tls)
     nodes = [hollow.HollowNode(spec.name, pathlib.Path(spec.kubeconfig),
                                namespace=setup.namespace) for spec in setup.nodes]
     for spec, one in zip(setup.nodes, nodes, strict=True):
