@@ -4,8 +4,12 @@
 (``apiserver.wiring.standalone.prepare``), one plugin identity per node in its token file (each a
 Pod-bound token on its own node, ``standalone.plugin_entry``), a kubeconfig per node, the worker's
 token for the nodes' ``/model/downloads``, and a serving certificate covering every node's
-loopback address. ``seed`` stores the artifacts, resolved, through the registry in-process.
-``Fleet`` spawns the processes of hollow nodes (``process.run``) and talks to them.
+loopback address.
+``seed`` stores the fleet as it runs before the scenario begins: the artifacts, resolved, each
+with ``status.nodes`` counting the nodes that hold it, and every node's NodeModelStore listing what
+it holds (so the hollow nodes' start is a plugin restart on a running fleet: their first writes
+change no count). ``Fleet`` spawns the processes of hollow nodes (``process.run``) and talks to
+them.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from bench.hollow import process
 from certs import authority
 from devkit import admitting
 from devkit.harness import apiserver
-from openapi import anchors, sources
+from openapi import anchors, sources, states
 from openapi.kinds import modelartifact
 
 NAMESPACE = "gpustack-system"
@@ -98,11 +102,25 @@ def prepare(base: pathlib.Path, nodes: int, holds: Sequence[Sequence[int]], proc
     return Prepared(settings.url, port, data_dir, node_args, setups, tls.ca_cert)
 
 
-async def seed(store: interface.Store, artifacts: int, namespaces: int) -> None:
-    """``artifacts`` hub artifacts, resolved to ``digest(i)``, spread over ``namespaces``."""
+async def seed(store: interface.Store, artifacts: int, namespaces: int,
+               holds: Sequence[Sequence[int]]) -> None:
+    """``artifacts`` hub artifacts, resolved to ``digest(i)``, spread over ``namespaces``; node
+    ``n`` holds the artifacts ``holds[n]``."""
+    holders: dict[int, int] = {}
+    for held in holds:
+        for k in held:
+            holders[k] = holders.get(k, 0) + 1
     await store.start()
     try:
         registry = build.build(store, admission=admitting.standalone())
+
+        async def node(n: int) -> None:
+            created = await registry.nodemodelstores.create(
+                {"metadata": {"name": node_name(n)}, "spec": {}})
+            created["status"] = {"models": [
+                {"digest": digest(k), "state": states.READY, "sizeBytes": SIZE,
+                 "downloadedBytes": SIZE} for k in sorted(holds[n], key=digest)]}
+            await registry.nodemodelstores.update_status(created, name=node_name(n))
 
         async def one(i: int) -> None:
             namespace, name = artifact_key(i, namespaces)
@@ -112,11 +130,15 @@ async def seed(store: interface.Store, artifacts: int, namespaces: int) -> None:
                 namespace=namespace)
             created["status"] = {"resolved": modelartifact.Resolved(
                 revision="c" * 40, manifestDigest=digest(i), digestSource=anchors.DIGEST_FROM_HUB,
-                fileCount=9, sizeBytes=SIZE)}
+                fileCount=9, sizeBytes=SIZE),
+                "nodes": modelartifact.NodeCounts(ready=holders.get(i, 0), downloading=0,
+                                                  failed=0)}
             await registry.modelartifacts.update_status(created, namespace=namespace, name=name)
 
         for first in range(0, artifacts, 100):
             await asyncio.gather(*(one(i) for i in range(first, min(first + 100, artifacts))))
+        for first in range(0, len(holds), 100):
+            await asyncio.gather(*(node(n) for n in range(first, min(first + 100, len(holds)))))
     finally:
         await store.close()
 

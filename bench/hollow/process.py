@@ -32,8 +32,9 @@ from prometheus_client import registry
 from bench.hollow import node as hollow
 from nodeplugin import serve
 
-START_BATCH = 10
-START_PAUSE = 0.2
+START_BATCH = 5
+START_PAUSE = 1.0
+"""Each process starts 5 nodes a second (a DaemonSet's plugins restart over a while)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

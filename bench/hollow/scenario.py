@@ -1,8 +1,9 @@
 """The fleet scenario: N hollow nodes against one standalone API server (its controllers
 embedded, so the worker is that process), measured phase by phase.
 
-Phases: start (every node lists and watches, writes its first status), steady, rollout (20% of
-the nodes each start three downloads within ``rollout_window`` seconds), steady again, progress
+The fleet is stored as running (``fleet.seed``): the start phase is the plugins (re)starting,
+20 a second, each listing and watching and writing its first status. Phases: start, steady,
+rollout (20% of the nodes each start three downloads within ``rollout_window`` seconds), steady again, progress
 (64 nodes downloading one artifact, its ``progress`` read), and a second rollout while a tenant
 lists every artifact every 5 s and watches them; then LISTs of every NodeModelStore. Throughout, one
 artifact a second is touched (an annotation with the wall time), so every watcher's lag is known.
@@ -107,9 +108,10 @@ def _rollout(shape: Shape, rng: random.Random, first_model: int
 @contextlib.contextmanager
 def server(shape: Shape, base: pathlib.Path) -> Iterator[tuple[apiserver.RunningServer,
                                                                 fleets.Prepared]]:
-    prepared = fleets.prepare(base, shape.nodes, holds(shape), shape.processes)
+    held = holds(shape)
+    prepared = fleets.prepare(base, shape.nodes, held, shape.processes)
     asyncio.run(fleets.seed(sqlite.Store(prepared.data_dir / "store.db"), shape.artifacts,
-                            shape.namespaces))
+                            shape.namespaces, held))
     args = ["--log-level", "WARNING", "--controllers=embedded", "--plugin-ca-file",
             str(prepared.plugin_ca), "--huggingface-endpoint", "https://127.0.0.1:9",
             "--modelscope-endpoint", "https://127.0.0.1:9", *prepared.node_args]
