@@ -3,10 +3,11 @@ embedded, so the worker is that process), measured phase by phase.
 
 The fleet is stored as running (``fleet.seed``): the start phase is the plugins (re)starting,
 20 a second, each listing and watching and writing its first status. Phases: start, steady,
-rollout (20% of the nodes each start three downloads within ``rollout_window`` seconds), steady again, progress
-(64 nodes downloading one artifact, its ``progress`` read), and a second rollout while a tenant
-lists every artifact every 5 s and watches them; then LISTs of every NodeModelStore. Throughout, one
-artifact a second is touched (an annotation with the wall time), so every watcher's lag is known.
+rollout (20% of the nodes each start three downloads within ``rollout_window`` seconds), steady
+again, progress (64 nodes downloading one artifact, its ``progress`` read), and a second rollout
+while a tenant lists every artifact every 5 s and watches them; then LISTs of every
+NodeModelStore. Throughout, one artifact a second is touched (an annotation with the wall time),
+so every watcher's lag is known.
 """
 
 from __future__ import annotations
