@@ -3,6 +3,9 @@ embedded), for N in ``BENCH_FLEET_NODES`` (default 100,300,1000), the scenario o
 ``bench/hollow/scenario.py`` (start, steady, rollout, steady, progress with 64 live nodes, a
 second rollout with a tenant listing and watching; LISTs of every NodeModelStore).
 
+``BENCH_FLEET_SHORT=1`` runs a small shape instead (200 artifacts, 10 s phases, downloads of
+3-6 s), a smoke run of the simulator in about a minute per N.
+
 Per N it writes ``bench/results/fleet-<N>.json`` (every figure); with 100 and 1000 among the Ns,
 ``fleet-cpu-growth.json`` (steady API server CPU per node at 1,000 over the same at 100; the
 rollout's in its params) and ``fleet-rss-mib.json`` (the server's RSS at 1,000 nodes).
@@ -24,6 +27,14 @@ def nodes() -> list[int]:
     return [int(n) for n in text.split(",") if n.strip()] if text else list(DEFAULT_NODES)
 
 
+def shape(count: int) -> scenario.Shape:
+    if os.environ.get("BENCH_FLEET_SHORT"):
+        return scenario.Shape(nodes=count, artifacts=200, namespaces=5, steady=10.0,
+                              rollout_window=5.0, download=(3.0, 6.0), progress_requests=10,
+                              list_requests=3, processes=2)
+    return scenario.Shape(nodes=count)
+
+
 def per_node(found: dict[str, object], phase: str) -> float:
     phases = found["phases"]
     assert isinstance(phases, dict)
@@ -33,7 +44,7 @@ def per_node(found: dict[str, object], phase: str) -> float:
 def main() -> None:
     runs: dict[int, dict[str, object]] = {}
     for count in nodes():
-        found = scenario.run(scenario.Shape(nodes=count))
+        found = scenario.run(shape(count))
         runs[count] = found
         result.RESULTS.mkdir(parents=True, exist_ok=True)
         (result.RESULTS / f"fleet-{count}.json").write_text(json.dumps(found, indent=2) + "\n")
