@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import hashlib
 import multiprocessing
 import pathlib
@@ -33,8 +34,9 @@ from bench.hollow import process
 from certs import authority
 from devkit import admitting
 from devkit.harness import apiserver
-from openapi import anchors, sources, states
+from openapi import anchors, reasons, sources, states, wire
 from openapi.kinds import modelartifact
+from timing import clock as clocks
 
 NAMESPACE = "gpustack-system"
 SIZE = 10 << 30
@@ -105,11 +107,13 @@ def prepare(base: pathlib.Path, nodes: int, holds: Sequence[Sequence[int]], proc
 async def seed(store: interface.Store, artifacts: int, namespaces: int,
                holds: Sequence[Sequence[int]]) -> None:
     """``artifacts`` hub artifacts, resolved to ``digest(i)``, spread over ``namespaces``; node
-    ``n`` holds the artifacts ``holds[n]``."""
+    ``n`` holds the artifacts ``holds[n]``. Each artifact is resolved and validated now, so the
+    resolver (its hub unreachable here) leaves it alone for ``--revalidate-interval``."""
     holders: dict[int, int] = {}
     for held in holds:
         for k in held:
             holders[k] = holders.get(k, 0) + 1
+    now = clocks.rfc3339(datetime.datetime.now(datetime.UTC))
     await store.start()
     try:
         registry = build.build(store, admission=admitting.standalone())
@@ -128,9 +132,16 @@ async def seed(store: interface.Store, artifacts: int, namespaces: int,
                 "metadata": {"name": name, "labels": {"app": "fleet"}},
                 "spec": {"source": {sources.HUGGING_FACE: {"repository": f"org/model-{i}"}}}},
                 namespace=namespace)
-            created["status"] = {"resolved": modelartifact.Resolved(
-                revision="c" * 40, manifestDigest=digest(i), digestSource=anchors.DIGEST_FROM_HUB,
-                fileCount=9, sizeBytes=SIZE),
+            created["status"] = {
+                "observedGeneration": 1,
+                "resolved": modelartifact.Resolved(
+                    revision="c" * 40, manifestDigest=digest(i),
+                    digestSource=anchors.DIGEST_FROM_HUB, fileCount=9, sizeBytes=SIZE,
+                    resolvedTime=now, lastValidatedTime=now),
+                "conditions": [wire.Condition(
+                    type=reasons.RESOLVED, status=wire.TRUE, reason=reasons.RESOLVED,
+                    message="resolved by the fleet's seed", lastTransitionTime=now,
+                    observedGeneration=1)],
                 "nodes": modelartifact.NodeCounts(ready=holders.get(i, 0), downloading=0,
                                                   failed=0)}
             await registry.modelartifacts.update_status(created, namespace=namespace, name=name)
