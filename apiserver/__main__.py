@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import gc
+import logging
 import signal
 import sys
 from collections.abc import Sequence
@@ -12,15 +13,16 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 
 import logs
-from apiserver.endpoints import resources
-from apiserver.options import cli, config
+from apiserver.endpoints import podwebhook, resources
+from apiserver.flags import cli, config
 from apiserver.registry import build
 from apiserver.serving import processes, server, tls
 from apiserver.storage import interface, sqlite, watchcache
-from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import store as etcd_store
 from apiserver.wiring import access, app, embedded, revisions, standalone
 from openapi import resources as openapi_resources
+
+log = logging.getLogger("apiserver")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,11 +32,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(settings.log_level)
     hooks: list[app.StartupHook] = []
     listen_fd = processes.inherited_fd()
+    if listen_fd is None:  # once, not again in each server process
+        for note in settings.renamed_flags:
+            log.warning("%s", note)
     if settings.standalone:
         prepared = standalone.prepare(settings)
         if processes.index() == 0:  # one greeting, not one per server process
             hooks.append(standalone.greeter(prepared))
-    if settings.storage.workers > 1 and listen_fd is None:
+    if settings.storage.processes > 1 and listen_fd is None:
         return processes.supervise(settings, list(sys.argv[1:] if argv is None else argv))
     serving = server.contexts(settings)
     application = wire(settings, serving, hooks)
@@ -50,21 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def open_storage(settings: config.Settings) -> interface.Store:
-    """SQLite under the data directory (shared by the ``--workers`` processes), or etcd behind
+    """SQLite under the data directory (shared by the ``--processes``), or etcd behind
     one watch cache per resource."""
     chosen = settings.storage
-    if chosen.backend != "etcd":
-        return sqlite.Store(settings.storage_path, shared=chosen.workers > 1)
-    etcd_config = etcd_client.Config(
-        endpoints=chosen.etcd_servers,
-        ca_file=chosen.etcd_cafile,
-        cert_file=chosen.etcd_certfile,
-        key_file=chosen.etcd_keyfile,
-        prefix=chosen.etcd_prefix,
-        request_timeout=chosen.etcd_request_timeout,
-        health_timeout=chosen.etcd_healthcheck_timeout,
-    )
-    backend = etcd_store.Store(etcd_config, compaction_interval=chosen.etcd_compaction_interval)
+    if chosen.etcd is None:
+        return sqlite.Store(settings.storage_path, shared=chosen.processes > 1)
+    backend = etcd_store.Store(chosen.etcd, compaction_interval=chosen.etcd_compaction_interval)
     prefixes = [f"/{info.plural}/" for info in openapi_resources.BY_PLURAL.values()]
     return watchcache.Cache(backend, prefixes)
 
@@ -92,7 +88,8 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
         storage=storage,
         authentication=auth.authentication,
         authorization=auth.authorization,
-        resource_routes=[*resources.routes(registry, auth.admission), *auth.routes],
+        resource_routes=[*resources.routes(registry, auth.admission), *auth.routes,
+                         *podwebhook.routes(embedded.PodFacts(background.controllers))],
         groups=auth.groups,
         # the worker identity is learned (auth.startup) before the controllers start
         startup=[*auth.startup, *background.start, *hooks],

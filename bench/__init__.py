@@ -1,1 +1,2 @@
-"""Benchmarks: ``python -m bench [NAME]``; each prints value, baseline and ratio (BENCHMARKS.md)."""
+"""Benchmarks: ``python -m bench [NAME]``; each prints value, baseline and ratio
+(docs/performance.md)."""

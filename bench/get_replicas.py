@@ -1,5 +1,5 @@
-"""get-replicas: GET throughput of ``--workers 2`` on SQLite vs one SQLite server (the figure),
-and on etcd of two replicas and of ``--workers 2`` vs one etcd-backed server (in the params).
+"""get-replicas: GET throughput of ``--processes 2`` on SQLite vs one SQLite server (the figure),
+and on etcd of two replicas and of ``--processes 2`` vs one etcd-backed server (in the params).
 
 The same client load every time: ``h2load`` (nghttp2's C load generator, so the client costs
 little CPU next to the servers) with 2 x 16 HTTP/2 connections, 4 streams each, GETting one
@@ -118,11 +118,11 @@ def _servers(member: etcd.Etcd, directory: pathlib.Path) -> Iterator[dict[str, V
     shared = directory / "shared"
     with (
         apiserver.running(directory / "sqlite", extra_args=quiet) as s1,
-        apiserver.running(directory / "sqlite-workers", extra_args=[*quiet, "--workers", "2"]
+        apiserver.running(directory / "sqlite-workers", extra_args=[*quiet, "--processes", "2"]
                           ) as s2,
         apiserver.running(shared, extra_args=args, log_name="a.log") as a,
         apiserver.running(shared, extra_args=args, log_name="b.log") as b,
-        apiserver.running(shared, extra_args=[*args, "--workers", "2"], log_name="w.log") as w,
+        apiserver.running(shared, extra_args=[*args, "--processes", "2"], log_name="w.log") as w,
     ):
         for server in (s1, s2, a):
             _seed(server)
@@ -159,7 +159,7 @@ def main() -> None:
     result.report("get-replicas", s2.rate, "req/s", s1.rate, higher_is_better=True,
                   params=params, rounds=list(zip(s2.rates, s1.rates, strict=True)))
     print(f"  etcd: two replicas {replicas.rate:.0f} req/s ({replicas.rate / one.rate:.2f}x), "
-          f"--workers 2 {workers.rate:.0f} req/s ({workers.rate / one.rate:.2f}x) "
+          f"--processes 2 {workers.rate:.0f} req/s ({workers.rate / one.rate:.2f}x) "
           f"of one ({one.rate:.0f} req/s)")
 
 

@@ -16,8 +16,8 @@ without a volume, and prints ``/proc/uptime``, the host's boot clock, which the 
 taken on too), and the bytes the hub served meanwhile. Reported: the medians of the runs; the
 target is warm <= 1.2x the no-volume Pod (a ratio >= 0.83 below, "better" meaning faster).
 
-Needs what the end-to-end tests need (root, ``../shared/kube``, containerd...); without it the
-benchmark says what is missing and reports nothing. ``BENCH_POD_START_RUNS`` (3) and
+Needs what the end-to-end tests need (root, ``$MODEL_MANAGER_SHARED_KUBE``, containerd...);
+without it the benchmark says what is missing and reports nothing. ``BENCH_POD_START_RUNS`` (3) and
 ``BENCH_POD_START_ROUNDS`` (5 warm/no-volume pairs per run) change the counts,
 ``BENCH_POD_START_MIB`` (1024) the model's size.
 """

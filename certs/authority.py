@@ -45,12 +45,15 @@ class Files:
     key: pathlib.Path
 
     @classmethod
-    def under(cls, directory: pathlib.Path) -> Files:
+    def under(cls, directory: pathlib.Path, *, cert: str = "serving.crt",
+              key: str = "serving.key") -> Files:
+        """The CA as ``ca.crt``/``ca.key`` and the serving pair as ``cert``/``key`` (a
+        Service's certificates use the Secret key names, ``certs.cluster.secret_files``)."""
         return cls(
             ca_cert=directory / "ca.crt",
             ca_key=directory / "ca.key",
-            cert=directory / "serving.crt",
-            key=directory / "serving.key",
+            cert=directory / cert,
+            key=directory / key,
         )
 
 

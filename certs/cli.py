@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _generate(args)
     if args.command == "check":
         return _check(args)
-    sys.stdout.write(cluster.ca_bundle(cluster.Files.under(args.dir).ca_cert.read_bytes()) + "\n")
+    sys.stdout.write(cluster.ca_bundle(cluster.secret_files(args.dir).ca_cert.read_bytes()) + "\n")
     return 0
 
 

@@ -25,23 +25,13 @@ CLUSTER_DOMAIN = "cluster.local"
 SECRET_TYPE = "kubernetes.io/tls"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Files:
-    """The PEM files of one Service's certificates in a directory (Secret key names)."""
+Files = authority.Files
 
-    ca_cert: pathlib.Path
-    ca_key: pathlib.Path
-    cert: pathlib.Path
-    key: pathlib.Path
 
-    @classmethod
-    def under(cls, directory: pathlib.Path) -> Files:
-        return cls(
-            ca_cert=directory / "ca.crt",
-            ca_key=directory / "ca.key",
-            cert=directory / "tls.crt",
-            key=directory / "tls.key",
-        )
+def secret_files(directory: pathlib.Path) -> Files:
+    """The PEM files of one Service's certificates in a directory, under the Secret's key names
+    (``tls.crt``, ``tls.key``)."""
+    return Files.under(directory, cert="tls.crt", key="tls.key")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,7 +78,7 @@ def generate(
     """Create the CA unless the directory has one, then issue a new serving pair under it."""
     now = now or authority.utc_now()
     directory.mkdir(parents=True, exist_ok=True)
-    files = Files.under(directory)
+    files = secret_files(directory)
     created = not (files.ca_cert.exists() and files.ca_key.exists())
     if created:
         ca_key = authority.new_key(request.key_type)

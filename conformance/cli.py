@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import pytest
 
 from conformance import report
-from conformance.options import Options
 from conformance.plugin import Plugin
+from conformance.settings import Settings
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--get-only-user needs --tenant-namespace (where its Role is bound)")
     if args.tenant_kubeconfig is not None and not args.tenant_kubeconfig.is_file():
         p.error(f"--tenant-kubeconfig {args.tenant_kubeconfig}: no such file")
-    options = Options(
+    options = Settings(
         kubeconfig=args.kubeconfig.resolve(),
         context=args.context,
         namespace_prefix=args.namespace_prefix,

@@ -10,7 +10,7 @@ from typing import Any
 from conformance import api as api_module
 from conformance.api import Api
 from conformance.kubectl import Kubectl
-from conformance.options import Options
+from conformance.settings import Settings
 
 RUN_LABEL = "conformance.gpustack.ai/run"
 
@@ -19,7 +19,7 @@ class Run:
     """One run of the suite: its id, its namespaces (created when the endpoint serves them) and
     the artifacts it made, so cleanup removes exactly those."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Settings) -> None:
         self.options = options
         self.id = secrets.token_hex(3)
         self.admin = Api(options.kubeconfig, options.context, options.timeout)

@@ -10,7 +10,7 @@ import pytest
 from conformance.api import Api
 from conformance.fixtures import Run
 from conformance.kubectl import Kubectl
-from conformance.options import Options
+from conformance.settings import Settings
 
 
 @dataclasses.dataclass
@@ -29,7 +29,7 @@ NOTE = "conformance.note"
 
 
 class Plugin:
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Settings) -> None:
         self.options = options
         self.outcomes: list[Outcome] = []
         self.run: Run | None = None

@@ -22,6 +22,7 @@ from controllers import config, registration
 from controllers.aggregate import wiring as aggregate
 from controllers.nodestores import wiring as nodestores
 from controllers.nodeview import view as views
+from controllers.nodeview import warm as warmth
 from controllers.prefetches import wiring as prefetches
 from controllers.resolver import wiring as resolver
 from controllers.runtime import client as clients
@@ -94,12 +95,16 @@ class ControllerSet:
 
     def __init__(self, mode: Mode, deps: registration.Deps,
                  running: list[tuple[str, manager.Runnable]], leadership: manager.Leadership,
-                 reader: plugins.HttpDownloads | None) -> None:
+                 reader: plugins.HttpDownloads | None, plugin_nodes: warmth.PluginNodes,
+                 csinodes: informer.Informer | None = None) -> None:
         self.mode = mode
         self.deps = deps
         self.view = deps.view
         self.artifacts = deps.artifacts
         self.controllers = dict(running)
+        self.warm = warmth.WarmNodes(deps.view.index, deps.view.informer, plugin_nodes)
+        """The nodes warm for a digest (the Pod webhook's placement term)."""
+        self._csinodes = csinodes
         self._reader = reader
         self.manager = manager.Manager(
             list(deps.informers.values()), [c for _, c in running], leadership,
@@ -114,11 +119,13 @@ class ControllerSet:
 
     def start_view(self) -> None:
         """The read side, whatever the mode: the NodeModelStore and artifact informers (and the
-        plugin Pods in a cluster)."""
+        plugin Pods and the CSINodes in a cluster)."""
         self.view.start()
         found = [self.artifacts]
         if self.deps.plugin_pods is not None:
             found.append(self.deps.plugin_pods)
+        if self._csinodes is not None:
+            found.append(self._csinodes)
         for each in found:
             self._view_tasks.append(asyncio.create_task(
                 each.run(), name=f"informer {each.resource.plural}"))
@@ -163,10 +170,15 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
     else:
         token = plugins.NO_TOKEN
     pods: informer.Informer | None = None
+    csinodes: informer.Informer | None = None
     locator: plugins.Locator
+    plugin_nodes: warmth.PluginNodes
     if cluster is None:
         locator = plugins.StaticPlugins(dict(cfg.plugin_urls))
+        plugin_nodes = warmth.StaticPluginNodes(name for name, _ in cfg.nodes)
     else:
+        csinodes = informer.Informer(cluster, clients.CSI_NODES, inputs.clock)
+        plugin_nodes = warmth.CsiPluginNodes(csinodes)
         pods = informer.Informer(cluster, clients.PODS, inputs.clock,
                                  namespace=cfg.plugin_namespace,
                                  label_selector=cfg.plugin_selector)
@@ -200,4 +212,4 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
         leadership = leader.AlwaysLeader()
     if running:
         log.info("controllers (%s): %s", mode.value, ", ".join(name for name, _ in running))
-    return ControllerSet(mode, deps, running, leadership, reader)
+    return ControllerSet(mode, deps, running, leadership, reader, plugin_nodes, csinodes)

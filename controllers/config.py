@@ -13,17 +13,17 @@ from typing import Any
 
 from controllers.runtime import leader
 from hub import config as hub_config
-from openapi import nodestore
+from openapi import install, keys, nodestore
+from openapi import plugin as plugin_api
 from timing import durations
 
 DEFAULT_INTERVAL = 24 * 3600.0
-DEFAULT_PLUGIN_PORT = 32444
-# The labels the chart gives the node plugin DaemonSet's Pods (templates/nodeplugin.yaml).
-DEFAULT_PLUGIN_SELECTOR = (
-    "app.kubernetes.io/name=model-manager,app.kubernetes.io/component=node-plugin")
-DEFAULT_SETTINGS_CONFIGMAP = "model-manager-settings"
-DEFAULT_LEASE = "model-manager-controllers"
-DEFAULT_NAMESPACE = "gpustack-system"
+DEFAULT_PLUGIN_PORT = plugin_api.DEFAULT_PORT
+DEFAULT_PLUGIN_SELECTOR = keys.PLUGIN_SELECTOR
+"""The labels the chart gives the node plugin DaemonSet's Pods (templates/nodeplugin.yaml)."""
+DEFAULT_SETTINGS_CONFIGMAP = install.SETTINGS_CONFIGMAP
+DEFAULT_LEASE = install.LEASE
+DEFAULT_NAMESPACE = install.DEFAULT_NAMESPACE
 DEFAULT_RESOLVER_CONCURRENCY = 8
 
 
@@ -235,10 +235,12 @@ class _Renamed(argparse.Action):
         namespace.renamed_flags = notes
 
 
-def add_renamed(p: argparse.ArgumentParser, old: str, new: str, **kwargs: Any) -> None:
-    """``old`` as a hidden alias of the flag ``new`` (``kwargs``: its type and metavar)."""
+def add_renamed(p: argparse.ArgumentParser | argparse._ArgumentGroup, old: str, new: str, *,
+                help: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+    """``old`` as an alias of the flag ``new`` (``kwargs``: its type and metavar), hidden from
+    ``--help`` unless ``help`` says what it is."""
     dest = new.lstrip("-").replace("-", "_")
-    p.add_argument(old, dest=dest, action=_Renamed, new=new, help=argparse.SUPPRESS,
+    p.add_argument(old, dest=dest, action=_Renamed, new=new, help=help,
                    default=argparse.SUPPRESS, **kwargs)
 
 

@@ -58,8 +58,13 @@ def template(
     sets: Sequence[str] = (),
     release: str = "model-manager",
     check: bool = True,
+    kube_version: str = "",
 ) -> Result:
+    """``helm template``; ``kube_version``: the cluster's version the chart sees (Helm's own
+    default when empty)."""
     args = ["template", release, str(CHART), "--namespace", NAMESPACE]
+    if kube_version:
+        args += ["--kube-version", kube_version]
     for path in values:
         args += ["--values", str(path)]
     for item in sets:

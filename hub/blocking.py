@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import collections
 import contextlib
+import dataclasses
 import http.client
 import socket
 import ssl
@@ -307,45 +308,46 @@ def open_range(
     (with the token only if the token could go there); a refusal there (a 4xx: the signature
     expired) forgets it and asks the hub again, once.
     """
+    asked = _Asked(endpoint, what, mapper, start, end, read_timeout, follow)
     if landings is not None:
         landed = landings.get(url, token)
         if landed is not None:
             place, token_allowed = landed
             try:
-                body, _ = _open(connections, place, endpoint=endpoint,
-                                token=token if token_allowed else None, what=what, mapper=mapper,
-                                start=start, end=end, read_timeout=read_timeout, follow=follow)
+                body, _ = _open(connections, place, token if token_allowed else None, asked)
                 return body
             except errors.HubError as exc:
                 if exc.status is None or exc.status >= 500 or exc.status == 429:
                     raise
                 landings.forget(url, token)
-    body, hops = _open(connections, url, endpoint=endpoint, token=token, what=what,
-                       mapper=mapper, start=start, end=end, read_timeout=read_timeout,
-                       follow=follow)
+    body, hops = _open(connections, url, token, asked)
     if landings is not None and str(hops.current) != url:
         landings.put(url, token, str(hops.current), hops.may_send_token)
     return body
 
 
-def _open(
-    connections: Connections,
-    url: str,
-    *,
-    endpoint: str,
-    token: str | None,
-    what: str,
-    mapper: fetch.ErrorMapper,
-    start: int,
-    end: int,
-    read_timeout: float | None,
-    follow: bool,
-) -> tuple[RangeBody, fetch.Hops]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Asked:
+    """What ``open_range`` asks of every place it tries (the hub, a landing place)."""
+
+    endpoint: str
+    what: str
+    mapper: fetch.ErrorMapper
+    start: int
+    end: int
+    read_timeout: float | None
+    follow: bool
+
+
+def _open(connections: Connections, url: str, token: str | None,
+          asked: _Asked) -> tuple[RangeBody, fetch.Hops]:
+    what, mapper, start, end = asked.what, asked.mapper, asked.start, asked.end
+    read_timeout = asked.read_timeout
     headers = {"accept-encoding": "identity"}
     wanted = fetch.range_header(start, end)
     if wanted is not None:
         headers["range"] = wanted
-    hops = fetch.Hops(url, endpoint=endpoint, token=token, what=what, follow=follow)
+    hops = fetch.Hops(url, endpoint=asked.endpoint, token=token, what=what, follow=asked.follow)
     while True:
         current = hops.current
         try:

@@ -52,6 +52,12 @@ class Endpoint(abc.ABC):
         """How error messages name the repository (``huggingface.co model org/name``)."""
         return f"{self.label} model {repo}"
 
+    def listing(self, repo: str, commit: str) -> str:
+        """Check a listing's repository and commit; what its messages call the model."""
+        source.check_repo(repo)
+        source.check_commit(commit)
+        return self.describe(repo)
+
     @abc.abstractmethod
     def file_url(self, repo: str, commit: str, path: str) -> str:
         """Where a file's bytes are downloaded from."""

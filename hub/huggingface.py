@@ -139,9 +139,7 @@ class HuggingFace(endpoint.Endpoint):
         self, repo: str, commit: str, *, token: str | None
     ) -> list[files.RemoteFile]:
         """Every file of the commit, walking every ``Link: rel="next"`` page."""
-        source.check_repo(repo)
-        source.check_commit(commit)
-        what = self.describe(repo)
+        what = self.listing(repo, commit)
         url: str | None = (
             f"{self._endpoint}/api/models/{repo}/tree/{commit}?recursive=true&expand=false"
         )

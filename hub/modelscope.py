@@ -189,9 +189,7 @@ class ModelScope(endpoint.Endpoint):
         self, repo: str, commit: str, *, token: str | None
     ) -> list[files.RemoteFile]:
         """Every file of the commit; each must carry the hub's ``Sha256``."""
-        source.check_repo(repo)
-        source.check_commit(commit)
-        what = self.describe(repo)
+        what = self.listing(repo, commit)
         listed: dict[str, files.RemoteFile] = {}
         for raw in await self._walk(repo, commit, "", token=token):
             if raw.get("Type") == "tree":

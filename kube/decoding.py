@@ -42,6 +42,15 @@ REASON_LIMIT = 300
 _BOOKMARK_KEYS = frozenset({"kind", "apiVersion", "metadata"})
 
 
+def plain(obj: Any) -> dict[str, Any]:
+    """An object this client returned as the wire's plain dict: a lightkube model through its
+    ``to_dict``, a generic resource (already a dict) copied."""
+    if isinstance(obj, dict):
+        return dict(obj)
+    to_dict = getattr(obj, "to_dict", None)
+    return dict(to_dict()) if callable(to_dict) else {}
+
+
 class Bookmark(dict[str, Any]):
     """A watch BOOKMARK for a resource whose model cannot be built from metadata alone."""
 

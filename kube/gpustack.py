@@ -3,9 +3,11 @@
 ``ModelManager`` (async) and ``SyncModelManager`` (the same calls, blocking, for code without an
 event loop): create an artifact from a source, wait until it is resolved (with a timeout), read
 its progress, list the node stores and the nodes that hold a digest, delete an artifact, create
-and delete a prefetch. Every call goes through ``kube.Client``, so it uses the caller's kubeconfig
-and RBAC, and fails with the product's typed errors (``kube.NotFound``, ``kube.Forbidden``,
-``kube.Invalid`` ... and ``ResolutionTimeout`` here).
+and delete a prefetch, and give the volume and the node-affinity term for a Pod that mounts an
+artifact (``placement``, by the Pod webhook's own rules: ``kube/placement.py``). Every call goes
+through ``kube.Client``, so it uses the caller's kubeconfig and RBAC, and fails with the
+product's typed errors (``kube.NotFound``, ``kube.Forbidden``, ``kube.Invalid`` ... and
+``ResolutionTimeout`` here, ``placement.NotMountable``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, cast
 
+from lightkube.resources import storage_v1
+
 from kube import client as clients
 from kube import errors, resources
+from kube import placement as placements
 from openapi import resources as contract
 from openapi import sources, states, wire
 from openapi.kinds import modelartifact, nodemodelstore
@@ -302,6 +307,25 @@ class ModelManager:
         """The nodes whose cache holds ``digest`` published, by name."""
         return sorted(store.node for store in await self.node_stores() if store.holds(digest))
 
+    async def placement(self, namespace: str, name: str, *,
+                        volume_name: str = "model") -> placements.Placement:
+        """The volume naming artifact ``name`` of ``namespace`` (UID and digest filled) and the
+        nodes warm for its digest, by the rules the Pod webhook applies: a node counts while its
+        NodeModelStore lists the digest Ready, the store is Ready and its CSINode lists the
+        driver. Reads the artifact, the NodeModelStores and the CSINodes with the caller's
+        credentials (a standalone server has no CSINodes: every store's node counts);
+        ``placement.NotMountable`` while the plugin would refuse the artifact."""
+        found = await self.get_artifact(namespace, name)
+        placements.check(found.raw)
+        stores = await self.api.list(resources.NodeModelStore)
+        try:
+            csinodes: list[wire.Obj] | None = [
+                _plain(obj) for obj in (await self.api.list(storage_v1.CSINode)).items]
+        except errors.NotFound:  # a standalone server serves no CSINodes: as its webhook does
+            csinodes = None
+        return placements.place(found.raw, [_plain(obj) for obj in stores.items], csinodes,
+                                volume_name=volume_name)
+
     async def create_prefetch(self, namespace: str, name: str,
                               spec: PrefetchSpec | Mapping[str, Any], *,
                               labels: Mapping[str, str] | None = None) -> wire.Obj:
@@ -374,6 +398,10 @@ class SyncModelManager:
 
     def nodes_holding(self, digest: str) -> list[str]:
         return self._runner.run(self._async.nodes_holding(digest))
+
+    def placement(self, namespace: str, name: str, *,
+                  volume_name: str = "model") -> placements.Placement:
+        return self._runner.run(self._async.placement(namespace, name, volume_name=volume_name))
 
     def create_prefetch(self, namespace: str, name: str,
                         spec: PrefetchSpec | Mapping[str, Any], **options: Any) -> wire.Obj:

@@ -16,7 +16,7 @@ import lightkube
 from lightkube.core import resource as lk_resource
 
 import kube
-from kube import resources
+from kube import decoding, resources
 from openapi import resources as contract
 
 PATH = f"/apis/{contract.GROUP}/{contract.VERSION}/{contract.MODEL_ARTIFACT.plural}"
@@ -97,7 +97,7 @@ class KubeArtifactClient:
         )  # fmt: skip
         try:
             async for kind, obj in stream:
-                yield WatchEvent(type=kind, object=_plain(obj))
+                yield WatchEvent(type=kind, object=decoding.plain(obj))
         except (kube.Expired, kube.TooLargeResourceVersion) as exc:
             raise Gone(exc.message) from None
         except kube.KubeError as exc:
@@ -110,9 +110,3 @@ class KubeArtifactClient:
             await self._client.aclose()
 
 
-def _plain(obj: Any) -> dict[str, Any]:
-    """A lightkube object as the wire's plain dict (generic resources already are dicts)."""
-    if isinstance(obj, dict):
-        return dict(obj)
-    to_dict = getattr(obj, "to_dict", None)
-    return dict(to_dict()) if callable(to_dict) else {}

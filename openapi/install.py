@@ -55,3 +55,13 @@ SETTINGS_KEYS: Final = (
 
 CA_BUNDLE_KEY: Final = "ca.crt"
 """The key of the ConfigMap ``CA_BUNDLE`` names that holds the extra CAs (PEM)."""
+
+FILL_WEBHOOK_PATH: Final = "/webhooks/v1/pods/fill"
+"""The API server's AdmissionReview endpoint that fills a model volume's attributes (the chart's
+MutatingWebhookConfiguration, failure policy Fail)."""
+PREFER_WEBHOOK_PATH: Final = "/webhooks/v1/pods/prefer"
+"""The AdmissionReview endpoint that adds the placement term (failure policy Ignore)."""
+WEBHOOK_PATHS: Final = (FILL_WEBHOOK_PATH, PREFER_WEBHOOK_PATH)
+FILL_WEBHOOK: Final = "fill.pods.worker.gpustack.ai"
+PREFER_WEBHOOK: Final = "prefer.pods.worker.gpustack.ai"
+"""The two webhooks' names in the MutatingWebhookConfiguration (qualified, as kube requires)."""

@@ -33,3 +33,12 @@ PLUGIN_SELECTOR: Final = f"{NAME}={APP},{COMPONENT}={PLUGIN}"
 """The default ``--plugin-pod-selector``: the plugin Pods as the chart labels them."""
 WARMUP_SELECTOR: Final = f"{COMPONENT}={WARMUP}"
 """The warm-up Pods, as the prefetch controller lists them."""
+
+HOSTNAME: Final = "kubernetes.io/hostname"
+"""kubelet's node label the placement term selects nodes by (``openapi.placement``)."""
+KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
+"""Kueue's annotation on a Pod whose PodSet Kueue places by topology: no placement term then."""
+REQUIRE_WARM_NODE: Final = f"{resources.GROUP}/require-warm-node"
+"""A Pod's opt-in annotation (value ``REQUIRE_WARM_NODE_ON``): run only on a node holding the
+digests its model volumes name (the term becomes required)."""
+REQUIRE_WARM_NODE_ON: Final = "true"

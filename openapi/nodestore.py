@@ -1,7 +1,7 @@
 """The NodeModelStore spec's settings as values: each default and bound read from the schema.
 
 ``schema.NODE_MODEL_STORE_SPEC`` is the one definition. The worker's settings
-(``controllers/storesettings.py``: its defaults and the ConfigMap's bounds), the node plugin's
+(``controllers/nodestores/settings.py``: its defaults and the ConfigMap's bounds), the node plugin's
 start-up flags and the hub clients' default endpoints take them from here; the Helm chart, which
 cannot import Python, is checked against them (``tests/unit/charts/test_settings_contract.py``
 fails naming the setting that drifts).

@@ -55,55 +55,38 @@ class ResourceInfo:
         return None
 
 
-MODEL_ARTIFACT = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelArtifact",
-    list_kind="ModelArtifactList",
-    plural="modelartifacts",
-    singular="modelartifact",
-    short_names=("mart",),
-    categories=("gpustack",),
-    namespaced=True,
-    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-    subresources=(
-        Subresource("progress", ("get",), "ModelArtifactProgress"),
-        Subresource("status", ("get", "patch", "update"), "ModelArtifact", discovered=False),
-    ),
-)
+CATEGORY = "gpustack"
+"""The category every resource of ours is in (``kubectl get gpustack``)."""
+WRITABLE = ("create", "delete", "get", "list", "patch", "update", "watch")
+"""The verbs of a resource clients create and edit."""
+STATUS_VERBS = ("get", "patch", "update")
 
-NODE_MODEL_STORE = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="NodeModelStore",
-    list_kind="NodeModelStoreList",
-    plural="nodemodelstores",
-    singular="nodemodelstore",
-    short_names=("nms",),
-    categories=("gpustack",),
-    namespaced=False,
-    verbs=("delete", "get", "list", "watch"),
-    subresources=(Subresource("status", ("get", "patch", "update"), "NodeModelStore"),),
-)
+
+def _ours(kind: str, plural: str, short_name: str, *, namespaced: bool,
+          verbs: tuple[str, ...] = WRITABLE,
+          subresources: tuple[Subresource, ...] = ()) -> ResourceInfo:
+    """A stored resource of this group: its list kind, singular and category follow from the
+    kind, as Kubernetes names them."""
+    return ResourceInfo(
+        group=GROUP, version=VERSION, kind=kind, list_kind=f"{kind}List", plural=plural,
+        singular=kind.lower(), short_names=(short_name,), categories=(CATEGORY,),
+        namespaced=namespaced, verbs=verbs, subresources=subresources,
+    )  # fmt: skip
+
+
+MODEL_ARTIFACT = _ours("ModelArtifact", "modelartifacts", "mart", namespaced=True, subresources=(
+    Subresource("progress", ("get",), "ModelArtifactProgress"),
+    Subresource("status", STATUS_VERBS, "ModelArtifact", discovered=False)))
+
+NODE_MODEL_STORE = _ours("NodeModelStore", "nodemodelstores", "nms", namespaced=False,
+                         verbs=("delete", "get", "list", "watch"),
+                         subresources=(Subresource("status", STATUS_VERBS, "NodeModelStore"),))
 
 # A tenant's intent to warm one artifact on a set of nodes (docs/api.md, "ModelPrefetch"). Its
 # status is the worker's: like the ModelArtifact's, the status path serves the worker only and is
 # not in discovery.
-MODEL_PREFETCH = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelPrefetch",
-    list_kind="ModelPrefetchList",
-    plural="modelprefetches",
-    singular="modelprefetch",
-    short_names=("mpf",),
-    categories=("gpustack",),
-    namespaced=True,
-    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-    subresources=(
-        Subresource("status", ("get", "patch", "update"), "ModelPrefetch", discovered=False),
-    ),
-)
+MODEL_PREFETCH = _ours("ModelPrefetch", "modelprefetches", "mpf", namespaced=True, subresources=(
+    Subresource("status", STATUS_VERBS, "ModelPrefetch", discovered=False),))
 
 # Computed per request and never written: a kind without storage, served only as
 # ``modelartifacts/{name}/progress``.

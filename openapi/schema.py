@@ -422,28 +422,31 @@ def _kind(info: resources.ResourceInfo, description: str, body: dict[str, Schema
     return schema
 
 
-MODEL_ARTIFACT = _kind(
-    resources.MODEL_ARTIFACT,
-    "Where a model's weights come from and which credential reads them; resolved once to a "
-    "content digest.",
-    {"spec": MODEL_ARTIFACT_SPEC, "status": MODEL_ARTIFACT_STATUS},
-    ("spec",),
-)
+DESCRIBED = {
+    resources.MODEL_ARTIFACT.kind:
+        "Where a model's weights come from and which credential reads them; resolved once to a "
+        "content digest.",
+    resources.NODE_MODEL_STORE.kind:
+        "One node's model cache: its configuration (spec, by the worker) and its content "
+        "(status, by the node plugin).",
+    resources.MODEL_PREFETCH.kind:
+        "A tenant's intent to have one artifact downloaded on a set of nodes ahead of use, and "
+        "kept there (pinned) while it exists.",
+}
+"""Each stored kind's description, the first line of its OpenAPI schema and of kubectl
+explain."""
 
-NODE_MODEL_STORE = _kind(
-    resources.NODE_MODEL_STORE,
-    "One node's model cache: its configuration (spec, by the worker) and its content (status, by "
-    "the node plugin).",
-    {"spec": NODE_MODEL_STORE_SPEC, "status": NODE_MODEL_STORE_STATUS},
-)
 
-MODEL_PREFETCH = _kind(
-    resources.MODEL_PREFETCH,
-    "A tenant's intent to have one artifact downloaded on a set of nodes ahead of use, and "
-    "kept there (pinned) while it exists.",
-    {"spec": MODEL_PREFETCH_SPEC, "status": MODEL_PREFETCH_STATUS},
-    ("spec",),
-)
+def _stored(info: resources.ResourceInfo, spec: Schema, status: Schema,
+            required: tuple[str, ...] = ("spec",)) -> Schema:
+    """A stored kind: spec and status (``spec`` required unless said otherwise)."""
+    return _kind(info, DESCRIBED[info.kind], {"spec": spec, "status": status}, required)
+
+
+MODEL_ARTIFACT = _stored(resources.MODEL_ARTIFACT, MODEL_ARTIFACT_SPEC, MODEL_ARTIFACT_STATUS)
+NODE_MODEL_STORE = _stored(resources.NODE_MODEL_STORE, NODE_MODEL_STORE_SPEC,
+                           NODE_MODEL_STORE_STATUS, required=())
+MODEL_PREFETCH = _stored(resources.MODEL_PREFETCH, MODEL_PREFETCH_SPEC, MODEL_PREFETCH_STATUS)
 
 MODEL_ARTIFACT_PROGRESS = _kind(
     resources.MODEL_ARTIFACT_PROGRESS,

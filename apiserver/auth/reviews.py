@@ -36,13 +36,10 @@ class NonResourceAttributes(TypedDict):
     verb: str
 
 
-class AccessReviewSpec(TypedDict, total=False):
+class AccessReviewSpec(users.WireIdentity, total=False):
     resourceAttributes: ResourceAttributes
     nonResourceAttributes: NonResourceAttributes
     user: str
-    uid: str
-    groups: list[str]
-    extra: dict[str, list[str]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,16 +79,9 @@ def access_review_spec(attributes: attrs.Attributes) -> AccessReviewSpec:
         spec["resourceAttributes"] = resource
     else:
         spec["nonResourceAttributes"] = {"path": attributes.path, "verb": attributes.verb}
-    who = attributes.user
-    if who.name:
-        spec["user"] = who.name
-    if who.uid:
-        spec["uid"] = who.uid
-    if who.groups:
-        spec["groups"] = list(who.groups)
-    if who.extra:
-        spec["extra"] = {key: list(values) for key, values in who.extra.items()}
-    return spec
+    if attributes.user.name:
+        spec["user"] = attributes.user.name
+    return attributes.user.wire(spec)
 
 
 def access_review(spec: AccessReviewSpec) -> dict[str, Any]:

@@ -54,15 +54,13 @@ class SubjectAccessReview:
         allowed_ttl: float = DEFAULT_TTL,
         denied_ttl: float = DEFAULT_TTL,
         max_entries: int = DEFAULT_MAX_ENTRIES,
-        timeout: float = webhook.DEFAULT_TIMEOUT,
-        backoff: webhook.Retry = webhook.DEFAULT_RETRY,
+        calls: webhook.Calls = webhook.DEFAULT_CALLS,
         clock: cache.Clock | None = None,
     ) -> None:
         self.reviewer = reviewer
         self.allowed_ttl = allowed_ttl
         self.denied_ttl = denied_ttl
-        self.timeout = timeout
-        self.backoff = backoff
+        self.calls = calls
         self.cache: cache.ExpiringCache[Key, authorizer.Verdict] = cache.ExpiringCache(
             max_entries, clock=clock or time.monotonic)
 
@@ -80,8 +78,7 @@ class SubjectAccessReview:
 
     async def _review(self, spec: reviews.AccessReviewSpec) -> authorizer.Verdict:
         try:
-            status = await webhook.call(lambda: self.reviewer.review(spec),
-                                        timeout=self.timeout, backoff=self.backoff)
+            status = await self.calls.call(lambda: self.reviewer.review(spec))
         except webhook.Unavailable as exc:
             log.error("SubjectAccessReview failed, refusing the request (fail closed): %s",
                       exc.reason)

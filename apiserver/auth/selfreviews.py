@@ -53,10 +53,8 @@ class _UserName(TypedDict):
     username: str
 
 
-class UserInfo(_UserName, total=False):
-    uid: str
-    groups: list[str]
-    extra: dict[str, list[str]]
+class UserInfo(_UserName, users.WireIdentity, total=False):
+    """A SelfSubjectReview's ``status.userInfo``."""
 
 
 async def access(judge: authorizer.Authorizer, target: attrs.Attributes) -> AccessStatus:
@@ -95,10 +93,4 @@ def rules(granted: Sequence[rbac.Rule]) -> RulesStatus:
 def user_info(user: users.UserInfo) -> UserInfo:
     """Who the caller is, after impersonation (``status.userInfo`` of a SelfSubjectReview)."""
     info: UserInfo = {"username": user.name}
-    if user.uid:
-        info["uid"] = user.uid
-    if user.groups:
-        info["groups"] = list(user.groups)
-    if user.extra:
-        info["extra"] = {key: list(values) for key, values in user.extra.items()}
-    return info
+    return user.wire(info)

@@ -48,16 +48,14 @@ class TokenReview:
         success_ttl: float = DEFAULT_TTL,
         failure_ttl: float = DEFAULT_TTL,
         max_entries: int = DEFAULT_MAX_ENTRIES,
-        timeout: float = webhook.DEFAULT_TIMEOUT,
-        backoff: webhook.Retry = webhook.DEFAULT_RETRY,
+        calls: webhook.Calls = webhook.DEFAULT_CALLS,
         clock: cache.Clock | None = None,
     ) -> None:
         self.reviewer = reviewer
         self.audiences = audiences
         self.success_ttl = success_ttl
         self.failure_ttl = failure_ttl
-        self.timeout = timeout
-        self.backoff = backoff
+        self.calls = calls
         self.cache: cache.ExpiringCache[bytes, authenticator.Outcome] = cache.ExpiringCache(
             max_entries, clock=clock or time.monotonic)
         self._secret = secrets.token_bytes(32)
@@ -77,8 +75,7 @@ class TokenReview:
 
     async def _review(self, token: str) -> authenticator.Outcome:
         try:
-            status = await webhook.call(lambda: self.reviewer.review(token, self.audiences),
-                                        timeout=self.timeout, backoff=self.backoff)
+            status = await self.calls.call(lambda: self.reviewer.review(token, self.audiences))
         except webhook.Unavailable as exc:
             log.warning("TokenReview failed, the request is unauthenticated: %s", exc.reason)
             return authenticator.failed(f"token review unavailable: {exc.reason}")

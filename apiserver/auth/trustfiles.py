@@ -14,7 +14,7 @@ import os
 import pathlib
 
 from apiserver.auth import trust, x509
-from apiserver.options import config
+from apiserver.flags import config
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TypedDict, TypeVar
 
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"
@@ -22,6 +23,18 @@ CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
 Extra = Mapping[str, tuple[str, ...]]
 
 
+class WireIdentity(TypedDict, total=False):
+    """The uid, groups and extra of a user as kube's reviews write them (a SubjectAccessReview's
+    spec, a SelfSubjectReview's ``userInfo``), each left out when empty (``omitempty``)."""
+
+    uid: str
+    groups: list[str]
+    extra: dict[str, list[str]]
+
+
+Wire = TypeVar("Wire", bound=WireIdentity)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class UserInfo:
     name: str
@@ -35,6 +48,17 @@ class UserInfo:
 
     def extra_values(self, key: str) -> tuple[str, ...]:
         return tuple(self.extra.get(key, ()))
+
+    def wire(self, into: Wire) -> Wire:
+        """``into`` (a review's object) with everything but the name, as the reviews write it
+        (the name's key differs): uid, groups and extra, each left out when empty."""
+        if self.uid:
+            into["uid"] = self.uid
+        if self.groups:
+            into["groups"] = list(self.groups)
+        if self.extra:
+            into["extra"] = {key: list(values) for key, values in self.extra.items()}
+        return into
 
     def with_group(self, group: str) -> UserInfo:
         """The same user with ``group`` appended unless it is already there."""

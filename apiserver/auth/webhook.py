@@ -59,3 +59,18 @@ async def call(attempt: Callable[[], Awaitable[T]], *, timeout: float = DEFAULT_
             if not exc.retriable or not delays:
                 raise
             await sleep(delays.pop(0))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Calls:
+    """How a reviewer calls kube-apiserver: each attempt within ``timeout`` seconds, retried as
+    ``retry`` says (the TokenReview and SubjectAccessReview clients hold one each)."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    retry: Retry = DEFAULT_RETRY
+
+    async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        return await call(attempt, timeout=self.timeout, backoff=self.retry)
+
+
+DEFAULT_CALLS = Calls()

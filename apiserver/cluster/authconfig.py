@@ -20,7 +20,7 @@ from lightkube.resources.core_v1 import ConfigMap
 
 import kube
 from apiserver.auth import trust, trustfiles
-from apiserver.options import config
+from apiserver.flags import config
 
 log = logging.getLogger(__name__)
 

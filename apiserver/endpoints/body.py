@@ -28,7 +28,7 @@ import orjson
 import yaml
 
 from apiserver import errors
-from apiserver.options import config
+from apiserver.flags import config
 from openapi import jsondepth
 
 JSON_TYPES = ("application/json", "*/*")

@@ -93,6 +93,13 @@ def api_group() -> dict[str, Any]:
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_body(version)}
 
 
+def _names(info: resources.ResourceInfo) -> dict[str, list[str]]:
+    """The short names and categories both discovery documents carry, each left out when
+    empty."""
+    found = {"shortNames": list(info.short_names), "categories": list(info.categories)}
+    return {key: value for key, value in found.items() if value}
+
+
 def resource_list(served: Sequence[resources.ResourceInfo] = resources.SERVED) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     for info in served:
@@ -102,11 +109,8 @@ def resource_list(served: Sequence[resources.ResourceInfo] = resources.SERVED) -
             "namespaced": info.namespaced,
             "kind": info.kind,
             "verbs": list(info.verbs),
+            **_names(info),
         }
-        if info.short_names:
-            entry["shortNames"] = list(info.short_names)
-        if info.categories:
-            entry["categories"] = list(info.categories)
         entries.append(entry)
         for sub in info.subresources:
             if sub.discovered:
@@ -169,11 +173,8 @@ def aggregated(version: str,
             "scope": "Namespaced" if info.namespaced else "Cluster",
             "singularResource": info.singular,
             "verbs": list(info.verbs),
+            **_names(info),
         }
-        if info.short_names:
-            entry["shortNames"] = list(info.short_names)
-        if info.categories:
-            entry["categories"] = list(info.categories)
         subresources = [
             {"subresource": sub.name, "responseKind": _kind(sub.kind), "verbs": list(sub.verbs)}
             for sub in info.subresources

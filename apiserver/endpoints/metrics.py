@@ -14,7 +14,7 @@ requests, anything else ``other``), ``resource`` (a served resource or review, w
 subresource: ``modelartifacts/status``; empty for a non-resource path; ``other`` for a resource
 nobody serves) and ``code`` (the HTTP status). Watches run as long as their client likes, so, as
 in kube, they are counted as open watches, not timed. Each server process keeps its own figures:
-with ``--workers N`` a scrape answers for the process that served it.
+with ``--processes N`` a scrape answers for the process that served it.
 """
 
 from __future__ import annotations

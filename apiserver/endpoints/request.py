@@ -12,9 +12,9 @@ from starlette import requests
 
 from apiserver import errors
 from apiserver.endpoints import body as bodies
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import options
-from apiserver.request import options as request_options
+from apiserver.request import query as request_query
 from openapi import fields, meta, pruning, validation
 
 _DELETE_API_VERSIONS = ("", "v1", "meta.k8s.io/v1")
@@ -27,13 +27,13 @@ MAX_LISTED = 100
 """Unknown or duplicate fields a Strict refusal names; the rest are counted."""
 
 
-WriteOptions = request_options.WriteOptions
+WriteOptions = request_query.WriteOptions
 
 
 _DELETE_SCHEMA = meta.ref(meta.DELETE_OPTIONS)
 
 
-async def delete_options(query: request_options.DeleteQuery, body: bytes,
+async def delete_options(query: request_query.DeleteQuery, body: bytes,
                          limits: bodies.Limits = bodies.DEFAULT) -> options.DeleteOptions:
     """DeleteOptions from the query's part, then from the body (``v1`` or ``meta.k8s.io/v1``),
     whose fields are checked against the DeleteOptions schema first (422 naming the field)."""
@@ -63,7 +63,7 @@ async def delete_options(query: request_options.DeleteQuery, body: bytes,
             dry_run = list(document["dryRun"])
     return options.DeleteOptions(
         uid=uid, resource_version=resource_version, propagation_policy=policy,
-        orphan_dependents=orphan, dry_run=request_options.dry_run(dry_run, "DeleteOptions"),
+        orphan_dependents=orphan, dry_run=request_query.dry_run(dry_run, "DeleteOptions"),
     )
 
 

@@ -31,7 +31,6 @@ from typing import Any
 from apiserver import errors
 from apiserver.registry import options as registry_options
 from apiserver.registry import selectors
-from apiserver.request import options
 from apiserver.request import query as queries
 from openapi import fields
 
@@ -78,8 +77,8 @@ class RequestInfo(Target):
     query: queries.Query
     list_options: registry_options.ListOptions | None = None
     watch_options: registry_options.WatchOptions | None = None
-    write_options: options.WriteOptions | None = None
-    delete_query: options.DeleteQuery | None = None
+    write_options: queries.WriteOptions | None = None
+    delete_query: queries.DeleteQuery | None = None
     include_object: str = "Metadata"
     resource_version: str = ""
     """``resourceVersion`` of a get (a list's and a watch's are in their options)."""
@@ -230,20 +229,20 @@ def _with_options(found: RequestInfo) -> RequestInfo:
     query = found.query
     if not found.resource_request:
         return found
-    include = options.include_object(query)
+    include = queries.include_object(query)
     verb = found.verb
     if verb == "list":
-        return dataclasses.replace(found, list_options=options.list_options(query),
+        return dataclasses.replace(found, list_options=queries.list_options(query),
                                    include_object=include)
     if verb == "watch":
-        return dataclasses.replace(found, watch_options=options.watch_options(query),
+        return dataclasses.replace(found, watch_options=queries.watch_options(query),
                                    include_object=include)
     if verb in WRITE_KINDS:
         return dataclasses.replace(
-            found, write_options=options.write_options(query, WRITE_KINDS[verb]),
+            found, write_options=queries.write_options(query, WRITE_KINDS[verb]),
             include_object=include)
     if verb in ("delete", "deletecollection"):
-        return dataclasses.replace(found, delete_query=options.delete_query(query),
+        return dataclasses.replace(found, delete_query=queries.delete_query(query),
                                    include_object=include)
     return dataclasses.replace(found, include_object=include,
                                resource_version=query.get("resourceVersion"))

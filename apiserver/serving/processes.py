@@ -1,4 +1,4 @@
-"""``--workers N``: N server processes sharing one listening socket.
+"""``--processes N``: N server processes sharing one listening socket.
 
 The parent binds ``--bind``/``--port`` once, then runs N copies of the same command line, each
 inheriting the socket (``fd://`` for hypercorn) and told its index through the environment. The
@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from apiserver.options import config
+from apiserver.flags import config
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ def listen(settings: config.Settings) -> socket.socket:
 
 
 def supervise(settings: config.Settings, argv: Sequence[str]) -> int:
-    """Run ``settings.storage.workers`` server processes on one socket until SIGTERM/SIGINT."""
-    count = settings.storage.workers
+    """Run ``settings.storage.processes`` server processes on one socket until SIGTERM/SIGINT."""
+    count = settings.storage.processes
     sock = listen(settings)
     stopping = threading.Event()
     children: dict[int, subprocess.Popen[bytes]] = {}

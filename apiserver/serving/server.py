@@ -16,7 +16,7 @@ from collections.abc import Callable
 from hypercorn import config as hypercorn_config
 from starlette.types import ASGIApp
 
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.serving import listener, tls
 from tlsserver import listener as tls_listener
 
@@ -34,7 +34,7 @@ would hold a graceful stop for 30 s after the grace period already ran out.
 
 def hypercorn_settings(settings: config.Settings,
                        listen_fd: int | None = None) -> hypercorn_config.Config:
-    """``listen_fd``: serve on this already listening socket (a ``--workers`` child) instead of
+    """``listen_fd``: serve on this already listening socket (a ``--processes`` child) instead of
     binding ``--bind``/``--port``."""
     cfg = tls_listener.Config()
     host = f"[{settings.bind}]" if ":" in settings.bind else settings.bind

@@ -57,8 +57,8 @@ class Ring:
 
     def restart(self, last: int) -> None:
         """Forget every held event and continue at ``last``: the events up to it are not known
-        here (a ``--workers`` process that fell behind compacted history reloaded the state), so
-        a watcher before it must read the log, which answers Compacted."""
+        here (one of ``--processes N`` that fell behind compacted history reloaded the state),
+        so a watcher before it must read the log, which answers Compacted."""
         if last <= self._last:
             return
         self._first = last + 1

@@ -1,4 +1,4 @@
-"""The other processes' commits (``--workers N`` on one SQLite file): when to read them.
+"""The other processes' commits (``--processes N`` on one SQLite file): when to read them.
 
 Each process keeps the live records and the watch ring in its own memory and learns of the
 others' commits from the log itself. The shared counter (``counter.Counter``), raised after every

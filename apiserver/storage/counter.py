@@ -1,6 +1,6 @@
 """The committed revision of one SQLite file, shared by every server process that writes it.
 
-With ``--workers N`` on SQLite each process keeps the live records and the watch ring in its
+With ``--processes N`` on SQLite each process keeps the live records and the watch ring in its
 own memory and learns of the others' commits by reading the log table. This counter is what
 tells it there is something to read: eight bytes in a small file next to the database
 (``store.db-rev``), mapped into every process. A writer raises it after its COMMIT is durable and

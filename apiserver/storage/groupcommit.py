@@ -3,7 +3,7 @@
 Writes queued on the event loop while the writer is busy go in one transaction together, checked
 and inserted as a group (``logwrites.apply``: a refused write fails alone), under one fsync'd
 COMMIT (``synchronous=FULL``), so concurrent writers do not queue behind one fsync each. No write
-is acknowledged before the COMMIT holding it is durable: after it (and, with ``--workers``, after
+is acknowledged before the COMMIT holding it is durable: after it (and, with ``--processes``, after
 the shared counter was raised past it and the other processes were woken) the writer hands the
 group's outcomes to the loop in one callback, which applies the events in commit (= revision)
 order *before* it resolves the writes' futures.
@@ -34,7 +34,7 @@ Deliver = Callable[[list[Job], list[logwrites.Outcome], "logtable.Tail | None"],
 class GroupCommit:
     """The queue of writes and the writer thread's turns on ``conn`` (made on the loop, once the
     store has applied what the file holds); ``shared`` and ``wake``: the counter and the FIFOs of
-    ``--workers``, None for a store alone on its file."""
+    ``--processes``, None for a store alone on its file."""
 
     def __init__(
         self,

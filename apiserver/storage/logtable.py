@@ -204,7 +204,7 @@ class Tail:
 
 
 def tail(conn: sqlite3.Connection, after: int) -> Tail:
-    """What other processes on the same file committed after ``after`` (``--workers``); in the
+    """What other processes on the same file committed after ``after`` (``--processes``); in the
     writer's open transaction, what is committed under its lock."""
     with transaction(conn, write=False):
         newest = current(conn)

@@ -73,7 +73,7 @@ class Mark(Protocol):
 
 class FileMark:
     """The mark in a small file (the revision in decimal), replaced durably
-    (``durable.disk.write_atomic``); processes sharing it (``--workers``) raise it under a
+    (``durable.disk.write_atomic``); processes sharing it (``--processes``) raise it under a
     lock, never lower it."""
 
     def __init__(self, path: pathlib.Path) -> None:

@@ -1,6 +1,6 @@
 """The SQLite store's reader threads: each holds its own read-only connection, which in WAL mode
 reads a snapshot without waiting for the writer (reads of an older revision, history, watch
-replays and the ``--workers`` catch-up; current reads come from memory)."""
+replays and the ``--processes`` catch-up; current reads come from memory)."""
 
 from __future__ import annotations
 

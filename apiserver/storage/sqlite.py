@@ -16,7 +16,7 @@ answered from memory without a thread hop, and are exactly what a read snapshot 
 moment would hold. Reads of an older revision, history and watch replays read the log. The memory
 cost is the live objects' stored bytes, as a watch cache over etcd holds them.
 
-``shared=True`` (``--workers N``): several processes, one Store each, on one file. SQLite
+``shared=True`` (``--processes N``): several processes, one Store each, on one file. SQLite
 serialises their writers (``BEGIN IMMEDIATE``), so revisions still come from the one log in one
 order; each writer reads what the others committed before its own writes, in the same
 transaction, and hands both to the loop in revision order (``groupcommit``), and before any read

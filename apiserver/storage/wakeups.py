@@ -1,4 +1,4 @@
-"""Wake-ups between the server processes sharing one SQLite file (``--workers N``).
+"""Wake-ups between the server processes sharing one SQLite file (``--processes N``).
 
 Each process makes a FIFO in a directory next to the database (``store.db-wake/``) and reads
 it on its event loop; after a commit a writer writes one byte into every other process's FIFO,

@@ -25,8 +25,9 @@ from apiserver.auth import (
     static,
 )
 from apiserver.endpoints import discovery, selfreviews
-from apiserver.options import config
+from apiserver.flags import config
 from controllers.runtime import identity as identities
+from openapi import install
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -59,7 +60,9 @@ def standalone(settings: config.Settings) -> Auth:
     local = policy.builtin(worker=settings.worker_username, plugin=settings.plugin_username)
     local = local + policy.load(settings.policy_file)
     evaluator = rbac.Evaluator(local)
-    authorization = authorizer.Delegating(evaluator)
+    authorization = authorizer.Delegating(
+        evaluator, always_allow_paths=(*authorizer.DEFAULT_ALWAYS_ALLOW_PATHS,
+                                       *install.WEBHOOK_PATHS))
     return Auth(
         authentication=authenticator.Chain([bearer.Bearer([bearer.StaticTokens(tokens)])]),
         authorization=authorization,

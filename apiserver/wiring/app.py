@@ -31,7 +31,7 @@ from apiserver.auth import authenticator, authorizer, middleware
 from apiserver.endpoints import body as bodies
 from apiserver.endpoints import discovery, health, openapi
 from apiserver.endpoints import metrics as served_metrics
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import statuses
 from apiserver.storage import interface, marks
 

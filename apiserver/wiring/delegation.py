@@ -34,10 +34,11 @@ from apiserver.auth import (
     worker,
 )
 from apiserver.cluster import authconfig, pods, reviews, version
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.serving import tls
 from apiserver.wiring import access
 from controllers.runtime import identity as identities
+from openapi import install
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ def delegated(settings: config.Settings, serving: tls.ServingContexts) -> access
         sar.SubjectAccessReview(reviews.AccessReviews(authz),
                                 allowed_ttl=d.authorized_cache_ttl,
                                 denied_ttl=d.unauthorized_cache_ttl),
-        always_allow_paths=d.always_allow_paths)
+        # kube-apiserver calls the Pod webhooks without credentials
+        always_allow_paths=(*d.always_allow_paths, *install.WEBHOOK_PATHS))
     cluster_version = version.ClusterVersion(own)
     cluster = facts.ClusterFacts(
         worker=worker.UNKNOWN_YET,

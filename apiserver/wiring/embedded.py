@@ -28,13 +28,13 @@ from collections.abc import Awaitable, Callable
 import kube
 from apiserver.auth import static
 from apiserver.auth import worker as workers
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import build
 from apiserver.wiring import inprocess, leases, proofs
 from controllers import assembly
 from controllers.runtime import identity as identities
 from controllers.runtime import informer, leader
-from openapi import sources
+from openapi import sources, wire
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,32 @@ class InformerArtifacts:
         return next((kind for kind in sources.KINDS if kind in source), None)
 
 
+class PodFacts:
+    """``endpoints.podwebhook.PodFacts`` over the artifact informer and the warm nodes every
+    replica watches (``assembly.ControllerSet.warm``)."""
+
+    def __init__(self, controllers: assembly.ControllerSet) -> None:
+        self._artifacts = controllers.artifacts
+        self._warm = controllers.warm
+
+    async def artifacts_read(self, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._artifacts.synced.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def nodes_read(self, timeout: float) -> bool:
+        return await self._warm.wait_synced(timeout)
+
+    def artifact(self, namespace: str, name: str) -> wire.Readable | None:
+        return self._artifacts.get(namespace, name)
+
+    def warm_nodes(self, digest: str) -> list[str]:
+        return self._warm.warm_nodes(digest)
+
+
 def worker_token(token_file: pathlib.Path, username: str) -> TokenSource:
     """The worker's own bearer token from the static token file (what the plugins' shared
     ``--downloads-token-file`` holds in standalone mode), re-read when the file changes."""
@@ -96,11 +122,11 @@ def worker_token(token_file: pathlib.Path, username: str) -> TokenSource:
 
 def store_leadership(settings: config.Settings, registry: build.Registry,
                      clock: clocks.Clock) -> leader.AlwaysLeader | leader.LeaseElector:
-    """Without a cluster: processes sharing a store (replicas on one etcd, ``--workers`` on etcd
+    """Without a cluster: processes sharing a store (replicas on one etcd, ``--processes`` on etcd
     or on one SQLite file) elect one leader on a Lease kept in that store; a single server
     process on its own SQLite file always leads."""
     cs = settings.controller_settings
-    if settings.storage.backend != "etcd" and settings.storage.workers == 1:
+    if settings.storage.backend != "etcd" and settings.storage.processes == 1:
         return leader.AlwaysLeader()
     return leader.LeaseElector(
         leases.StoreLeases(registry.storage), clock, namespace=cs.namespace, name=cs.lease_name,

@@ -1,5 +1,5 @@
 """Leases kept in the server's own storage, for electing one controllers leader among API server
-processes that share it (several replicas on one etcd, or ``--workers``) when no cluster is
+processes that share it (several replicas on one etcd, or ``--processes``) when no cluster is
 configured.
 
 ``controllers.runtime.leader.LeaseApi`` over ``storage.interface.Store``: a

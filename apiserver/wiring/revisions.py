@@ -11,7 +11,7 @@ import pathlib
 
 import kube
 from apiserver.cluster import revisionmark
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.storage import interface, marks
 
 

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from apiserver.auth import policy, static, user
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.wiring import kubeconfig
 from certs import authority
 
@@ -46,7 +46,7 @@ class Prepared:
 
 def prepare(settings: config.Settings) -> Prepared:
     """Idempotent, and safe when several processes start on one data directory at once (etcd
-    replicas and ``--workers`` share the CA, the serving certificate and the tokens): the first
+    replicas and ``--processes`` share the CA, the serving certificate and the tokens): the first
     one creates the files under an exclusive lock, the others reuse them."""
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -74,23 +74,12 @@ def _prepare(settings: config.Settings) -> Prepared:
     admin = data_dir / "kubeconfig"
     worker = data_dir / "worker.kubeconfig"
     plugin = data_dir / "plugin.kubeconfig"
-    kubeconfig.write(
-        admin, server=settings.url, ca_file=files.ca_cert, token=tokens[ADMIN], user=ADMIN
-    )
-    kubeconfig.write(
-        worker,
-        server=settings.url,
-        ca_file=files.ca_cert,
-        token=tokens[settings.worker_username],
-        user="worker",
-    )
-    kubeconfig.write(
-        plugin,
-        server=settings.url,
-        ca_file=files.ca_cert,
-        token=tokens[settings.plugin_username],
-        user="node-plugin",
-    )
+    # (file, the token's user, the kubeconfig's user name) for the three identities
+    for path, token_user, name in ((admin, ADMIN, ADMIN),
+                                   (worker, settings.worker_username, "worker"),
+                                   (plugin, settings.plugin_username, "node-plugin")):
+        kubeconfig.write(path, server=settings.url, ca_file=files.ca_cert,
+                         token=tokens[token_user], user=name)
     return Prepared(settings=settings, kubeconfig=admin, worker_kubeconfig=worker,
                     plugin_kubeconfig=plugin)
 

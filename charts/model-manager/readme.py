@@ -18,10 +18,13 @@ END = "<!-- end of values table -->"
 
 
 def rows(schema: dict[str, Any], prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """(key, type, default, description) for every leaf, in schema order."""
+    """(key, type, default, description) for every leaf, in schema order; a ``deprecated`` key
+    (an old name the schema refuses, to say what it became) is no value to list."""
     found: list[tuple[str, str, str, str]] = []
     for name, sub in schema.get("properties", {}).items():
         key = f"{prefix}{name}"
+        if sub.get("deprecated"):
+            continue
         if sub.get("type") == "object" and "properties" in sub and "default" not in sub:
             found.extend(rows(sub, f"{key}."))
             continue

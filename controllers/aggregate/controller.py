@@ -53,7 +53,7 @@ def summary(artifact: wire.Obj, holdings: list[nodeindex.Holding]) -> modelartif
     return nodes
 
 
-class Aggregator:
+class Aggregator(runtime.Runs[Key]):
     name = "aggregation"
 
     def __init__(self, api: clients.Client, artifacts: informer.Informer,
@@ -72,12 +72,6 @@ class Aggregator:
         artifacts.add_index(DIGEST_INDEX, digest_of)
         artifacts.add_handler(self._artifact_changed)
         index.subscribe(self._digest_changed)
-
-    async def run(self) -> None:
-        await self.controller.run()
-
-    def stop(self) -> None:
-        self.controller.stop()
 
     def _artifact_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         if new is not None and digest_of(new):

@@ -31,6 +31,8 @@ from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import errors, informer
 from openapi import resources as contract
+from openapi import wire
+from openapi.kinds import nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,6 @@ log = logging.getLogger(__name__)
 RESYNC_SECONDS = 60.0
 KUBELET_SECONDS = 1800.0
 
-Obj = clients.Obj
 
 
 class Settings(Protocol):
@@ -78,7 +79,7 @@ class NodeStores:
         self._settings = settings
         self._clock = clock
         self._configz = configz
-        self._readings: dict[str, Obj] = {}
+        self._readings: dict[str, wire.Obj] = {}
         self._read_at: dict[str, float] = {}
         self.controller: runtime.Controller[str] = runtime.Controller(
             self.name, self.reconcile, clock, keys=self._keys, concurrency=concurrency)
@@ -106,7 +107,7 @@ class NodeStores:
     def _keys(self) -> list[str]:
         return sorted(self._nodes.names() | {clients.key_of(o)[1] for o in self._stores.items()})
 
-    def _store_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _store_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         _, name = clients.key_of(new or old or {})
         if name:
             self.controller.enqueue(name)
@@ -130,9 +131,10 @@ class NodeStores:
         try:
             if current is None:
                 return await self._create(name, desired)
-            spec = current.get("spec") or {}
-            if "pinned" in spec:
-                desired["pinned"] = spec["pinned"]
+            spec = nodemodelstore.spec(current)
+            pins = nodemodelstore.pinned(current)
+            if pins:
+                desired["pinned"] = pins
             if spec != desired:
                 updated = dict(current, spec=desired)
                 await self._api.update(clients.NODE_MODEL_STORES, updated)
@@ -142,12 +144,12 @@ class NodeStores:
             return runtime.Result(retry=True)  # the informer brings the fresh copy
         return runtime.Result(requeue_after=RESYNC_SECONDS)
 
-    async def _create(self, name: str, spec: Obj) -> runtime.Result:
+    async def _create(self, name: str, spec: wire.Obj) -> runtime.Result:
         owners = await self._nodes.owner(name)
         if owners is None:
             log.info("NodeModelStore %s: the Node does not exist; not created", name)
             return runtime.Result(requeue_after=RESYNC_SECONDS)
-        metadata: Obj = {"name": name}
+        metadata: wire.Obj = {"name": name}
         if owners:
             metadata["ownerReferences"] = owners
         body = {"apiVersion": contract.GROUP_VERSION, "kind": contract.NODE_MODEL_STORE.kind,
@@ -157,7 +159,7 @@ class NodeStores:
         log.info("NodeModelStore %s created", name)
         return runtime.Result(requeue_after=RESYNC_SECONDS)
 
-    async def _kubelet(self, name: str) -> Obj | None:
+    async def _kubelet(self, name: str) -> wire.Obj | None:
         """The node's kubelet thresholds: read when due (every 30 minutes), the last good
         reading otherwise; None when never read."""
         if self._configz is None:

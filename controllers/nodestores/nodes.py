@@ -10,14 +10,12 @@ from typing import Protocol
 
 from controllers.runtime import client as clients
 from controllers.runtime import errors, informer
-from openapi import quantity
+from openapi import placement, quantity, wire
 
 log = logging.getLogger(__name__)
 
-DRIVER = "model.csi.gpustack.ai"
 MAX_THRESHOLD = 64
 
-Obj = clients.Obj
 
 
 class Nodes(Protocol):
@@ -35,7 +33,7 @@ class Nodes(Protocol):
         """Call ``handler(node)`` when whether it runs the plugin may have changed."""
         ...
 
-    async def owner(self, name: str) -> list[Obj] | None:
+    async def owner(self, name: str) -> list[wire.Obj] | None:
         """The object's ownerReferences: ``[]`` when there is no Node to own it (standalone),
         None when the Node should exist and does not (nothing is created then)."""
         ...
@@ -59,13 +57,8 @@ class StaticNodes:
     def add_handler(self, handler: Callable[[str], None]) -> None:
         return None
 
-    async def owner(self, name: str) -> list[Obj] | None:
+    async def owner(self, name: str) -> list[wire.Obj] | None:
         return []
-
-
-def lists_driver(csinode: Obj) -> bool:
-    drivers = (csinode.get("spec") or {}).get("drivers") or []
-    return any(isinstance(d, dict) and d.get("name") == DRIVER for d in drivers)
 
 
 class CsiNodes:
@@ -76,7 +69,8 @@ class CsiNodes:
         self._api = api
 
     def names(self) -> set[str]:
-        return {clients.key_of(obj)[1] for obj in self._csinodes.items() if lists_driver(obj)}
+        return {clients.key_of(obj)[1] for obj in self._csinodes.items()
+                if placement.lists_driver(obj)}
 
     async def run(self) -> None:
         # Run by the controller itself, not the manager: CSINodes that cannot be read (RBAC, an
@@ -87,14 +81,14 @@ class CsiNodes:
         await self._csinodes.synced.wait()
 
     def add_handler(self, handler: Callable[[str], None]) -> None:
-        def changed(old: Obj | None, new: Obj | None) -> None:
+        def changed(old: wire.Obj | None, new: wire.Obj | None) -> None:
             _, name = clients.key_of(new or old or {})
             if name:
                 handler(name)
 
         self._csinodes.add_handler(changed)
 
-    async def owner(self, name: str) -> list[Obj] | None:
+    async def owner(self, name: str) -> list[wire.Obj] | None:
         try:
             node = await self._api.get(clients.NODES, "", name)
         except errors.NotFound:
@@ -106,18 +100,18 @@ class CsiNodes:
 
 
 class Configz(Protocol):
-    async def read(self, node: str) -> Obj:
+    async def read(self, node: str) -> wire.Obj:
         """The node's ``/api/v1/nodes/{node}/proxy/configz`` answer."""
         ...
 
 
-def kubelet_spec(answer: Obj) -> Obj:
+def kubelet_spec(answer: wire.Obj) -> wire.Obj:
     """``spec.kubelet`` from a configz answer: ``evictionHard``'s ``nodefs.available`` and
     ``imagefs.available`` and ``imageGCHighThresholdPercent``; a value the plugin could not read
     is left out (and logged), so nothing that fails its check is written."""
     config = answer.get("kubeletconfig") or answer.get("kubeletConfig") or {}
     hard = config.get("evictionHard") or {}
-    found: Obj = {}
+    found: wire.Obj = {}
     for field, key in (("nodefsAvailable", "nodefs.available"),
                        ("imagefsAvailable", "imagefs.available")):
         text = str(hard.get(key) or "").strip() if isinstance(hard, dict) else ""
@@ -138,7 +132,7 @@ def kubelet_spec(answer: Obj) -> Obj:
     return found
 
 
-Reader = Callable[[str], Awaitable[Obj]]
+Reader = Callable[[str], Awaitable[wire.Obj]]
 
 
 class KubeConfigz:
@@ -147,5 +141,5 @@ class KubeConfigz:
     def __init__(self, read: Reader) -> None:
         self._read = read
 
-    async def read(self, node: str) -> Obj:
+    async def read(self, node: str) -> wire.Obj:
         return await self._read(node)

@@ -21,17 +21,18 @@ from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import informer, status
+from openapi import states, wire
+from openapi.kinds import modelprefetch, nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = clients.Obj
 Key = tuple[str, str]
 RESYNC_SECONDS = 60.0
 
 
 class Delivery(Protocol):
-    async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
+    async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
                    nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         """Have each of ``nodes`` (with a NodeModelStore, not holding the digest yet) download
         the artifact through its ordinary path; returns node -> why its warm-up failed or is
@@ -43,87 +44,77 @@ class NoDelivery:
     """Nothing is asked of the nodes: a node warms when a Pod mounts the artifact there; the
     status and the pins still follow the prefetch (standalone mode, docs/controllers.md)."""
 
-    async def warm(self, prefetch: Obj, artifact: prefetchplan.Artifact,
+    async def warm(self, prefetch: wire.Obj, artifact: prefetchplan.Artifact,
                    nodes: Sequence[str]) -> Mapping[str, prefetchplan.Hold]:
         return {}
 
 
-class Prefetches:
+class Prefetches(runtime.Runs[Key]):
     name = "prefetches"
 
     def __init__(
         self,
         api: clients.Client,
-        prefetches: informer.Informer,
-        artifacts: informer.Informer,
-        stores: informer.Informer,
+        watched: inputs.Inputs,
         clock: clocks.Clock,
         *,
-        labels: inputs.Labels | None = None,
         nodes: informer.Informer | None = None,
         delivery: Delivery | None = None,
         owned: informer.Informer | None = None,
         failed_recheck: float = RESYNC_SECONDS,
         concurrency: int = 2,
     ) -> None:
-        """``nodes``: the Nodes' informer whose changes wake the prefetches (``labels`` reads
-        it); ``owned``: objects a prefetch owns (its warm-up Pods) whose changes wake their
-        owner; both run by the caller. A prefetch whose delivery failed somewhere is looked at
-        again after ``failed_recheck`` seconds (at most a minute), when a failed delivery is
+        """``watched``: the prefetches, artifacts, node stores and labels read; ``nodes``: the
+        Nodes' informer whose changes wake the prefetches (``watched.labels`` reads it);
+        ``owned``: objects a prefetch owns (its warm-up Pods) whose changes wake their owner;
+        both run by the caller. A prefetch whose delivery failed somewhere is looked at again
+        after ``failed_recheck`` seconds (at most a minute), when a failed delivery is
         retried."""
         self._api = api
-        self._inputs = inputs.Inputs(prefetches, artifacts, stores, labels)
-        self._prefetches = prefetches
-        self._stores = stores
+        self._inputs = watched
+        self._prefetches = watched.prefetches
+        self._stores = watched.stores
         self._clock = clock
         self._delivery = delivery if delivery is not None else NoDelivery()
         self._failed_recheck = min(RESYNC_SECONDS, failed_recheck)
-        self.statuses: runtime.Controller[Key] = runtime.Controller(
-            "prefetch status", self.reconcile_status, clock, keys=prefetches.keys,
+        self.controller: runtime.Controller[Key] = runtime.Controller(
+            "prefetch status", self.reconcile_status, clock, keys=watched.prefetches.keys,
             concurrency=concurrency)
         self._inputs.on_prefetch(self._wake)
-        stores.add_handler(self._store_changed)
+        watched.stores.add_handler(self._store_changed)
         if nodes is not None:
             nodes.add_handler(self._node_changed)
         if owned is not None:
             owned.add_handler(self._owned_changed)
         self.status_writes = 0
 
-    # manager.Runnable ---------------------------------------------------------------------
-
-    async def run(self) -> None:
-        await self.statuses.run()
-
-    def stop(self) -> None:
-        self.statuses.stop()
-
     # triggers -----------------------------------------------------------------------------
 
-    def _wake(self, prefetch: Obj) -> None:
-        self.statuses.enqueue(clients.key_of(prefetch))
+    def _wake(self, prefetch: wire.Obj) -> None:
+        self.controller.enqueue(clients.key_of(prefetch))
 
-    def _store_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _store_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         _, node = clients.key_of(new or old or {})
         if not node:
             return
         for prefetch in self._prefetches.items():
             if node in self._inputs.targets(prefetch):
-                self.statuses.enqueue(clients.key_of(prefetch))
+                self.controller.enqueue(clients.key_of(prefetch))
 
-    def _node_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _node_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A Node's labels move selectors; its taints and cordon move where warm-up Pods go, so
         the prefetches naming it look again too."""
         _, node = clients.key_of(new or old or {})
         for prefetch in self._prefetches.items():
-            targets = (prefetch.get("spec") or {}).get("targets") or {}
-            if targets.get("nodeSelector") is not None or node in (targets.get("nodeNames") or []):
+            if (modelprefetch.node_selector(prefetch) is not None
+                    or node in modelprefetch.node_names(prefetch)):
                 self._wake(prefetch)
 
-    def _owned_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _owned_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         metadata = (new or old or {}).get("metadata") or {}
         for owner in metadata.get("ownerReferences") or []:
             if owner.get("kind") == clients.MODEL_PREFETCHES.kind and metadata.get("namespace"):
-                self.statuses.enqueue((metadata["namespace"], str(owner.get("name"))))
+                self.controller.enqueue((metadata["namespace"], str(owner.get("name"))))
 
     # one prefetch -------------------------------------------------------------------------
 
@@ -138,7 +129,7 @@ class Prefetches:
         if not artifact.problem:
             cold = [n for n in nodes if self._stores.get("", n) is not None and
                     (prefetchplan.model_entry(self._stores.get("", n), artifact.digest)
-                     or {}).get("state") != "Ready"]
+                     or {}).get("state") != states.READY]
             if cold:
                 failures = await self._delivery.warm(prefetch, artifact, cold)
         now = self._clock.now()
@@ -149,7 +140,7 @@ class Prefetches:
             entry["pinned"] = self._pinned_here(prefetch, store, artifact.digest, now)
             entries.append(entry)
 
-        def change(current: Obj) -> None:
+        def change(current: wire.Obj) -> None:
             wanted = prefetchplan.status(prefetch, entries, artifact, now=now, base=current)
             current.clear()
             current.update(wanted)
@@ -164,11 +155,11 @@ class Prefetches:
             self.status_writes += 1
         return runtime.Result(requeue_after=self._failed_recheck if failures else RESYNC_SECONDS)
 
-    def _pinned_here(self, prefetch: Obj, store: Obj | None, digest: str,
+    def _pinned_here(self, prefetch: wire.Obj, store: wire.Obj | None, digest: str,
                      now: datetime.datetime) -> bool:
         if store is None or not digest or not prefetchplan.pinned(prefetch):
             return False
-        if digest not in ((store.get("spec") or {}).get("pinned") or []):
+        if digest not in nodemodelstore.pinned(store):
             return False
         until = prefetchplan.pin_until(prefetch, store, digest)
         return until is None or until > now

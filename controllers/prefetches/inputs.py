@@ -9,8 +9,8 @@ from typing import Protocol
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer
+from openapi import wire
 
-Obj = clients.Obj
 ARTIFACT_INDEX = "artifact"
 
 
@@ -37,7 +37,7 @@ class NodeLabels:
         return held if isinstance(held, dict) else {}
 
 
-def _artifact_key(prefetch: Obj) -> list[str]:
+def _artifact_key(prefetch: wire.Obj) -> list[str]:
     name = prefetchplan.artifact_name(prefetch)
     return [f"{prefetchplan.namespace(prefetch)}/{name}"] if name else []
 
@@ -54,24 +54,24 @@ class Inputs:
     def store_names(self) -> list[str]:
         return sorted(clients.key_of(obj)[1] for obj in self.stores.items())
 
-    def targets(self, prefetch: Obj) -> list[str]:
+    def targets(self, prefetch: wire.Obj) -> list[str]:
         return prefetchplan.targets(prefetch, self.store_names(), self.labels.labels)
 
-    def artifact(self, prefetch: Obj) -> prefetchplan.Artifact:
+    def artifact(self, prefetch: wire.Obj) -> prefetchplan.Artifact:
         found = self.artifacts.get(prefetchplan.namespace(prefetch),
                                    prefetchplan.artifact_name(prefetch))
         return prefetchplan.artifact_of(prefetch, found)
 
-    def on_prefetch(self, wake: Callable[[Obj], None]) -> None:
+    def on_prefetch(self, wake: Callable[[wire.Obj], None]) -> None:
         """Call ``wake(prefetch)`` for every prefetch a change touches: the prefetch itself
         (before and after) and the prefetches naming a changed artifact."""
 
-        def prefetch_changed(old: Obj | None, new: Obj | None) -> None:
+        def prefetch_changed(old: wire.Obj | None, new: wire.Obj | None) -> None:
             for each in (old, new):
                 if each is not None:
                     wake(each)
 
-        def artifact_changed(old: Obj | None, new: Obj | None) -> None:
+        def artifact_changed(old: wire.Obj | None, new: wire.Obj | None) -> None:
             namespace, name = clients.key_of(new or old or {})
             for key in self.prefetches.index_keys(ARTIFACT_INDEX, f"{namespace}/{name}"):
                 found = self.prefetches.get(*key)

@@ -17,61 +17,52 @@ from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import errors, informer
+from openapi import wire
+from openapi.kinds import nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = clients.Obj
 RESYNC_SECONDS = 60.0
 
 
-class Pins:
+class Pins(runtime.Runs[str]):
     name = "prefetch pins"
 
     def __init__(
         self,
         api: clients.ReadWrite,
-        prefetches: informer.Informer,
-        artifacts: informer.Informer,
-        stores: informer.Informer,
+        watched: inputs.Inputs,
         clock: clocks.Clock,
         *,
-        labels: inputs.Labels | None = None,
         nodes: informer.Informer | None = None,
     ) -> None:
-        """``nodes``: the Nodes' informer (run by the caller), whose changes move selectors."""
+        """``watched``: what the pins are computed from; ``nodes``: the Nodes' informer (run by
+        the caller), whose changes move selectors."""
         self._api = api
-        self._inputs = inputs.Inputs(prefetches, artifacts, stores, labels)
-        self._prefetches = prefetches
-        self._stores = stores
+        self._inputs = watched
+        self._prefetches = watched.prefetches
+        self._stores = watched.stores
         self._clock = clock
-        self.pins: runtime.Controller[str] = runtime.Controller(
+        self.controller: runtime.Controller[str] = runtime.Controller(
             self.name, self.reconcile_pins, clock, keys=self._inputs.store_names, concurrency=1)
         self._inputs.on_prefetch(self._wake)
-        stores.add_handler(self._node_changed)
+        watched.stores.add_handler(self._node_changed)
         if nodes is not None:
             nodes.add_handler(self._node_changed)
         self.pin_writes = 0
 
-    # manager.Runnable ---------------------------------------------------------------------
-
-    async def run(self) -> None:
-        await self.pins.run()
-
-    def stop(self) -> None:
-        self.pins.stop()
-
     # triggers -----------------------------------------------------------------------------
 
-    def _wake(self, prefetch: Obj) -> None:
+    def _wake(self, prefetch: wire.Obj) -> None:
         for node in self._inputs.targets(prefetch):
-            self.pins.enqueue(node)
+            self.controller.enqueue(node)
 
-    def _node_changed(self, old: Obj | None, new: Obj | None) -> None:
+    def _node_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A node's store or its Node changed."""
         _, node = clients.key_of(new or old or {})
         if node:
-            self.pins.enqueue(node)
+            self.controller.enqueue(node)
 
     # one node -----------------------------------------------------------------------------
 
@@ -81,13 +72,8 @@ class Pins:
         if store is None:
             return runtime.DONE
         wanted, wake = prefetchplan.pins(self._pins_of(node, store), self._clock.now())
-        spec = dict(store.get("spec") or {})
-        current = spec.get("pinned") or []
-        if sorted(current) != wanted:
-            if wanted:
-                spec["pinned"] = wanted
-            else:
-                spec.pop("pinned", None)
+        if sorted(nodemodelstore.pinned(store)) != wanted:
+            spec = nodemodelstore.spec_pinning(store, wanted)
             try:
                 await self._api.update(clients.NODE_MODEL_STORES, dict(store, spec=spec))
             except errors.Conflict:
@@ -99,7 +85,7 @@ class Pins:
         after = RESYNC_SECONDS if wake is None else min(RESYNC_SECONDS, max(wake, 1.0))
         return runtime.Result(requeue_after=after)
 
-    def _pins_of(self, node: str, store: Obj) -> list[prefetchplan.Pin]:
+    def _pins_of(self, node: str, store: wire.Obj) -> list[prefetchplan.Pin]:
         found = []
         names = self._inputs.store_names()
         for prefetch in self._prefetches.items():

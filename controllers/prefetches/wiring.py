@@ -26,8 +26,8 @@ def build_status(deps: registration.Deps) -> manager.Runnable:
         # standalone: the request to each --node plugin
         delivery = plugindelivery.PluginDelivery(deps.plugins, deps.plugin_token, deps.secrets,
                                                  ca_file=cfg.plugin_ca_file)
-        return controller.Prefetches(deps.api, found, deps.artifacts, deps.view.informer,
-                                     deps.clock, delivery=delivery)
+        watched = inputs.Inputs(found, deps.artifacts, deps.view.informer)
+        return controller.Prefetches(deps.api, watched, deps.clock, delivery=delivery)
     pods = deps.informer(deps.cluster, clients.PODS, label_selector=warmup.SELECTOR)
     # where a warm-up Pod may go: the plugin Pods (the view's informer), the DaemonSets of the
     # plugin's namespace (their keyed tolerations) and the Nodes (taints, cordons)
@@ -38,17 +38,17 @@ def build_status(deps: registration.Deps) -> manager.Runnable:
                                 placement.PluginPlacement(deps.plugin_pods, daemonsets, nodes),
                                 image=cfg.prefetch_warmup_image,
                                 retry_seconds=cfg.prefetch_warmup_retry)
-    return controller.Prefetches(
-        deps.api, found, deps.artifacts, deps.view.informer, deps.clock,
-        labels=inputs.NodeLabels(nodes), nodes=nodes, delivery=warming, owned=pods,
-        failed_recheck=cfg.prefetch_warmup_retry)
+    watched = inputs.Inputs(found, deps.artifacts, deps.view.informer, inputs.NodeLabels(nodes))
+    return controller.Prefetches(deps.api, watched, deps.clock, nodes=nodes, delivery=warming,
+                                 owned=pods, failed_recheck=cfg.prefetch_warmup_retry)
 
 
 def build_pins(deps: registration.Deps) -> manager.Runnable:
     found = deps.informer(deps.api, clients.MODEL_PREFETCHES)
     nodes = _nodes(deps)
-    return pins.Pins(deps.writer(), found, deps.artifacts, deps.view.informer, deps.clock,
-                     labels=inputs.NodeLabels(nodes) if nodes is not None else None, nodes=nodes)
+    watched = inputs.Inputs(found, deps.artifacts, deps.view.informer,
+                            inputs.NodeLabels(nodes) if nodes is not None else None)
+    return pins.Pins(deps.writer(), watched, deps.clock, nodes=nodes)
 
 
 STATUS = registration.Registration(name="prefetches", needs=frozenset(), build=build_status)

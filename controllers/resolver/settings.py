@@ -23,7 +23,7 @@ from controllers.runtime import informer
 from durable import disk
 from hub import config as hub_config
 from hub import errors as hub_errors
-from openapi import install
+from openapi import install, wire
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class ClusterSettings:
         self.last_error = ""
         configmaps.add_handler(self._changed)
 
-    def _changed(self, old: informer.Obj | None, new: informer.Obj | None) -> None:
+    def _changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         self.refresh()
 
     def refresh(self) -> None:

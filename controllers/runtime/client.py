@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Protocol
 
 from kube import informer as reflectors
-from openapi import resources
-
-Obj = dict[str, Any]
+from openapi import resources, wire
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,11 +70,11 @@ class Client(Protocol):
         that version is gone. The stream may end at any time; callers watch again."""
         ...
 
-    async def get(self, resource: Resource, namespace: str, name: str) -> Obj:
+    async def get(self, resource: Resource, namespace: str, name: str) -> wire.Obj:
         """One object; ``errors.NotFound`` when it does not exist."""
         ...
 
-    async def update_status(self, resource: Resource, obj: Obj) -> Obj:
+    async def update_status(self, resource: Resource, obj: wire.Obj) -> wire.Obj:
         """Replace ``status`` (only) of ``obj``, which carries the resourceVersion it was read
         at; ``errors.Conflict`` when the object changed since."""
         ...
@@ -87,11 +85,11 @@ class Writer(Protocol):
     worker, inside the API server, creates NodeModelStores and writes their spec (clients
     cannot, over HTTP)."""
 
-    async def create(self, resource: Resource, obj: Obj) -> Obj:
+    async def create(self, resource: Resource, obj: wire.Obj) -> wire.Obj:
         """``errors.Conflict`` when the name is taken."""
         ...
 
-    async def update(self, resource: Resource, obj: Obj) -> Obj:
+    async def update(self, resource: Resource, obj: wire.Obj) -> wire.Obj:
         """Replace the object (its status is kept); ``obj`` carries the resourceVersion it was
         read at, ``errors.Conflict`` when it changed since."""
         ...
@@ -101,7 +99,7 @@ class ReadWrite(Client, Writer, Protocol):
     """Both: what a controller that writes our objects whole is given (the in-process client)."""
 
 
-def key_of(obj: Obj) -> tuple[str, str]:
+def key_of(obj: wire.Obj) -> tuple[str, str]:
     """``(namespace, name)``; the namespace is empty for cluster objects."""
     metadata = obj.get("metadata") or {}
     return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")

@@ -114,3 +114,16 @@ class Controller(Generic[K]):
 
     def stop(self) -> None:
         self.queue.shutdown()
+
+
+class Runs(Generic[K]):
+    """A ``manager.Runnable`` whose work is one ``Controller`` (``self.controller``): running
+    and stopping it is running and stopping that controller."""
+
+    controller: Controller[K]
+
+    async def run(self) -> None:
+        await self.controller.run()
+
+    def stop(self) -> None:
+        self.controller.stop()

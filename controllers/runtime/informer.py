@@ -18,16 +18,16 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from controllers.runtime import client as clients
 from controllers.runtime import errors
 from kube import informer as reflectors
+from openapi import wire
 from timing import backoff as backoffs
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-Obj = clients.Obj
 # (old, new): old is None for an add, new is None for a delete.
-Handler = Callable[[Obj | None, Obj | None], None]
-IndexFunc = Callable[[Obj], Iterable[str]]
+Handler = Callable[[wire.Obj | None, wire.Obj | None], None]
+IndexFunc = Callable[[wire.Obj], Iterable[str]]
 
 
 version_of = reflectors.version_of
@@ -55,7 +55,7 @@ class Informer:
         self._namespace = namespace
         self._selector = label_selector
         self._resync = resync
-        self._objects: dict[Key, Obj] = {}
+        self._objects: dict[Key, wire.Obj] = {}
         self._handlers: list[Handler] = []
         self._indexers: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[Key]]] = {}
@@ -73,13 +73,13 @@ class Informer:
 
     # reading ------------------------------------------------------------------------------
 
-    def get(self, namespace: str, name: str) -> Obj | None:
+    def get(self, namespace: str, name: str) -> wire.Obj | None:
         return self._objects.get((namespace, name))
 
     def keys(self) -> list[Key]:
         return list(self._objects)
 
-    def items(self) -> list[Obj]:
+    def items(self) -> list[wire.Obj]:
         return list(self._objects.values())
 
     def __len__(self) -> int:
@@ -97,7 +97,7 @@ class Informer:
         for key, obj in self._objects.items():
             self._index(name, key, obj)
 
-    def by_index(self, name: str, value: str) -> list[Obj]:
+    def by_index(self, name: str, value: str) -> list[wire.Obj]:
         keys = self._indices[name].get(value, set())
         return [self._objects[key] for key in keys if key in self._objects]
 
@@ -106,7 +106,7 @@ class Informer:
 
     # keeping the copy ---------------------------------------------------------------------
 
-    def _index(self, name: str, key: Key, obj: Obj | None) -> None:
+    def _index(self, name: str, key: Key, obj: wire.Obj | None) -> None:
         values = tuple(sorted(set(self._indexers[name](obj)))) if obj is not None else ()
         before = self._indexed[name].get(key, ())
         if values == before:
@@ -125,7 +125,7 @@ class Informer:
         else:
             self._indexed[name].pop(key, None)
 
-    def _apply(self, key: Key, new: Obj | None) -> None:
+    def _apply(self, key: Key, new: wire.Obj | None) -> None:
         old = self._objects.get(key)
         if new is None:
             if old is None:
@@ -141,7 +141,7 @@ class Informer:
             except Exception:
                 log.exception("%s handler failed", self.resource.plural)
 
-    def _replace(self, items: list[Obj]) -> None:
+    def _replace(self, items: list[wire.Obj]) -> None:
         """A fresh list: report what it adds, changes and drops compared with the copy."""
         fresh = {clients.key_of(obj): obj for obj in items}
         for key in [k for k in self._objects if k not in fresh]:

@@ -17,14 +17,14 @@ import logging
 import os
 import socket
 import uuid
-from typing import Any, Protocol
+from typing import Protocol
 
 from controllers.runtime import errors
+from openapi import wire
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 
 class AlwaysLeader:
@@ -39,15 +39,15 @@ class AlwaysLeader:
 
 
 class LeaseApi(Protocol):
-    async def get(self, namespace: str, name: str) -> Obj:
+    async def get(self, namespace: str, name: str) -> wire.Obj:
         """The Lease; ``errors.NotFound`` when there is none."""
         ...
 
-    async def create(self, lease: Obj) -> Obj:
+    async def create(self, lease: wire.Obj) -> wire.Obj:
         """``errors.Conflict`` when it already exists."""
         ...
 
-    async def update(self, lease: Obj) -> Obj:
+    async def update(self, lease: wire.Obj) -> wire.Obj:
         """Replace (with its resourceVersion); ``errors.Conflict`` when it changed."""
         ...
 

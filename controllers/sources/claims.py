@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from controllers.runtime import informer
+from openapi import wire
 
 Listener = Callable[[str, str], None]
 
@@ -55,7 +56,7 @@ class ClaimInformer:
         return self._informer.get(namespace, name) is not None
 
     def subscribe(self, listener: Listener) -> None:
-        def changed(old: informer.Obj | None, new: informer.Obj | None) -> None:
+        def changed(old: wire.Obj | None, new: wire.Obj | None) -> None:
             obj = new or old
             if obj is None:
                 return

@@ -3,8 +3,9 @@ reach our resources (status written through ``.../modelartifacts/{name}/status``
 controller reaches cluster objects (Secrets, claims, Pods, ConfigMaps, Leases, Nodes, CSINodes,
 the plugin's DaemonSets).
 
-Objects cross as plain dicts; lightkube's models are built and taken apart in ``controllers``
-here only (an import-linter contract keeps lightkube out of the rest of the package). Our own
+Objects cross as plain dicts (``kube.decoding.plain``); lightkube's models are built and taken
+apart in ``controllers`` here and in ``kubeevents.py`` only (an import-linter contract keeps
+lightkube out of the rest of the package, outside ``controllers.sources``). Our own
 kinds' models come from ``kube.resources``, one for every row of ``openapi.resources.SERVED``.
 ``kube.errors`` become ``controllers.runtime.errors`` here, once.
 """
@@ -20,9 +21,8 @@ import kube
 from controllers.runtime import client as clients
 from controllers.runtime import errors
 from kube import resources as ours
-from openapi import resources
-
-Obj = clients.Obj
+from kube.decoding import plain
+from openapi import resources, wire
 
 MODELS: dict[clients.Resource, Any] = {
     **{clients.ours(info): getattr(ours, info.kind) for info in resources.SERVED},
@@ -50,11 +50,6 @@ def _model(resource: clients.Resource) -> Any:
         raise errors.NotFound(f"no client model for {resource.plural}") from None
 
 
-def _plain(obj: Any) -> Obj:
-    found: Obj = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-    return found
-
-
 class KubeApi:
     def __init__(self, kube_client: kube.Client) -> None:
         self.kube = kube_client
@@ -68,7 +63,7 @@ class KubeApi:
                 labels=label_selector or None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return clients.ListResult([_plain(o) for o in listed.items], listed.resource_version)
+        return clients.ListResult([plain(o) for o in listed.items], listed.resource_version)
 
     async def watch(self, resource: clients.Resource, *, resource_version: str,
                     namespace: str = "", label_selector: str = ""
@@ -84,7 +79,7 @@ class KubeApi:
         try:
             async for kind, obj in stream:
                 if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-                    yield clients.WatchEvent(kind, _plain(obj))
+                    yield clients.WatchEvent(kind, plain(obj))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
@@ -99,15 +94,15 @@ class KubeApi:
             raise errors.ApiError("the SelfSubjectReview names no user")
         return name
 
-    async def get(self, resource: clients.Resource, namespace: str, name: str) -> Obj:
+    async def get(self, resource: clients.Resource, namespace: str, name: str) -> wire.Obj:
         try:
             found = await self.kube.get(_model(resource), name,
                                         namespace=namespace if resource.namespaced else None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(found)
+        return plain(found)
 
-    async def update_status(self, resource: clients.Resource, obj: Obj) -> Obj:
+    async def update_status(self, resource: clients.Resource, obj: wire.Obj) -> wire.Obj:
         model = _model(resource)
         status_model = getattr(model, "Status", None)
         if status_model is None:
@@ -118,11 +113,11 @@ class KubeApi:
                 status_model.from_dict(obj), namespace=namespace if resource.namespaced else None)
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(written)
+        return plain(written)
 
     # the prefetches' warm-up Pods (controllers/prefetches/warmup.py) -------------------------
 
-    async def create_pod(self, pod: Obj) -> Obj:
+    async def create_pod(self, pod: wire.Obj) -> wire.Obj:
         """A Pod (the prefetches' warm-up Pods); ``errors.Conflict`` when the name is taken."""
         try:
             created = await self.kube.create(
@@ -130,7 +125,7 @@ class KubeApi:
                 namespace=str(pod["metadata"]["namespace"]))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(created)
+        return plain(created)
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
@@ -148,27 +143,27 @@ class LeaseClient:
     def __init__(self, kube_client: kube.Client) -> None:
         self._kube = kube_client
 
-    async def get(self, namespace: str, name: str) -> Obj:
+    async def get(self, namespace: str, name: str) -> wire.Obj:
         try:
-            return _plain(await self._kube.get(coordination_v1.Lease, name, namespace=namespace))
+            return plain(await self._kube.get(coordination_v1.Lease, name, namespace=namespace))
         except kube.KubeError as exc:
             raise translate(exc) from None
 
-    async def create(self, lease: Obj) -> Obj:
+    async def create(self, lease: wire.Obj) -> wire.Obj:
         try:
             created = await self._kube.create(_lease(lease))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(created)
+        return plain(created)
 
-    async def update(self, lease: Obj) -> Obj:
+    async def update(self, lease: wire.Obj) -> wire.Obj:
         try:
             replaced = await self._kube.replace(_lease(lease))
         except kube.KubeError as exc:
             raise translate(exc) from None
-        return _plain(replaced)
+        return plain(replaced)
 
 
 
-def _lease(lease: Obj) -> coordination_v1.Lease:
+def _lease(lease: wire.Obj) -> coordination_v1.Lease:
     return cast(coordination_v1.Lease, coordination_v1.Lease.from_dict(lease))

@@ -17,7 +17,7 @@ from controllers.runtime import client as clients
 from controllers.runtime import errors
 from controllers.sources import secrets
 from kube import informer as reflectors
-from openapi import sources
+from openapi import sources, wire
 from timing import backoff as backoffs
 from timing import clock as clocks
 
@@ -118,5 +118,5 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__ + (f": {exc}" if str(exc) else "")
 
 
-def _version(obj: clients.Obj) -> str:
+def _version(obj: wire.Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")

@@ -18,6 +18,8 @@ from typing import Protocol
 import kube
 from controllers.runtime import informer
 from controllers.sources import pluginhttp
+from openapi import plugin as plugin_api
+from openapi import wire
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +89,12 @@ class PodPlugins:
 NODE_INDEX = "node"
 
 
-def node_of(pod: informer.Obj) -> list[str]:
+def node_of(pod: wire.Obj) -> list[str]:
     node = (pod.get("spec") or {}).get("nodeName")
     return [str(node)] if node else []
 
 
-def _serving(pod: informer.Obj) -> bool:
+def _serving(pod: wire.Obj) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") != "Running" or not status.get("podIP"):
         return False
@@ -147,7 +149,7 @@ class HttpDownloads:
         token = await self._token()
         if token:
             headers.append(("authorization", f"Bearer {token}"))
-        body = await self._pool(base).get("/model/downloads", headers, MAX_BODY)
+        body = await self._pool(base).get(plugin_api.DOWNLOADS, headers, MAX_BODY)
         return parse_downloads(body)
 
     async def aclose(self) -> None:
@@ -157,15 +159,5 @@ class HttpDownloads:
 
 
 def parse_downloads(body: bytes) -> dict[str, int]:
-    document = json.loads(body)
-    running = document.get("downloads") if isinstance(document, dict) else None
-    if not isinstance(running, list):
-        raise ValueError("no downloads list")
-    found: dict[str, int] = {}
-    for item in running:
-        if not isinstance(item, dict):
-            continue
-        digest, have = item.get("digest"), item.get("downloadedBytes")
-        if isinstance(digest, str) and isinstance(have, int) and not isinstance(have, bool):
-            found[digest] = max(0, have)
-    return found
+    """Bytes held per digest in a plugin's ``/model/downloads`` answer (``openapi.plugin``)."""
+    return plugin_api.downloaded_bytes(json.loads(body))

@@ -1,5 +1,5 @@
 """A fixture kube-apiserver on loopback HTTPS, answering like the recorded samples in
-``shared/design/protocols/kube-samples``: TokenReview, SubjectAccessReview, SelfSubjectReview,
+``tests/data/kube-samples``: TokenReview, SubjectAccessReview, SelfSubjectReview,
 ``/version``, and get/list/watch/create/update/patch/delete of ConfigMaps, Secrets, Pods, Nodes
 (+ ``proxy/configz``), CSINodes, PersistentVolumeClaims, Leases and Events, authenticated by
 token or client certificate, impersonation honoured as kube's filter honours it, and authorized

@@ -37,14 +37,14 @@ def resume(pid: int) -> None:
 
 
 def children(pid: int) -> list[int]:
-    """The direct children of ``pid`` (a ``--workers`` server's worker processes)."""
+    """The direct children of ``pid`` (a ``--processes N`` server's processes)."""
     text = pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text()
     return [int(child) for child in text.split()]
 
 
 def replaced(parent: int, dead: int, *, count: int, timeout: float) -> list[int]:
     """Wait until ``parent`` runs ``count`` children again, ``dead`` not among them (a
-    ``--workers`` server restarting a killed worker); returns them."""
+    ``--processes`` server restarting a killed process); returns them."""
     deadline = time.monotonic() + timeout
     while True:
         now = children(parent)

@@ -1,5 +1,5 @@
-"""The real cluster: ``../shared/kube``'s binaries and reference scripts, run with this
-harness's directories, then torn down completely whatever happened.
+"""The real cluster: the binaries and reference scripts of ``$MODEL_MANAGER_SHARED_KUBE``, run
+with this harness's directories, then torn down completely whatever happened.
 
 The scripts are the known-good recipe for this machine kind (cgroup v1 with ``failCgroupV1:
 false``, ``restrict_oom_score_adj`` when root lacks CAP_SYS_RESOURCE, the ``agg`` network

@@ -21,6 +21,7 @@ import functools
 import os
 import pathlib
 import secrets
+from collections.abc import Iterable
 
 from openapi import grammar
 
@@ -33,6 +34,11 @@ RESUMABLE = ".gpustack-attempt"
 """A partial directory holding this file belongs to a resumable attempt and survives restarts."""
 RESERVED_NAMES = frozenset({MARKER, MANIFEST, RESUMABLE})
 """Top-level names a manifest may not use: they would collide with the cache's own files."""
+
+
+def reserved_path(paths: Iterable[str]) -> str | None:
+    """The first of a manifest's paths whose top-level name is one of ``RESERVED_NAMES``."""
+    return next((path for path in paths if path.split("/", 1)[0] in RESERVED_NAMES), None)
 
 
 class LayoutError(ValueError):

@@ -38,22 +38,9 @@ from openapi import columns, manifest, reasons, states
 log = logging.getLogger(__name__)
 
 
-class Failed(Exception):
-    """The attempt's end when it does not publish.
-
-    ``message`` says what the reason means plus a detail such as the hub's HTTP status: it goes
-    into status and mount errors, so it names no repository, file or URL. ``detail`` is the full
-    story for the plugin's log (paths, never a token or a signed URL).
-    """
-
-    def __init__(self, reason: interface.Reason, message: str, detail: str = "", *,
-                 check: interface.Check | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.detail = detail or message
-        self.check = check
-        """Which verification failed, for ``IntegrityMismatch`` (the metrics count it)."""
+class Failed(interface.AttemptError):
+    """The attempt's end when it does not publish (``interface.AttemptError`` says what each
+    part may name)."""
 
 
 _MEANING: dict[interface.Reason, str] = {
@@ -204,11 +191,7 @@ class Attempt:
                 raise Failed(interface.Reason.INTEGRITY_MISMATCH,
                              "the listing's manifest digest differs from the artifact's",
                              check=interface.Check.MANIFEST)
-        for entry in entries:
-            if entry.path.split("/", 1)[0] in layout.RESERVED_NAMES:
-                raise Failed(interface.Reason.INVALID_REQUEST,
-                             "the manifest uses a file name the cache reserves",
-                             f"{entry.path}: the path is a name the cache reserves")
+        interface.refuse_reserved((e.path for e in entries), Failed)
         self.total = sum(e.size for e in entries)
         partial = await asyncio.to_thread(self._partial)
         writer = transfer.LedgerWriter(checkpoint.Ledger.load(partial.path, self.digest))

@@ -11,10 +11,10 @@ import dataclasses
 import datetime
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from nodeplugin.cache import check
+from nodeplugin.cache import check, layout
 from openapi import reasons, sources, states
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,25 @@ class Completion:
 DoneCallback = Callable[[Completion], None]
 
 
+class AttemptError(Exception):
+    """Why an attempt ends without publishing (the downloader's ``attempt.Failed``, the local
+    import's ``local.ImportFailure``).
+
+    ``message`` says what the reason means plus a detail such as the hub's HTTP status: it goes
+    into status and mount errors, so it names no repository, file or URL. ``detail`` is the full
+    story for the plugin's log (paths, never a token or a signed URL).
+    """
+
+    def __init__(self, reason: Reason, message: str, detail: str = "", *,
+                 check: Check | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.detail = detail or message
+        self.check = check
+        """Which verification failed, for ``IntegrityMismatch`` (the metrics count it)."""
+
+
 class DoneCallbacks:
     """The callbacks of one materializer; one that raises is logged and the others still run."""
 
@@ -145,3 +164,12 @@ class Materializer(Protocol):
     async def close(self) -> None:
         """Stop every attempt, keeping partial files for a resume."""
         ...
+
+
+def refuse_reserved(paths: Iterable[str], error: type[AttemptError]) -> None:
+    """An ``INVALID_REQUEST`` ``error`` when a manifest path uses a name the cache reserves for
+    its own files (``layout.RESERVED_NAMES``)."""
+    reserved = layout.reserved_path(paths)
+    if reserved is not None:
+        raise error(Reason.INVALID_REQUEST, "the manifest uses a file name the cache reserves",
+                    f"manifest path {reserved!r} uses a name the cache reserves")

@@ -30,17 +30,9 @@ log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 
 
-class ImportFailure(Exception):
-    """``message`` goes into status and mount errors, so it names no file; ``detail`` (the file
-    and the cause) goes only to the log."""
-
-    def __init__(self, reason: interface.Reason, message: str, detail: str = "", *,
-                 check: interface.Check | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.detail = detail or message
-        self.check = check
+class ImportFailure(interface.AttemptError):
+    """A local import's end when it does not publish: ``message`` names no file; ``detail``
+    (the file and the cause) goes only to the log."""
 
 
 @dataclasses.dataclass
@@ -156,11 +148,7 @@ class LocalImporter:
             raise ImportFailure(interface.Reason.INTEGRITY_MISMATCH,
                                 "the imported manifest is malformed", str(exc),
                                 check=interface.Check.MANIFEST) from exc
-        for entry in entries:
-            if entry.path.split("/", 1)[0] in layout.RESERVED_NAMES:
-                raise ImportFailure(interface.Reason.INVALID_REQUEST,
-                                    "a manifest path uses a name the cache reserves",
-                                    f"manifest path {entry.path!r} uses a reserved name")
+        interface.refuse_reserved((e.path for e in entries), ImportFailure)
         attempt.total = sum(e.size for e in entries)
         partial = self._cache.new_partial(digest)
         try:

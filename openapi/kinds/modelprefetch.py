@@ -119,11 +119,6 @@ manifest_digest = wire.text_at("status", "manifestDigest")
 """The artifact's digest this prefetch warms and pins; ``""`` before the worker set it."""
 
 
-def node_entries(obj: wire.Readable) -> list[wire.Readable]:
-    """``status.nodes``: one entry per target node (at most 256)."""
-    return wire.items(obj, "status", "nodes")
-
-
 def counts(obj: wire.Readable) -> tuple[int, int, int, int]:
     """(desired, ready, downloading, failed) target nodes."""
     found = status(obj)
@@ -136,6 +131,3 @@ node_phase = wire.text_at("phase")
 node_size = wire.integer_at("sizeBytes")
 node_downloaded = wire.integer_at("downloadedBytes")
 
-
-def node_pinned(entry: wire.Readable) -> bool:
-    return wire.dig(entry, "pinned") is True

@@ -101,6 +101,14 @@ def pinned(obj: wire.Readable) -> list[str]:
     return wire.strings(obj, "spec", "pinned")
 
 
+def spec_pinning(obj: wire.Readable, pins: list[str]) -> wire.Obj:
+    """A copy of ``spec`` whose ``pinned`` is ``pins`` (left out when there are none)."""
+    pinning = {key: value for key, value in spec(obj).items() if key != "pinned"}
+    if pins:
+        pinning["pinned"] = list(pins)
+    return pinning
+
+
 watermarks = wire.mapping_at("spec", "watermarks")
 high_percent = wire.integer_at("spec", "watermarks", "highPercent")
 low_percent = wire.integer_at("spec", "watermarks", "lowPercent")

@@ -1,7 +1,7 @@
 """The real cluster, the images and the release, started once for the module.
 
-Skips naming what is missing (``../shared/kube``, root, containerd...), or when another cluster
-holds the rig's ports. ``MODEL_MANAGER_E2E=0`` turns it off."""
+Skips naming what is missing (``$MODEL_MANAGER_SHARED_KUBE``, root, containerd...), or when
+another cluster holds the rig's ports. ``MODEL_MANAGER_E2E=0`` turns it off."""
 
 from __future__ import annotations
 

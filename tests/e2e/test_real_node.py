@@ -18,6 +18,7 @@ import pytest
 from devkit import fixturehub, helm
 from devkit.realnode import objects, rig
 from devkit.realnode.release_values import NAMESPACE, RELEASE
+from openapi import install, keys, placement
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -26,6 +27,7 @@ TENANT = "team-a"
 OTHER = "team-b"
 ARTIFACT = "tiny"
 REPOSITORY = "e2e/tiny"
+COLD_REPOSITORY = "e2e/cold"
 FILES: dict[str, bytes | int] = {
     "config.json": b'{"model_type": "e2e", "hidden_size": 8}\n',
     "tokenizer.json": b'{"version": "1.0", "vocab": {"a": 0, "b": 1}}\n',
@@ -171,6 +173,39 @@ def test_second_pod_downloads_nothing(installed: rig.Rig, hub: fixturehub.Hub,
     out = _reader_output(installed, "reader-2", TENANT)
     assert "Read-only file system" in out
     assert hub.bytes_served(REPOSITORY) == state["served"]
+
+
+def test_a_pod_naming_only_its_artifact_is_filled_and_prefers_the_warm_node(
+        installed: rig.Rig, hub: fixturehub.Hub, state: dict[str, Any]) -> None:
+    """Through kube-apiserver's real webhook call (the chart's MutatingWebhookConfiguration,
+    matchConditions, the CA bundle): the fill and prefer webhooks of the API server."""
+    manifest = _reader_pod("named-only", TENANT, {"artifact": ARTIFACT})
+    installed.apply(manifest, user="admin")
+    pod = _json(installed, "get", "pod", "named-only", "-n", TENANT)
+    [model] = [v for v in pod["spec"]["volumes"] if v.get("csi")]
+    assert model["csi"]["volumeAttributes"] == state["attributes"]
+    assert pod["spec"]["affinity"]["nodeAffinity"][placement.PREFERRED] == [
+        placement.preferred_term([installed.node_name])]
+    _wait_running(installed, "named-only", TENANT)
+    assert "Read-only file system" in _reader_output(installed, "named-only", TENANT)
+    assert hub.bytes_served(REPOSITORY) == state["served"]
+    # the first reader was created before any node held the digest: it got no term
+    plain = _json(installed, "get", "pod", "reader-1", "-n", TENANT)
+    assert "affinity" not in plain["spec"]
+
+
+def test_the_opt_in_refuses_a_pod_while_no_node_is_warm(installed: rig.Rig,
+                                                         hub: fixturehub.Hub) -> None:
+    hub.add_repo(COLD_REPOSITORY, {"config.json": b"{}"})
+    attributes = objects.artifact(installed, TENANT, "cold", COLD_REPOSITORY)
+    manifest = _reader_pod("cold-only", TENANT, {"artifact": "cold"}).replace(
+        "labels: {e2e: reader}}",
+        f'labels: {{e2e: reader}}, annotations: {{"{keys.REQUIRE_WARM_NODE}": "true"}}}}')
+    refused = installed.kubectl("apply", "-f", "-", stdin=manifest, check=False)
+    assert refused.returncode != 0
+    assert (f'admission webhook "{install.PREFER_WEBHOOK}" denied the request' in refused.stderr
+            ), refused.stderr
+    assert f"no node holds {attributes['manifestDigest']} Ready now" in refused.stderr
 
 
 def _refused(cluster: rig.Rig, name: str, namespace: str, attributes: dict[str, str]) -> str:

@@ -127,8 +127,8 @@ python -m nodeplugin, so a renamed or removed flag fails there.
   (printf "--etcd-keyfile=%s/tls.key" $paths.etcd)) -}}
 {{- end -}}
 {{- end -}}
-{{- /* SQLite's workers share the one store.db in the Pod's volume (one replica, see validate) */ -}}
-{{- $args = append $args (printf "--workers=%d" (int $api.storage.workers)) -}}
+{{- /* SQLite's server processes share the one store.db in the Pod's volume (one replica, see validate) */ -}}
+{{- $args = append $args (printf "--processes=%d" (int $api.processes)) -}}
 {{- $args = append $args (printf "--controllers=%s" $api.controllers.mode) -}}
 {{- if and (eq $api.controllers.mode "embedded") $api.controllers.leaderElect -}}
 {{- $args = append $args "--leader-elect" -}}

@@ -1,4 +1,4 @@
-"""Several ``python -m apiserver`` processes on one etcd serve one consistent API; ``--workers``.
+"""Several ``python -m apiserver`` processes on one etcd serve one consistent API; ``--processes``.
 
 Every replica is a real standalone server process on its own port; they share one data directory
 (one CA, one serving certificate, one token file) and one etcd member owned by the module.
@@ -138,7 +138,7 @@ def test_readyz_names_the_etcd_check(
 def test_workers_share_one_socket_and_survive_a_crash(
     member: etcd.Etcd, tmp_path: pathlib.Path
 ) -> None:
-    args = [*support.etcd_args(member.url), "--workers", "2"]
+    args = [*support.etcd_args(member.url), "--processes", "2"]
     with support.running(tmp_path / "workers", extra_args=args) as server:
         workers = processes.children(server.process.pid)
         assert len(workers) == 2

@@ -1,5 +1,6 @@
-"""``python -m apiserver --standalone --workers 2`` on the default SQLite store: two server
-processes on one socket and one file, each answering reads from its own memory.
+"""``python -m apiserver --standalone --processes 2`` on the default SQLite store: two server
+processes on one socket and one file, each answering reads from its own memory. ``--workers``,
+the flag's old name, still works and is reported once.
 
 Pausing one worker (SIGSTOP) makes the other serve every new connection, so each check below
 knows which process answered: a write acknowledged by one is what the other returns at once, a
@@ -49,7 +50,7 @@ def only(server: support.RunningServer, worker: int) -> Iterator[httpx.Client]:
 
 def test_two_workers_on_one_sqlite_file(tmp_path: pathlib.Path) -> None:
     data = tmp_path / "data"
-    with support.running(data, extra_args=["--workers", "2"]) as server:
+    with support.running(data, extra_args=["--processes", "2"]) as server:
         a, b = processes.children(server.process.pid)
         assert len({a, b}) == 2
         # read-your-writes across the processes, both ways
@@ -93,10 +94,14 @@ def test_two_workers_on_one_sqlite_file(tmp_path: pathlib.Path) -> None:
             assert on_new.get(f"{COLLECTION}/meanwhile").status_code == 200
         server.stop()
         assert server.process.returncode == 0, server.log()
-    # the whole server restarted on the same file
+    assert "--workers is now --processes" not in server.log()
+    # the whole server restarted on the same file, under the flag's old name
     with support.running(data, extra_args=["--workers", "2"]) as again, again.client() as client:
         names = [item["metadata"]["name"] for item in client.get(COLLECTION).json()["items"]]
         assert sorted(names) == ["meanwhile", "one", "two", "w0", "w1", "w2"]
+        assert len(processes.children(again.process.pid)) == 2
+        # one warning, from the supervisor, not one per server process
+        assert again.log().count("--workers is now --processes") == 1, again.log()
 
 
 def _wait_ready(server: support.RunningServer, worker: int) -> None:
@@ -129,7 +134,7 @@ def _watch(server: support.RunningServer, worker: int, start: str, count: int,
 
 
 def test_the_controllers_run_in_one_worker_and_move_when_it_dies(tmp_path: pathlib.Path) -> None:
-    args = ["--workers", "2", "--controllers=embedded"]
+    args = ["--processes", "2", "--controllers=embedded"]
     with support.running(tmp_path / "data", extra_args=args) as server:
         _wait_for_log(server, "acquired lease", 1)
         time.sleep(3)  # a few renewal rounds (2 s apart): the other worker stays a candidate

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import kube
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import embedded

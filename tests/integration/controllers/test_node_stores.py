@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 
 import kube
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import embedded
 from controllers import config as controller_settings
 from controllers.nodestores import controller as nodestores
-from controllers.nodestores import nodes
 from devkit import admitting
 from devkit import clock as manual
 from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from hub import config as hub_config
+from openapi import volume
 from tests.support import waiting
 
 WORKER = "system:serviceaccount:gpustack-system:model-manager-worker"
@@ -57,7 +57,7 @@ class World:
             self.cp.seed(resources.NODES, {"metadata": {"name": name}})
         drivers = [{"name": "other.csi.example", "nodeID": name}]
         if driver:
-            drivers.append({"name": nodes.DRIVER, "nodeID": name})
+            drivers.append({"name": volume.DRIVER, "nodeID": name})
         self.cp.put(resources.CSINODES, {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
                                          "metadata": {"name": name}, "spec": {"drivers": drivers}})
 
@@ -140,7 +140,7 @@ SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "data" / "kube-samples"
 DRIVERLESS = json.loads((SAMPLES / "csinode-no-drivers.json").read_text())
 WITH_DRIVER = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
                "metadata": {"name": "node-a"},
-               "spec": {"drivers": [{"name": nodes.DRIVER, "nodeID": "node-a"}]}}
+               "spec": {"drivers": [{"name": volume.DRIVER, "nodeID": "node-a"}]}}
 
 
 @pytest.mark.parametrize("world", [[DRIVERLESS, WITH_DRIVER]], indirect=True)

@@ -12,8 +12,9 @@ import pytest
 import kube
 from devkit import fixturehub
 from devkit.harness import apiserver as support
-from kube import gpustack
+from kube import gpustack, placement
 from kube.resources import NodeModelStore
+from openapi import placement as rules
 
 NODE = "node-a"
 REPO = "org/tiny-client"
@@ -119,3 +120,29 @@ async def test_a_prefetch_is_created_and_deleted(server: support.RunningServer) 
         with pytest.raises(kube.NotFound):
             await models.delete_prefetch("team-c", "warm")
         await models.delete_artifact("team-c", "tiny")
+
+
+async def test_placement_gives_the_volume_and_the_warm_nodes(
+        server: support.RunningServer) -> None:
+    """Through the real server: the standalone server serves no CSINodes, so every store's node
+    counts (as its webhook counts the ``--node`` names)."""
+    async with gpustack.ModelManager.from_kubeconfig(str(server.kubeconfig)) as models:
+        await models.create_artifact("team-p", "tiny", gpustack.HubSource("huggingFace", REPO))
+        with pytest.raises(placement.NotMountable, match="team-p/tiny: it is not resolved yet"):
+            await models.placement("team-p", "tiny")
+        resolved = await models.wait_resolved("team-p", "tiny", timeout=60)
+        async with kube.Client.from_kubeconfig(server.plugin_kubeconfig) as plugin:
+            await plugin.patch(NodeModelStore.Status, NODE, {"status": {
+                "models": [{"digest": resolved.manifest_digest, "state": "Ready",
+                            "sizeBytes": 4098}],
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
+                                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+        found = await models.placement("team-p", "tiny", volume_name="weights")
+        assert found.volume["csi"]["volumeAttributes"] == {
+            "artifact": "tiny", "artifactUID": resolved.uid,
+            "manifestDigest": resolved.manifest_digest}
+        assert found.nodes == (NODE,)
+        assert found.preferred_term == rules.preferred_term([NODE])
+        with pytest.raises(kube.NotFound):
+            await models.placement("team-p", "absent")
+        await models.delete_artifact("team-p", "tiny")

@@ -4,7 +4,7 @@ expanded the way kubelet does) go through the real parsers of ``python -m apiser
 (or invented in the chart) fails here. Files the flags name are mounted from the chart's
 volumes; they are created in a temporary directory standing in for the container.
 
-Nothing is started: ``apiserver.options.cli.parse`` and
+Nothing is started: ``apiserver.flags.cli.parse`` and
 ``nodeplugin.__main__.problem``/``config_from`` only read flags and check files exist.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from apiserver.options import cli as apiserver_cli
-from apiserver.options import config as apiserver_config
+from apiserver.flags import cli as apiserver_cli
+from apiserver.flags import config as apiserver_config
 from controllers import config as controller_settings
 from devkit import helm
 from nodeplugin import __main__ as plugin_cli
@@ -25,7 +25,7 @@ from nodeplugin import __main__ as plugin_cli
 NS = helm.NAMESPACE
 ETCD_TLS = ["apiserver.storage.backend=etcd",
             "apiserver.storage.etcd.servers={https://etcd-0:2379,https://etcd-1:2379}",
-            "apiserver.storage.etcd.tlsSecret=etcd-client", "apiserver.storage.workers=2"]
+            "apiserver.storage.etcd.tlsSecret=etcd-client", "apiserver.processes=2"]
 RENDERINGS: dict[str, tuple[list[pathlib.Path], list[str]]] = {
     "defaults": ([], []),
     "full": ([helm.FULL_VALUES], []),
@@ -33,7 +33,7 @@ RENDERINGS: dict[str, tuple[list[pathlib.Path], list[str]]] = {
     "etcd-replicas": ([], ["apiserver.storage.backend=etcd", "apiserver.replicas=3",
                            "apiserver.storage.etcd.servers={http://etcd:2379}"]),
     "controllers-none": ([], ["apiserver.controllers.mode=none"]),
-    "sqlite-workers": ([], ["apiserver.storage.workers=2"]),
+    "sqlite-processes": ([], ["apiserver.processes=2"]),
     "warmup": ([], ["apiserver.controllers.prefetchWarmupImage=registry.local/sh:1",
                     "apiserver.controllers.prefetchWarmupRetryInterval=1h30m"]),
     "no-leader-election": ([], ["apiserver.controllers.leaderElect=false"]),
@@ -93,6 +93,10 @@ def _exact_flags(parser: argparse.ArgumentParser, args: list[str]) -> None:
     spelled = set(parser._option_string_actions)  # exact option strings, the parser's own map
     unknown = [a.partition("=")[0] for a in args if a.partition("=")[0] not in spelled]
     assert unknown == [], f"not flags of {parser.prog}: {unknown}"
+    # nor an old name kept one release as an alias (controllers.config.add_renamed)
+    old = [a.partition("=")[0] for a in args
+           if type(parser._option_string_actions[a.partition("=")[0]]).__name__ == "_Renamed"]
+    assert old == [], f"old flag names of {parser.prog}: {old}"
 
 
 def _parse_apiserver(args: list[str], capsys: pytest.CaptureFixture[str]
@@ -147,10 +151,11 @@ def test_the_api_server_parses_the_charts_args(
     etcd = name.startswith("etcd") or name == "full"
     assert settings.storage.backend == ("etcd" if etcd else "sqlite")
     if name in ("etcd", "full"):
-        assert settings.storage.etcd_cafile is not None and settings.storage.etcd_cafile.is_file()
-        assert settings.storage.workers == 2
-    if name == "sqlite-workers":  # several processes on the one store.db, in one Pod
-        assert settings.storage.workers == 2 and settings.storage.backend == "sqlite"
+        assert settings.storage.etcd is not None and settings.storage.etcd.ca_file is not None
+        assert settings.storage.etcd.ca_file.is_file()
+        assert settings.storage.processes == 2
+    if name == "sqlite-processes":  # several processes on the one store.db, in one Pod
+        assert settings.storage.processes == 2 and settings.storage.backend == "sqlite"
     daemonsets = helm.by_kind(docs, "DaemonSet")
     if daemonsets:
         plugin_pod = daemonsets[0]["spec"]["template"]
@@ -220,6 +225,10 @@ def test_a_flag_the_programs_do_not_have_fails_the_parsers(
     assert apiserver_cli.parser().parse_args(["--etcd-pref=/x"]).etcd_prefix == "/x"
     with pytest.raises(AssertionError, match=r"apiserver: \['--etcd-pref'\]"):
         _exact_flags(apiserver_cli.parser(), ["--etcd-pref=/x"])
+    # an old name still parses, so the check must catch it too
+    assert apiserver_cli.parser().parse_args(["--workers=2"]).processes == 2
+    with pytest.raises(AssertionError, match=r"old flag names of .*: \['--workers'\]"):
+        _exact_flags(apiserver_cli.parser(), ["--workers=2"])
     box_free = [a for a in server if not a.startswith("--tls-cert-file")]
     with pytest.raises(SystemExit):  # a check after parsing: cluster mode needs the pair
         apiserver_cli.parse(box_free)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from apiserver.auth import policy, rbac
-from apiserver.options import config
+from apiserver.flags import config
 from devkit import helm
 
 GROUP = "worker.gpustack.ai"

@@ -45,6 +45,7 @@ def test_kinds(default_docs: list[dict[str, Any]]) -> None:
         ("ConfigMap", "model-manager-settings"),
         ("DaemonSet", "model-manager-node"),
         ("Deployment", "model-manager"),
+        ("MutatingWebhookConfiguration", "model-manager-pods"),
         ("PersistentVolumeClaim", "model-manager-data"),
         ("Role", "model-manager-node"),
         ("Role", "model-manager-worker"),

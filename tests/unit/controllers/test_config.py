@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from apiserver.options import cli
+from apiserver.flags import cli
 from controllers import __main__ as program
 from controllers import config
 from controllers.runtime import leader
@@ -47,10 +47,12 @@ def test_the_defaults_are_the_settings_defaults(tmp_path: pathlib.Path) -> None:
     assert _process([]) == config.Settings(namespace=namespace, plugin_namespace=namespace)
     assert _process([]).lease == leader.Timing()
     assert _process([]).resolver_concurrency == config.DEFAULT_RESOLVER_CONCURRENCY
-    # the server's --workers is its processes, never the resolver's concurrency
-    settings = cli.parse(["--standalone", "--data-dir", str(tmp_path), "--workers", "2"])
-    assert settings.storage.workers == 2
-    assert settings.controller_settings.resolver_concurrency == 8
+    # the server's --processes (and its old name --workers) is its processes, never the
+    # resolver's concurrency
+    for flag in ("--processes", "--workers"):
+        settings = cli.parse(["--standalone", "--data-dir", str(tmp_path), flag, "2"])
+        assert settings.storage.processes == 2
+        assert settings.controller_settings.resolver_concurrency == 8
 
 
 def test_the_old_workers_flag_sets_the_concurrency_and_is_reported() -> None:

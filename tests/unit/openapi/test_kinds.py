@@ -181,6 +181,7 @@ def test_readers_of_a_full_object() -> None:
 
 
 CLIENT_FACING = ("wire", "states", "volume", "plugin", "keys", "install", "reasons", "sources",
+                 "placement", "podvolumes",
                  "anchors", "resources", "kinds/__init__", "kinds/modelartifact",
                  "kinds/nodemodelstore", "kinds/modelprefetch", "kinds/progress")
 NEWER_THAN_310 = {"Required", "NotRequired", "StrEnum", "UTC", "Self", "override",

@@ -1,4 +1,5 @@
-"""The single source of truth holds every field of API.md section 2, with its limits."""
+"""The single source of truth holds every field of the served kinds (docs/api.md), with its
+limits."""
 
 from typing import Any
 

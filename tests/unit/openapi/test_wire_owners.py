@@ -61,6 +61,7 @@ ALLOWED: dict[tuple[str, object], str] = {
     ("devkit/realnode/deploy.py", "model-manager"): "the name of the product's image archive",
     ("devkit/realnode/deploy.py", "image"): "the image build's subcommand, not a source",
     ("controllers/prefetches/warmup.py", "Failed"): _POD_WORD,
+    ("controllers/sources/plugins.py", "Ready"): _POD_WORD,
     ("controllers/prefetches/placement.py", "Pending"): _POD_WORD,
     ("controllers/prefetches/placement.py", "Unschedulable"):
         "the reason kube-scheduler gives a Pod's PodScheduled condition: kube's word, which our "

@@ -32,8 +32,11 @@ def _get(namespace: str, user: users.UserInfo = ALICE) -> attributes.Attributes:
     return attributes.parse(user, "GET", f"{G}/namespaces/{namespace}/modelartifacts/q", "")
 
 
+ONCE = webhook.Calls(retry=webhook.NO_RETRY)
+
+
 def _sar(reviewer: Reviewer, clock: Clock | None = None) -> sar.SubjectAccessReview:
-    return sar.SubjectAccessReview(reviewer, clock=clock, backoff=webhook.NO_RETRY)
+    return sar.SubjectAccessReview(reviewer, clock=clock, calls=ONCE)
 
 
 async def test_allowed_and_denied_are_cached_ten_seconds() -> None:
@@ -88,7 +91,7 @@ async def test_an_outage_fails_closed_and_is_not_cached(caplog: object) -> None:
 
 
 async def test_the_cache_is_bounded() -> None:
-    judge = sar.SubjectAccessReview(Reviewer(), max_entries=10, backoff=webhook.NO_RETRY)
+    judge = sar.SubjectAccessReview(Reviewer(), max_entries=10, calls=ONCE)
     for index in range(500):
         await judge.authorize(_get(f"ns-{index}"))
     assert len(judge.cache) == 10

@@ -35,8 +35,8 @@ class Reviewer:
 
 def _authenticator(reviewer: Reviewer, clock: Clock | None = None,
                    **options: object) -> tokenreview.TokenReview:
-    return tokenreview.TokenReview(reviewer, clock=clock, backoff=webhook.NO_RETRY,
-                                   **options)  # type: ignore[arg-type]
+    options.setdefault("calls", webhook.Calls(retry=webhook.NO_RETRY))
+    return tokenreview.TokenReview(reviewer, clock=clock, **options)  # type: ignore[arg-type]
 
 
 def _credentials(token: str) -> authenticator.Credentials:
@@ -127,7 +127,7 @@ async def test_an_outage_is_an_error_and_not_cached() -> None:
 async def test_a_slow_review_is_bounded_by_the_timeout() -> None:
     hang = asyncio.Event()  # never set: kube-apiserver never answers
     reviewer = Reviewer(hang=hang)
-    tokens = _authenticator(reviewer, timeout=0.05)
+    tokens = _authenticator(reviewer, calls=webhook.Calls(0.05, webhook.NO_RETRY))
     outcome = await asyncio.wait_for(tokens.authenticate_token("slow"), 30)
     assert outcome.user is None and "no answer within 0.05s" in outcome.error
     assert len(tokens.cache) == 0

@@ -6,19 +6,19 @@ import pytest
 
 from apiserver import errors
 from apiserver.endpoints import body, request
-from apiserver.request import options, query
+from apiserver.request import query
 
 
 async def test_delete_options_from_query_and_body() -> None:
     opts = await request.delete_options(
-        options.delete_query(query.parse("propagationPolicy=Orphan&dryRun=All")), b"")
+        query.delete_query(query.parse("propagationPolicy=Orphan&dryRun=All")), b"")
     assert opts.propagation_policy == "Orphan" and opts.dry_run
     body = (b'{"kind":"DeleteOptions","apiVersion":"v1","preconditions":'
             b'{"uid":"u","resourceVersion":"4"},"orphanDependents":false}')
-    opts = await request.delete_options(options.delete_query(query.parse("")), body)
+    opts = await request.delete_options(query.delete_query(query.parse("")), body)
     assert (opts.uid, opts.resource_version, opts.orphan_dependents) == ("u", "4", False)
     with pytest.raises(errors.BadRequest):
-        await request.delete_options(options.DeleteQuery(), b'{"apiVersion":"apps/v1"}')
+        await request.delete_options(query.DeleteQuery(), b'{"apiVersion":"apps/v1"}')
 
 
 async def test_decode_and_unknown_fields() -> None:

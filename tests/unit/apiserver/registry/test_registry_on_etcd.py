@@ -11,9 +11,10 @@ import pytest
 
 from apiserver import __main__ as entry
 from apiserver import errors
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.registry import build, events, options
 from apiserver.storage import interface, watchcache
+from apiserver.storage.etcd import client as etcd_client
 from devkit import admitting
 from devkit.harness import etcd
 from tests.unit.apiserver.registry.conftest import artifact
@@ -25,8 +26,9 @@ def _settings(member: etcd.Etcd, tmp_path: pathlib.Path) -> config.Settings:
     return config.Settings(
         data_dir=tmp_path, tls_cert_file=tmp_path / "c", tls_private_key_file=tmp_path / "k",
         token_auth_file=tmp_path / "t",
-        storage=config.StorageSettings(backend="etcd", etcd_servers=(member.url,),
-                                       etcd_request_timeout=1.0, etcd_compaction_interval=0),
+        storage=config.StorageSettings(
+            etcd=etcd_client.Config((member.url,), request_timeout=1.0),
+            etcd_compaction_interval=0),
     )  # fmt: skip
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 import ssl
 
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.serving import server
 from certs import authority
 

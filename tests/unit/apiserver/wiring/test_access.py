@@ -7,7 +7,7 @@ import pathlib
 
 from starlette import routing
 
-from apiserver.options import cli
+from apiserver.flags import cli
 from apiserver.wiring import access, standalone
 
 SELF_REVIEWS = {

@@ -8,7 +8,7 @@ import stat
 import yaml
 
 from apiserver.auth import static, user
-from apiserver.options import cli
+from apiserver.flags import cli
 from apiserver.wiring import standalone
 
 

@@ -15,7 +15,7 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
 from controllers.prefetches import controller as prefetches
-from controllers.prefetches import pins
+from controllers.prefetches import inputs, pins
 from controllers.prefetches import plan as prefetchplan
 from controllers.runtime import client as clients
 from controllers.runtime import informer, queue
@@ -48,9 +48,9 @@ class World:
         self.informers = [informer.Informer(self.api, resource, self.clock) for resource in (
             clients.MODEL_PREFETCHES, clients.MODEL_ARTIFACTS, clients.NODE_MODEL_STORES)]
         self.delivery = delivery
-        self.controller = prefetches.Prefetches(self.api, *self.informers, self.clock,
-                                                delivery=delivery)
-        self.pins = pins.Pins(self.api, *self.informers, self.clock)
+        self.controller = prefetches.Prefetches(self.api, inputs.Inputs(*self.informers),
+                                                self.clock, delivery=delivery)
+        self.pins = pins.Pins(self.api, inputs.Inputs(*self.informers), self.clock)
         self.tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -176,7 +176,7 @@ async def test_a_failed_delivery_is_looked_at_again_and_an_owned_object_wakes_it
 ) -> None:
     owned = _Owned()
     controller = prefetches.Prefetches(
-        world.api, *world.informers, world.clock, delivery=world.delivery,
+        world.api, inputs.Inputs(*world.informers), world.clock, delivery=world.delivery,
         owned=cast(informer.Informer, owned), failed_recheck=5.0)
     await world.artifact()
     await world.node("node-1")
@@ -187,13 +187,13 @@ async def test_a_failed_delivery_is_looked_at_again_and_an_owned_object_wakes_it
     world.delivery.failing.clear()
     result = await controller.reconcile_status(("team-a", "warm"))
     assert result.requeue_after == prefetches.RESYNC_SECONDS
-    controller.statuses.queue = queue.WorkQueue(world.clock)
+    controller.controller.queue = queue.WorkQueue(world.clock)
     (handler,) = owned.handlers
     handler(None, {"metadata": {"name": "warm-warmup-0123456789", "namespace": "team-a",
                                 "ownerReferences": [{"kind": "ModelPrefetch", "name": "warm"}]}})
     handler(None, {"metadata": {"name": "other", "namespace": "team-a"}})
-    assert len(controller.statuses.queue) == 1
-    assert await controller.statuses.queue.get() == ("team-a", "warm")
+    assert len(controller.controller.queue) == 1
+    assert await controller.controller.queue.get() == ("team-a", "warm")
 
 
 async def test_the_artifact_missing_unresolved_or_not_a_hub_source_is_reported(
@@ -286,16 +286,16 @@ async def test_a_node_that_changes_wakes_the_prefetches_naming_it(world: World) 
     (and those with a selector) look again at once, not at the next resync."""
     nodes = _Owned()
     controller = prefetches.Prefetches(
-        world.api, *world.informers, world.clock, delivery=world.delivery,
+        world.api, inputs.Inputs(*world.informers), world.clock, delivery=world.delivery,
         nodes=cast(informer.Informer, nodes))
     await world.artifact()
     await world.prefetch("named", targets={"nodeNames": ["node-1"]})
     await world.prefetch("elsewhere", targets={"nodeNames": ["node-2"]})
     await world.settle()
-    controller.statuses.queue = queue.WorkQueue(world.clock)
+    controller.controller.queue = queue.WorkQueue(world.clock)
     (handler,) = nodes.handlers
     tainted = {"metadata": {"name": "node-1"}, "spec": {"taints": [
         {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}}
     handler({"metadata": {"name": "node-1"}, "spec": {}}, tainted)
-    assert len(controller.statuses.queue) == 1
-    assert await controller.statuses.queue.get() == ("team-a", "named")
+    assert len(controller.controller.queue) == 1
+    assert await controller.controller.queue.get() == ("team-a", "named")

@@ -1,5 +1,5 @@
-"""The resolver against the fixture hub's Hugging Face side: every row of artifact.md's answer
-table, annotated tags, paginated trees, patterns, private and gated repositories, the anchor,
+"""The resolver against the fixture hub's Hugging Face side: every row of the upstream operator's
+answer table, annotated tags, paginated trees, patterns, private and gated repositories, the anchor,
 and the listing cache."""
 
 from __future__ import annotations

@@ -126,3 +126,20 @@ async def test_a_missing_digest_is_source_unavailable(
     importer = local.LocalImporter(cache, tmp_path / "nothing")
     failed = await _settle(importer, "sha256:" + "42" * 32)
     assert failed.reason is interface.Reason.SOURCE_UNAVAILABLE
+
+
+async def test_a_manifest_using_a_name_the_cache_reserves_is_refused(
+    tmp_path: pathlib.Path, cache: layout.Layout, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The downloader and the import share one check (``interface.refuse_reserved``)."""
+    digest = local.write_import(tmp_path / "imports", {**FILES, layout.MARKER: b"x"})
+    importer = local.LocalImporter(cache, tmp_path / "imports")
+    failed = await _settle(importer, digest)
+    assert failed.reason is interface.Reason.INVALID_REQUEST
+    assert failed.message == "the manifest uses a file name the cache reserves"
+    assert f"manifest path '{layout.MARKER}' uses a name the cache reserves" in caplog.text
+    assert not cache.is_published(digest)
+    with pytest.raises(local.ImportFailure) as refused:
+        interface.refuse_reserved(["config.json", f"{layout.MANIFEST}/x"], local.ImportFailure)
+    assert refused.value.reason is interface.Reason.INVALID_REQUEST
+    interface.refuse_reserved(["config.json", f"sub/{layout.MARKER}"], local.ImportFailure)

@@ -7,7 +7,7 @@ import pathlib
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Options:
+class Settings:
     kubeconfig: pathlib.Path
     context: str | None = None
     namespace_prefix: str = "conformance"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from apiserver.storage.etcd import client as etcd_client
 from controllers import config as controller_settings
 from openapi import install, jsondepth
 
@@ -65,20 +66,20 @@ class Delegation:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StorageSettings:
-    """Where objects live (``storage_flags`` documents each)."""
+    """Where objects live (``flags.storage`` documents each)."""
 
-    backend: str = "sqlite"
-    """``sqlite`` or ``etcd``."""
-    etcd_servers: tuple[str, ...] = ()
-    etcd_cafile: pathlib.Path | None = None
-    etcd_certfile: pathlib.Path | None = None
-    etcd_keyfile: pathlib.Path | None = None
-    etcd_prefix: str = "/gpustack"
+    etcd: etcd_client.Config | None = None
+    """On etcd: the client's endpoints, TLS files, key prefix and deadlines (their defaults are
+    the client's); None on SQLite."""
     etcd_compaction_interval: float = 300.0
-    etcd_request_timeout: float = 10.0
-    etcd_healthcheck_timeout: float = 2.0
-    workers: int = 1
-    """Server processes sharing one listening socket (above 1 only on etcd)."""
+    processes: int = 1
+    """Server processes sharing one listening socket (``--processes``; on SQLite they share
+    the one file)."""
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``etcd``."""
+        return "sqlite" if self.etcd is None else "etcd"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,6 +116,8 @@ class Settings:
     """Seconds open requests (watches) get to finish after SIGTERM/SIGINT."""
     log_level: str = "INFO"
     storage: StorageSettings = StorageSettings()
+    renamed_flags: tuple[str, ...] = ()
+    """A warning per old flag name given (``--workers`` for ``--processes``), logged at start."""
 
     @property
     def storage_path(self) -> pathlib.Path:

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from apiserver.options import cli, config
+from apiserver.flags import cli, config
 
 
 def test_standalone_defaults_put_everything_in_the_data_dir(tmp_path: pathlib.Path) -> None:
@@ -158,13 +158,28 @@ def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
 def test_storage_defaults_to_sqlite(tmp_path: pathlib.Path) -> None:
     settings = cli.parse(["--standalone", "--data-dir", str(tmp_path)])
     assert settings.storage == config.StorageSettings()
-    assert settings.storage.backend == "sqlite" and settings.storage.workers == 1
+    assert settings.storage.backend == "sqlite" and settings.storage.processes == 1
+    assert settings.renamed_flags == ()
 
 
-def test_workers_on_sqlite(tmp_path: pathlib.Path) -> None:
+def test_processes_on_sqlite(tmp_path: pathlib.Path) -> None:
     # the processes share the one SQLite file (storage.sqlite, shared)
-    settings = cli.parse(["--standalone", "--data-dir", str(tmp_path), "--workers", "2"])
-    assert settings.storage.backend == "sqlite" and settings.storage.workers == 2
+    settings = cli.parse(["--standalone", "--data-dir", str(tmp_path), "--processes", "2"])
+    assert settings.storage.backend == "sqlite" and settings.storage.processes == 2
+    assert settings.renamed_flags == ()
+
+
+def test_the_old_workers_flag_sets_the_processes_and_is_reported(tmp_path: pathlib.Path) -> None:
+    """``--workers`` is ``--processes`` for one release: same value, a warning to log at start,
+    and ``--help`` says it is the deprecated name."""
+    settings = cli.parse(["--standalone", "--data-dir", str(tmp_path), "--workers", "3"])
+    assert settings.storage.processes == 3
+    assert settings.renamed_flags == (
+        "--workers is now --processes; the old name goes in a later release",)
+    help_text = " ".join(cli.parser().format_help().split())
+    assert "--workers N deprecated: the old name of --processes" in help_text
+    with pytest.raises(SystemExit):
+        cli.parse(["--standalone", "--data-dir", str(tmp_path), "--workers", "0"])
 
 
 def test_etcd_flags(tmp_path: pathlib.Path) -> None:
@@ -174,17 +189,18 @@ def test_etcd_flags(tmp_path: pathlib.Path) -> None:
         "--standalone", "--data-dir", str(tmp_path), "--storage=etcd",
         "--etcd-servers", "https://10.0.0.1:2379, https://etcd-b:2379", "--etcd-cafile", str(ca),
         "--etcd-prefix", "/mm/", "--etcd-compaction-interval", "1m30s",
-        "--etcd-request-timeout", "500ms", "--workers", "3",
+        "--etcd-request-timeout", "500ms", "--processes", "3",
     ])  # fmt: skip
     storage = settings.storage
     assert storage.backend == "etcd"
-    assert storage.etcd_servers == ("https://10.0.0.1:2379", "https://etcd-b:2379")
-    assert storage.etcd_cafile == ca
-    assert storage.etcd_prefix == "/mm/"
+    assert storage.etcd is not None
+    assert storage.etcd.endpoints == ("https://10.0.0.1:2379", "https://etcd-b:2379")
+    assert storage.etcd.ca_file == ca
+    assert storage.etcd.prefix == "/mm/"
     assert storage.etcd_compaction_interval == 90.0
-    assert storage.etcd_request_timeout == 0.5
-    assert storage.etcd_healthcheck_timeout == 2.0
-    assert storage.workers == 3
+    assert storage.etcd.request_timeout == 0.5
+    assert storage.etcd.health_timeout == 2.0
+    assert storage.processes == 3
 
 
 @pytest.mark.parametrize(
@@ -192,7 +208,8 @@ def test_etcd_flags(tmp_path: pathlib.Path) -> None:
     [
         (["--storage=etcd"], "--storage=etcd needs --etcd-servers"),
         (["--etcd-servers", "http://127.0.0.1:2379"], "only apply with --storage=etcd"),
-        (["--workers", "0"], "--workers must be at least 1"),
+        (["--processes", "0"], "--processes must be at least 1"),
+        (["--workers", "0"], "--processes must be at least 1"),
         (["--storage=etcd", "--etcd-servers", "ftp://h:1"], "the scheme must be http or https"),
         (["--storage=etcd", "--etcd-servers", "http://h:port"], "the port is not a number"),
         (["--storage=etcd", "--etcd-servers", "http://a:1,https://b:2"], "for every endpoint"),

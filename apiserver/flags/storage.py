@@ -1,14 +1,16 @@
-"""The storage flags (``--storage``, ``--etcd-*``, ``--workers``) and the checks on their
+"""The storage flags (``--storage``, ``--etcd-*``, ``--processes``) and the checks on their
 combinations; ``cli`` adds them to its parser and stores the result in ``Settings.storage``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 
-from apiserver.options import config
+from apiserver.flags import config
 from apiserver.storage.etcd import client as etcd_client
 from apiserver.storage.etcd import keys
+from controllers import config as controller_settings
 from timing import durations
 
 duration = durations.flag()
@@ -20,7 +22,7 @@ def add(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--storage", choices=["sqlite", "etcd"], default="sqlite",
         help="where objects live: sqlite (default; one file under --data-dir, shared by the "
-        "--workers processes of one server) or etcd (--etcd-servers; several replicas)",
+        "--processes of one server) or etcd (--etcd-servers; several replicas)",
     )
     group.add_argument(
         "--etcd-servers", metavar="URL[,URL]", default="",
@@ -51,11 +53,13 @@ def add(p: argparse.ArgumentParser) -> None:
         help="deadline of the etcd check in /readyz (default: 2s)",
     )
     group.add_argument(
-        "--workers", type=int, default=1, metavar="N",
+        "--processes", type=int, default=1, metavar="N",
         help="server processes sharing one listening socket, to use N cores (default: 1); "
         "on SQLite they share the one file, each serving reads from its own memory, and one "
         "of them runs the controllers (a Lease in the store)",
     )
+    controller_settings.add_renamed(group, "--workers", "--processes", type=int, metavar="N",
+                                    help="deprecated: the old name of --processes")
 
 
 def settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> config.StorageSettings:
@@ -68,13 +72,13 @@ def settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> config.Sto
         "--etcd-request-timeout": args.etcd_request_timeout,
         "--etcd-healthcheck-timeout": args.etcd_healthcheck_timeout,
     }  # fmt: skip
-    if args.workers < 1:
-        p.error("--workers must be at least 1")
+    if args.processes < 1:
+        p.error("--processes must be at least 1")
     if args.storage == "sqlite":
         given = [flag for flag, value in etcd_only.items() if value is not None]
         if given:
             p.error(f"{', '.join(given)} only apply with --storage=etcd")
-        return config.StorageSettings(workers=args.workers)
+        return config.StorageSettings(processes=args.processes)
     servers = tuple(url.strip() for url in args.etcd_servers.split(",") if url.strip())
     if not servers:
         p.error("--storage=etcd needs --etcd-servers URL[,URL]")
@@ -100,26 +104,21 @@ def settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> config.Sto
         keys.Keys(prefix)
     except ValueError as exc:
         p.error(f"--etcd-prefix: {exc}")
-    defaults = config.StorageSettings()
-    return config.StorageSettings(
-        backend="etcd",
-        etcd_servers=servers,
-        etcd_cafile=_resolved(args.etcd_cafile),
-        etcd_certfile=_resolved(args.etcd_certfile),
-        etcd_keyfile=_resolved(args.etcd_keyfile),
-        etcd_prefix=prefix,
-        etcd_compaction_interval=_or(args.etcd_compaction_interval,
-                                     defaults.etcd_compaction_interval),
-        etcd_request_timeout=_or(args.etcd_request_timeout, defaults.etcd_request_timeout),
-        etcd_healthcheck_timeout=_or(args.etcd_healthcheck_timeout,
-                                     defaults.etcd_healthcheck_timeout),
-        workers=args.workers,
-    )  # fmt: skip
+    deadlines = {"request_timeout": args.etcd_request_timeout,
+                 "health_timeout": args.etcd_healthcheck_timeout}  # the client's defaults
+    client = etcd_client.Config(
+        endpoints=servers,
+        ca_file=_resolved(args.etcd_cafile),
+        cert_file=_resolved(args.etcd_certfile),
+        key_file=_resolved(args.etcd_keyfile),
+        prefix=prefix,
+        **{name: value for name, value in deadlines.items() if value is not None},
+    )
+    chosen = config.StorageSettings(etcd=client, processes=args.processes)
+    if args.etcd_compaction_interval is None:
+        return chosen
+    return dataclasses.replace(chosen, etcd_compaction_interval=args.etcd_compaction_interval)
 
 
 def _resolved(path: pathlib.Path | None) -> pathlib.Path | None:
     return path.resolve() if path is not None else None
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value

@@ -11,16 +11,16 @@ import argparse
 import pathlib
 from collections.abc import Sequence
 
-from apiserver.options import config, storage_flags
+from apiserver.flags import config, storage
 from certs import authority
 from controllers import config as controller_settings
 from timing import durations
 
 DESCRIPTION = """\
-The model-manager API server for worker.gpustack.ai/v1 (modelartifacts, nodemodelstores),
-served over TLS (HTTP/2 and HTTP/1.1) on embedded SQLite storage (default; --workers N
-processes share its file) or on etcd, where several replicas (and their --workers) serve one
-consistent API.
+The model-manager API server for worker.gpustack.ai/v1 (modelartifacts, nodemodelstores,
+modelprefetches), served over TLS (HTTP/2 and HTTP/1.1) on embedded SQLite storage (default;
+--processes N server processes share its file) or on etcd, where several replicas (and their
+--processes) serve one consistent API.
 
 Cluster mode (the default) serves behind kube-apiserver as an aggregated API server: requests
 are authenticated from the front proxy's headers (over its verified client certificate), client
@@ -42,6 +42,46 @@ _CLUSTER_ONLY = ("kubeconfig", "authentication_kubeconfig", "authorization_kubec
                  "requestheader_extra_headers_prefix", "requestheader_uid_headers",
                  "api_audiences")
 
+
+_FILE_FLAGS = (
+    ("--kubeconfig",
+     "kubeconfig of the server's own client (the worker identity): Pods, /version, "
+     "SelfSubjectReview, and the default for the two flags below (default: in-cluster)"),
+    ("--authentication-kubeconfig",
+     "kubeconfig allowed to create tokenreviews and read "
+     "kube-system/extension-apiserver-authentication (default: --kubeconfig)"),
+    ("--authorization-kubeconfig",
+     "kubeconfig allowed to create subjectaccessreviews (default: --kubeconfig)"),
+    ("--client-ca-file",
+     "CA bundle for client certificates (user = CN, groups = O), reloaded on change; "
+     "default: client-ca-file of extension-apiserver-authentication, watched"),
+    ("--requestheader-client-ca-file",
+     "CA bundle of the front proxy's client certificate, reloaded on change; with it the "
+     "front-proxy configuration comes from the flags below, not from "
+     "extension-apiserver-authentication (without it, each flag below that is given "
+     "replaces the ConfigMap's value)"),
+)
+"""The cluster-mode flags that name a file: (flag, help)."""
+_LIST_FLAGS = (
+    ("--requestheader-allowed-names", "NAMES",
+     "common names the front proxy's certificate may have (comma-separated; empty: any)"),
+    ("--requestheader-username-headers", "HEADERS",
+     "headers holding the user name (default: X-Remote-User)"),
+    ("--requestheader-uid-headers", "HEADERS",
+     "headers holding the user's UID (default: X-Remote-Uid)"),
+    ("--requestheader-group-headers", "HEADERS",
+     "headers holding the groups, one per line (default: X-Remote-Group)"),
+    ("--requestheader-extra-headers-prefix", "PREFIXES",
+     "header prefixes of the user's extra (default: X-Remote-Extra-)"),
+    ("--authorization-always-allow-paths", "PATHS",
+     "paths allowed without authorization, a trailing * for a prefix (default: "
+     f"{','.join(config.DEFAULT_ALWAYS_ALLOW_PATHS)})"),
+    ("--api-audiences", "AUDIENCES",
+     "audiences sent in TokenReviews; a token must be meant for one of them (default: none "
+     "sent, kube-apiserver's own)"),
+)
+"""The cluster-mode flags that take lists, as kube's do: comma-separated, and repeatable
+(``action="extend"``): (flag, metavar, help)."""
 
 duration = durations.flag()
 """Seconds from a Go duration (``10s``, ``1m30s``, ``500ms``) or a plain number."""
@@ -139,50 +179,10 @@ def parser() -> argparse.ArgumentParser:
     controller_settings.add_flags(p)
     cluster = p.add_argument_group("cluster mode (kube's delegated authentication and "
                                    "authorization)")
-    cluster.add_argument(
-        "--kubeconfig", type=pathlib.Path,
-        help="kubeconfig of the server's own client (the worker identity): Pods, /version, "
-        "SelfSubjectReview, and the default for the two flags below (default: in-cluster)")
-    cluster.add_argument(
-        "--authentication-kubeconfig", type=pathlib.Path,
-        help="kubeconfig allowed to create tokenreviews and read "
-        "kube-system/extension-apiserver-authentication (default: --kubeconfig)")
-    cluster.add_argument(
-        "--authorization-kubeconfig", type=pathlib.Path,
-        help="kubeconfig allowed to create subjectaccessreviews (default: --kubeconfig)")
-    cluster.add_argument(
-        "--client-ca-file", type=pathlib.Path,
-        help="CA bundle for client certificates (user = CN, groups = O), reloaded on change; "
-        "default: client-ca-file of extension-apiserver-authentication, watched")
-    cluster.add_argument(
-        "--requestheader-client-ca-file", type=pathlib.Path,
-        help="CA bundle of the front proxy's client certificate, reloaded on change; with it the "
-        "front-proxy configuration comes from the flags below, not from "
-        "extension-apiserver-authentication (without it, each flag below that is given "
-        "replaces the ConfigMap's value)")
-    cluster.add_argument(
-        "--requestheader-allowed-names", action="extend", type=names, metavar="NAMES",
-        help="common names the front proxy's certificate may have (comma-separated; empty: any)")
-    cluster.add_argument(
-        "--requestheader-username-headers", action="extend", type=names, metavar="HEADERS",
-        help="headers holding the user name (default: X-Remote-User)")
-    cluster.add_argument(
-        "--requestheader-uid-headers", action="extend", type=names, metavar="HEADERS",
-        help="headers holding the user's UID (default: X-Remote-Uid)")
-    cluster.add_argument(
-        "--requestheader-group-headers", action="extend", type=names, metavar="HEADERS",
-        help="headers holding the groups, one per line (default: X-Remote-Group)")
-    cluster.add_argument(
-        "--requestheader-extra-headers-prefix", action="extend", type=names, metavar="PREFIXES",
-        help="header prefixes of the user's extra (default: X-Remote-Extra-)")
-    cluster.add_argument(
-        "--authorization-always-allow-paths", action="extend", type=names, metavar="PATHS",
-        help="paths allowed without authorization, a trailing * for a prefix (default: "
-        f"{','.join(config.DEFAULT_ALWAYS_ALLOW_PATHS)})")
-    cluster.add_argument(
-        "--api-audiences", action="extend", type=names, metavar="AUDIENCES",
-        help="audiences sent in TokenReviews; a token must be meant for one of them (default: "
-        "none sent, kube-apiserver's own)")
+    for flag, text in _FILE_FLAGS:
+        cluster.add_argument(flag, type=pathlib.Path, help=text)
+    for flag, metavar, text in _LIST_FLAGS:
+        cluster.add_argument(flag, action="extend", type=names, metavar=metavar, help=text)
     cluster.add_argument(
         "--authentication-token-webhook-cache-ttl", type=duration, metavar="DURATION",
         default=config.DEFAULT_WEBHOOK_CACHE_TTL,
@@ -205,7 +205,7 @@ def parser() -> argparse.ArgumentParser:
         "(default: 5)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="logging level (default: INFO)")
-    storage_flags.add(p)
+    storage.add(p)
     return p
 
 
@@ -241,6 +241,7 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
         "controller_settings": cs,
         "plugin_service_account": args.plugin_service_account,
         "shutdown_timeout": args.shutdown_timeout, "log_level": args.log_level,
+        "renamed_flags": tuple(controller_settings.renamed(args)),
     }  # fmt: skip
     if args.standalone:
         if cert is not None or key is not None:
@@ -261,7 +262,7 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
             plugin_node=args.plugin_node or (nodes[0][0] if nodes else "local"),
             policy_file=policy.resolve(),
             tls_sans=tuple(args.tls_san),
-            storage=storage_flags.settings(p, args),
+            storage=storage.settings(p, args),
             **common,
         )
     missing = [flag for flag, value in (("--tls-cert-file", cert),
@@ -300,7 +301,7 @@ def parse(argv: Sequence[str] | None = None) -> config.Settings:
         token_auth_file=_resolved(tokens),
         worker_username=args.worker_user or "",
         delegation=delegation,
-        storage=storage_flags.settings(p, args),
+        storage=storage.settings(p, args),
         **common,
     )
 
