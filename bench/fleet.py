@@ -6,9 +6,9 @@ second rollout with a tenant listing and watching; LISTs of every NodeModelStore
 ``BENCH_FLEET_SHORT=1`` runs a small shape instead (200 artifacts, 10 s phases, downloads of
 3-6 s), a smoke run of the simulator in about a minute per N.
 
-Per N it writes ``bench/results/fleet-<N>.json`` (every figure); with 100 and 1000 among the Ns,
-``fleet-cpu-growth.json`` (steady API server CPU per node at 1,000 over the same at 100; the
-rollout's in its params) and ``fleet-rss-mib.json`` (the server's RSS at 1,000 nodes).
+Per N it writes every figure to the results directory as fleet-<N>.json; with 100 and 1000 among
+the Ns, the figures fleet-cpu-growth (steady API server CPU per node at 1,000 over the same at
+100; the other phases' ratios in its params) and fleet-rss-mib (the server's RSS at 1,000 nodes).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from multiprocessing import connection
 from typing import Any
 
 from apiserver.auth import static
-from apiserver.options import cli
+from apiserver.flags import cli
 from apiserver.registry import build
 from apiserver.storage import interface
 from apiserver.wiring import kubeconfig, standalone
