@@ -19,10 +19,11 @@ NODE   ?= $(shell hostname | tr '[:upper:]' '[:lower:]')
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e clients/python
 	$(MAKE) --no-print-directory csi-proto
 	$(MAKE) --no-print-directory etcd-proto
 	touch $(STAMP)
@@ -58,6 +59,7 @@ test: $(STAMP) $(HELM) ## run the whole test suite (unit and integration)
 lint: $(STAMP) ## ruff, mypy --strict and the import-linter layer contracts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict --python-version 3.10 clients/python/model_manager_client
 	$(VENV)/bin/lint-imports
 
 demo: $(STAMP) ## the whole flow on this machine: server, fixture hub, node plugin, a mount (root)

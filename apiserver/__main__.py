@@ -19,7 +19,7 @@ from apiserver.registry import build
 from apiserver.serving import processes, server, tls
 from apiserver.storage import interface, sqlite, watchcache
 from apiserver.storage.etcd import store as etcd_store
-from apiserver.wiring import access, app, embedded, revisions, standalone
+from apiserver.wiring import access, app, embedded, migrations, revisions, standalone
 from openapi import resources as openapi_resources
 
 log = logging.getLogger("apiserver")
@@ -84,6 +84,11 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
                                       learning=auth.identity)
     if background.artifacts is not None:  # a prefetch's artifact is looked at from here on
         auth.admission.facts.artifacts = embedded.InformerArtifacts(background.artifacts)
+        auth.admission.facts.governance = embedded.InformerGovernance(background.controllers)
+    async def upgrade() -> None:
+        """Stored objects of an older shape, rewritten before the controllers start."""
+        await migrations.upgrade_prefetches(registry)
+
     application = app.build(
         storage=storage,
         authentication=auth.authentication,
@@ -92,7 +97,7 @@ def wire(settings: config.Settings, serving: tls.ServingContexts,
                          *podwebhook.routes(embedded.PodFacts(background.controllers))],
         groups=auth.groups,
         # the worker identity is learned (auth.startup) before the controllers start
-        startup=[*auth.startup, *background.start, *hooks],
+        startup=[*auth.startup, upgrade, *background.start, *hooks],
         # stopped in reverse: the controllers first, then the revision mark is recorded (on the
         # Lease too), then what they talk to kube-apiserver with
         stop=[*auth.shutdown, storage.flush, *background.stop],

@@ -20,13 +20,16 @@ import pathlib
 import kube
 from controllers import config, registration
 from controllers.aggregate import wiring as aggregate
+from controllers.bindings import wiring as bindings
 from controllers.nodestores import wiring as nodestores
 from controllers.nodeview import view as views
 from controllers.nodeview import warm as warmth
+from controllers.prefetches import inputs as prefetch_inputs
 from controllers.prefetches import wiring as prefetches
 from controllers.resolver import wiring as resolver
 from controllers.runtime import client as clients
 from controllers.runtime import informer, leader, manager, proofs
+from controllers.runtime import manifests as manifests_
 from controllers.sources import kubeapi, plugins
 from timing import clock as clocks
 
@@ -37,7 +40,9 @@ REGISTERED: tuple[registration.Registration, ...] = (
     aggregate.REGISTRATION,  # needs: -
     prefetches.STATUS,  # needs: - (status over HTTP; warm-up Pods through the cluster)
     nodestores.REGISTRATION,  # needs: WRITER
+    nodestores.POOLS,  # needs: - (ModelStore status)
     prefetches.PINS,  # needs: WRITER
+    bindings.REGISTRATION,  # needs: - (ModelStoreBinding status)
 )
 
 
@@ -85,8 +90,26 @@ class Inputs:
     ledger: proofs.Ledger | None = None
     """The record of the hub's verifications (anchors' proofs): the server's storage; None, in
     this process's memory (``python -m controllers``)."""
+    manifests: manifests_.Keeper | None = None
+    """Where the resolver keeps each resolved manifest: the server's storage; None, nowhere
+    (``python -m controllers``)."""
     live_progress: bool = False
     """Read the plugins' running downloads for ``progress`` (the API server answers it)."""
+
+
+@dataclasses.dataclass
+class PoolInformers:
+    """What admission reads of the pool layer (``apiserver.admission.grants``): the ModelStore
+    bindings, the prefetches and, in a cluster, the Nodes' labels; run on every replica with the
+    NodeView, whatever the mode."""
+
+    bindings: informer.Informer
+    prefetches: informer.Informer
+    nodes: informer.Informer | None
+
+    def all(self) -> list[informer.Informer]:
+        found = [self.bindings, self.prefetches]
+        return [*found, self.nodes] if self.nodes is not None else found
 
 
 class ControllerSet:
@@ -96,11 +119,13 @@ class ControllerSet:
     def __init__(self, mode: Mode, deps: registration.Deps,
                  running: list[tuple[str, manager.Runnable]], leadership: manager.Leadership,
                  reader: plugins.HttpDownloads | None, plugin_nodes: warmth.PluginNodes,
-                 csinodes: informer.Informer | None = None) -> None:
+                 pools: PoolInformers, csinodes: informer.Informer | None = None) -> None:
         self.mode = mode
         self.deps = deps
         self.view = deps.view
         self.artifacts = deps.artifacts
+        self.pools = pools
+        """The pool layer's informers every replica runs for admission (issue 39)."""
         self.controllers = dict(running)
         self.warm = warmth.WarmNodes(deps.view.index, deps.view.informer, plugin_nodes)
         """The nodes warm for a digest (the Pod webhook's placement term)."""
@@ -121,7 +146,7 @@ class ControllerSet:
         """The read side, whatever the mode: the NodeModelStore and artifact informers (and the
         plugin Pods and the CSINodes in a cluster)."""
         self.view.start()
-        found = [self.artifacts]
+        found = [self.artifacts, *self.pools.all()]
         if self.deps.plugin_pods is not None:
             found.append(self.deps.plugin_pods)
         if self._csinodes is not None:
@@ -188,11 +213,16 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
     view = views.NodeView(inputs.api, inputs.clock, reader)
     artifacts = informer.Informer(inputs.api, clients.MODEL_ARTIFACTS, inputs.clock,
                                   resync=informer.RESYNC_SECONDS)
+    pool_informers = PoolInformers(
+        bindings=informer.Informer(inputs.api, clients.MODEL_STORE_BINDINGS, inputs.clock),
+        prefetches=informer.Informer(inputs.api, clients.MODEL_PREFETCHES, inputs.clock),
+        nodes=informer.Informer(cluster, clients.NODES, inputs.clock)
+        if cluster is not None else None)
     deps = registration.Deps(
         config=cfg, clock=inputs.clock, api=inputs.api, writer=inputs.writer, cluster=cluster,
         view=view, artifacts=artifacts, plugins=locator, plugin_pods=pods, plugin_token=token,
         ledger=inputs.ledger if inputs.ledger is not None else proofs.InMemory(),
-        state_dir=inputs.state_dir)
+        state_dir=inputs.state_dir, manifests=inputs.manifests)
     running: list[tuple[str, manager.Runnable]] = []
     for each in selected(mode):
         if registration.Need.WRITER in each.needs and inputs.writer is None:
@@ -212,4 +242,11 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
         leadership = leader.AlwaysLeader()
     if running:
         log.info("controllers (%s): %s", mode.value, ", ".join(name for name, _ in running))
-    return ControllerSet(mode, deps, running, leadership, reader, plugin_nodes, csinodes)
+    # the copies view names a prefetch's target nodes as the prefetch controllers compute them
+    watched = prefetch_inputs.Inputs(
+        pool_informers.prefetches, artifacts, view.informer,
+        prefetch_inputs.NodeLabels(pool_informers.nodes)
+        if pool_informers.nodes is not None else None, pool_informers.bindings)
+    view.copies.targets = watched.targets
+    return ControllerSet(mode, deps, running, leadership, reader, plugin_nodes, pool_informers,
+                         csinodes)

@@ -21,6 +21,7 @@ from controllers.nodeview import view as views
 from controllers.runtime import client as clients
 from controllers.runtime import events, manager, proofs
 from controllers.runtime import informer as informers
+from controllers.runtime import manifests as manifests_
 from controllers.sources import claims as claim_sources
 from controllers.sources import kubeapi, kubeevents, kubesecrets, settingsmap
 from controllers.sources import plugins as plugin_sources
@@ -66,6 +67,7 @@ class Deps:
         plugin_token: plugin_sources.TokenSource,
         ledger: proofs.Ledger,
         state_dir: pathlib.Path,
+        manifests: manifests_.Keeper | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -88,6 +90,9 @@ class Deps:
         self.ledger = ledger
         """The record of the hub's verifications (the server's storage, or this process's
         memory)."""
+        self.manifests = manifests or manifests_.Discard()
+        """Where the resolver keeps each resolved manifest (the server's storage; none in
+        ``python -m controllers``)."""
         self.state_dir = state_dir
         self.informers: dict[tuple[int, clients.Resource, str, str], informers.Informer] = {}
         """Built through ``informer``: run for the life of the process, waited for before

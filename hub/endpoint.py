@@ -12,6 +12,7 @@ import abc
 import contextlib
 from collections.abc import AsyncGenerator
 from typing import ClassVar
+from urllib import parse
 
 import httpx
 
@@ -22,7 +23,8 @@ from openapi import reasons
 class Endpoint(abc.ABC):
     """One hub endpoint over a shared client; the token is per call, for that repository only.
 
-    A subclass names its hub (``label``, in every error message), its error mapping
+    A subclass names its hub (``label``; error messages name the configured endpoint's host,
+    ``host``, and the label only when the endpoint has none), its error mapping
     (``mapper``) and its file URL (``file_url``); ``head_url`` and ``head_mapper`` default to
     those two and are overridden where the revalidation HEAD asks elsewhere or maps otherwise.
     """
@@ -36,7 +38,10 @@ class Endpoint(abc.ABC):
         self._client = client
         self._endpoint = endpoint.rstrip("/")
         self._mapper = mapper
-        self._ranges = blocking.Ranges(connections, self._endpoint, label=self.label,
+        self.host = parse.urlsplit(self._endpoint).netloc or self.label
+        """The configured endpoint's host, as every error message names the hub (a mirror's,
+        never a hard-coded public host)."""
+        self._ranges = blocking.Ranges(connections, self._endpoint, label=self.host,
                                        mapper=mapper)
 
     @property
@@ -49,8 +54,9 @@ class Endpoint(abc.ABC):
         return self._endpoint
 
     def describe(self, repo: str) -> str:
-        """How error messages name the repository (``huggingface.co model org/name``)."""
-        return f"{self.label} model {repo}"
+        """How error messages name the repository: the configured endpoint's host
+        (``huggingface.co model org/name``, ``hf-mirror.com model org/name``)."""
+        return f"{self.host} model {repo}"
 
     def listing(self, repo: str, commit: str) -> str:
         """Check a listing's repository and commit; what its messages call the model."""

@@ -127,6 +127,13 @@ class Client:
         return cls(kube_config.from_kubeconfig(path, context), **options)
 
     @classmethod
+    def from_url(cls, server: str, *, token: str | None = None, ca_file: str | None = None,
+                 ca_data: str | None = None, **options: Any) -> Client:
+        """A server URL with a bearer token and a CA (``kube.config.from_url``)."""
+        return cls(kube_config.from_url(server, token=token, ca_file=ca_file, ca_data=ca_data),
+                   **options)
+
+    @classmethod
     def in_cluster(
         cls,
         *,

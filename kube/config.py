@@ -88,6 +88,34 @@ def from_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
     )
 
 
+def from_url(server: str, *, token: str | None = None, ca_file: str | None = None,
+             ca_data: str | None = None, namespace: str = "default") -> ClusterConfig:
+    """A server URL with an optional bearer token and CA (a file, or base64 PEM data), as a
+    client reaches a cluster through its own proxy (the GPUStack server does). Without a CA the
+    system's trust store verifies the server."""
+    if not server.startswith(("https://", "http://")):
+        raise ConfigError("the server is not an http(s) URL")
+    cluster: dict[str, str] = {"server": server}
+    if ca_file:
+        cluster["certificate-authority"] = os.path.abspath(ca_file)
+    if ca_data:
+        cluster["certificate-authority-data"] = ca_data
+    user: dict[str, str] = {"token": token} if token else {}
+    try:
+        single = KubeConfig.from_dict({
+            "clusters": [{"name": "c", "cluster": cluster}],
+            "users": [{"name": "u", "user": user}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u",
+                                                   "namespace": namespace}}],
+            "current-context": "x",
+        }).get()
+    except (lightkube_errors.ConfigError, KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"server {server}: {exc!r}") from None
+    if single is None:
+        raise ConfigError(f"server {server}: no usable configuration")
+    return ClusterConfig(single=single, auth=None, source=f"server {server}")
+
+
 def in_cluster(
     *,
     env: Mapping[str, str] | None = None,

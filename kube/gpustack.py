@@ -1,178 +1,57 @@
 """What the GPUStack server asks of model-manager, as typed helpers over the one ``kube.Client``.
 
-``ModelManager`` (async) and ``SyncModelManager`` (the same calls, blocking, for code without an
-event loop): create an artifact from a source, wait until it is resolved (with a timeout), read
-its progress, list the node stores and the nodes that hold a digest, delete an artifact, create
-and delete a prefetch, and give the volume and the node-affinity term for a Pod that mounts an
-artifact (``placement``, by the Pod webhook's own rules: ``kube/placement.py``). Every call goes
-through ``kube.Client``, so it uses the caller's kubeconfig and RBAC, and fails with the
-product's typed errors (``kube.NotFound``, ``kube.Forbidden``, ``kube.Invalid`` ... and
-``ResolutionTimeout`` here, ``placement.NotMountable``).
+``ModelManager`` (async) and ``SyncModelManager`` (the same calls, blocking, on a loop of its own
+in a worker thread, so it also works inside a running event loop): create an artifact from a
+source, wait until it is resolved (with a timeout; a failure retrying cannot fix raises at once),
+read its progress, its copies (one row per node) and its manifest (the files), watch the copies,
+wait until named nodes are ready, list the node stores and the nodes that hold a digest, delete
+an artifact, create and delete a prefetch, and give the volume and the node-affinity term for a
+Pod that mounts an artifact (``placement``, by the Pod webhook's own rules:
+``kube/placement.py``). Every call goes through ``kube.Client``, so it uses the caller's
+kubeconfig (or URL, token and CA) and RBAC, and fails with the product's typed errors
+(``kube.NotFound``, ``kube.Forbidden``, ``kube.Invalid`` ... and ``ResolutionTimeout``,
+``ResolutionFailed``, ``ReadyTimeout`` here, ``placement.NotMountable``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from lightkube.resources import storage_v1
 
 from kube import client as clients
-from kube import errors, resources
+from kube import delivery, errors, gpustack_values, resources
 from kube import placement as placements
 from openapi import resources as contract
-from openapi import sources, states, wire
-from openapi.kinds import modelartifact, nodemodelstore
+from openapi import wire
+from openapi.kinds import modelprefetch
 
-HubKind = sources.HubKind
+HubKind = gpustack_values.HubKind
+HubSource = gpustack_values.HubSource
+ClaimSource = gpustack_values.ClaimSource
+ImageSource = gpustack_values.ImageSource
+Source = gpustack_values.Source
+PrefetchSpec = gpustack_values.PrefetchSpec
+Artifact = gpustack_values.Artifact
+NodeStore = gpustack_values.NodeStore
 RETRY_SECONDS = 1.0
 """``wait_resolved``: how long it waits after the server could not be reached, then reads the
 artifact again."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class HubSource:
-    """A Hugging Face or ModelScope repository (``revision`` empty: the hub's default branch)."""
-
-    kind: HubKind
-    repository: str
-    revision: str = ""
-    secret_name: str = ""
-
-    def spec(self) -> wire.Obj:
-        member: wire.Obj = {"repository": self.repository}
-        if self.revision:
-            member["revision"] = self.revision
-        if self.secret_name:
-            member["secretRef"] = {"name": self.secret_name}
-        return {self.kind: member}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ClaimSource:
-    claim_name: str
-    path: str = ""
-
-    def spec(self) -> wire.Obj:
-        member: wire.Obj = {"claimName": self.claim_name}
-        if self.path:
-            member["path"] = self.path
-        return {sources.CLAIM: member}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ImageSource:
-    reference: str
-    """Pinned by digest (``name@sha256:...``)."""
-
-    def spec(self) -> wire.Obj:
-        return {sources.IMAGE: {"reference": self.reference}}
-
-
-Source = HubSource | ClaimSource | ImageSource
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PrefetchSpec:
-    """A ModelPrefetch's spec: warm ``artifact`` (same namespace) on the nodes named and those
-    ``node_selector`` matches; ``min_ready`` Ready nodes make it Available (0: every target);
-    ``pinned`` keeps the copies against collection while the prefetch exists, until a copy went
-    unused for ``ttl_after_last_use`` (a duration such as ``72h``; empty: no limit)."""
-
-    artifact: str
-    node_names: tuple[str, ...] = ()
-    node_selector: Mapping[str, str] | None = None
-    min_ready: int = 0
-    pinned: bool = True
-    ttl_after_last_use: str = ""
-
-    def spec(self) -> wire.Obj:
-        targets: wire.Obj = {}
-        if self.node_names:
-            targets["nodeNames"] = list(self.node_names)
-        if self.node_selector is not None:
-            targets["nodeSelector"] = dict(self.node_selector)
-        if self.min_ready:
-            targets["minReady"] = self.min_ready
-        retention: wire.Obj = {"pinned": self.pinned}
-        if self.ttl_after_last_use:
-            retention["ttlAfterLastUse"] = self.ttl_after_last_use
-        return {"artifactRef": {"name": self.artifact}, "targets": targets,
-                "retention": retention}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Artifact:
-    """A ModelArtifact as the GPUStack server reads it."""
-
-    namespace: str
-    name: str
-    uid: str
-    resolved: bool
-    reason: str
-    """The Resolved condition's reason (``Resolving``, ``AccessDenied`` ...), empty before any."""
-    message: str
-    revision: str
-    manifest_digest: str
-    size_bytes: int
-    raw: wire.Obj = dataclasses.field(repr=False, compare=False)
-
-    @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> Artifact:
-        meta = obj.get("metadata") or {}
-        condition = modelartifact.resolved_condition(obj) or {}
-        return cls(
-            namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""), resolved=condition.get("status") == wire.TRUE,
-            reason=str(condition.get("reason") or ""),
-            message=str(condition.get("message") or ""),
-            revision=modelartifact.revision(obj),
-            manifest_digest=modelartifact.manifest_digest(obj),
-            size_bytes=modelartifact.size_bytes(obj) or 0, raw=dict(obj),
-        )  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class NodeStore:
-    """A node's cache as its NodeModelStore reports it."""
-
-    node: str
-    ready: bool
-    total_bytes: int
-    stored_bytes: int
-    models: tuple[wire.Obj, ...]
-    """``status.models``: each a digest, its state and sizes."""
-    used_percent: int | None = None
-    """``status.capacity.usedPercent`` (a multiple of 5), None before the plugin reported."""
-    conditions: tuple[wire.Obj, ...] = ()
-    """``status.conditions``: Ready, CapacityLow."""
-
-    @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> NodeStore:
-        conditions = tuple(dict(c) for c in wire.items(obj, "status", "conditions"))
-        return cls(node=str((obj.get("metadata") or {}).get("name") or ""),
-                   ready=nodemodelstore.ready(obj),
-                   total_bytes=nodemodelstore.total_bytes(obj) or 0,
-                   stored_bytes=nodemodelstore.stored_bytes(obj) or 0,
-                   models=tuple(dict(m) for m in nodemodelstore.models(obj)),
-                   used_percent=nodemodelstore.used_percent(obj),
-                   conditions=conditions)
-
-    def holds(self, digest: str) -> bool:
-        """The node holds ``digest`` published (state Ready)."""
-        found = self.entry(digest)
-        return found is not None and nodemodelstore.entry_state(found) == states.READY
-
-    def entry(self, digest: str) -> wire.Obj | None:
-        """This node's ``status.models`` entry for ``digest`` (any state), None if unlisted."""
-        return next((m for m in self.models if nodemodelstore.entry_digest(m) == digest), None)
-
-    def condition(self, kind: str) -> wire.Obj | None:
-        return next((c for c in self.conditions if c.get("type") == kind), None)
+POLL_SECONDS = 2.0
+"""``watch_copies`` and ``wait_ready``: how often the computed ``copies`` is read again (it is
+computed per request, so it has no watch of its own)."""
+Copies = delivery.Copies
+NodeCopy = delivery.NodeCopy
+Manifest = delivery.Manifest
+ManifestFile = delivery.ManifestFile
+ResolutionFailed = delivery.ResolutionFailed
+T = TypeVar("T")
 
 
 class ResolutionTimeout(errors.KubeError):
@@ -183,6 +62,17 @@ class ResolutionTimeout(errors.KubeError):
         super().__init__(0, "Timeout", f"{artifact.namespace}/{artifact.name} was not resolved"
                                        f" within {timeout:g}s{why}")
         self.artifact = artifact
+
+
+class ReadyTimeout(errors.KubeError):
+    """The nodes named were not all Ready within the time given; ``copies`` is the last seen."""
+
+    def __init__(self, copies: Copies, nodes: Sequence[str], timeout: float) -> None:
+        waiting = [f"{n}: {row.phase if row else 'not a target'}"
+                   for n in nodes for row in [copies.node(n)] if not (row and row.ready)]
+        super().__init__(0, "Timeout", f"{copies.namespace}/{copies.name} was not ready within "
+                                       f"{timeout:g}s on {', '.join(waiting)[:300]}")
+        self.copies = copies
 
 
 def _plain(obj: Any) -> wire.Obj:
@@ -200,6 +90,18 @@ class ModelManager:
     @classmethod
     def from_kubeconfig(cls, path: str, **options: Any) -> ModelManager:
         return cls(clients.Client.from_kubeconfig(path, **options), owned=True)
+
+    @classmethod
+    def in_cluster(cls, **options: Any) -> ModelManager:
+        return cls(clients.Client.in_cluster(**options), owned=True)
+
+    @classmethod
+    def from_url(cls, server: str, *, token: str | None = None, ca_file: str | None = None,
+                 ca_data: str | None = None, **options: Any) -> ModelManager:
+        """A server URL, a bearer token and the CA that signs the server's certificate (a
+        file, or base64 PEM data): how the GPUStack server reaches a cluster."""
+        return cls(clients.Client.from_url(server, token=token, ca_file=ca_file,
+                                           ca_data=ca_data, **options), owned=True)
 
     async def aclose(self) -> None:
         if self._owned:
@@ -235,7 +137,18 @@ class ModelManager:
         return Artifact.of(_plain(await self.api.get(resources.ModelArtifact, name,
                                                      namespace=namespace)))
 
-    async def delete_artifact(self, namespace: str, name: str) -> None:
+    async def delete_artifact(self, namespace: str, name: str, *, cleanup: bool = False) -> None:
+        """Delete the artifact; with ``cleanup``, first its prefetches with cleanup
+        (``delete_prefetch``), so the nodes they warmed remove the bytes at once. Copies no
+        prefetch made (a Pod's mount) are left to the nodes' collection."""
+        if cleanup:
+            listed = await self.api.list(resources.ModelPrefetch, namespace=namespace)
+            for found in listed.items:
+                prefetch = _plain(found)
+                if modelprefetch.artifact_name(prefetch) == name:
+                    with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+                        await self.delete_prefetch(namespace, wire.text(prefetch, "metadata",
+                                                                        "name"), cleanup=True)
         await self.api.delete(resources.ModelArtifact, name, namespace=namespace)
 
     async def list_artifacts(self, namespace: str = "*") -> list[Artifact]:
@@ -245,8 +158,11 @@ class ModelManager:
         return [Artifact.of(_plain(obj)) for obj in listed.items]
 
     async def wait_resolved(self, namespace: str, name: str, timeout: float) -> Artifact:
-        """The artifact once its Resolved condition is True; ``ResolutionTimeout`` after
-        ``timeout`` seconds (a failure the worker retries is waited through, as it may pass).
+        """The artifact once its Resolved condition is True; ``ResolutionFailed`` as soon as the
+        worker reports a failure retrying alone cannot fix (``Artifact.terminal_reason``: no
+        such repository or revision, access denied ...), with its reason and next retry time;
+        ``ResolutionTimeout`` after ``timeout`` seconds (an outage, or a Secret still to be
+        created, is waited through, as it may pass).
         It watches from the version it read; when that version cannot be served (410: compacted,
         or from before the server's store went back; 504 "Too large resource version") or the
         server cannot be reached for a while (it restarts), it reads the artifact again and
@@ -254,6 +170,8 @@ class ModelManager:
         last = await self.get_artifact(namespace, name)
         if last.resolved:
             return last
+        if (failed := last.failure()) is not None:
+            raise failed
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -270,6 +188,8 @@ class ModelManager:
                                 last = Artifact.of(_plain(obj))
                                 if last.resolved:
                                     return last
+                                if (failed := last.failure()) is not None:
+                                    raise failed
                     except (errors.Expired, errors.TooLargeResourceVersion):
                         pass  # read the artifact again, watch from what it says now
                     except errors.TLSError:
@@ -279,6 +199,8 @@ class ModelManager:
                     last = await self._read_again(namespace, name)
                     if last.resolved:
                         return last
+                    if (failed := last.failure()) is not None:
+                        raise failed
         except TimeoutError:
             raise ResolutionTimeout(last, timeout) from None
 
@@ -291,13 +213,61 @@ class ModelManager:
             except (errors.ConnectionFailed, errors.ServerError):
                 await asyncio.sleep(RETRY_SECONDS)
 
-    async def progress(self, namespace: str, name: str) -> wire.Obj:
-        """The computed ``progress`` subresource (``ModelArtifactProgress``)."""
-        answer = await self.api.request("GET", resources.progress_path(namespace, name))
+    async def _computed(self, namespace: str, name: str, subresource: str) -> wire.Obj:
+        answer = await self.api.request(
+            "GET", resources.subresource_path(namespace, name, subresource))
         found = json.loads(answer.content)
         if not isinstance(found, dict):
-            raise errors.ServerError(200, "BadResponse", "progress did not answer an object")
+            raise errors.ServerError(200, "BadResponse", f"{subresource} did not answer an "
+                                                         "object")
         return cast(wire.Obj, found)
+
+    async def progress(self, namespace: str, name: str) -> wire.Obj:
+        """The computed ``progress`` subresource (``ModelArtifactProgress``)."""
+        return await self._computed(namespace, name, "progress")
+
+    async def copies(self, namespace: str, name: str) -> Copies:
+        """The computed ``copies`` subresource: one row per node (needs ``get`` on
+        ``modelartifacts/copies``, which no tenant role has)."""
+        return Copies.of(await self._computed(namespace, name, "copies"))
+
+    async def manifest(self, namespace: str, name: str) -> Manifest:
+        """The files the artifact resolved to (``modelartifacts/{name}/manifest``)."""
+        return Manifest.of(await self._computed(namespace, name, "manifest"))
+
+    async def watch_copies(self, namespace: str, name: str, *,
+                           interval: float = POLL_SECONDS) -> AsyncIterator[Copies]:
+        """The copies now, then each time they change (read every ``interval`` seconds: the
+        rows carry live bytes, which move between the stored thresholds). Ends when the
+        artifact is deleted (``kube.NotFound``)."""
+        last: Copies | None = None
+        while True:
+            found = await self.copies(namespace, name)
+            if found != last:
+                yield found
+                last = found
+            await asyncio.sleep(interval)
+
+    async def wait_ready(self, namespace: str, name: str, *, nodes: Sequence[str],
+                         timeout: float, interval: float = POLL_SECONDS) -> Copies:
+        """The copies once every node of ``nodes`` holds the artifact Ready;
+        ``ResolutionFailed`` at once on a terminal resolution failure; ``ReadyTimeout`` after
+        ``timeout`` seconds (a node's failed attempt is retried by its plugin, so it is waited
+        through; its row says why and when)."""
+        last: Copies | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    if (failed := (await self.get_artifact(namespace, name)).failure()):
+                        raise failed
+                    last = await self.copies(namespace, name)
+                    if all((row := last.node(n)) is not None and row.ready for n in nodes):
+                        return last
+                    await asyncio.sleep(interval)
+        except TimeoutError:
+            if last is None:
+                last = Copies(namespace, name, "", 0, (), "")
+            raise ReadyTimeout(last, nodes, timeout) from None
 
     async def node_stores(self) -> list[NodeStore]:
         listed = await self.api.list(resources.NodeModelStore)
@@ -330,8 +300,10 @@ class ModelManager:
                               spec: PrefetchSpec | Mapping[str, Any], *,
                               labels: Mapping[str, str] | None = None) -> wire.Obj:
         """A ModelPrefetch (a ``PrefetchSpec``, or a spec spelled as the schema spells it); the
-        created object. ``kube.Invalid`` when the spec does not fit the schema (no target, an
-        artifact that is not a hub source), ``kube.Forbidden`` outside the caller's grant."""
+        created object. ``kube.Invalid`` when the spec does not fit the schema or the grant (no
+        binding, an artifact that is not a hub source, nodes outside the binding's stores,
+        pinning without ``allowPinned``, past the budget), ``kube.Forbidden`` outside the
+        caller's RBAC."""
         metadata: wire.Obj = {"name": name, "namespace": namespace}
         if labels:
             metadata["labels"] = dict(labels)
@@ -345,27 +317,62 @@ class ModelManager:
     async def get_prefetch(self, namespace: str, name: str) -> wire.Obj:
         return _plain(await self.api.get(resources.ModelPrefetch, name, namespace=namespace))
 
-    async def delete_prefetch(self, namespace: str, name: str) -> None:
-        """Deleting a prefetch withdraws its intent: its pins leave on the worker's next pass."""
+    async def delete_prefetch(self, namespace: str, name: str, *, cleanup: bool = False) -> None:
+        """Deleting a prefetch withdraws its intent: its pins leave on the worker's next pass.
+        With ``cleanup`` (or ``retention.cleanupOnDelete`` already set) its target nodes also
+        remove the bytes at once, each as soon as no Pod mounts them and nothing pins them."""
+        if cleanup:
+            await self.api.patch(resources.ModelPrefetch, name,
+                                 {"spec": {"retention": {"cleanupOnDelete": True}}},
+                                 namespace=namespace)
         await self.api.delete(resources.ModelPrefetch, name, namespace=namespace)
 
 
 class SyncModelManager:
-    """``ModelManager``'s calls, blocking: one private event loop for the object's life."""
+    """``ModelManager``'s calls, blocking: one event loop of its own in a worker thread for the
+    object's life, so it works from plain code and from inside a running event loop alike (the
+    calling loop is blocked for the call's time: prefer ``ModelManager`` there)."""
 
-    def __init__(self, kubeconfig: str, **options: Any) -> None:
-        self._runner = asyncio.Runner()
-        self._async = self._runner.run(self._open(kubeconfig, options))
+    def __init__(self, kubeconfig: str | None = None, *, server: str | None = None,
+                 token: str | None = None, ca_file: str | None = None,
+                 **options: Any) -> None:
+        """``kubeconfig``; or ``server`` with ``token`` and ``ca_file``; or neither: in
+        cluster."""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="model-manager client")
+        self._thread.start()
+        try:
+            self._async = self._call(self._open(kubeconfig, server, token, ca_file, options))
+        except BaseException:
+            self._stop()
+            raise
 
     @staticmethod
-    async def _open(kubeconfig: str, options: Mapping[str, Any]) -> ModelManager:
-        return ModelManager.from_kubeconfig(kubeconfig, **options)
+    async def _open(kubeconfig: str | None, server: str | None, token: str | None,
+                    ca_file: str | None, options: Mapping[str, Any]) -> ModelManager:
+        if server is not None:
+            return ModelManager.from_url(server, token=token, ca_file=ca_file, **options)
+        if kubeconfig is not None:
+            return ModelManager.from_kubeconfig(kubeconfig, **options)
+        return ModelManager.in_cluster(**options)
+
+    def _call(self, work: Awaitable[T]) -> T:
+        async def run() -> T:
+            return await work
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
+
+    def _stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
     def close(self) -> None:
         try:
-            self._runner.run(self._async.aclose())
+            self._call(self._async.aclose())
         finally:
-            self._runner.close()
+            self._stop()
 
     def __enter__(self) -> SyncModelManager:
         return self
@@ -376,39 +383,50 @@ class SyncModelManager:
 
     def create_artifact(self, namespace: str, name: str, source: Source,
                         **options: Any) -> Artifact:
-        return self._runner.run(self._async.create_artifact(namespace, name, source, **options))
+        return self._call(self._async.create_artifact(namespace, name, source, **options))
 
     def get_artifact(self, namespace: str, name: str) -> Artifact:
-        return self._runner.run(self._async.get_artifact(namespace, name))
+        return self._call(self._async.get_artifact(namespace, name))
 
-    def delete_artifact(self, namespace: str, name: str) -> None:
-        self._runner.run(self._async.delete_artifact(namespace, name))
+    def delete_artifact(self, namespace: str, name: str, *, cleanup: bool = False) -> None:
+        self._call(self._async.delete_artifact(namespace, name, cleanup=cleanup))
 
     def list_artifacts(self, namespace: str = "*") -> list[Artifact]:
-        return self._runner.run(self._async.list_artifacts(namespace))
+        return self._call(self._async.list_artifacts(namespace))
 
     def wait_resolved(self, namespace: str, name: str, timeout: float) -> Artifact:
-        return self._runner.run(self._async.wait_resolved(namespace, name, timeout))
+        return self._call(self._async.wait_resolved(namespace, name, timeout))
 
     def progress(self, namespace: str, name: str) -> wire.Obj:
-        return self._runner.run(self._async.progress(namespace, name))
+        return self._call(self._async.progress(namespace, name))
+
+    def copies(self, namespace: str, name: str) -> Copies:
+        return self._call(self._async.copies(namespace, name))
+
+    def manifest(self, namespace: str, name: str) -> Manifest:
+        return self._call(self._async.manifest(namespace, name))
+
+    def wait_ready(self, namespace: str, name: str, *, nodes: Sequence[str], timeout: float,
+                   interval: float = POLL_SECONDS) -> Copies:
+        return self._call(self._async.wait_ready(namespace, name, nodes=nodes, timeout=timeout,
+                                                 interval=interval))
 
     def node_stores(self) -> list[NodeStore]:
-        return self._runner.run(self._async.node_stores())
+        return self._call(self._async.node_stores())
 
     def nodes_holding(self, digest: str) -> list[str]:
-        return self._runner.run(self._async.nodes_holding(digest))
+        return self._call(self._async.nodes_holding(digest))
 
     def placement(self, namespace: str, name: str, *,
                   volume_name: str = "model") -> placements.Placement:
-        return self._runner.run(self._async.placement(namespace, name, volume_name=volume_name))
+        return self._call(self._async.placement(namespace, name, volume_name=volume_name))
 
     def create_prefetch(self, namespace: str, name: str,
                         spec: PrefetchSpec | Mapping[str, Any], **options: Any) -> wire.Obj:
-        return self._runner.run(self._async.create_prefetch(namespace, name, spec, **options))
+        return self._call(self._async.create_prefetch(namespace, name, spec, **options))
 
     def get_prefetch(self, namespace: str, name: str) -> wire.Obj:
-        return self._runner.run(self._async.get_prefetch(namespace, name))
+        return self._call(self._async.get_prefetch(namespace, name))
 
-    def delete_prefetch(self, namespace: str, name: str) -> None:
-        self._runner.run(self._async.delete_prefetch(namespace, name))
+    def delete_prefetch(self, namespace: str, name: str, *, cleanup: bool = False) -> None:
+        self._call(self._async.delete_prefetch(namespace, name, cleanup=cleanup))

@@ -3,7 +3,8 @@
 ``ModelArtifact`` (namespaced) and ``NodeModelStore`` (cluster-scoped) are lightkube generic
 resources (dict-like objects); each has a ``.Status`` class for its ``status`` subresource, so
 ``client.patch(NodeModelStore.Status, name, {"status": ...})`` writes only the status.
-``ModelPrefetch`` (namespaced) likewise, for the GPUStack helpers' create and delete.
+``ModelPrefetch`` (namespaced) likewise, for the GPUStack helpers' create and delete;
+``ModelStore`` (cluster-scoped) and ``ModelStoreBinding`` (namespaced), the pool layer.
 """
 
 from __future__ import annotations
@@ -38,10 +39,31 @@ ModelPrefetch: type[GenericNamespacedResource] = create_namespaced_resource(
     contract.MODEL_PREFETCH.plural,
 )
 
+# The pool layer (issue 39): a node pool's cache policy and a namespace's grant.
+ModelStore: type[GenericGlobalResource] = create_global_resource(
+    contract.GROUP,
+    contract.VERSION,
+    contract.MODEL_STORE.kind,
+    contract.MODEL_STORE.plural,
+)
+
+ModelStoreBinding: type[GenericNamespacedResource] = create_namespaced_resource(
+    contract.GROUP,
+    contract.VERSION,
+    contract.MODEL_STORE_BINDING.kind,
+    contract.MODEL_STORE_BINDING.plural,
+)
+
+
+def subresource_path(namespace: str, name: str, subresource: str) -> str:
+    """A computed subresource of a ModelArtifact (``progress``, ``copies``, ``manifest``; read
+    it with ``Client.request``)."""
+    return (
+        f"/apis/{contract.GROUP}/{contract.VERSION}/namespaces/{namespace}/"
+        f"{contract.MODEL_ARTIFACT.plural}/{name}/{subresource}"
+    )
+
 
 def progress_path(namespace: str, name: str) -> str:
     """The ``progress`` subresource of a ModelArtifact (read it with ``Client.request``)."""
-    return (
-        f"/apis/{contract.GROUP}/{contract.VERSION}/namespaces/{namespace}/"
-        f"{contract.MODEL_ARTIFACT.plural}/{name}/progress"
-    )
+    return subresource_path(namespace, name, "progress")

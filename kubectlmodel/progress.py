@@ -4,7 +4,9 @@ seconds until the artifact is ready somewhere and nothing downloads (``Snapshot.
 A terminal gets rich's live table (bars redrawn in place); a pipe gets a line per change; ``-o
 json`` prints the ``progress`` object (again each time it changes, with ``--watch``). While
 watching, an answer that failed on the way (a 5xx, a lost connection) is retried at the next
-look; a refusal or a missing artifact ends the command. Every look reads the artifact afresh
+look; a refusal, a missing artifact or a resolution failure retrying cannot fix (no such
+repository or revision, access denied: the artifact's terminal reason) ends the command with exit
+code 1. Every look reads the artifact afresh
 (no resourceVersion is kept between looks), and when it is another object than the last look's
 (a new UID: deleted and created again) or an older state of it (its resourceVersion went back:
 the server's store went back), what the command built from the earlier looks (the rates, the
@@ -64,15 +66,21 @@ class Command:
         return shot
 
     async def looks(self, watch: bool) -> snapshot.Snapshot:
-        """The next snapshot; while watching, a transient failure waits for the next look."""
+        """The next snapshot; while watching, a transient failure waits for the next look, and a
+        resolution failure retrying cannot fix ends the watch (``ResolutionFailed``: exit 1)."""
         while True:
             try:
-                return await self.take()
+                shot = await self.take()
             except TRANSIENT as failure:
                 if not watch or isinstance(failure, kube.TLSError):  # a TLS refusal stays one
                     raise
                 self.on_transient(failure)
                 await asyncio.sleep(self.interval)
+                continue
+            terminal = shot.artifact.failure()
+            if watch and terminal is not None:
+                raise terminal
+            return shot
 
     def on_transient(self, failure: kube.KubeError) -> None:
         """Said above the live view on a terminal; on stderr when stdout is data."""

@@ -1,8 +1,10 @@
 """One look at an artifact's delivery: the artifact, its ``progress`` subresource and, where the
-caller may list NodeModelStores, each node's entry for the digest; and the rates between looks.
+caller may read them, its ``copies`` (one row per node, with the same live bytes the total
+counts) and the node stores' readiness; and the rates between looks.
 
-The per-node facts come from the node stores, the live totals from the subresource; a caller
-refused the node stores (a tenant) gets ``nodes = None`` and sees the totals only.
+A caller refused ``copies`` but allowed to list NodeModelStores (an older server, a narrower
+role) gets each node's stored entry instead; a caller refused both (a tenant) gets ``nodes =
+None`` and sees the totals only.
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ class NodeRow:
     message: str = ""
     retry_time: datetime.datetime | None = None
     store_ready: bool = True
+    live: bool = False
+    """``downloaded_bytes`` was read from the node's plugin for this look (``copies``)."""
+    pinned: bool = False
+    referenced: bool = False
+
+    @classmethod
+    def of_copy(cls, row: gpustack.NodeCopy, size: int, store_ready: bool) -> NodeRow:
+        total = row.size_bytes or size
+        return cls(node=row.node, state=row.phase, size_bytes=total,
+                   downloaded_bytes=total if row.ready else row.downloaded_bytes,
+                   reason=row.reason, message=row.message, retry_time=row.retry_time,
+                   store_ready=store_ready, live=row.live, pinned=row.pinned,
+                   referenced=row.referenced)
 
     @classmethod
     def of(cls, store: gpustack.NodeStore, entry: wire.Readable, size: int) -> NodeRow:
@@ -45,7 +60,8 @@ class NodeRow:
                    reason=nodemodelstore.entry_reason(entry),
                    message=nodemodelstore.entry_message(entry),
                    retry_time=parse_time(nodemodelstore.entry_retry_time(entry)),
-                   store_ready=store.ready)
+                   store_ready=store.ready, pinned=entry_digest_pinned(store, entry),
+                   referenced=nodemodelstore.entry_referenced(entry))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,6 +89,12 @@ class Snapshot:
         return bool(progress.manifest_digest(self.progress))
 
     @property
+    def failed(self) -> str:
+        """The artifact's terminal resolution failure (``ResolutionFailed``'s text); ``""``."""
+        failure = self.artifact.failure()
+        return "" if failure is None else failure.message
+
+    @property
     def done(self) -> bool:
         """Nothing left to wait for: ready on a node and downloading nowhere, or a source that
         is mounted whole (claim, image) once resolved."""
@@ -87,6 +109,10 @@ class Snapshot:
         ready, downloading = progress.ready(self.progress), progress.downloading(self.progress)
         return (ready * self.size + progress.downloading_bytes(self.progress),
                 (ready + downloading) * self.size)
+
+
+def entry_digest_pinned(store: gpustack.NodeStore, entry: wire.Readable) -> bool:
+    return nodemodelstore.entry_digest(entry) in store.pinned
 
 
 def parse_time(value: Any) -> datetime.datetime | None:
@@ -108,6 +134,7 @@ class Reader:
         self.namespace = namespace
         self.name = name
         self.node_stores_refused = False
+        self.copies_refused = False
 
     async def take(self, at: float, now: datetime.datetime) -> Snapshot:
         artifact = await self.models.get_artifact(self.namespace, self.name)
@@ -116,12 +143,14 @@ class Reader:
 
     async def _nodes(self, artifact: gpustack.Artifact,
                      counted: wire.Obj) -> tuple[NodeRow, ...] | None:
-        if self.node_stores_refused:
-            return None
-        try:
-            stores = await self.models.node_stores()
-        except kube.Forbidden:
-            self.node_stores_refused = True
+        stores = await self._stores()
+        copies = await self._copies()
+        if copies is not None:
+            size = copies.size_bytes or artifact.size_bytes or 0
+            ready = {store.node: store.ready for store in stores or ()}
+            return tuple(NodeRow.of_copy(row, size, ready.get(row.node, True))
+                         for row in copies.nodes)
+        if stores is None:
             return None
         digest = progress.manifest_digest(counted) or artifact.manifest_digest
         if not digest:
@@ -130,6 +159,24 @@ class Reader:
         rows = (NodeRow.of(store, entry, size) for store in stores
                 if (entry := store.entry(digest)) is not None)
         return tuple(sorted(rows, key=lambda row: row.node))
+
+    async def _stores(self) -> list[gpustack.NodeStore] | None:
+        if self.node_stores_refused:
+            return None
+        try:
+            return await self.models.node_stores()
+        except kube.Forbidden:
+            self.node_stores_refused = True
+            return None
+
+    async def _copies(self) -> gpustack.Copies | None:
+        if self.copies_refused:
+            return None
+        try:
+            return await self.models.copies(self.namespace, self.name)
+        except kube.Forbidden:
+            self.copies_refused = True
+            return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

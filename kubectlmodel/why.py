@@ -1,9 +1,10 @@
 """``kubectl model why NAME``: why an artifact is not ready, in the order the delivery goes.
 
-The chain: the artifact's conditions (Resolved, then Degraded), what the ``progress``
-subresource counts, then each node listing the digest (its state, its failure's reason and
-message, when it tries again), where the caller may list NodeModelStores. The first line is the
-verdict; the rest are the facts behind it.
+The chain: the artifact's conditions (Resolved, then Degraded, and when the worker tries again),
+what the ``progress`` subresource counts, then each node's row (``copies``, else the
+NodeModelStores: its state, its failure's reason and message, when it tries again), where the
+caller may read them. The first line is the verdict; the rest are the facts behind it. The exit
+code is 0 when the verdict is ready, 1 otherwise (as a script's check wants).
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ def _since(condition: wire.Readable, now: datetime.datetime) -> str:
     if moment is None:
         return ""
     return f" (for {columns.human_duration((now - moment).total_seconds())})"
+
+
+def is_ready(shot: snapshot.Snapshot) -> bool:
+    """The verdict says ready: resolved, and (when nodes are counted) ready on a node with
+    nothing downloading or failed."""
+    if not shot.artifact.resolved:
+        return False
+    if not shot.counted:
+        return True
+    return bool(shot.count("ready")) and not shot.count("downloading") \
+        and not shot.count("failed")
 
 
 def verdict(shot: snapshot.Snapshot) -> str:
@@ -73,6 +85,11 @@ def chain(shot: snapshot.Snapshot) -> list[str]:
         message = render.cut(str(condition.get("message") or ""), 300)
         found.append(f"{kind}={condition.get('status')} {condition.get('reason') or ''}"
                      f"{_since(condition, shot.now)}: {message}")
+    if not artifact.resolved and artifact.retry_time is not None:
+        when = artifact.retry_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+        verb = "cannot be fixed by waiting" if artifact.terminal_reason else "may pass"
+        found.append(f"this {verb}; the worker's "
+                     f"{render.retry_text(artifact.retry_time, shot.now)} (at {when})")
     if not artifact.resolved or not shot.counted:
         return found
     found.append(f"progress: {render.total_state(shot)}, "
@@ -80,8 +97,8 @@ def chain(shot: snapshot.Snapshot) -> list[str]:
     for reason, count in progress.failure_reasons(shot.progress):
         found.append(f"  {count} failed with {reason}")
     if shot.nodes is None:
-        found.append("nodes: not shown (you may not list nodemodelstores); the counts above"
-                     " are the progress subresource's")
+        found.append("nodes: not shown (you may not list nodemodelstores nor get "
+                     "modelartifacts/copies); the counts above are the progress subresource's")
         return found
     for row in shot.nodes:
         text = (f"node {row.node}: {row.state} "
@@ -91,6 +108,8 @@ def chain(shot: snapshot.Snapshot) -> list[str]:
             if row.retry_time is not None:
                 when = row.retry_time.strftime("%Y-%m-%dT%H:%M:%SZ")
                 text += f"; {render.retry_text(row.retry_time, shot.now)} (at {when})"
+        if row.state == states.PENDING and row.reason:
+            text += f", {row.reason}: {render.cut(row.message, 300)}"
         if not row.store_ready:
             text += "; its node store is not Ready (the plugin may be down)"
         found.append(text)
@@ -104,4 +123,4 @@ async def run(models: gpustack.ModelManager, namespace: str, name: str, *,
     console.print(verdict(shot), highlight=False, markup=False)
     for line in chain(shot):
         console.print(f"  {line}", highlight=False, markup=False)
-    return 0
+    return 0 if is_ready(shot) else 1

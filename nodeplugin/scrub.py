@@ -158,6 +158,7 @@ class Scrubber:
         self.bytes_per_second = bytes_per_second
         self._throttle = throttle
         self._stop = threading.Event()
+        self._now: asyncio.Event | None = None
         self.passes = 0
         self.checked = 0
         self.failures: collections.Counter[interface.Check] = collections.Counter()
@@ -165,25 +166,49 @@ class Scrubber:
     def stop(self) -> None:
         self._stop.set()
 
+    def request(self) -> None:
+        """Start the next pass now (an operator's ``rehashRequest``), not after the interval."""
+        if self._now is not None:
+            self._now.set()
+
+    async def _rest(self, seconds: float) -> bool:
+        """Wait ``seconds`` on the clock, or until ``request`` (then True)."""
+        assert self._now is not None
+        sleeping = asyncio.ensure_future(clocks.sleep(self._clock, seconds))
+        asked = asyncio.ensure_future(self._now.wait())
+        try:
+            await asyncio.wait({sleeping, asked}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeping, asked):
+                task.cancel()
+            await asyncio.gather(sleeping, asked, return_exceptions=True)
+        requested = self._now.is_set()
+        self._now.clear()
+        return requested
+
     async def run(self) -> None:
         """Pass after pass until stopped, the first once the start checks are done (they
         check the same trees first); a pass that ends early waits out its interval."""
+        self._now = asyncio.Event()
         try:
             await self._checks.done.wait()
+            requested = False
             while not self._stop.is_set():
                 began = self._clock.monotonic()
-                await self.scrub_once()
+                await self.scrub_once(requested=requested)
                 rest = self.interval - (self._clock.monotonic() - began)
-                await clocks.sleep(self._clock, max(rest, 60.0))
+                requested = await self._rest(max(rest, 60.0))
         finally:
             self._stop.set()
 
-    async def scrub_once(self) -> list[str]:
-        """One pass over every published tree; the digests it quarantined."""
+    async def scrub_once(self, *, requested: bool = False) -> list[str]:
+        """One pass over every published tree; the digests it quarantined. A ``requested`` pass
+        (an operator's re-hash) reads at ``bytes_per_second`` instead of spreading over the
+        interval."""
         digests = await asyncio.to_thread(self._cache.published)
         sizes = await asyncio.to_thread(self._total, digests)
         rate = float(self.bytes_per_second)
-        if self.interval > 0 and sizes:
+        if self.interval > 0 and sizes and not requested:
             spread = sizes / self.interval
             rate = min(rate, spread) if rate > 0 else spread
         throttle = self._throttle(rate, self._stop)

@@ -160,6 +160,30 @@ def _prefetch_pinned(obj: dict[str, Any], now: datetime.datetime) -> Any:
     return pinned if isinstance(pinned, bool) else None
 
 
+# --- cache governance (issue 39) ---
+def _selector(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    found = _get(obj, "spec", "nodeSelector")
+    if not isinstance(found, dict):
+        return None
+    return ",".join(f"{key}={value}" for key, value in sorted(found.items())) or "<all>"
+
+
+def _binding_stores(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    refs = _get(obj, "spec", "storeRefs")
+    if not isinstance(refs, list):
+        return None
+    return ",".join(str(ref.get("name")) for ref in refs if isinstance(ref, dict))
+
+
+def _binding_quota(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    return human_size(_get(obj, "spec", "quota", "bytes"))
+
+
+def _binding_used(obj: dict[str, Any], now: datetime.datetime) -> Any:
+    return human_size(_get(obj, "status", "usedBytes"))
+# --- end cache governance ---
+
+
 _NAME = (_column("Name", "string", "The object's name.", fmt="name"),
          lambda obj, now: _get(obj, "metadata", "name"))
 _AGE = (_column("Age", "date", "Time since the object was created.", priority=1), _age)
@@ -203,6 +227,28 @@ _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
          _prefetch_pinned),
         (_column(reasons.AVAILABLE, "string", "Status of the Available condition."),
          lambda obj, now: _condition(obj, reasons.AVAILABLE)),
+        _AGE,
+    ],
+    # --- cache governance (issue 39) ---
+    "ModelStore": [
+        _NAME,
+        (_column("Selector", "string", "The pool's node selector."), _selector),
+        (_column("Nodes", "integer", "Nodes with the plugin this store wins."),
+         lambda obj, now: _get(obj, "status", "nodes")),
+        (_column(reasons.SELECTOR_OVERLAP, "string", "Status of the SelectorOverlap condition."),
+         lambda obj, now: _condition(obj, reasons.SELECTOR_OVERLAP)),
+        _AGE,
+    ],
+    "ModelStoreBinding": [
+        _NAME,
+        (_column("Stores", "string", "The ModelStores granted."), _binding_stores),
+        (_column("Quota", "string", "The byte budget."), _binding_quota),
+        (_column("Used", "string", "The measured footprint; blank while not measured."),
+         _binding_used),
+        (_column("Pinned", "boolean", "Whether the namespace may pin."),
+         lambda obj, now: _get(obj, "spec", "allowPinned")),
+        (_column(reasons.OVER_QUOTA, "string", "Status of the OverQuota condition."),
+         lambda obj, now: _condition(obj, reasons.OVER_QUOTA)),
         _AGE,
     ],
 }

@@ -35,7 +35,9 @@ WARMUP_SELECTOR: Final = f"{COMPONENT}={WARMUP}"
 """The warm-up Pods, as the prefetch controller lists them."""
 
 HOSTNAME: Final = "kubernetes.io/hostname"
-"""kubelet's node label the placement term selects nodes by (``openapi.placement``)."""
+"""kubelet's node label: the placement term selects nodes by it (``openapi.placement``), and a
+pool or a prefetch names nodes one by one with it (standalone mode, without Node objects, gives
+each ``--node`` this label alone)."""
 KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
 """Kueue's annotation on a Pod whose PodSet Kueue places by topology: no placement term then."""
 REQUIRE_WARM_NODE: Final = f"{resources.GROUP}/require-warm-node"

@@ -54,7 +54,13 @@ AVAILABLE: Final = "Available"
 PROGRESSING: Final = "Progressing"
 ARTIFACT_CONDITIONS = (RESOLVED, DEGRADED)
 STORE_CONDITIONS = (READY, CAPACITY_LOW)
-PREFETCH_CONDITIONS = (AVAILABLE, PROGRESSING, DEGRADED)
+LAPSED: Final = "Lapsed"
+PREFETCH_CONDITIONS = (AVAILABLE, PROGRESSING, DEGRADED, LAPSED)
+# The pool layer's and the grant's conditions (issue 39; docs/api.md, "ModelStore").
+SELECTOR_OVERLAP: Final = "SelectorOverlap"
+OVER_QUOTA: Final = "OverQuota"
+MODEL_STORE_CONDITIONS = (SELECTOR_OVERLAP,)
+BINDING_CONDITIONS = (OVER_QUOTA,)
 
 # Reasons of a ModelArtifact's Resolved condition; Degraded says Healthy or one of these.
 # (``Resolved`` is both the condition type and the reason of its success.)
@@ -72,12 +78,26 @@ RESOLVED_REASONS = (
     SOURCE_UNAVAILABLE, DIGEST_MISMATCH, EMPTY_MANIFEST, UNSUPPORTED_SOURCE, ANCHOR_NOT_GRANTED,
 )
 HEALTHY: Final = "Healthy"
+TERMINAL_RESOLVED_REASONS: Final = (
+    REVISION_NOT_FOUND, ACCESS_DENIED, EMPTY_MANIFEST, DIGEST_MISMATCH, UNSUPPORTED_SOURCE)
+"""``Resolved=False`` reasons that retrying alone cannot fix: the worker still retries (a Secret
+change retries at once), but a client waiting for the resolution stops and reports them.
+``SecretNotFound`` and ``ClaimNotFound`` are not among them: the object may be created next."""
 
 # Reasons of a NodeModelStore's conditions (Ready's list is open: these are the known ones).
 SERVING = "Serving"
 INVALID_CONFIGURATION = "InvalidConfiguration"
 WITHIN_WATERMARKS = "WithinWatermarks"
 NOTHING_TO_REMOVE = "NothingToRemove"
+
+# Reasons of a ModelStore's SelectorOverlap and a ModelStoreBinding's OverQuota.
+OVERLAPS: Final = "Overlaps"
+"""Another store's selector matches some of the same nodes (the alphabetically first wins)."""
+DISJOINT: Final = "Disjoint"
+WITHIN_QUOTA: Final = "WithinQuota"
+QUOTA_EXCEEDED: Final = "QuotaExceeded"
+USAGE_UNKNOWN: Final = "UsageUnknown"
+"""A referenced artifact has not resolved: its size is unknown, so usage is not counted."""
 
 # Reasons of a ModelPrefetch's conditions and of its nodes' entries (docs/api.md, "ModelPrefetch").
 ARTIFACT_NOT_FOUND = "ArtifactNotFound"
@@ -97,6 +117,11 @@ NO_NODE_PLUGIN = "NoNodePlugin"
 TAINT_NOT_TOLERATED = "TaintNotTolerated"
 """The node has a taint the plugin's DaemonSet, or a warm-up Pod, does not tolerate: no Pod."""
 UNSCHEDULABLE = "Unschedulable"
+RETENTION_EXPIRED: Final = "RetentionExpired"
+"""Lapsed: copies went unused past ttlAfterLastUse, were unpinned and are not warmed again."""
+NOT_LAPSED: Final = "NotLapsed"
+BINDING_NOT_FOUND: Final = "BindingNotFound"
+"""The prefetch's ModelStoreBinding does not exist (or it has none): nothing is warmed."""
 """kube-scheduler cannot place the node's warm-up Pod there (a cordon, resources, ...)."""
 
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"

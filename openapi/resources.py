@@ -62,6 +62,15 @@ WRITABLE = ("create", "delete", "get", "list", "patch", "update", "watch")
 STATUS_VERBS = ("get", "patch", "update")
 
 
+def _computed(kind: str, subresource: str) -> ResourceInfo:
+    """A kind computed per request and never written, served only as
+    ``modelartifacts/{name}/<subresource>``."""
+    return ResourceInfo(
+        group=GROUP, version=VERSION, kind=kind, list_kind="",
+        plural=f"modelartifacts/{subresource}", singular="", short_names=(), categories=(),
+        namespaced=True, verbs=("get",), subresources=(), stored=False)
+
+
 def _ours(kind: str, plural: str, short_name: str, *, namespaced: bool,
           verbs: tuple[str, ...] = WRITABLE,
           subresources: tuple[Subresource, ...] = ()) -> ResourceInfo:
@@ -76,6 +85,8 @@ def _ours(kind: str, plural: str, short_name: str, *, namespaced: bool,
 
 MODEL_ARTIFACT = _ours("ModelArtifact", "modelartifacts", "mart", namespaced=True, subresources=(
     Subresource("progress", ("get",), "ModelArtifactProgress"),
+    Subresource("copies", ("get",), "ModelArtifactCopies"),
+    Subresource("manifest", ("get",), "ModelArtifactManifest"),
     Subresource("status", STATUS_VERBS, "ModelArtifact", discovered=False)))
 
 NODE_MODEL_STORE = _ours("NodeModelStore", "nodemodelstores", "nms", namespaced=False,
@@ -88,31 +99,67 @@ NODE_MODEL_STORE = _ours("NodeModelStore", "nodemodelstores", "nms", namespaced=
 MODEL_PREFETCH = _ours("ModelPrefetch", "modelprefetches", "mpf", namespaced=True, subresources=(
     Subresource("status", STATUS_VERBS, "ModelPrefetch", discovered=False),))
 
-# Computed per request and never written: a kind without storage, served only as
-# ``modelartifacts/{name}/progress``.
-MODEL_ARTIFACT_PROGRESS = ResourceInfo(
+# --- cache governance (issue 39): the pool layer and a namespace's grant ---------------------
+# A node pool's cache policy, merged over the cluster settings into each matched node's
+# NodeModelStore spec (docs/api.md, "ModelStore"); administrators only.
+MODEL_STORE = ResourceInfo(
     group=GROUP,
     version=VERSION,
-    kind="ModelArtifactProgress",
-    list_kind="",
-    plural="modelartifacts/progress",
-    singular="",
-    short_names=(),
-    categories=(),
-    namespaced=True,
-    verbs=("get",),
-    subresources=(),
-    stored=False,
+    kind="ModelStore",
+    list_kind="ModelStoreList",
+    plural="modelstores",
+    singular="modelstore",
+    short_names=("ms",),
+    categories=("gpustack",),
+    namespaced=False,
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    subresources=(
+        Subresource("status", ("get", "patch", "update"), "ModelStore", discovered=False),
+    ),
 )
+
+# A namespace's byte budget and its right to pin, over named ModelStores (docs/api.md,
+# "ModelStoreBinding"); administrators only, its status the worker's.
+MODEL_STORE_BINDING = ResourceInfo(
+    group=GROUP,
+    version=VERSION,
+    kind="ModelStoreBinding",
+    list_kind="ModelStoreBindingList",
+    plural="modelstorebindings",
+    singular="modelstorebinding",
+    short_names=("msb",),
+    categories=("gpustack",),
+    namespaced=True,
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    subresources=(
+        Subresource("status", ("get", "patch", "update"), "ModelStoreBinding",
+                    discovered=False),
+    ),
+)
+# --- end cache governance ------------------------------------------------------------------
+
+# Computed per request and never written: a kind without storage, served only as
+# ``modelartifacts/{name}/progress``.
+MODEL_ARTIFACT_PROGRESS = _computed("ModelArtifactProgress", "progress")
+
+# Computed per request and never written, like the progress, but naming nodes: served only as
+# ``modelartifacts/{name}/copies``, under its own grant (never a tenant's by default).
+MODEL_ARTIFACT_COPIES = _computed("ModelArtifactCopies", "copies")
+
+# The resolved manifest's files, read from what the resolver kept: served only as
+# ``modelartifacts/{name}/manifest``, under its own grant.
+MODEL_ARTIFACT_MANIFEST = _computed("ModelArtifactManifest", "manifest")
 
 # The table of stored resources: the registry, the routes, discovery and the OpenAPI documents are
 # all built from it (with each kind's schema in ``schema.KINDS`` and, in the server, its strategy).
-SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREFETCH)
+SERVED: tuple[ResourceInfo, ...] = (MODEL_ARTIFACT, NODE_MODEL_STORE, MODEL_PREFETCH,
+                                    MODEL_STORE, MODEL_STORE_BINDING)
 
 # The stored resources, by URL plural.
 BY_PLURAL: dict[str, ResourceInfo] = {info.plural: info for info in SERVED}
 
-# Every kind the package describes, the computed progress view included.
+# Every kind the package describes, the computed views included.
 BY_KIND: dict[str, ResourceInfo] = {
-    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS)
+    info.kind: info for info in (*SERVED, MODEL_ARTIFACT_PROGRESS, MODEL_ARTIFACT_COPIES,
+                                  MODEL_ARTIFACT_MANIFEST)
 }

@@ -33,6 +33,30 @@ MAX_PEER_URL_LENGTH = 280
 PEER_URL_PATTERN = (r"^https://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)"
                     r":[0-9]{1,5}$")
 PEER_URL_RULE = "must be https://HOST:PORT (an IP address, [IPv6 address] or DNS name, no path)"
+MAX_EVICT = 64
+
+
+def _operations(where: str) -> Schema:
+    """The operator's switches on a pool (issue 39), copied into each node's spec while in force."""
+    return {
+        "type": "object",
+        "description": f"Operator switches {where}, in force while set.",
+        "properties": {
+            "pauseCollection": {"type": "boolean", "description": (
+                "Hold collection: nothing is removed, not even past the high watermark or a "
+                "quarantined tree, until it is unset (a plugin rollback).")},
+            "rehashRequest": {"type": "string", "maxLength": 63, "description": (
+                "Change it to any new value to re-hash every published tree now (after a "
+                "rollback, before collection resumes); empty asks nothing.")},
+            "evictDigests": {
+                "type": "array", "maxItems": MAX_EVICT,
+                "description": f"Digests removed from the nodes as soon as no Pod mounts them, "
+                               f"pinned or not (an untrusted copy); at most {MAX_EVICT}.",
+                "items": {"type": "string", "description": "A manifest digest.",
+                          "pattern": grammar.DIGEST_PATTERN},
+                "x-kubernetes-list-type": "set"},
+        },
+    }
 
 
 def string(description: str, **extra: Any) -> Schema:
@@ -203,6 +227,8 @@ MODEL_ARTIFACT_STATUS = obj(
             f"{anchors.ANNOTATION}, removed with it.",
             {"grantedTime": time("When the grant was given.")},
         ),
+        "retryTime": time("While Resolved is not True: when the worker tries again (a Secret "
+                          "change tries at once). Absent otherwise."),
         "conditions": conditions(reasons.ARTIFACT_CONDITIONS),
     },
 )
@@ -258,8 +284,21 @@ NODE_MODEL_STORE_SPEC = obj(
                                                        minimum=0, maximum=100),
             },
         ),
+        # --- cache governance (issue 39) ---
+        "store": string("The ModelStore whose pool settings are merged into this spec (the "
+                        "alphabetically first of those whose selector matches the node); "
+                        "empty: the cluster settings alone.", maxLength=253),
+        "operations": _operations("from the winning ModelStore"),
+        # --- end cache governance ---
         "pinned": array(
             "Digests never collected on this node.",
+            string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
+            maxItems=MAX_PINNED, **{"x-kubernetes-list-type": "set"},
+        ),
+        "evict": array(
+            "Digests to remove now, whatever the watermarks: each goes as soon as no Pod "
+            "mounts it and it is not pinned (a prefetch deleted with cleanupOnDelete). Written "
+            "by the worker.",
             string("A manifest digest.", pattern=grammar.DIGEST_PATTERN),
             maxItems=MAX_PINNED, **{"x-kubernetes-list-type": "set"},
         ),
@@ -318,8 +357,43 @@ NODE_MODEL_STORE_STATUS = obj(
 )
 
 
+# --- cache governance (issue 39): ModelPrefetch in the upstream shape ---------------------
+MAX_EXPRESSIONS = 16
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def label_selector(description: str) -> Schema:
+    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed."""
+    return obj(
+        description,
+        {
+            "matchLabels": {
+                "type": "object",
+                "description": "Labels the node must carry with these values.",
+                "additionalProperties": string("A label value.", maxLength=63),
+                "maxProperties": MAX_SELECTOR_LABELS,
+            },
+            "matchExpressions": array(
+                f"Requirements on the node's labels; at most {MAX_EXPRESSIONS}.",
+                obj("One requirement.",
+                    {"key": string("The label key.", minLength=1, maxLength=317),
+                     "operator": string("In, NotIn, Exists or DoesNotExist.",
+                                        enum=list(SELECTOR_OPERATORS)),
+                     "values": array(
+                         f"The values for In and NotIn (at least one); empty for Exists and "
+                         f"DoesNotExist. At most {MAX_TARGET_NODES}.",
+                         string("A label value.", maxLength=63),
+                         maxItems=MAX_TARGET_NODES, **{"x-kubernetes-list-type": "atomic"})},
+                    ("key", "operator")),
+                maxItems=MAX_EXPRESSIONS, **{"x-kubernetes-list-type": "atomic"},
+            ),
+        },
+    )
+
+
 MODEL_PREFETCH_SPEC = obj(
-    "Which artifact to warm, on which nodes, and how long the warmed copies are kept.",
+    "Which artifact to warm under which grant, on which nodes, how many make it available, and "
+    "how long the warmed copies are kept.",
     {
         "artifactRef": obj(
             "The ModelArtifact to warm, in the prefetch's namespace; fixed at creation. It "
@@ -327,9 +401,57 @@ MODEL_PREFETCH_SPEC = obj(
             {"name": string("The artifact's name.", minLength=1, maxLength=253)},
             ("name",),
         ),
+        "bindingRef": obj(
+            "The ModelStoreBinding in the prefetch's namespace whose budget and stores this "
+            "prefetch is admitted under; required at creation, fixed once set.",
+            {"name": string("The binding's name.", minLength=1, maxLength=253)},
+            ("name",),
+        ),
+        "placement": obj(
+            "The target nodes. Without nodeSelector, every node of the binding's stores. "
+            "To name nodes one by one, select on kubernetes.io/hostname.",
+            {
+                "nodeSelector": label_selector(
+                    "Nodes running the node plugin whose labels this selector matches; they "
+                    "must all be nodes of the binding's stores."),
+                "instanceTypes": array(
+                    "Upstream's by-pool form. There is no InstanceType kind here, so admission "
+                    "refuses it; use nodeSelector.",
+                    string("An InstanceType's name.", maxLength=253),
+                    maxItems=16, **{"x-kubernetes-list-type": "set"},
+                ),
+            },
+            default={},
+        ),
+        "minReady": integer(
+            "How many Ready nodes make the prefetch Available; 0 means every target node.",
+            "int32", minimum=0, maximum=MAX_TARGET_NODES * 64, default=0),
+        "retention": obj(
+            "How long the warmed copies are kept against collection.",
+            {
+                "pinned": {"type": "boolean", "default": False,
+                           "description": "Pin the digest on every target node while this "
+                                          "prefetch exists (needs the binding's allowPinned); "
+                                          "false: warm only, and let collection reclaim it "
+                                          "like any unused content."},
+                "ttlAfterLastUse": string(
+                    "With pinned: lift a node's pin once its copy went unused this long (a "
+                    "duration such as 72h, at least 1h; hour granularity, from the node's "
+                    "lastUsedTime). Empty keeps the pin while the prefetch exists.",
+                    maxLength=64),
+                "cleanupOnDelete": {"type": "boolean",
+                                    "description": "When this prefetch is deleted, remove the "
+                                                   "digest from its target nodes at once "
+                                                   "(each as soon as no Pod mounts it and "
+                                                   "nothing pins it), instead of waiting for "
+                                                   "collection."},
+            },
+            default={},
+        ),
         "targets": obj(
-            "The nodes to warm: those named plus those the selector matches (a union). At "
-            "least one of nodeNames and nodeSelector is set.",
+            "Deprecated (the shape before the pool layer): converted on every write into "
+            "placement.nodeSelector (nodeNames as kubernetes.io/hostname In ..., nodeSelector "
+            "as matchLabels) and minReady, and never stored.",
             {
                 "nodeNames": array(
                     f"Nodes by name; at most {MAX_TARGET_NODES}.",
@@ -338,37 +460,21 @@ MODEL_PREFETCH_SPEC = obj(
                 ),
                 "nodeSelector": {
                     "type": "object",
-                    "description": "Nodes whose labels hold every one of these pairs; {} "
-                                   "selects every node running the node plugin.",
+                    "description": "Labels the nodes hold.",
                     "additionalProperties": string("A label value.", maxLength=63),
                     "maxProperties": MAX_SELECTOR_LABELS,
                 },
-                "minReady": integer(
-                    "How many Ready nodes make the prefetch Available; 0 means every target "
-                    "node.", "int32", minimum=0, maximum=MAX_TARGET_NODES * 64, default=0),
+                "minReady": integer("How many Ready nodes make it Available.", "int32",
+                                    minimum=0, maximum=MAX_TARGET_NODES * 64),
             },
-        ),
-        "retention": obj(
-            "How long the warmed copies are kept against collection.",
-            {
-                "pinned": {"type": "boolean", "default": True,
-                           "description": "Pin the digest on every target node while this "
-                                          "prefetch exists (false: warm only, and let "
-                                          "collection reclaim it like any unused content)."},
-                "ttlAfterLastUse": string(
-                    "With pinned: lift a node's pin once its copy went unused this long (a "
-                    "duration such as 72h, at least 1h; hour granularity, from the node's "
-                    "lastUsedTime). Empty keeps the pin while the prefetch exists.",
-                    maxLength=64),
-            },
-            default={},
         ),
     },
-    ("artifactRef", "targets"),
+    ("artifactRef",),
 )
 
 MODEL_PREFETCH_STATUS = obj(
-    "What the target nodes report for the artifact's digest. Written by the worker only.",
+    "What the target nodes report for the artifact's digest, as counts: the status names no "
+    "node (per-node facts are on the nodes' stores). Written by the worker only.",
     {
         "observedGeneration": integer("The generation the worker last acted on.", minimum=0),
         "manifestDigest": string("The artifact's digest this prefetch warms and pins.",
@@ -377,35 +483,102 @@ MODEL_PREFETCH_STATUS = obj(
         "readyNodes": count("Target nodes holding the content published."),
         "downloadingNodes": count("Target nodes downloading it."),
         "failedNodes": count("Target nodes whose attempt failed."),
-        "nodes": array(
-            f"One entry per target node, by name; at most {MAX_PREFETCH_NODES} (the counts "
-            "cover every node).",
-            obj(
-                "One target node.",
-                {
-                    "name": string("The node's name.", maxLength=253),
-                    "phase": string("Pending, Downloading, Ready or Failed.",
-                                    enum=list(PREFETCH_PHASES)),
-                    "sizeBytes": integer("The manifest's size, once the node listed it.",
-                                         minimum=0),
-                    "downloadedBytes": integer("What the node's current attempt holds.",
-                                               minimum=0),
-                    "pinned": {"type": "boolean",
-                               "description": "The digest is in this node's spec.pinned for "
-                                              "this prefetch."},
-                    "reason": string("Why the node is Pending or Failed; empty otherwise.",
-                                     maxLength=reasons.CONDITION_REASON_MAX),
-                    "message": string("What the reason means here.",
-                                      maxLength=MAX_MESSAGE_LENGTH),
-                },
-                ("name", "phase"),
-            ),
-            maxItems=MAX_PREFETCH_NODES,
-            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
-        ),
         "conditions": conditions(reasons.PREFETCH_CONDITIONS),
     },
 )
+# --- end ModelPrefetch ---------------------------------------------------------------------
+
+
+# --- cache governance (issue 39): ModelStore and ModelStoreBinding ------------------------
+MAX_STORE_REFS = 16
+
+
+def _label_selector(description: str) -> Schema:
+    return {"type": "object", "description": description,
+            "additionalProperties": string("A label value.", maxLength=63),
+            "maxProperties": MAX_SELECTOR_LABELS}
+
+
+MODEL_STORE_SPEC = obj(
+    "One node pool's cache policy: the nodes it selects, and the watermarks and download limits "
+    "that override the cluster settings on them. A field left out keeps the cluster setting.",
+    {
+        "nodeSelector": _label_selector(
+            "The pool: nodes whose labels hold every one of these pairs ({} selects every "
+            "node). A node two stores select goes to the alphabetically first name, and both "
+            "report SelectorOverlap."),
+        "watermarks": obj(
+            "Collection thresholds, percent of the cache filesystem; each overrides the cluster "
+            "setting on the pool's nodes.",
+            {
+                "highPercent": integer("Collection starts above this.", "int32", minimum=2,
+                                       maximum=95),
+                "lowPercent": integer("Collection stops at this; below highPercent.", "int32",
+                                      minimum=1, maximum=94),
+            },
+        ),
+        "download": obj(
+            "Download limits per node of the pool; each overrides the cluster setting.",
+            {
+                "concurrency": integer("Requests running at once.", "int32", minimum=1,
+                                       maximum=64),
+                "bytesPerSecond": integer("Bandwidth cap per node; an explicit 0 is unlimited "
+                                          "on this pool.", minimum=0),
+            },
+        ),
+        "operations": _operations("on the pool's nodes (their NodeModelStore spec shows them)"),
+    },
+    ("nodeSelector",),
+)
+
+MODEL_STORE_STATUS = obj(
+    "What the worker found for this pool. Written by the worker only.",
+    {
+        "observedGeneration": integer("The generation the worker last merged.", minimum=0),
+        "nodes": count("Nodes running the node plugin this store wins."),
+        "conditions": conditions(reasons.MODEL_STORE_CONDITIONS),
+    },
+)
+
+MODEL_STORE_BINDING_SPEC = obj(
+    "A namespace's grant: a byte budget over named ModelStores and the right to pin. Frozen: "
+    "storeRefs cannot change, quota.bytes only grows, allowPinned only turns on.",
+    {
+        "storeRefs": array(
+            f"The ModelStores (pools) whose nodes this namespace may warm; at most "
+            f"{MAX_STORE_REFS}. Fixed at creation.",
+            obj("One ModelStore.",
+                {"name": string("The ModelStore's name.", minLength=1, maxLength=253)},
+                ("name",)),
+            minItems=1, maxItems=MAX_STORE_REFS,
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        ),
+        "quota": obj(
+            "The budget.",
+            {"bytes": integer("Bytes the namespace's prefetches may hold across the stores' "
+                              "nodes: each distinct digest at its full size per node holding "
+                              "it. Can only grow.", minimum=0)},
+            ("bytes",),
+        ),
+        "allowPinned": {"type": "boolean", "default": False,
+                        "description": "Whether the namespace's prefetches may pin their "
+                                       "content against collection. Can only turn on."},
+    },
+    ("storeRefs", "quota"),
+)
+
+MODEL_STORE_BINDING_STATUS = obj(
+    "The namespace's measured footprint. Written by the worker only.",
+    {
+        "observedGeneration": integer("The generation the worker last counted.", minimum=0),
+        "usedBytes": integer("Each distinct digest the namespace's prefetches name, at its full "
+                             "size, for every node of the bound stores holding it; absent "
+                             "while a referenced artifact has not resolved (not measured).",
+                             minimum=0),
+        "conditions": conditions(reasons.BINDING_CONDITIONS),
+    },
+)
+# --- end cache governance ------------------------------------------------------------------
 
 
 def _kind(info: resources.ResourceInfo, description: str, body: dict[str, Schema],
@@ -448,6 +621,24 @@ NODE_MODEL_STORE = _stored(resources.NODE_MODEL_STORE, NODE_MODEL_STORE_SPEC,
                            NODE_MODEL_STORE_STATUS, required=())
 MODEL_PREFETCH = _stored(resources.MODEL_PREFETCH, MODEL_PREFETCH_SPEC, MODEL_PREFETCH_STATUS)
 
+# --- cache governance (issue 39) ---
+MODEL_STORE = _kind(
+    resources.MODEL_STORE,
+    "A node pool's cache policy: watermarks and download limits merged over the cluster "
+    "settings into the NodeModelStore spec of every node its selector matches.",
+    {"spec": MODEL_STORE_SPEC, "status": MODEL_STORE_STATUS},
+    ("spec",),
+)
+
+MODEL_STORE_BINDING = _kind(
+    resources.MODEL_STORE_BINDING,
+    "A namespace's byte budget and its right to pin, over named ModelStores; created by an "
+    "administrator.",
+    {"spec": MODEL_STORE_BINDING_SPEC, "status": MODEL_STORE_BINDING_STATUS},
+    ("spec",),
+)
+# --- end cache governance ---
+
 MODEL_ARTIFACT_PROGRESS = _kind(
     resources.MODEL_ARTIFACT_PROGRESS,
     "An artifact's download progress across nodes, computed on each request and never stored. "
@@ -473,6 +664,75 @@ MODEL_ARTIFACT_PROGRESS = _kind(
             **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["reason"]},
         ),
         "reason": string("Why there is nothing to count: not resolved yet, or a claim source."),
+    },
+)
+
+MODEL_ARTIFACT_COPIES = _kind(
+    resources.MODEL_ARTIFACT_COPIES,
+    "Where an artifact's content is, node by node, computed on each request and never stored: "
+    "every node that holds, downloads or failed on its digest, or that a prefetch of the "
+    "artifact targets. Names nodes, so it has its own grant (get on modelartifacts/copies).",
+    {
+        "timestamp": time("When it was computed."),
+        "manifestDigest": string("The artifact's manifest digest.",
+                                 pattern=grammar.DIGEST_PATTERN),
+        "sizeBytes": integer("The manifest's size.", minimum=0),
+        "live": count("Downloading nodes read from their plugin for this answer."),
+        "nodes": array(
+            "One row per node, by name.",
+            obj("One node's copy of the digest.", {
+                "node": string("The node's name."),
+                "phase": string("Pending (a prefetch target not started or not reported), "
+                                "Downloading, Ready or Failed.", enum=list(states.PHASES)),
+                "downloadedBytes": integer("What the node holds of it: live from its plugin "
+                                           "when live is true, else as last stored.",
+                                           minimum=0),
+                "live": {"type": "boolean", "description": "downloadedBytes was read from "
+                         "the node's plugin for this answer."},
+                "sizeBytes": integer("The manifest's size.", minimum=0),
+                "percent": integer("downloadedBytes of sizeBytes, whole percent.", "int32",
+                                   minimum=0, maximum=100),
+                "source": string("Where the bytes came from.", enum=list(states.ORIGINS)),
+                "reason": string("Why it failed, or why a target has not started."),
+                "message": string("The node's or the prefetch's words."),
+                "retryTime": time("The earliest next attempt after a failure."),
+                "referenced": {"type": "boolean",
+                               "description": "A Pod on the node mounts it."},
+                "pinned": {"type": "boolean",
+                           "description": "The node keeps it against collection."},
+                "lastUsedTime": time("Last use, truncated to the hour."),
+                "prefetches": array("The artifact's prefetches targeting the node.",
+                                    string("A ModelPrefetch's name.")),
+            }, ("node", "phase")),
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["node"]},
+        ),
+        "reason": string("Why there is nothing to list: not resolved yet, or a claim or image "
+                         "source."),
+    },
+)
+
+MODEL_ARTIFACT_MANIFEST = _kind(
+    resources.MODEL_ARTIFACT_MANIFEST,
+    "The files an artifact resolved to: its canonical manifest, as the resolver listed it, "
+    "checked against the manifest digest before it is served. Its own grant (get on "
+    "modelartifacts/manifest).",
+    {
+        "manifestDigest": string("The artifact's manifest digest.",
+                                 pattern=grammar.DIGEST_PATTERN),
+        "fileCount": integer("Files in the manifest.", minimum=0),
+        "sizeBytes": integer("Their bytes, summed.", minimum=0),
+        "files": array(
+            "Each file, in the manifest's order (by path); its path is under the mount's root.",
+            obj("One file.", {
+                "path": string("The file's path, relative, '/'-separated."),
+                "size": integer("Its size in bytes.", minimum=0),
+                "sha256": string("Its SHA-256, 64 lowercase hex (LFS and large files)."),
+                "gitBlobId": string("Its git blob id, 40 lowercase hex (small files)."),
+            }, ("path", "size")),
+            **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["path"]},
+        ),
+        "reason": string("Why no file is listed: not resolved yet, a claim or image source, "
+                         "or the manifest is not recorded."),
     },
 )
 
@@ -503,6 +763,11 @@ KINDS: dict[str, Schema] = {
     "NodeModelStore": NODE_MODEL_STORE,
     "ModelPrefetch": MODEL_PREFETCH,
     "ModelArtifactProgress": MODEL_ARTIFACT_PROGRESS,
+    "ModelArtifactCopies": MODEL_ARTIFACT_COPIES,
+    "ModelArtifactManifest": MODEL_ARTIFACT_MANIFEST,
+    # --- cache governance (issue 39) ---
+    "ModelStore": MODEL_STORE,
+    "ModelStoreBinding": MODEL_STORE_BINDING,
 }
 
 # Every named schema: ours, their lists, and the shared metadata definitions.

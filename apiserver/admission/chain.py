@@ -14,7 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from apiserver.admission import anchors, artifacts, facts, prefetches, rules, writers
+from apiserver.admission import (
+    anchors,
+    artifacts,
+    facts,
+    grants,
+    pools,
+    prefetches,
+    rules,
+    writers,
+)
 from apiserver.admission.attributes import WriteRequest, requester
 from apiserver.auth import user as users
 from apiserver.registry import strategy
@@ -112,7 +121,7 @@ def build(cluster: facts.ClusterFacts) -> Chain:
     return Chain(
         cluster,
         writers=[writers.ArtifactStatus(cluster), writers.NodeStoreStatus(cluster)],
-        mutating=[],
+        mutating=[prefetches.UpgradeTargets()],
         validating=[
             rules.Schema(),
             artifacts.OneSource(),
@@ -122,6 +131,10 @@ def build(cluster: facts.ClusterFacts) -> Chain:
             prefetches.PrefetchSpec(),
             prefetches.PrefetchArtifact(cluster),
             prefetches.ImmutableArtifactRef(),
+            grants.PrefetchGrant(cluster),
+            pools.StoreSpec(),
+            pools.BindingSpec(),
+            pools.FrozenBinding(),
         ],
         authorizing=[anchors.AnchorGrant(cluster)],
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from apiserver.auth import authorizer as authorizers
 from apiserver.auth import user as users
 from apiserver.auth import worker as workers
+from openapi import wire
 
 IMAGE_VOLUME_FLOOR = (1, 35)
 """Image volumes are on by default from Kubernetes 1.35; below it a Pod would lose the volume."""
@@ -41,6 +42,34 @@ class Artifacts(Protocol):
         ...
 
 
+class Governance(Protocol):
+    """The pool layer as the server's informers hold it (issue 39): what a prefetch's grant
+    rules read. Every answer is from memory (admission does not wait)."""
+
+    def ready(self) -> bool:
+        """Every informer listed once; before, the rules that read the rest are skipped."""
+        ...
+
+    def binding(self, namespace: str, name: str) -> wire.Obj | None:
+        """The ModelStoreBinding, None when it does not exist."""
+        ...
+
+    def plugin_nodes(self) -> list[tuple[str, str]]:
+        """(node, the ModelStore it is merged from, ``""`` for none) for every NodeModelStore."""
+        ...
+
+    def labels(self, node: str) -> Mapping[str, str]:
+        """The node's labels (standalone: only kubernetes.io/hostname)."""
+        ...
+
+    def prefetches(self, namespace: str) -> list[wire.Obj]:
+        """The namespace's stored ModelPrefetches."""
+        ...
+
+    def artifact(self, namespace: str, name: str) -> wire.Obj | None:
+        ...
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Plugin:
     """The node plugin's ServiceAccount."""
@@ -61,15 +90,17 @@ class ClusterFacts:
     ``kubernetes_version`` is asked at every create of an image source; ``pods`` is None without
     a cluster (there is no Pod to look up, so a plugin token must carry its node-name extra);
     ``artifacts`` is set once the server reads its artifacts (``wiring.embedded``), None
-    before: a prefetch's artifact is then not looked at; ``authorizer`` is the server's own
-    (SubjectAccessReview in a cluster, the local policy standalone), which rules that authorize
-    a change ask about the requester (None: such a change is refused)."""
+    before: a prefetch's artifact is then not looked at; ``governance`` likewise (the pool
+    layer's informers: a prefetch's binding, stores and budget), None before; ``authorizer`` is
+    the server's own (SubjectAccessReview in a cluster, the local policy standalone), which
+    rules that authorize a change ask about the requester (None: such a change is refused)."""
 
     worker: workers.WorkerIdentity
     plugin: Plugin
     pods: PodLookup | None = None
     kubernetes_version: Version = floor_met
     artifacts: Artifacts | None = None
+    governance: Governance | None = None
     authorizer: authorizers.Authorizer | None = None
 
 

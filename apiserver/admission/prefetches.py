@@ -1,14 +1,18 @@
 """The ModelPrefetch's rules beyond its schema (docs/api.md, "ModelPrefetch admission").
 
-- ``PrefetchSpec`` (create and update): the artifact and node names are DNS-1123 subdomains, the
-  selector's keys and values are label keys and values, a target set is given (node names, a
-  selector or both), and ``ttlAfterLastUse`` is a duration of at least an hour on a pinned
-  prefetch;
+- ``UpgradePrefetchTargets`` (mutating, every write of the main resource): ``spec.targets``, the
+  shape before the pool layer, becomes ``placement.nodeSelector`` and ``minReady``;
+- ``PrefetchSpec`` (create and update): the artifact and binding names are DNS-1123 subdomains,
+  the selector's keys and values are label keys and values and its operators have the values
+  they need, ``placement.instanceTypes`` is refused (no InstanceType kind here), and
+  ``ttlAfterLastUse`` is a duration of at least an hour on a pinned prefetch;
 - ``PrefetchArtifact`` (create): an artifact that exists and is not a hub source (a claim or an
   image) is refused, naming why; one that does not exist yet is admitted and reported in status;
-- ``ImmutableArtifactRef`` (update): another artifact is another prefetch.
+- ``ImmutablePrefetchArtifact`` (update): another artifact is another prefetch, and a binding,
+  once set, stays (a prefetch stored before the pool layer has none and may be given one).
 
-A target set that selects no node is not refused: nodes come and go, so it is reported in status
+The grant's rules (a binding, its stores, pinning, the budget) are ``grants.py``'s. A target set
+that selects no node is not refused: nodes come and go, so it is reported in status
 (``Available=False/NoTargets``).
 """
 
@@ -17,18 +21,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from apiserver.admission import attributes, facts
+from apiserver.admission import attributes, facts, labels
 from apiserver.registry import strategy
 from openapi import fields, names, resources, sources
+from openapi.kinds import modelprefetch
 from timing import durations
 
 KIND = resources.MODEL_PREFETCH.kind
 MIN_TTL_SECONDS = 3600.0
 
-_SUBDOMAIN_RULE = (
-    "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending "
-    "with a letter or digit, at most 253 characters"
-)
+_SUBDOMAIN_RULE = labels.SUBDOMAIN_RULE
 _NOT_A_HUB_SOURCE = {
     sources.CLAIM: (
         "a persistentVolumeClaim source is mounted from its volume where a Pod runs, so there "
@@ -63,16 +65,23 @@ class PrefetchSpec:
 def spec_problems(obj: dict[str, Any]) -> list[fields.FieldError]:
     spec = _spec(obj)
     problems: list[fields.FieldError] = []
-    artifact = _member(spec, "artifactRef").get("name")
-    if isinstance(artifact, str) and artifact and not names.is_dns_subdomain(artifact):
-        problems.append(fields.invalid("spec.artifactRef.name", artifact, _SUBDOMAIN_RULE))
-    if "targets" in spec:
-        problems.extend(_target_problems(_member(spec, "targets")))
+    for ref in ("artifactRef", "bindingRef"):
+        name = _member(spec, ref).get("name")
+        if isinstance(name, str) and name and not names.is_dns_subdomain(name):
+            problems.append(fields.invalid(f"spec.{ref}.name", name, _SUBDOMAIN_RULE))
+    placement = _member(spec, "placement")
+    if placement.get("instanceTypes"):
+        problems.append(fields.forbidden(
+            "spec.placement.instanceTypes", "this API has no InstanceType kind to name, so "
+            "there is no pool of instance types to expand; select the nodes with "
+            "placement.nodeSelector (a pool's labels, or kubernetes.io/hostname for nodes "
+            "one by one)"))
+    problems.extend(_selector_problems(_member(placement, "nodeSelector")))
     retention = _member(spec, "retention")
     ttl = retention.get("ttlAfterLastUse")
     if isinstance(ttl, str) and ttl:
         path = "spec.retention.ttlAfterLastUse"
-        if retention.get("pinned") is False:
+        if retention.get("pinned") is not True:
             problems.append(fields.forbidden(
                 path, "only a pinned prefetch has a pin to lift; set pinned or drop the ttl"))
         else:
@@ -88,24 +97,46 @@ def spec_problems(obj: dict[str, Any]) -> list[fields.FieldError]:
     return problems
 
 
-def _target_problems(targets: dict[str, Any]) -> list[fields.FieldError]:
-    problems: list[fields.FieldError] = []
-    node_names, selector = targets.get("nodeNames"), targets.get("nodeSelector")
-    if not node_names and selector is None:
-        problems.append(fields.required(
-            "spec.targets", "set nodeNames, nodeSelector or both ({} selects every node)"))
-    for index, name in enumerate(node_names if isinstance(node_names, list) else []):
-        if isinstance(name, str) and name and not names.is_dns_subdomain(name):
-            problems.append(fields.invalid(f"spec.targets.nodeNames[{index}]", name,
-                                           _SUBDOMAIN_RULE))
-    for key, value in (selector.items() if isinstance(selector, dict) else ()):
-        path = f"spec.targets.nodeSelector[{key}]"
-        for problem in names.qualified_name_problems(str(key)):
-            problems.append(fields.invalid(path, key, f"a label key: {problem}"))
-        if isinstance(value, str):
-            for problem in names.label_value_problems(value):
-                problems.append(fields.invalid(path, value, f"a label value {problem}"))
+def _selector_problems(selector: dict[str, Any]) -> list[fields.FieldError]:
+    path = "spec.placement.nodeSelector"
+    problems = labels.selector_problems(f"{path}.matchLabels", selector.get("matchLabels"))
+    expressions = selector.get("matchExpressions")
+    for index, requirement in enumerate(expressions if isinstance(expressions, list) else []):
+        if not isinstance(requirement, dict):
+            continue
+        at = f"{path}.matchExpressions[{index}]"
+        key, operator = requirement.get("key"), requirement.get("operator")
+        values = requirement.get("values") or []
+        if isinstance(key, str):
+            for problem in names.qualified_name_problems(key):
+                problems.append(fields.invalid(f"{at}.key", key, f"a label key: {problem}"))
+        if operator in ("In", "NotIn") and not values:
+            problems.append(fields.required(f"{at}.values",
+                                            f"{operator} needs at least one value"))
+        if operator in ("Exists", "DoesNotExist") and values:
+            problems.append(fields.forbidden(f"{at}.values", f"{operator} takes no values"))
+        for position, value in enumerate(values if isinstance(values, list) else []):
+            if isinstance(value, str):
+                for problem in names.label_value_problems(value):
+                    problems.append(fields.invalid(f"{at}.values[{position}]", value,
+                                                   f"a label value {problem}"))
     return problems
+
+
+class UpgradeTargets:
+    """Mutating: a body in the shape before the pool layer (``spec.targets``) is converted to
+    ``placement.nodeSelector`` and ``minReady`` (``modelprefetch.upgraded``), on every write of
+    the main resource: an old client's create, and the server's own rewrite of a stored object
+    at start (``apiserver/wiring/migrations.py``)."""
+
+    name = "UpgradePrefetchTargets"
+
+    def handles(self, write: strategy.Write) -> bool:
+        return write.info.kind == KIND and write.subresource == ""
+
+    def mutate(self, write: strategy.Write) -> None:
+        if modelprefetch.has_targets(write.obj):
+            write.obj["spec"] = modelprefetch.upgraded(write.obj)["spec"]
 
 
 class PrefetchArtifact:
@@ -147,10 +178,16 @@ class ImmutableArtifactRef:
     def validate(self, write: strategy.Write,
                  found: Sequence[fields.FieldError]) -> list[fields.FieldError]:
         assert write.old is not None
+        problems: list[fields.FieldError] = []
         before = _member(_spec(write.old), "artifactRef")
         after = _member(_spec(write.obj), "artifactRef")
-        if before == after:
-            return []
-        return [fields.forbidden(
-            "spec.artifactRef", "the artifact cannot change after creation: a prefetch warms "
-            "one artifact; to warm another, create a new ModelPrefetch")]
+        if before != after:
+            problems.append(fields.forbidden(
+                "spec.artifactRef", "the artifact cannot change after creation: a prefetch "
+                "warms one artifact; to warm another, create a new ModelPrefetch"))
+        bound = modelprefetch.binding_name(write.old)
+        if bound and modelprefetch.binding_name(write.obj) != bound:
+            problems.append(fields.forbidden(
+                "spec.bindingRef", "the binding cannot change once set: what the prefetch "
+                "holds is accounted against it; create a new ModelPrefetch under another"))
+        return attributes.unrefused(found, problems)

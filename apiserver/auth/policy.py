@@ -15,6 +15,9 @@ Standalone mode has no kube-apiserver to ask, so it judges requests with local R
 - the tenant ClusterRoles ``model-manager-tenant-reader`` and ``-editor`` (artifacts, their
   progress and prefetches), bound to nobody: a RoleBinding in a tenant's namespace grants them
   there only;
+- ``model-manager-gpustack-server`` (the GPUStack server: artifacts and prefetches in every
+  namespace, their progress, and ``copies``, which names nodes, so no tenant role has it; reads
+  the NodeModelStores), bound to nobody: the operator binds it to GPUStack's identity;
 - ``model-manager-anchor-granter`` (verb ``anchor`` on modelartifacts: may set the anchor grant,
   ``openapi.anchors``), bound to nobody: the administrators have it already, a binding gives it
   to whoever migrates a legacy cache;
@@ -42,6 +45,7 @@ PLUGIN_ROLE = install.PLUGIN_SERVICE_ACCOUNT
 TENANT_READER_ROLE = "model-manager-tenant-reader"
 TENANT_EDITOR_ROLE = "model-manager-tenant-editor"
 ANCHOR_GRANTER_ROLE = "model-manager-anchor-granter"
+GPUSTACK_SERVER_ROLE = "model-manager-gpustack-server"
 
 DISCOVERY = rbac.Role("system:discovery", (rbac.Rule(
     verbs=("get",),
@@ -77,6 +81,10 @@ WORKER = rbac.Role(WORKER_ROLE, (
     # warm the prefetched artifacts: resolve targets, write pins, report per-node status
     rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelprefetches",)),
     rbac.Rule(("get", "update", "patch"), (GROUP,), ("modelprefetches/status",)),
+    # the pool layer: merge each ModelStore into its nodes' spec, count each binding's usage
+    rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelstores", "modelstorebindings")),
+    rbac.Rule(("get", "update", "patch"), (GROUP,),
+              ("modelstores/status", "modelstorebindings/status")),
 ))
 PLUGIN = rbac.Role(PLUGIN_ROLE, (
     # mount authorization: the artifacts of the Pods' namespaces
@@ -100,6 +108,16 @@ TENANT_EDITOR = rbac.Role(TENANT_EDITOR_ROLE, (
               ("modelartifacts", "modelprefetches")),
 ))
 
+# The GPUStack server, the API's main client: every namespace's artifacts and prefetches, the
+# computed views (``copies`` names nodes: administrators and this role only), the node stores.
+GPUSTACK_SERVER = rbac.Role(GPUSTACK_SERVER_ROLE, (
+    rbac.Rule(("create", "delete", "get", "list", "patch", "update", "watch"), (GROUP,),
+              ("modelartifacts", "modelprefetches")),
+    rbac.Rule(("get",), (GROUP,), ("modelartifacts/progress", "modelartifacts/copies",
+                                   "modelartifacts/manifest")),
+    rbac.Rule(("get", "list", "watch"), (GROUP,), ("nodemodelstores",)),
+))
+
 # The anchor grant (docs/security.md): an artifact's expectedDigest may stand for content the hub
 # has not shown its namespace. Never part of a tenant's role; bound to nobody.
 ANCHOR_GRANTER = rbac.Role(ANCHOR_GRANTER_ROLE, (
@@ -120,7 +138,7 @@ def builtin(*, worker: str, plugin: str) -> rbac.Policy:
 
     return rbac.Policy(
         roles=(DISCOVERY, PUBLIC_INFO, BASIC_USER, CLUSTER_ADMIN, WORKER, PLUGIN,
-               TENANT_READER, TENANT_EDITOR, ANCHOR_GRANTER),
+               TENANT_READER, TENANT_EDITOR, GPUSTACK_SERVER, ANCHOR_GRANTER),
         bindings=(
             rbac.Binding("system:discovery", "ClusterRole", DISCOVERY.name,
                          (group(users.AUTHENTICATED),)),

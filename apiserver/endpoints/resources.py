@@ -5,7 +5,8 @@ its collection (list, watch, create), its items (get, update, patch, delete) and
 subresources, each method allowed exactly when the resource's verbs name it; every other method
 answers 405. Subresources are served by the handler ``SUBRESOURCES`` names for them: ``status``
 (reads; writes pass the status writers' rules of ``apiserver.admission``: the worker for a
-ModelArtifact, the node plugin of that node for a NodeModelStore) and ``progress`` (computed).
+ModelArtifact, the node plugin of that node for a NodeModelStore), ``progress``, ``copies``
+and ``manifest`` (computed).
 RBAC already allowed each request (``apiserver.auth.middleware``), judging the request's one
 parse (``apiserver.request.info``): every handler takes its verb, namespace, name and options from
 that same object, never from the query string or the router's own split of the path. The
@@ -301,22 +302,28 @@ def _status(registry: build.Registry, handlers: Handlers) -> Endpoint:
     return handlers.status
 
 
-def _progress(registry: build.Registry, handlers: Handlers) -> Endpoint:
-    async def progress(req: requests.Request) -> Response:
-        found = _request(req)
-        if _served_verb(req, found) != "get":
-            raise _not_allowed()
-        negotiation.negotiate(req.headers.get("accept"))
-        body = await registry.progress(found.namespace, found.name)
-        return responses.json_response(body)
+def _computed(read: Callable[[build.Registry, str, str], Awaitable[object]],
+              ) -> Callable[[build.Registry, Handlers], Endpoint]:
+    """A computed, get-only subresource: ``read(registry, namespace, name)`` answers it."""
+    def handler(registry: build.Registry, handlers: Handlers) -> Endpoint:
+        async def computed(req: requests.Request) -> Response:
+            found = _request(req)
+            if _served_verb(req, found) != "get":
+                raise _not_allowed()
+            negotiation.negotiate(req.headers.get("accept"))
+            return responses.json_response(await read(registry, found.namespace, found.name))
 
-    return progress
+        return computed
+
+    return handler
 
 
 # The handler of each subresource name a resource may declare in ``openapi.resources``.
 SUBRESOURCES: dict[str, Callable[[build.Registry, Handlers], Endpoint]] = {
     "status": _status,
-    "progress": _progress,
+    "progress": _computed(build.Registry.progress),
+    "copies": _computed(build.Registry.copies),
+    "manifest": _computed(build.Registry.manifest),
 }
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from apiserver.registry import progress, store, strategy
+from apiserver.registry import copies, manifests, progress, store, strategy
 from apiserver.registry.fieldmanager import tracking
 from apiserver.storage import interface
 from openapi import resources
+from openapi.kinds import copies as copiesview
+from openapi.kinds import manifest as manifestview
 from openapi.kinds import progress as progressview
 
 
@@ -26,6 +28,8 @@ class Registry:
     """By URL plural, in the table's order."""
     progress_view: progress.Slot = dataclasses.field(default_factory=progress.Slot)
     """Where the progress view plugs in (it watches this registry, so it comes later)."""
+    copies_view: copies.Slot = dataclasses.field(default_factory=copies.Slot)
+    """Where the copies view plugs in, with the progress view."""
 
     @property
     def modelartifacts(self) -> store.ResourceStore:
@@ -39,10 +43,27 @@ class Registry:
     def modelprefetches(self) -> store.ResourceStore:
         return self.stores[resources.MODEL_PREFETCH.plural]
 
+    @property
+    def modelstores(self) -> store.ResourceStore:
+        return self.stores[resources.MODEL_STORE.plural]
+
+    @property
+    def modelstorebindings(self) -> store.ResourceStore:
+        return self.stores[resources.MODEL_STORE_BINDING.plural]
+
     async def progress(self, namespace: str,
                        name: str) -> progressview.ModelArtifactProgress:
         """``GET modelartifacts/{name}/progress``: computed now, never stored."""
         return await progress.read(self.modelartifacts, self.progress_view, namespace, name)
+
+    async def copies(self, namespace: str, name: str) -> copiesview.ModelArtifactCopies:
+        """``GET modelartifacts/{name}/copies``: computed now, never stored."""
+        return await copies.read(self.modelartifacts, self.modelprefetches, self.copies_view,
+                                 namespace, name)
+
+    async def manifest(self, namespace: str, name: str) -> manifestview.ModelArtifactManifest:
+        """``GET modelartifacts/{name}/manifest``: the files the resolver kept for its digest."""
+        return await manifests.read(self.storage, self.modelartifacts, namespace, name)
 
 
 def build(storage: interface.Store,

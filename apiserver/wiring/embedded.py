@@ -23,18 +23,19 @@ import asyncio
 import dataclasses
 import logging
 import pathlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import kube
 from apiserver.auth import static
 from apiserver.auth import worker as workers
 from apiserver.flags import config
 from apiserver.registry import build
-from apiserver.wiring import inprocess, leases, proofs
+from apiserver.wiring import inprocess, leases, manifests, proofs
 from controllers import assembly
 from controllers.runtime import identity as identities
 from controllers.runtime import informer, leader
-from openapi import sources, wire
+from openapi import keys, sources, wire
+from openapi.kinds import nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,40 @@ class InformerArtifacts:
         found = self._artifacts.get(namespace, name)
         source = ((found or {}).get("spec") or {}).get("source") or {}
         return next((kind for kind in sources.KINDS if kind in source), None)
+
+
+class InformerGovernance:
+    """``admission.facts.Governance`` over the informers every replica runs: the pool layer's
+    (``assembly.PoolInformers``), the NodeModelStores (the NodeView's) and the artifacts."""
+
+    def __init__(self, found: assembly.ControllerSet) -> None:
+        self._pools = found.pools
+        self._stores = found.view.informer
+        self._artifacts = found.artifacts
+
+    def ready(self) -> bool:
+        return all(each.synced.is_set() for each in (
+            *self._pools.all(), self._stores, self._artifacts))
+
+    def binding(self, namespace: str, name: str) -> wire.Obj | None:
+        return self._pools.bindings.get(namespace, name)
+
+    def plugin_nodes(self) -> list[tuple[str, str]]:
+        return sorted((wire.key_of(obj)[1], nodemodelstore.store(obj))
+                      for obj in self._stores.items())
+
+    def labels(self, node: str) -> Mapping[str, str]:
+        if self._pools.nodes is None:
+            return {keys.HOSTNAME: node}
+        held = wire.mapping(self._pools.nodes.get("", node), "metadata", "labels")
+        return {str(k): str(v) for k, v in held.items()}
+
+    def prefetches(self, namespace: str) -> list[wire.Obj]:
+        return [obj for obj in self._pools.prefetches.items()
+                if wire.key_of(obj)[0] == namespace]
+
+    def artifact(self, namespace: str, name: str) -> wire.Obj | None:
+        return self._artifacts.get(namespace, name)
 
 
 class PodFacts:
@@ -154,7 +189,8 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         config=settings.controller_settings, clock=clock, api=api, writer=api,
         kube=cluster_client, state_dir=settings.data_dir / "controllers",
         leadership=store_leadership(settings, registry, clock) if standalone else None,
-        plugin_token=token, ledger=proofs.StoreLedger(registry.storage), live_progress=True))
+        plugin_token=token, ledger=proofs.StoreLedger(registry.storage),
+        manifests=manifests.StoreManifests(registry.storage), live_progress=True))
     hooks = Hooks(controllers=found)
 
     async def start_view() -> None:
@@ -163,6 +199,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
         async def plug_in() -> None:
             await found.view.index.wait_synced()
             registry.progress_view.view = found.view.progress
+            registry.copies_view.view = found.view.copies
 
         waiting.append(asyncio.create_task(plug_in(), name="progress view"))
 
@@ -179,6 +216,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
 
     async def stop() -> None:
         registry.progress_view.view = None
+        registry.copies_view.view = None
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)

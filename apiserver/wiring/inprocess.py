@@ -38,6 +38,8 @@ class RegistryClient:
             clients.MODEL_ARTIFACTS: registry.modelartifacts,
             clients.NODE_MODEL_STORES: registry.nodemodelstores,
             clients.MODEL_PREFETCHES: registry.modelprefetches,
+            clients.MODEL_STORES: registry.modelstores,
+            clients.MODEL_STORE_BINDINGS: registry.modelstorebindings,
         }
 
     def _store(self, resource: clients.Resource) -> store.ResourceStore:
@@ -93,6 +95,12 @@ class RegistryClient:
         namespace, name = clients.key_of(obj)
         try:
             return await self._store(resource).update(obj, namespace=namespace, name=name)
+        except errors.StatusError as exc:
+            raise _translate(exc) from exc
+
+    async def delete(self, resource: clients.Resource, namespace: str, name: str) -> None:
+        try:
+            await self._store(resource).delete(namespace, name)
         except errors.StatusError as exc:
             raise _translate(exc) from exc
 

@@ -12,9 +12,13 @@ from conformance.rules import rule
 RESOURCES = {
     "modelartifacts": (True, ["create", "delete", "get", "list", "patch", "update", "watch"]),
     "modelartifacts/progress": (True, ["get"]),
+    "modelartifacts/copies": (True, ["get"]),
+    "modelartifacts/manifest": (True, ["get"]),
     "nodemodelstores": (False, ["delete", "get", "list", "watch"]),
     "nodemodelstores/status": (False, ["get", "patch", "update"]),
     "modelprefetches": (True, ["create", "delete", "get", "list", "patch", "update", "watch"]),
+    "modelstores": (False, ["create", "delete", "get", "list", "patch", "update", "watch"]),
+    "modelstorebindings": (True, ["create", "delete", "get", "list", "patch", "update", "watch"]),
 }
 
 
@@ -28,7 +32,7 @@ def check_group(admin: Api) -> None:
     assert {"groupVersion": f"{a.GROUP}/v1", "version": "v1"} in body["versions"]
 
 
-@rule("discovery.legacy", "GET /apis/worker.gpustack.ai/v1 lists exactly the five resources, "
+@rule("discovery.legacy", "GET /apis/worker.gpustack.ai/v1 lists exactly the served resources, "
       "their scope and verbs, short names and category")  # fmt: skip
 def check_legacy(admin: Api) -> None:
     response = admin.get(a.GV)
@@ -46,7 +50,10 @@ def check_legacy(admin: Api) -> None:
     assert served["nodemodelstores"].get("shortNames") == ["nms"]
     assert served["modelprefetches"]["kind"] == "ModelPrefetch"
     assert served["modelprefetches"].get("shortNames") == ["mpf"]
-    for name in ("modelartifacts", "nodemodelstores", "modelprefetches"):
+    assert served["modelstores"].get("shortNames") == ["ms"]
+    assert served["modelstorebindings"].get("shortNames") == ["msb"]
+    for name in ("modelartifacts", "nodemodelstores", "modelprefetches", "modelstores",
+                 "modelstorebindings"):
         assert "gpustack" in served[name].get("categories", []), name
 
 

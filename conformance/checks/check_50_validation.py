@@ -52,21 +52,19 @@ def check_patterns(conformance_run: Run, admin: Api) -> None:
     assert any(f.startswith("spec.allowPatterns") for f in fields), fields
 
 
-@rule("validation.prefetch-targets", "a ModelPrefetch without targets is refused 422 naming "
-      "spec.targets; one whose selector matches no node is admitted")  # fmt: skip
+@rule("validation.prefetch-targets", "a ModelPrefetch without bindingRef is refused 422 naming "
+      "spec.bindingRef; placement.instanceTypes is refused naming it")  # fmt: skip
 def check_prefetch_targets(conformance_run: Run, admin: Api) -> None:
     conformance_run.ensure_namespaces()
     namespace = conformance_run.namespace
     body: dict[str, Any] = {
         "apiVersion": f"{a.GROUP}/{a.VERSION}", "kind": "ModelPrefetch",
         "metadata": {"name": "conformance-prefetch", "namespace": namespace},
-        "spec": {"artifactRef": {"name": "conformance-absent"}, "targets": {}}}
-    assert "spec.targets" in _fields(admin.post(a.prefetches(namespace), body))
-    body["spec"]["targets"] = {"nodeSelector": {"conformance.gpustack.ai/none": "x"}}
-    created = admin.post(a.prefetches(namespace), body)
-    assert created.status_code == 201, (created.status_code, created.text[:300])
-    deleted = admin.delete(a.prefetches(namespace, "conformance-prefetch"))
-    assert deleted.status_code in (200, 202), deleted.status_code
+        "spec": {"artifactRef": {"name": "conformance-absent"}}}
+    assert "spec.bindingRef" in _fields(admin.post(a.prefetches(namespace), body))
+    body["spec"]["bindingRef"] = {"name": "conformance-absent"}
+    body["spec"]["placement"] = {"instanceTypes": ["conformance"]}
+    assert "spec.placement.instanceTypes" in _fields(admin.post(a.prefetches(namespace), body))
 
 
 @rule("validation.name", "an invalid object name is refused 422 naming metadata.name")

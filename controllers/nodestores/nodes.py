@@ -10,7 +10,7 @@ from typing import Protocol
 
 from controllers.runtime import client as clients
 from controllers.runtime import errors, informer
-from openapi import placement, quantity, wire
+from openapi import placement, quantity, volume, wire
 
 log = logging.getLogger(__name__)
 
@@ -143,3 +143,46 @@ class KubeConfigz:
 
     async def read(self, node: str) -> wire.Obj:
         return await self._read(node)
+
+
+class Driver(Protocol):
+    """Whether the CSIDriver object of the plugin exists."""
+
+    def present(self) -> bool | None:
+        """True or False once read; None while unknown (nothing is deleted then)."""
+        ...
+
+    def add_handler(self, handler: Callable[[], None]) -> None:
+        """Call ``handler()`` when it appears or goes."""
+        ...
+
+
+class RunningDriver(Driver, Protocol):
+    async def run(self) -> None:
+        """Keep ``present`` current, until cancelled."""
+        ...
+
+
+class CsiDriver:
+    """In a cluster: the CSIDriver ``model.csi.gpustack.ai`` (an informer on CSIDrivers, run by
+    the controller). Its absence is the plugin leaving the cluster (the chart removes it with
+    ``modelManager.enabled=false``); a CSINode dropping the driver for a moment (a plugin
+    restart) is not."""
+
+    def __init__(self, drivers: informer.Informer) -> None:
+        self._drivers = drivers
+
+    def present(self) -> bool | None:
+        if not self._drivers.synced.is_set():
+            return None
+        return self._drivers.get("", volume.DRIVER) is not None
+
+    def add_handler(self, handler: Callable[[], None]) -> None:
+        def changed(old: wire.Obj | None, new: wire.Obj | None) -> None:
+            if wire.key_of(new or old or {})[1] == volume.DRIVER:
+                handler()
+
+        self._drivers.add_handler(changed)
+
+    async def run(self) -> None:
+        await self._drivers.run()

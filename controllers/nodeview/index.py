@@ -26,12 +26,20 @@ class Holding:
     size_bytes: int
     downloaded_bytes: int
     reason: str
+    source: str = ""
+    message: str = ""
+    retry_time: str = ""
+    referenced: bool = False
+    last_used: str = ""
+    pinned: bool = False
+    """The node's ``spec.pinned`` names the digest."""
 
 
 def _entries(obj: wire.Obj | None) -> dict[str, Holding]:
     if obj is None:
         return {}
     node = str((obj.get("metadata") or {}).get("name") or "")
+    pins = set(nodemodelstore.pinned(obj))
     found: dict[str, Holding] = {}
     for entry in nodemodelstore.models(obj):
         digest = wire.dig(entry, "digest")
@@ -43,6 +51,12 @@ def _entries(obj: wire.Obj | None) -> dict[str, Holding]:
             size_bytes=_count(nodemodelstore.entry_size(entry)),
             downloaded_bytes=_count(nodemodelstore.entry_downloaded(entry)),
             reason=nodemodelstore.entry_reason(entry),
+            source=nodemodelstore.entry_source(entry),
+            message=nodemodelstore.entry_message(entry),
+            retry_time=nodemodelstore.entry_retry_time(entry),
+            referenced=nodemodelstore.entry_referenced(entry),
+            last_used=nodemodelstore.entry_last_used(entry),
+            pinned=digest in pins,
         )
     return found
 

@@ -121,7 +121,7 @@ def compute(artifact: wire.Obj, holdings: Sequence[nodeindex.Holding], live: dic
 class Progress:
     """The progress view the API server serves (``apiserver.registry.progress.View``)."""
 
-    def __init__(self, index: nodeindex.DigestIndex, reader: LiveReader | None,
+    def __init__(self, index: Index, reader: LiveReader | None,
                  clock: clocks.Clock, limits: Limits = DEFAULT_LIMITS) -> None:
         self._index = index
         self._reader = reader
@@ -129,42 +129,55 @@ class Progress:
         self.limits = limits
 
     async def read(self, artifact: wire.Obj) -> progress.ModelArtifactProgress:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.limits.budget
-        digest, _ = modelartifact.hub_digest(artifact)
-        holdings = self._index.holders(digest) if digest else []
-        live: dict[str, int] = {}
-        if digest and self._reader is not None:
-            downloading = [h.node for h in holdings if h.state == states.DOWNLOADING]
-            live = await self._read_live(digest, downloading, deadline)
+        holdings, live = await observe(self._index, self._reader, self.limits, artifact)
         return compute(artifact, holdings, live, self._clock.now())
 
-    async def _read_live(self, digest: str, nodes: list[str], deadline: float) -> dict[str, int]:
-        reader = self._reader
-        assert reader is not None
-        asked = [node for node in nodes if reader.knows(node)][: self.limits.cap]
-        if not asked:
-            return {}
-        gate = asyncio.Semaphore(self.limits.parallel)
-        live: dict[str, int] = {}
 
-        async def ask(node: str) -> None:
-            async with gate:
-                try:
-                    async with asyncio.timeout(self.limits.per_node):
-                        running = await reader.downloads(node)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # a plugin that does not answer well is not counted
-                    log.debug("live progress from node %s: %s", node, type(exc).__name__)
-                    return
-            if digest in running:
-                live[node] = running[digest]
+class Index(Protocol):
+    def holders(self, digest: str) -> list[nodeindex.Holding]: ...
 
-        tasks = [asyncio.create_task(ask(node)) for node in asked]
-        remaining = deadline - asyncio.get_running_loop().time()
-        _, pending = await asyncio.wait(tasks, timeout=max(0.0, remaining))
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        return live
+
+async def observe(index: Index, reader: LiveReader | None, limits: Limits,
+                  artifact: wire.Readable) -> tuple[list[nodeindex.Holding], dict[str, int]]:
+    """The nodes listing the artifact's digest, and the live bytes of those downloading it
+    (``read_live``, within ``limits.budget`` of now)."""
+    deadline = asyncio.get_running_loop().time() + limits.budget
+    digest, _ = modelartifact.hub_digest(artifact)
+    holdings = index.holders(digest) if digest else []
+    if not digest or reader is None:
+        return holdings, {}
+    downloading = [h.node for h in holdings if h.state == states.DOWNLOADING]
+    return holdings, await read_live(reader, limits, digest, downloading, deadline)
+
+
+async def read_live(reader: LiveReader, limits: Limits, digest: str, nodes: list[str],
+                    deadline: float) -> dict[str, int]:
+    """node -> the live bytes of ``digest`` of those of ``nodes`` whose plugin answered in time
+    (at most ``limits.cap`` asked, ``limits.parallel`` at a time, each within
+    ``limits.per_node``, all by ``deadline``, the event loop's time)."""
+    asked = [node for node in nodes if reader.knows(node)][: limits.cap]
+    if not asked:
+        return {}
+    gate = asyncio.Semaphore(limits.parallel)
+    live: dict[str, int] = {}
+
+    async def ask(node: str) -> None:
+        async with gate:
+            try:
+                async with asyncio.timeout(limits.per_node):
+                    running = await reader.downloads(node)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a plugin that does not answer well is not counted
+                log.debug("live progress from node %s: %s", node, type(exc).__name__)
+                return
+        if digest in running:
+            live[node] = running[digest]
+
+    tasks = [asyncio.create_task(ask(node)) for node in asked]
+    remaining = deadline - asyncio.get_running_loop().time()
+    _, pending = await asyncio.wait(tasks, timeout=max(0.0, remaining))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return live

@@ -1,4 +1,5 @@
-"""The NodeView: the NodeModelStore informer, the digest index over it and the progress view.
+"""The NodeView: the NodeModelStore informer, the digest index over it, the progress view and
+the copies view.
 Every API server runs it whatever ``--controllers`` says (``progress`` is part of the API: every
 replica answers it, leader or not), and the controllers read the same informer and index."""
 
@@ -6,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+from controllers.nodeview import copies, progress
 from controllers.nodeview import index as nodeindex
-from controllers.nodeview import progress
 from controllers.runtime import client as clients
 from controllers.runtime import informer
 from timing import clock as clocks
@@ -21,6 +22,7 @@ class NodeView:
         self.informer = informer.Informer(api, clients.NODE_MODEL_STORES, clock)
         self.index = nodeindex.DigestIndex(self.informer)
         self.progress = progress.Progress(self.index, reader, clock, limits)
+        self.copies = copies.Copies(self.index, reader, clock, limits)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:

@@ -1,7 +1,8 @@
 """ModelPrefetch status and delivery, per prefetch: resolves the targets (``plan.targets``), asks
 the delivery to warm every target node that does not hold the digest yet (a warm-up Pod per node
 in a cluster, ``warmup.py``; the request to each ``--node`` plugin standalone,
-``plugindelivery.py``), and writes ``status`` (counts, one entry per node, conditions). Each
+``plugindelivery.py``), and writes ``status`` (counts and conditions; it names no node). A
+node whose pinned copy lapsed past ``ttlAfterLastUse`` is not warmed again (``Lapsed``). Each
 prefetch is looked at again every minute.
 
 It writes only a ModelPrefetch's status, so it runs wherever the resolver runs (in the API
@@ -22,7 +23,7 @@ from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import informer, status
 from openapi import states, wire
-from openapi.kinds import modelprefetch, nodemodelstore
+from openapi.kinds import nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -103,12 +104,9 @@ class Prefetches(runtime.Runs[Key]):
 
     def _node_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A Node's labels move selectors; its taints and cordon move where warm-up Pods go, so
-        the prefetches naming it look again too."""
-        _, node = clients.key_of(new or old or {})
+        every prefetch looks again."""
         for prefetch in self._prefetches.items():
-            if (modelprefetch.node_selector(prefetch) is not None
-                    or node in modelprefetch.node_names(prefetch)):
-                self._wake(prefetch)
+            self._wake(prefetch)
 
     def _owned_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         metadata = (new or old or {}).get("metadata") or {}
@@ -124,24 +122,23 @@ class Prefetches(runtime.Runs[Key]):
         if prefetch is None or prefetch["metadata"].get("deletionTimestamp"):
             return runtime.DONE
         artifact = self._inputs.artifact(prefetch)
-        nodes = self._inputs.targets(prefetch)
+        problem = self._inputs.binding_problem(prefetch)
+        nodes = [] if problem else self._inputs.targets(prefetch)
+        now = self._clock.now()
+        lapsed = {n for n in nodes if not self._ready(n, artifact.digest)
+                  and self._lapsed(prefetch, self._stores.get("", n), artifact.digest, now)}
         failures: Mapping[str, prefetchplan.Hold] = {}
-        if not artifact.problem:
-            cold = [n for n in nodes if self._stores.get("", n) is not None and
-                    (prefetchplan.model_entry(self._stores.get("", n), artifact.digest)
-                     or {}).get("state") != states.READY]
+        if not artifact.problem and not problem:
+            cold = [n for n in nodes if self._stores.get("", n) is not None
+                    and not self._ready(n, artifact.digest) and n not in lapsed]
             if cold:
                 failures = await self._delivery.warm(prefetch, artifact, cold)
-        now = self._clock.now()
-        entries = []
-        for node in nodes:
-            store = self._stores.get("", node)
-            entry = prefetchplan.node_entry(node, store, artifact, failures.get(node))
-            entry["pinned"] = self._pinned_here(prefetch, store, artifact.digest, now)
-            entries.append(entry)
+        entries = [prefetchplan.node_entry(node, self._stores.get("", node), artifact,
+                                           failures.get(node)) for node in nodes]
 
         def change(current: wire.Obj) -> None:
-            wanted = prefetchplan.status(prefetch, entries, artifact, now=now, base=current)
+            wanted = prefetchplan.status(prefetch, entries, artifact, now=now, base=current,
+                                         lapsed=len(lapsed), problem=problem)
             current.clear()
             current.update(wanted)
 
@@ -155,11 +152,14 @@ class Prefetches(runtime.Runs[Key]):
             self.status_writes += 1
         return runtime.Result(requeue_after=self._failed_recheck if failures else RESYNC_SECONDS)
 
-    def _pinned_here(self, prefetch: wire.Obj, store: wire.Obj | None, digest: str,
-                     now: datetime.datetime) -> bool:
+    def _ready(self, node: str, digest: str) -> bool:
+        entry = prefetchplan.model_entry(self._stores.get("", node), digest)
+        return entry is not None and nodemodelstore.entry_state(entry) == states.READY
+
+    def _lapsed(self, prefetch: wire.Obj, store: wire.Obj | None, digest: str,
+                now: datetime.datetime) -> bool:
+        """The prefetch's pin on this node lapsed past ``ttlAfterLastUse``."""
         if store is None or not digest or not prefetchplan.pinned(prefetch):
             return False
-        if digest not in nodemodelstore.pinned(store):
-            return False
         until = prefetchplan.pin_until(prefetch, store, digest)
-        return until is None or until > now
+        return until is not None and until <= now

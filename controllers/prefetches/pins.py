@@ -4,6 +4,13 @@ stores controller keeps it as it is). A prefetch being deleted, or whose pin lap
 (``ttlAfterLastUse``), drops out of the union on the next pass, and the node's collection
 reclaims the bytes once nothing references them and their grace passed.
 
+A prefetch deleted with ``retention.cleanupOnDelete`` asks for more: its digest goes into
+``spec.evict`` of each node it targeted (unless a live prefetch pins it there), so the node removes
+it at once, whatever its watermarks, as soon as no Pod mounts it; the digest leaves ``spec.evict``
+when the node no longer lists it, or after ``EVICT_FOR``. What is being evicted is kept in this
+process's memory: a restart of the worker in between leaves what was written in the specs until
+the node no longer lists it.
+
 It writes a NodeModelStore's spec, which only the in-process client can (``client.ReadWrite``),
 so it runs in the API server; each node is looked at again every minute.
 """
@@ -18,12 +25,15 @@ from controllers.runtime import client as clients
 from controllers.runtime import controller as runtime
 from controllers.runtime import errors, informer
 from openapi import wire
-from openapi.kinds import nodemodelstore
+from openapi.kinds import modelprefetch, nodemodelstore
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
 
 RESYNC_SECONDS = 60.0
+EVICT_FOR = 3600.0
+"""How long a deleted prefetch's digest stays in a node's ``spec.evict`` at most (a Pod may
+keep it mounted)."""
 
 
 class Pins(runtime.Runs[str]):
@@ -47,6 +57,9 @@ class Pins(runtime.Runs[str]):
         self.controller: runtime.Controller[str] = runtime.Controller(
             self.name, self.reconcile_pins, clock, keys=self._inputs.store_names, concurrency=1)
         self._inputs.on_prefetch(self._wake)
+        self._evicting: dict[str, dict[str, float]] = {}
+        """node -> digest -> until (monotonic): deleted prefetches' cleanupOnDelete."""
+        watched.prefetches.add_handler(self._prefetch_deleted)
         watched.stores.add_handler(self._node_changed)
         if nodes is not None:
             nodes.add_handler(self._node_changed)
@@ -57,6 +70,37 @@ class Pins(runtime.Runs[str]):
     def _wake(self, prefetch: wire.Obj) -> None:
         for node in self._inputs.targets(prefetch):
             self.controller.enqueue(node)
+
+    def _prefetch_deleted(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
+        """A prefetch with cleanupOnDelete left (or is being deleted): evict its digest from
+        the nodes it targeted."""
+        gone = new is None or bool((new.get("metadata") or {}).get("deletionTimestamp"))
+        last = new or old
+        if not gone or last is None or not modelprefetch.cleanup_on_delete(last):
+            return
+        digest = modelprefetch.manifest_digest(last) or self._inputs.artifact(last).digest
+        if not digest:
+            return
+        until = self._clock.monotonic() + EVICT_FOR
+        nodes = set(self._inputs.targets(last)) | {
+            name for entry in modelprefetch.node_entries(last)
+            if (name := modelprefetch.node_name(entry))}
+        for node in nodes:
+            self._evicting.setdefault(node, {})[digest] = until
+            self.controller.enqueue(node)
+
+    def _evict(self, node: str, store: wire.Obj, wanted: list[str]) -> list[str]:
+        """The digests this node should remove now; forgets those it no longer lists."""
+        asked = self._evicting.get(node)
+        if not asked:
+            return []
+        now = self._clock.monotonic()
+        for digest, until in list(asked.items()):
+            if until <= now or nodemodelstore.entry(store, digest) is None:
+                del asked[digest]
+        if not asked:
+            del self._evicting[node]
+        return sorted(d for d in asked if d not in wanted)
 
     def _node_changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         """A node's store or its Node changed."""
@@ -72,8 +116,10 @@ class Pins(runtime.Runs[str]):
         if store is None:
             return runtime.DONE
         wanted, wake = prefetchplan.pins(self._pins_of(node, store), self._clock.now())
-        if sorted(nodemodelstore.pinned(store)) != wanted:
-            spec = nodemodelstore.spec_pinning(store, wanted)
+        evict = self._evict(node, store, wanted)
+        if sorted(nodemodelstore.pinned(store)) != wanted or \
+                sorted(nodemodelstore.evict(store)) != evict:
+            spec = nodemodelstore.spec_pinning(store, wanted, evict)
             try:
                 await self._api.update(clients.NODE_MODEL_STORES, dict(store, spec=spec))
             except errors.Conflict:
@@ -81,13 +127,13 @@ class Pins(runtime.Runs[str]):
             except errors.NotFound:
                 return runtime.DONE
             self.pin_writes += 1
-            log.info("NodeModelStore %s: %d digest(s) pinned", node, len(wanted))
+            log.info("NodeModelStore %s: %d digest(s) pinned, %d to remove now", node,
+                     len(wanted), len(evict))
         after = RESYNC_SECONDS if wake is None else min(RESYNC_SECONDS, max(wake, 1.0))
         return runtime.Result(requeue_after=after)
 
     def _pins_of(self, node: str, store: wire.Obj) -> list[prefetchplan.Pin]:
         found = []
-        names = self._inputs.store_names()
         for prefetch in self._prefetches.items():
             metadata = prefetch.get("metadata") or {}
             if metadata.get("deletionTimestamp") or not prefetchplan.pinned(prefetch):
@@ -95,9 +141,12 @@ class Pins(runtime.Runs[str]):
             artifact = self._inputs.artifact(prefetch)
             if not artifact.digest:
                 continue
-            if node not in prefetchplan.targets(prefetch, names, self._inputs.labels.labels):
+            if self._inputs.binding_problem(prefetch) is not None:
+                continue
+            if node not in self._inputs.targets(prefetch):
                 continue
             found.append(prefetchplan.Pin(
                 artifact.digest, str(metadata.get("creationTimestamp") or ""),
-                prefetchplan.pin_until(prefetch, store, artifact.digest)))
+                prefetchplan.pin_until(prefetch, store, artifact.digest),
+                prefetchplan.namespace(prefetch)))
         return found

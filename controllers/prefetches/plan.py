@@ -1,13 +1,15 @@
 """What a ModelPrefetch asks for, computed from what the informers hold: pure functions.
 
-- ``targets``: the nodes a prefetch selects (``nodeNames`` plus the nodes running the plugin whose
-  labels match ``nodeSelector``);
+- ``targets``: the nodes a prefetch selects: those running the plugin (a NodeModelStore) merged
+  from a store its binding names, whose labels ``placement.nodeSelector`` selects (a prefetch
+  stored before the pool layer, without a binding, is not held to stores);
 - ``node_entry``: one target node's phase from its NodeModelStore's ``status.models`` entry for
   the artifact's digest (and its warm-up's ``Hold``, when one failed or cannot be placed);
-- ``status``: the counts, the entries (at most 256, by name) and the conditions;
-- ``pins``: the digests a node must keep, the union over every prefetch pinning there; a pin with
-  ``ttlAfterLastUse`` lapses once the node's copy went unused that long (``lastUsedTime``, or the
-  prefetch's creation while the node never used it).
+- ``status``: the counts and the conditions (``Lapsed`` among them), naming no node;
+- ``pins``: the digests a node must keep, the union over every prefetch pinning there, shared
+  fairly between namespaces when it would pass 256; a pin with ``ttlAfterLastUse`` lapses once
+  the node's copy went unused that long (``lastUsedTime``, or the prefetch's creation while the
+  node never used it).
 """
 
 from __future__ import annotations
@@ -45,17 +47,15 @@ def ttl_seconds(prefetch: wire.Obj) -> float | None:
         return None  # admission refuses it; a stored one that no longer parses pins forever
 
 
-def targets(prefetch: wire.Obj, stores: Iterable[str], labels: Labels) -> list[str]:
-    """The target nodes, sorted: named ones (with or without a NodeModelStore) plus the nodes
-    with a NodeModelStore whose labels hold every selector pair."""
-    found = set(modelprefetch.node_names(prefetch))
+def targets(prefetch: wire.Obj, nodes: Iterable[tuple[str, str]], labels: Labels,
+            allowed: set[str] | None) -> list[str]:
+    """The target nodes, sorted: of ``nodes`` (node, the ModelStore its spec is merged from),
+    those whose store is ``allowed`` (the binding's stores; None: not held to stores) and whose
+    labels the placement selects (no selector: every one)."""
     selector = modelprefetch.node_selector(prefetch)
-    if selector is not None:
-        for node in stores:
-            held = labels(node)
-            if all(held.get(key) == value for key, value in selector.items()):
-                found.add(node)
-    return sorted(found)
+    return sorted(node for node, store in nodes
+                  if (allowed is None or store in allowed)
+                  and modelprefetch.selects(selector, labels(node)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -146,9 +146,12 @@ def node_entry(node: str, store: wire.Obj | None, artifact: Artifact,
 
 
 def status(prefetch: wire.Obj, nodes: list[wire.Obj], artifact: Artifact, *,
-           now: datetime.datetime, base: wire.Obj) -> wire.Obj:
-    """The prefetch's new status from its entries; ``base`` is the current status (its
-    conditions' transition times are kept)."""
+           now: datetime.datetime, base: wire.Obj, lapsed: int = 0,
+           problem: tuple[str, str] | None = None) -> wire.Obj:
+    """The prefetch's new status from its entries (counted, never listed); ``base`` is the
+    current status (its conditions' transition times are kept); ``lapsed``: the entries not
+    Ready whose pin lapsed past ``ttlAfterLastUse`` (not warmed again); ``problem``: a reason
+    and message that stops the prefetch before its artifact is looked at (its binding)."""
     generation = int((prefetch.get("metadata") or {}).get("generation") or 0)
     ready = sum(1 for n in nodes if n["phase"] == states.READY)
     downloading = sum(1 for n in nodes if n["phase"] == states.DOWNLOADING)
@@ -156,8 +159,7 @@ def status(prefetch: wire.Obj, nodes: list[wire.Obj], artifact: Artifact, *,
     desired = len(nodes)
     result: wire.Obj = {"conditions": list(base.get("conditions") or [])}
     result.update({"observedGeneration": generation, "desiredNodes": desired,
-                   "readyNodes": ready, "downloadingNodes": downloading, "failedNodes": failed,
-                   "nodes": nodes[:schemas.MAX_PREFETCH_NODES]})
+                   "readyNodes": ready, "downloadingNodes": downloading, "failedNodes": failed})
     if artifact.digest:
         result.update(modelprefetch.Status(manifestDigest=artifact.digest))
     minimum = modelprefetch.min_ready(prefetch)
@@ -167,16 +169,21 @@ def status(prefetch: wire.Obj, nodes: list[wire.Obj], artifact: Artifact, *,
         conditions.put(result, kind, "True" if state else "False", reason, message, now=now,
                        generation=generation)
 
-    if artifact.problem:
-        put(reasons.AVAILABLE, False, artifact.problem, artifact.message)
-        put(reasons.PROGRESSING, False, artifact.problem, artifact.message)
-        put(reasons.DEGRADED, True, artifact.problem, artifact.message)
+    if problem is None and artifact.problem:
+        problem = (artifact.problem, artifact.message)
+    if problem is not None:
+        reason, message = problem
+        put(reasons.AVAILABLE, False, reason, message)
+        put(reasons.PROGRESSING, False, reason, message)
+        put(reasons.DEGRADED, True, reason, message)
+        put(reasons.LAPSED, False, reason, "no shortfall is the retention's doing")
         return result
     if desired == 0:
         message = "the targets select no node (yet); nothing is warmed"
         put(reasons.AVAILABLE, False, reasons.NO_TARGETS, message)
         put(reasons.PROGRESSING, False, reasons.NO_TARGETS, message)
         put(reasons.DEGRADED, True, reasons.NO_TARGETS, message)
+        put(reasons.LAPSED, False, reasons.NO_TARGETS, "no shortfall is the retention's doing")
         return result
     if ready >= need:
         put(reasons.AVAILABLE, True, reasons.ENOUGH_READY,
@@ -184,20 +191,32 @@ def status(prefetch: wire.Obj, nodes: list[wire.Obj], artifact: Artifact, *,
     else:
         put(reasons.AVAILABLE, False, reasons.TOO_FEW_READY,
             f"{ready} of {desired} target nodes hold the content; {need} needed")
-    waiting = desired - ready - failed
+    waiting = desired - ready - failed - lapsed
     if waiting:
         put(reasons.PROGRESSING, True, reasons.WARMING,
             f"{downloading} downloading, {waiting - downloading} pending")
     else:
         put(reasons.PROGRESSING, False, reasons.COMPLETE,
-            "every target node is Ready or Failed")
+            "every target node is Ready, Failed or lapsed")
     if failed:
+        why: dict[str, int] = {}
+        for n in nodes:
+            if n["phase"] == states.FAILED:
+                reason = str(n.get("reason") or "unknown")
+                why[reason] = why.get(reason, 0) + 1
         put(reasons.DEGRADED, True, reasons.NODES_FAILED,
             f"{failed} target node(s) failed: "
-            + ", ".join(f"{n['name']} ({n.get('reason') or 'unknown'})"
-                        for n in nodes if n["phase"] == states.FAILED)[:1024])
+            + ", ".join(f"{reason} ({count})" for reason, count in sorted(why.items()))[:1024])
     else:
         put(reasons.DEGRADED, False, reasons.HEALTHY, "no target node failed")
+    others = desired - ready - lapsed
+    if ready < need and lapsed and others == 0:
+        put(reasons.LAPSED, True, reasons.RETENTION_EXPIRED,
+            f"{lapsed} copy(ies) went unused past ttlAfterLastUse, were unpinned and are not "
+            f"warmed again: {ready} of {need} needed are Ready")
+    else:
+        put(reasons.LAPSED, False, reasons.NOT_LAPSED,
+            "no shortfall below minReady is the retention's doing")
     return result
 
 
@@ -218,15 +237,18 @@ def pin_until(prefetch: wire.Obj, store: wire.Obj | None, digest: str) -> dateti
 class Pin:
     digest: str
     since: str
-    """The pinning prefetch's creationTimestamp: the oldest pins are kept when a node's list
-    would pass 256."""
+    """The pinning prefetch's creationTimestamp: within a namespace, the oldest pins are kept
+    when a node's list would pass 256."""
     until: datetime.datetime | None
+    namespace: str = ""
 
 
 def pins(node_pins: Iterable[Pin], now: datetime.datetime) -> tuple[list[str], float | None]:
-    """The node's ``spec.pinned`` (sorted; at most 256, oldest prefetch first) and the seconds
-    until the next pin lapses (None: none will)."""
-    first: dict[str, str] = {}
+    """The node's ``spec.pinned`` (sorted; at most 256) and the seconds until the next pin
+    lapses (None: none will). Past 256 the list is shared fairly: the namespaces take turns, each
+    its oldest pin first, so no namespace's pins push another's out while it holds no more than
+    its share; a digest two namespaces pin is kept once, in the earlier turn."""
+    first: dict[tuple[str, str], str] = {}
     wake: float | None = None
     for pin in node_pins:
         if pin.until is not None:
@@ -234,7 +256,22 @@ def pins(node_pins: Iterable[Pin], now: datetime.datetime) -> tuple[list[str], f
             if left <= 0:
                 continue
             wake = left if wake is None else min(wake, left)
-        if pin.digest not in first or pin.since < first[pin.digest]:
-            first[pin.digest] = pin.since
-    kept = sorted(first, key=lambda d: (first[d], d))[:schemas.MAX_PINNED]
+        key = (pin.namespace, pin.digest)
+        if key not in first or pin.since < first[key]:
+            first[key] = pin.since
+    queues: dict[str, list[str]] = {}
+    for (namespace, digest), _since in sorted(first.items(), key=lambda e: (e[1], e[0][1])):
+        queues.setdefault(namespace, []).append(digest)
+    kept: list[str] = []
+    chosen: set[str] = set()
+    turn = 0
+    while len(chosen) < schemas.MAX_PINNED and any(turn < len(q) for q in queues.values()):
+        for namespace in sorted(queues):
+            queue = queues[namespace]
+            if turn < len(queue) and queue[turn] not in chosen:
+                if len(chosen) == schemas.MAX_PINNED:
+                    break
+                chosen.add(queue[turn])
+                kept.append(queue[turn])
+        turn += 1
     return sorted(kept), wake

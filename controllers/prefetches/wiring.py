@@ -18,6 +18,11 @@ def _nodes(deps: registration.Deps) -> informer.Informer | None:
     return deps.informer(deps.cluster, clients.NODES)
 
 
+def _bindings(deps: registration.Deps) -> informer.Informer:
+    """The ModelStoreBindings: the stores a prefetch may target."""
+    return deps.informer(deps.api, clients.MODEL_STORE_BINDINGS)
+
+
 def build_status(deps: registration.Deps) -> manager.Runnable:
     cfg = deps.config
     found = deps.informer(deps.api, clients.MODEL_PREFETCHES)
@@ -26,7 +31,8 @@ def build_status(deps: registration.Deps) -> manager.Runnable:
         # standalone: the request to each --node plugin
         delivery = plugindelivery.PluginDelivery(deps.plugins, deps.plugin_token, deps.secrets,
                                                  ca_file=cfg.plugin_ca_file)
-        watched = inputs.Inputs(found, deps.artifacts, deps.view.informer)
+        watched = inputs.Inputs(found, deps.artifacts, deps.view.informer,
+                                bindings=_bindings(deps))
         return controller.Prefetches(deps.api, watched, deps.clock, delivery=delivery)
     pods = deps.informer(deps.cluster, clients.PODS, label_selector=warmup.SELECTOR)
     # where a warm-up Pod may go: the plugin Pods (the view's informer), the DaemonSets of the
@@ -38,7 +44,8 @@ def build_status(deps: registration.Deps) -> manager.Runnable:
                                 placement.PluginPlacement(deps.plugin_pods, daemonsets, nodes),
                                 image=cfg.prefetch_warmup_image,
                                 retry_seconds=cfg.prefetch_warmup_retry)
-    watched = inputs.Inputs(found, deps.artifacts, deps.view.informer, inputs.NodeLabels(nodes))
+    watched = inputs.Inputs(found, deps.artifacts, deps.view.informer, inputs.NodeLabels(nodes),
+                            _bindings(deps))
     return controller.Prefetches(deps.api, watched, deps.clock, nodes=nodes, delivery=warming,
                                  owned=pods, failed_recheck=cfg.prefetch_warmup_retry)
 
@@ -47,7 +54,8 @@ def build_pins(deps: registration.Deps) -> manager.Runnable:
     found = deps.informer(deps.api, clients.MODEL_PREFETCHES)
     nodes = _nodes(deps)
     watched = inputs.Inputs(found, deps.artifacts, deps.view.informer,
-                            inputs.NodeLabels(nodes) if nodes is not None else None)
+                            inputs.NodeLabels(nodes) if nodes is not None else None,
+                            _bindings(deps))
     return pins.Pins(deps.writer(), watched, deps.clock, nodes=nodes)
 
 

@@ -14,16 +14,17 @@ it), and each verification by the hub goes into the worker's record (``proofs``)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from controllers.resolver import anchoring, hubs, passes, verdict
 from controllers.runtime import client as clients
 from controllers.runtime import conditions, errors, events, informer, proofs, status
 from controllers.runtime import controller as runtime
+from controllers.runtime import manifests as manifests_
 from controllers.sources import claims, secrets
 from hub import errors as hub_errors
-from openapi import reasons, sources, wire
+from openapi import manifest, reasons, sources, wire
 from openapi.kinds import modelartifact
 from timing import clock as clocks
 
@@ -69,9 +70,11 @@ class Resolver:
         recorder: events.Recorder | None = None,
         concurrency: int = 8,
         ledger: proofs.Ledger | None = None,
+        manifests: manifests_.Keeper | None = None,
     ) -> None:
         """``ledger``: where the hub's verifications are recorded (``proofs``; in memory when
-        not given)."""
+        not given); ``manifests``: where each resolved manifest is kept (none when not
+        given)."""
         self._api = api
         self._artifacts = artifacts
         self._passes = hub_passes
@@ -93,6 +96,9 @@ class Resolver:
         artifacts.add_index(SECRET_INDEX, secret_refs)
         artifacts.add_index(CLAIM_INDEX, claim_refs)
         self.anchoring = anchoring.Anchoring(artifacts, ledger or proofs.InMemory())
+        self._manifests = manifests or manifests_.Discard()
+        self._kept: set[str] = set()
+        """The digests whose manifest this process kept (each is written once)."""
         artifacts.add_handler(self._artifact_changed)
         secret_source.subscribe(self.secret_changed)
         claim_source.subscribe(self._claim_changed)
@@ -214,7 +220,7 @@ class Resolver:
     async def _resolve(self, obj: wire.Obj, uid: str, src: passes.HubSource) -> float | None:
         where = f"{passes.HUB_NAMES[src.kind]} repository {src.repository} at {src.revision}"
         await self._write(obj, lambda s: verdict.starting(
-            s, self._context(obj, uid), f"resolving {where}"))
+            s, self._context(obj, uid), f"resolving {where}"), sets_retry=False)
         anchor = modelartifact.expected_digest(obj)
         try:
             token = await self._token(obj, src)
@@ -232,6 +238,7 @@ class Resolver:
             self._count_failure(uid, failed)
             return delay
         self._failures.pop(uid, None)
+        await self._keep(found.digest, found.entries)
         return await self._write(obj, lambda s: verdict.resolved(
             s, found, self._context(obj, uid), where), default=self.interval)
 
@@ -241,9 +248,9 @@ class Resolver:
         anchored = bool(modelartifact.expected_digest(obj))
         try:
             token = await self._token(obj, src)
-            await self._passes.revalidate(src, modelartifact.revision(obj),
-                                          modelartifact.manifest_digest(obj),
-                                          self._selection(obj), anchored=anchored, token=token)
+            entries = await self._passes.revalidate(
+                src, modelartifact.revision(obj), modelartifact.manifest_digest(obj),
+                self._selection(obj), anchored=anchored, token=token)
         except passes.Failure as failure:
             log.info("%s/%s revalidation: %s: %s", *clients.key_of(obj), failure.reason,
                      failure.message)
@@ -253,6 +260,7 @@ class Resolver:
             self._count_failure(uid, failed)
             return delay
         self._failures.pop(uid, None)
+        await self._keep(modelartifact.manifest_digest(obj), entries)
         return await self._write(obj, lambda s: verdict.confirmed(
             s, self._context(obj, uid), where), default=self.interval)
 
@@ -275,6 +283,18 @@ class Resolver:
             found = proof
             await self._write(obj, lambda s: verdict.anchor_proven(s, found, ctx))
         return runtime.DONE
+
+    async def _keep(self, digest: str, entries: Sequence[manifest.Entry]) -> None:
+        """Record the manifest once per digest; a failure is logged and tried again with the
+        digest's next pass (the resolution stands without it)."""
+        if digest in self._kept or not entries:
+            return
+        try:
+            await self._manifests.keep(digest, manifest.canonical_bytes(entries))
+        except errors.ApiError as exc:
+            log.warning("the manifest of %s is not recorded now: %s", digest, exc.message)
+            return
+        self._kept.add(digest)
 
     def _count_failure(self, uid: str, failure: passes.Failure) -> None:
         """Refusals back off (a minute, doubling); outages are retried every minute."""
@@ -331,15 +351,19 @@ class Resolver:
         self._tokens_checked[(namespace, name)] = print_
 
     async def _write(self, obj: wire.Obj, change: Callable[[wire.Obj], float | None], *,
-                     default: float | None = None) -> float | None:
+                     default: float | None = None, sets_retry: bool = True) -> float | None:
         """Write the status ``change`` makes (re-read and reapplied on conflict); returns what
-        ``change`` returned (``default`` if the artifact went away meanwhile)."""
+        ``change`` returned (``default`` if the artifact went away meanwhile). A write that
+        ``sets_retry`` sets ``status.retryTime`` from the delay ``change`` returns; the note
+        before a pass does not, so it writes nothing when it changes nothing."""
         namespace, name = clients.key_of(obj)
         outcome: list[float | None] = []
         before = conditions.find(obj.get("status") or {}, verdict.RESOLVED) or {}
 
         def apply(current: wire.Obj) -> None:
             outcome[:] = [change(current)]
+            if sets_retry:
+                verdict.retry_at(current, outcome[0], self._clock.now())
 
         first = _newest(obj, self._written.get((namespace, name)))
         try:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from controllers.resolver import hubs
 from hub import errors as hub_errors
 from hub import files, listing
-from openapi import grammar, reasons, sources
+from openapi import grammar, manifest, reasons, sources
 
 HUB_NAMES = sources.HUB_NAMES
 
@@ -46,6 +46,8 @@ class Resolution:
     digest: str
     file_count: int
     size_bytes: int
+    entries: tuple[manifest.Entry, ...] = ()
+    """The manifest's files, in its order."""
 
 
 class Failure(Exception):
@@ -125,10 +127,12 @@ class Passes:
         if expected and digest != expected:
             raise Failure(reasons.DIGEST_MISMATCH,
                           f"{where} resolves to {digest}, not the expected {expected}")
-        return Resolution(commit, digest, len(entries), sum(e.size for e in entries))
+        return Resolution(commit, digest, len(entries), sum(e.size for e in entries),
+                          tuple(entries))
 
     async def revalidate(self, src: HubSource, commit: str, digest: str, selection: Selection,
-                         *, anchored: bool, token: str | None) -> None:
+                         *, anchored: bool, token: str | None) -> list[manifest.Entry]:
+        """The manifest's entries, confirmed; a ``Failure`` otherwise."""
         api = self._hubs.get(src.kind)
         where = f"{HUB_NAMES[src.kind]} repository {src.repository} at {commit}"
         try:
@@ -136,7 +140,8 @@ class Passes:
                 None if anchored else self.cache.get(self._key(api, src, commit)))
             if listed is None:
                 listed = await self._list(api, src, commit, token)
-            kept, _, listed_digest = listing.build(listed, selection.allow, selection.ignore)
+            kept, entries, listed_digest = listing.build(listed, selection.allow,
+                                                         selection.ignore)
             if kept:
                 await api.check_access(src.repository, commit, kept[0].path, token=token)
         except hub_errors.HubError as exc:
@@ -147,3 +152,4 @@ class Passes:
         if listed_digest != digest:
             raise Failure(reasons.DIGEST_MISMATCH,
                           f"{where} now lists {listed_digest}, not the resolved {digest}")
+        return entries

@@ -74,6 +74,17 @@ def starting(status: wire.Obj, ctx: Context, message: str) -> None:
         _put(status, RESOLVED, "Unknown", reasons.RESOLVING, message, ctx)
 
 
+def retry_at(status: wire.Obj, delay: float | None, now: datetime.datetime) -> None:
+    """``status.retryTime``: when the next pass runs while ``Resolved`` is not True (a client
+    reports it with a terminal reason, ``reasons.TERMINAL_RESOLVED_REASONS``); absent
+    otherwise."""
+    resolved_now = wire.is_true(status, RESOLVED)
+    if resolved_now or delay is None or conditions.find(status, RESOLVED) is None:
+        modelartifact.drop_retry_time(status)
+        return
+    status["retryTime"] = clocks.rfc3339(now + datetime.timedelta(seconds=delay))
+
+
 # Hub sources: the first resolution ---------------------------------------------------------
 
 def resolved(status: wire.Obj, found: passes.Resolution, ctx: Context, where: str) -> float:

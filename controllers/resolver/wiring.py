@@ -21,7 +21,8 @@ def build(deps: registration.Deps) -> manager.Runnable:
     resolver = controller.Resolver(
         deps.api, deps.artifacts, passes.Passes(hub_set, hubs.ListingCache()), hub_set,
         deps.secrets, deps.claims, deps.clock, interval=cfg.revalidate_interval,
-        recorder=deps.recorder, concurrency=cfg.resolver_concurrency, ledger=deps.ledger)
+        recorder=deps.recorder, concurrency=cfg.resolver_concurrency, ledger=deps.ledger,
+        manifests=deps.manifests)
     found = deps.settings
     if found is not None:
 

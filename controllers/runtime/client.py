@@ -39,6 +39,8 @@ def ours(info: resources.ResourceInfo) -> Resource:
 MODEL_ARTIFACTS = ours(resources.MODEL_ARTIFACT)
 NODE_MODEL_STORES = ours(resources.NODE_MODEL_STORE)
 MODEL_PREFETCHES = ours(resources.MODEL_PREFETCH)
+MODEL_STORES = ours(resources.MODEL_STORE)
+MODEL_STORE_BINDINGS = ours(resources.MODEL_STORE_BINDING)
 SECRETS = Resource("", "v1", "secrets", "Secret", True)
 CLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PODS = Resource("", "v1", "pods", "Pod", True)
@@ -46,6 +48,7 @@ CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
 NODES = Resource("", "v1", "nodes", "Node", False)
 CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False)
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False)
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 
 
@@ -92,6 +95,10 @@ class Writer(Protocol):
     async def update(self, resource: Resource, obj: wire.Obj) -> wire.Obj:
         """Replace the object (its status is kept); ``obj`` carries the resourceVersion it was
         read at, ``errors.Conflict`` when it changed since."""
+        ...
+
+    async def delete(self, resource: Resource, namespace: str, name: str) -> None:
+        """``errors.NotFound`` when it is gone already."""
         ...
 
 

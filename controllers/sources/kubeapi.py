@@ -33,6 +33,7 @@ MODELS: dict[clients.Resource, Any] = {
     clients.LEASES: coordination_v1.Lease,
     clients.NODES: core_v1.Node,
     clients.CSI_NODES: storage_v1.CSINode,
+    clients.CSI_DRIVERS: storage_v1.CSIDriver,
     clients.DAEMON_SETS: apps_v1.DaemonSet,
 }
 

@@ -35,7 +35,7 @@ from devkit.controlplane.rbac import Policy
 from devkit.controlplane.server import Server
 from devkit.controlplane.store import Store
 from devkit.controlplane.watch import Bookmarks
-from openapi import install, wire
+from openapi import install, volume, wire
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 ADMIN_TOKEN = "fixture-admin-token"
@@ -76,7 +76,10 @@ class ControlPlane:
         bootstrap_rbac: bool = True,
         front_proxy: FrontProxy | None = None,
         namespaces: Sequence[str] = (),
+        csi_driver: bool = True,
     ) -> None:
+        """``csi_driver``: the CSIDriver of the node plugin exists, as the chart installs it
+        (without it the worker deletes every NodeModelStore)."""
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.cluster_ca = Authority("kubernetes")
@@ -105,6 +108,9 @@ class ControlPlane:
             if self.store.find(kinds.NAMESPACES, "", namespace) is None:
                 self.seed(kinds.NAMESPACES, {"metadata": {"name": namespace, "labels": {
                     "kubernetes.io/metadata.name": namespace}}})  # fmt: skip
+        if csi_driver:
+            self.seed(kinds.CSIDRIVERS, {"metadata": {"name": volume.DRIVER},
+                                         "spec": {"podInfoOnMount": True}})
         self.publish_authentication()
 
     # --- lifecycle -------------------------------------------------------------------

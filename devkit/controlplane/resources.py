@@ -83,6 +83,7 @@ EVENTS = Kind(
 )  # fmt: skip
 SERVICE_ACCOUNTS = Kind("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=("sa",))
 CSINODES = Kind("storage.k8s.io", "v1", "csinodes", "CSINode", False)
+CSIDRIVERS = Kind("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False)
 DAEMONSETS = Kind("apps", "v1", "daemonsets", "DaemonSet", True, has_status=True,
                   short_names=("ds",))
 LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease", True)
@@ -97,7 +98,7 @@ EVENTS_V1 = Kind(
 
 ALL: tuple[Kind, ...] = (
     NAMESPACES, CONFIGMAPS, SECRETS, PODS, NODES, PVCS, EVENTS, SERVICE_ACCOUNTS,
-    CSINODES, LEASES, EVENTS_V1, DAEMONSETS,
+    CSINODES, LEASES, EVENTS_V1, DAEMONSETS, CSIDRIVERS,
 )  # fmt: skip
 
 BY_PATH: dict[tuple[str, str, str], Kind] = {(k.group, k.version, k.plural): k for k in ALL}

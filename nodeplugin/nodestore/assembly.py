@@ -105,6 +105,9 @@ class NodeStore:
             bytes_per_second=options.scrub_bytes_per_second,
         )  # fmt: skip
         self._quarantine = quarantined
+        self._rehashed: str | None = None
+        """The last rehashRequest seen (None before the first spec: a value already there at
+        start is not a new request; the start checks cover it)."""
         self._tasks: list[asyncio.Task[None]] = []
         usage_store.add_listener(self._usage_changed)
 
@@ -121,6 +124,15 @@ class NodeStore:
     async def _applied(self) -> None:
         # A new spec's watermarks may put usage over the high one: collect now.
         self.collector.poke()
+        # An operator's new rehashRequest (spec.operations): a full re-hash pass now.
+        applied = self.state.applied
+        if applied is None:
+            return
+        request = applied.rehash_request
+        if request and self._rehashed is not None and request != self._rehashed:
+            log.warning("re-hash requested by spec.operations.rehashRequest (%s)", request[:63])
+            self.scrubber.request()
+        self._rehashed = request
 
     async def _write(self, status: Mapping[str, Any]) -> None:
         assert self.api is not None
@@ -128,8 +140,9 @@ class NodeStore:
 
     def _usage_changed(self, digests: set[str]) -> None:
         self.changed()
-        if any(d in self._quarantine for d in digests):
-            self.collector.poke()  # a quarantined tree may have lost its last Pod
+        evict = self.state.applied.evict if self.state.applied is not None else frozenset()
+        if any(d in self._quarantine or d in evict for d in digests):
+            self.collector.poke()  # a quarantined or evicted tree may have lost its last Pod
 
     def quarantined(self, digest: str) -> None:
         """A tree was quarantined: report it, and let collection remove the held copy once no

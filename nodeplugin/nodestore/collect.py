@@ -14,6 +14,12 @@ no Pod references them. A digest in ``spec.pinned`` is never a candidate, and a 
 or a partial being written never is either. References come from the node's own mount table
 (read again before each run, together with the plugin's table), never from the API.
 
+A digest in ``spec.evict`` (a prefetch deleted with ``cleanupOnDelete``) goes at every run, whatever
+the watermarks and without the ten-minute grace, as soon as no Pod references it and it is not
+pinned: its tree and its partial downloads with no running attempt. While one is left, collection
+runs every minute (and at once when a spec applies or a mount ends), and each removal is logged
+as asked by the spec.
+
 Nothing is removed while the mount table cannot be read, before a spec was applied, or while
 the spec fails its check; ``skipped`` then says why, for the Ready message.
 
@@ -42,6 +48,7 @@ from timing import clock as clocks
 log = logging.getLogger(__name__)
 
 PERIOD_SECONDS = 300.0
+EVICT_PERIOD_SECONDS = 60.0
 UNREFERENCED_FOR = datetime.timedelta(minutes=10)
 FAILURES_KEPT_FOR = datetime.timedelta(hours=24)
 TRASH = "trash"
@@ -62,6 +69,8 @@ class Outcome:
     removed_bytes: int = 0
     skipped: str | None = None
     records_dropped: int = 0
+    evicted: list[str] = dataclasses.field(default_factory=list)
+    """Digests removed because ``spec.evict`` asked."""
 
 
 class Collector:
@@ -111,6 +120,8 @@ class Collector:
         """The last run left usage above the high watermark with nothing left to remove."""
         self.runs = 0
         self._over = False
+        self._evict_left: set[str] = set()
+        """``spec.evict`` digests a run found still here (referenced or being written)."""
 
     # --- triggers -------------------------------------------------------------------
 
@@ -134,7 +145,7 @@ class Collector:
     async def run(self) -> None:
         """Every five minutes, and whenever poked."""
         while True:
-            await clocks.wait(self._wake, self._clock, PERIOD_SECONDS)
+            await clocks.wait(self._wake, self._clock, self._period())
             self._wake.clear()
             try:
                 await self.collect()
@@ -142,6 +153,14 @@ class Collector:
                 raise
             except Exception:
                 log.exception("collection failed; trying again at the next run")
+
+    def _period(self) -> float:
+        """A minute while ``spec.evict`` names a digest still here, else five minutes."""
+        spec = self._node.applied
+        if spec is not None and any(d in self._evict_left
+                                    for d in spec.evict | spec.force_evict):
+            return EVICT_PERIOD_SECONDS
+        return PERIOD_SECONDS
 
     # --- one run --------------------------------------------------------------------
 
@@ -178,6 +197,11 @@ class Collector:
             return self._skip(outcome, "collection skipped: the node's mount table could not "
                               f"be read ({detail})")
         referenced = self._references.digests() | mounted
+        applied = self._node.applied
+        if applied is not None and applied.pause_collection:
+            # the operator's switch (a plugin rollback): nothing at all is removed
+            return self._skip(outcome, "collection paused by spec.operations.pauseCollection"
+                              + (f" (ModelStore {applied.store})" if applied.store else ""))
         # A damaged tree goes as soon as no Pod mounts it, whatever the spec says.
         await self._remove_quarantined(outcome)
         why = self._skip_reason()
@@ -187,6 +211,8 @@ class Collector:
         effective, spec = self._node.effective, self._node.applied
         assert effective is not None and spec is not None
         pinned = spec.pinned
+        # the worker's evictions spare a pinned digest; the operator's (the pool's) do not
+        await self._evict((spec.evict - pinned) | spec.force_evict, referenced, outcome)
         await self._drop_old_failures(outcome)
         space = self._ledger.usage()
         high = space.total_bytes * effective.high_percent // 100
@@ -216,6 +242,40 @@ class Collector:
             log.info("collection removed %d items (%d bytes); usage now %d of %d bytes",
                      len(outcome.removed), outcome.removed_bytes, used, space.total_bytes)
         return outcome
+
+    async def _evict(self, evict: frozenset[str], referenced: set[str],
+                     outcome: Outcome) -> None:
+        """Remove what ``spec.evict`` names now: its tree and idle partials, unless a Pod
+        references it (then at a later run, once unmounted)."""
+        left: set[str] = set()
+        if not evict:
+            self._evict_left = left
+            return
+        running = set(self._running())
+        partials = await asyncio.to_thread(self._cache.partials)
+        batch: list[Candidate] = []
+        now = self._clock.now()
+        for digest in sorted(evict):
+            published = await asyncio.to_thread(self._cache.is_published, digest)
+            held = [p for p in partials if p.digest == digest]
+            if not published and not held:
+                continue
+            if digest in referenced or digest in running:
+                left.add(digest)
+                continue
+            if published:
+                batch.append(Candidate(digest, now, str(self._cache.published_path(digest)),
+                                       tree=True))
+            batch.extend(Candidate(digest, now, str(p.path), tree=False) for p in held)
+        before = list(outcome.removed)
+        await self._remove(batch, outcome)
+        gone = sorted(set(outcome.removed) - set(before))
+        left |= {c.digest for c in batch} - set(gone)
+        self._evict_left = left
+        if gone:
+            outcome.evicted.extend(gone)
+            log.info("removed %s as the node's spec.evict asks (no Pod mounts it, nothing pins "
+                     "it)", ", ".join(gone))
 
     def candidates(self, referenced: set[str], pinned: frozenset[str]) -> list[Candidate]:
         """What may go, oldest ``lastUsedTime`` first (trees and partials together)."""

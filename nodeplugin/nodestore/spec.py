@@ -65,6 +65,17 @@ class NodeSpec:
     kubelet: Kubelet | None
     """None while the worker has not read the node's configz (or could not)."""
     pinned: frozenset[str] = frozenset()
+    evict: frozenset[str] = frozenset()
+    """Remove now, once unmounted and unpinned (``spec.evict``)."""
+    store: str = ""
+    """The ModelStore (pool) merged into this spec; ``""`` for none."""
+    pause_collection: bool = False
+    """``spec.operations.pauseCollection``: nothing is removed while set."""
+    rehash_request: str = ""
+    """``spec.operations.rehashRequest``: a new value asks for a full re-hash now."""
+    force_evict: frozenset[str] = frozenset()
+    """``spec.operations.evictDigests`` (the operator's): removed once no Pod mounts them,
+    pinned or not."""
 
 
 def parse(obj: dict[str, Any]) -> NodeSpec:
@@ -108,6 +119,11 @@ def parse(obj: dict[str, Any]) -> NodeSpec:
         hub=checked,
         kubelet=_kubelet(body),
         pinned=frozenset(nodemodelstore.pinned(body)),
+        evict=frozenset(nodemodelstore.evict(body)),
+        store=nodemodelstore.store(body),
+        pause_collection=nodemodelstore.pause_collection(body),
+        rehash_request=nodemodelstore.rehash_request(body),
+        force_evict=frozenset(nodemodelstore.evict_digests(body)),
     )
 
 

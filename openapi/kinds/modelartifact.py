@@ -85,6 +85,7 @@ class ModelArtifactStatus(TypedDict, total=False):
     resolved: Resolved
     nodes: NodeCounts
     anchorGrant: AnchorGrant
+    retryTime: str
     conditions: list[wire.Condition]
 
 
@@ -174,6 +175,27 @@ def of_status(found: wire.Readable) -> wire.Readable:
 def drop_resolution(found: wire.Obj) -> None:
     """Remove ``resolved`` from a status being written (a withdrawn resolution)."""
     found.pop("resolved", None)
+
+
+def drop_retry_time(found: wire.Obj) -> None:
+    """Remove ``retryTime`` from a status being written (resolved, or nothing scheduled)."""
+    found.pop("retryTime", None)
+
+
+retry_time = wire.text_at("status", "retryTime")
+"""When the worker next tries while the artifact is not resolved (RFC 3339); ``""``."""
+
+
+def terminal_reason(obj: wire.Readable) -> str:
+    """The ``Resolved=False`` reason when retrying alone cannot fix it (a repository or revision
+    that does not exist, access denied, nothing kept, the wrong digest: someone must change the
+    spec, the Secret or the grant); ``""`` otherwise (resolved, resolving, an outage, a Secret
+    or claim still to be created)."""
+    found = resolved_condition(obj)
+    if found is None or wire.text(found, "status") != wire.FALSE:
+        return ""
+    reason = wire.text(found, "reason")
+    return reason if reason in reasons.TERMINAL_RESOLVED_REASONS else ""
 
 
 resolved = wire.mapping_at("status", "resolved")

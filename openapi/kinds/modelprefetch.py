@@ -1,24 +1,57 @@
 """ModelPrefetch: the view of the kind and the one reader of each field other parts read.
 
+The upstream shape (issue 39): ``artifactRef``, ``bindingRef``, ``placement.nodeSelector`` (a
+label selector), ``minReady`` and ``retention``; the status carries counts and conditions and
+names no node. ``targets`` is the shape before it, converted on every write (``upgraded``) and
+never stored.
+
 Readers never raise on a missing or mistyped field (admission refused it; a stored object that no
 longer reads well reads as unset).
 """
 
 from __future__ import annotations
 
-from typing import Final, TypedDict
+from collections.abc import Mapping
+from typing import Final, Literal, TypedDict
 
-from openapi import reasons, resources, states, wire
+from openapi import keys, reasons, resources, wire
 
 KIND: Final = resources.MODEL_PREFETCH.kind
 CONDITIONS: Final = reasons.PREFETCH_CONDITIONS
+
+Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 
 
 class ArtifactRef(TypedDict):
     name: str
 
 
+class BindingRef(TypedDict):
+    name: str
+
+
+class _RequirementRequired(TypedDict):
+    key: str
+    operator: Operator
+
+
+class Requirement(_RequirementRequired, total=False):
+    values: list[str]
+
+
+class LabelSelector(TypedDict, total=False):
+    matchLabels: dict[str, str]
+    matchExpressions: list[Requirement]
+
+
+class Placement(TypedDict, total=False):
+    nodeSelector: LabelSelector
+    instanceTypes: list[str]
+
+
 class Targets(TypedDict, total=False):
+    """The shape before the pool layer; converted by ``upgraded``."""
+
     nodeNames: list[str]
     nodeSelector: dict[str, str]
     minReady: int
@@ -27,30 +60,19 @@ class Targets(TypedDict, total=False):
 class Retention(TypedDict, total=False):
     pinned: bool
     ttlAfterLastUse: str
+    cleanupOnDelete: bool
 
 
 class _SpecRequired(TypedDict):
     artifactRef: ArtifactRef
-    targets: Targets
 
 
 class Spec(_SpecRequired, total=False):
+    bindingRef: BindingRef
+    placement: Placement
+    minReady: int
     retention: Retention
-
-
-class _NodeEntryRequired(TypedDict):
-    name: str
-    phase: states.Phase
-
-
-class NodeEntry(_NodeEntryRequired, total=False):
-    """One target node of ``status.nodes``."""
-
-    sizeBytes: int
-    downloadedBytes: int
-    pinned: bool
-    reason: str
-    message: str
+    targets: Targets
 
 
 class Status(TypedDict, total=False):
@@ -60,7 +82,6 @@ class Status(TypedDict, total=False):
     readyNodes: int
     downloadingNodes: int
     failedNodes: int
-    nodes: list[NodeEntry]
     conditions: list[wire.Condition]
 
 
@@ -80,36 +101,98 @@ VIEW: Final = ModelPrefetch
 spec = wire.mapping_at("spec")
 artifact_name = wire.text_at("spec", "artifactRef", "name")
 """The ModelArtifact to warm, in the prefetch's namespace."""
-targets = wire.mapping_at("spec", "targets")
+binding_name = wire.text_at("spec", "bindingRef", "name")
+"""The ModelStoreBinding it is admitted under; ``""`` for a prefetch stored before the pool
+layer (it has none until an administrator sets one)."""
+placement = wire.mapping_at("spec", "placement")
 
 
-def node_names(obj: wire.Readable) -> list[str]:
-    return [name for name in wire.strings(obj, "spec", "targets", "nodeNames") if name]
+def node_selector(obj: wire.Readable) -> wire.Readable | None:
+    """``placement.nodeSelector``; None when absent (every node of the binding's stores)."""
+    found = wire.dig(obj, "spec", "placement", "nodeSelector")
+    return found if isinstance(found, Mapping) else None
 
 
-def node_selector(obj: wire.Readable) -> dict[str, str] | None:
-    """``targets.nodeSelector`` (``{}`` selects every node with the plugin); None when unset."""
-    found = wire.dig(obj, "spec", "targets", "nodeSelector")
-    if not isinstance(found, dict):
-        return None
-    return {str(key): str(value) for key, value in found.items()}
+def selects(selector: wire.Readable | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector semantics: every matchLabels pair and every requirement holds; an
+    empty selector (or None) selects every node; an unknown operator selects none."""
+    if selector is None:
+        return True
+    for key, value in wire.mapping(selector, "matchLabels").items():
+        if labels.get(str(key)) != value:
+            return False
+    for requirement in wire.items(selector, "matchExpressions"):
+        key, operator = wire.text(requirement, "key"), wire.text(requirement, "operator")
+        values = wire.strings(requirement, "values")
+        present = key in labels
+        if operator == "In":
+            held = present and labels[key] in values
+        elif operator == "NotIn":
+            held = not present or labels[key] not in values
+        elif operator == "Exists":
+            held = present
+        elif operator == "DoesNotExist":
+            held = not present
+        else:
+            held = False
+        if not held:
+            return False
+    return True
 
 
 def min_ready(obj: wire.Readable) -> int:
     """How many Ready nodes make it Available; 0 means every target node."""
-    return wire.integer(obj, "spec", "targets", "minReady") or 0
+    return wire.integer(obj, "spec", "minReady") or 0
 
 
 retention = wire.mapping_at("spec", "retention")
 
 
 def pinned(obj: wire.Readable) -> bool:
-    """``retention.pinned``: True unless it says false (the schema's default)."""
-    return wire.dig(obj, "spec", "retention", "pinned") is not False
+    """``retention.pinned``: False unless it says true (the schema's default)."""
+    return wire.dig(obj, "spec", "retention", "pinned") is True
+
+
+def cleanup_on_delete(obj: wire.Readable) -> bool:
+    """``retention.cleanupOnDelete``: its deletion removes the copies at once."""
+    return wire.dig(obj, "spec", "retention", "cleanupOnDelete") is True
 
 
 ttl_after_last_use = wire.text_at("spec", "retention", "ttlAfterLastUse")
 """The duration after which an unused copy's pin lapses; ``""`` keeps it."""
+
+
+def has_targets(obj: wire.Readable) -> bool:
+    """The spec still carries the shape before the pool layer (``targets``)."""
+    return isinstance(wire.dig(obj, "spec", "targets"), Mapping)
+
+
+def upgraded(obj: wire.Obj) -> wire.Obj:
+    """``obj`` with ``spec.targets`` converted to the upstream shape (a copy; ``obj`` itself when
+    there is nothing to convert): ``nodeNames`` become a ``kubernetes.io/hostname In [...]``
+    requirement, ``nodeSelector`` becomes ``matchLabels``, both in one selector; so a prefetch of
+    both kinds of target now warms the named nodes that also match the labels, where the old
+    shape warmed their union, and one of each is kept exactly. ``minReady`` moves up unless the
+    spec states its own. A ``placement`` already given wins over ``targets``."""
+    if not has_targets(obj):
+        return obj
+    found = dict(obj)
+    body = found["spec"] = dict(obj["spec"])
+    old = body.pop("targets")
+    names = [n for n in (old.get("nodeNames") or []) if isinstance(n, str)]
+    labels = old.get("nodeSelector")
+    if "placement" not in body or not body["placement"]:
+        selector: dict[str, object] = {}
+        if isinstance(labels, dict) and labels:
+            selector["matchLabels"] = dict(labels)
+        if names:
+            selector["matchExpressions"] = [
+                {"key": keys.HOSTNAME, "operator": "In", "values": sorted(set(names))}]
+        body["placement"] = {"nodeSelector": selector}
+    minimum = old.get("minReady")
+    if isinstance(minimum, int) and not body.get("minReady"):
+        body["minReady"] = minimum
+    return found
 
 
 # The status.
@@ -126,6 +209,17 @@ def counts(obj: wire.Readable) -> tuple[int, int, int, int]:
             wire.integer(found, "downloadingNodes") or 0, wire.integer(found, "failedNodes") or 0)
 
 
+def node_entries(obj: wire.Readable) -> list[wire.Readable]:
+    """``status.nodes`` of a prefetch stored before the pool layer (one entry per target node);
+    a status written since names no node, so this is empty for it."""
+    return wire.items(obj, "status", "nodes")
+
+
+def node_pinned(entry: wire.Readable) -> bool:
+    return wire.dig(entry, "pinned") is True
+
+
+node_name = wire.text_at("name")
 node_phase = wire.text_at("phase")
 """``Pending``, ``Downloading``, ``Ready`` or ``Failed`` (``states.PHASES``)."""
 node_size = wire.integer_at("sizeBytes")

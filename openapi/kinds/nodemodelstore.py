@@ -25,6 +25,14 @@ class Download(TypedDict, total=False):
     bytesPerSecond: int
 
 
+class Operations(TypedDict, total=False):
+    """The operator's switches on a pool (issue 39)."""
+
+    pauseCollection: bool
+    rehashRequest: str
+    evictDigests: list[str]
+
+
 class HubSettings(TypedDict, total=False):
     huggingFaceEndpoint: str
     modelScopeEndpoint: str
@@ -44,7 +52,10 @@ class Spec(TypedDict, total=False):
     download: Download
     hub: HubSettings
     kubelet: Kubelet
+    store: str
+    operations: Operations
     pinned: list[str]
+    evict: list[str]
 
 
 class Capacity(TypedDict, total=False):
@@ -101,15 +112,40 @@ def pinned(obj: wire.Readable) -> list[str]:
     return wire.strings(obj, "spec", "pinned")
 
 
-def spec_pinning(obj: wire.Readable, pins: list[str]) -> wire.Obj:
-    """A copy of ``spec`` whose ``pinned`` is ``pins`` (left out when there are none)."""
-    pinning = {key: value for key, value in spec(obj).items() if key != "pinned"}
+def evict(obj: wire.Readable) -> list[str]:
+    """``spec.evict``: the digests to remove now, once unmounted and unpinned."""
+    return wire.strings(obj, "spec", "evict")
+
+
+def spec_pinning(obj: wire.Readable, pins: list[str],
+                 evicting: list[str] | None = None) -> wire.Obj:
+    """A copy of ``spec`` whose ``pinned`` is ``pins`` (left out when there are none), and
+    whose ``evict`` is ``evicting`` when given (likewise)."""
+    pinning = {key: value for key, value in spec(obj).items()
+               if key != "pinned" and (evicting is None or key != "evict")}
     if pins:
         pinning["pinned"] = list(pins)
+    if evicting:
+        pinning["evict"] = list(evicting)
     return pinning
 
 
 watermarks = wire.mapping_at("spec", "watermarks")
+store = wire.text_at("spec", "store")
+"""The ModelStore merged into this spec; ``""``: the cluster settings alone."""
+operations = wire.mapping_at("spec", "operations")
+"""The pool's operator switches in force on this node (``{}``: none)."""
+
+
+def pause_collection(obj: wire.Readable) -> bool:
+    return wire.dig(obj, "spec", "operations", "pauseCollection") is True
+
+
+rehash_request = wire.text_at("spec", "operations", "rehashRequest")
+
+
+def evict_digests(obj: wire.Readable) -> list[str]:
+    return wire.strings(obj, "spec", "operations", "evictDigests")
 high_percent = wire.integer_at("spec", "watermarks", "highPercent")
 low_percent = wire.integer_at("spec", "watermarks", "lowPercent")
 concurrency = wire.integer_at("spec", "download", "concurrency")
@@ -185,6 +221,8 @@ entry_size = wire.integer_at("sizeBytes")
 """The manifest's size, once listed."""
 entry_downloaded = wire.integer_at("downloadedBytes")
 """What the current attempt holds."""
+entry_source = wire.text_at("source")
+"""Where most of its bytes came from (``states.ORIGINS``); ``""`` when not said."""
 
 
 def entry_referenced(found: wire.Readable) -> bool:

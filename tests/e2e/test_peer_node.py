@@ -106,6 +106,31 @@ def _prefetch(cluster: rig.Rig) -> dict[str, Any]:
     return got
 
 
+def _grant(cluster: rig.Rig) -> None:
+    """The administrator's pool layer: every node in one ModelStore, TENANT granted it with the
+    right to pin (a prefetch is admitted only under a binding, docs/api.md)."""
+    cluster.apply(textwrap.dedent(f"""\
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelStore
+        metadata: {{name: all-nodes}}
+        spec: {{nodeSelector: {{}}}}
+        ---
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelStoreBinding
+        metadata: {{name: grant, namespace: {TENANT}}}
+        spec:
+          storeRefs: [{{name: all-nodes}}]
+          quota: {{bytes: 1099511627776}}
+          allowPinned: true
+        """))  # fmt: skip
+
+    def merged() -> bool:
+        store = _store(cluster, cluster.node_name)
+        return bool(store.get("spec", {}).get("store") == "all-nodes")
+
+    cluster.wait("node A's store merged from all-nodes", merged, timeout=120)
+
+
 # --- 1. a ModelPrefetch warms the real node ---------------------------------------------------
 
 
@@ -115,26 +140,31 @@ def test_prefetch_warms_the_real_node(installed: rig.Rig, hub: fixturehub.Hub,
     digest = attributes["manifestDigest"]
     state.update(attributes=attributes, digest=digest)
     node_a = installed.node_name
+    _grant(installed)
     installed.apply(textwrap.dedent(f"""\
         apiVersion: worker.gpustack.ai/v1
         kind: ModelPrefetch
         metadata: {{name: warm, namespace: {TENANT}}}
         spec:
           artifactRef: {{name: peer}}
-          targets: {{nodeNames: [{node_a}]}}
+          bindingRef: {{name: grant}}
+          placement:
+            nodeSelector:
+              matchLabels: {{kubernetes.io/hostname: {node_a}}}
+          retention: {{pinned: true}}
         """))  # fmt: skip
 
     def ready() -> dict[str, Any] | None:
         got = _prefetch(installed)
-        nodes = got.get("status", {}).get("nodes") or []
-        done = got.get("status", {}).get("readyNodes") == 1 and nodes and nodes[0]["pinned"]
-        return got if done else None
+        done = got.get("status", {}).get("readyNodes") == 1
+        pinned = digest in (_store(installed, node_a)["spec"].get("pinned") or [])
+        return got if done and pinned else None
 
     prefetch = installed.wait("ModelPrefetch warm: node A Ready and pinned", ready, timeout=240,
                               namespace=TENANT)  # fmt: skip
     assert isinstance(prefetch, dict)
     assert objects.condition(prefetch, "Available") == "True", prefetch["status"]
-    assert prefetch["status"]["nodes"][0]["name"] == node_a
+    assert prefetch["status"]["desiredNodes"] == 1 and "nodes" not in prefetch["status"]
     # delivered through a warm-up Pod on the node (a real mount), from the hub: one copy
     served = hub.bytes_served(REPOSITORY)
     assert served == SIZE, served
@@ -151,10 +181,14 @@ def test_prefetch_warms_the_real_node(installed: rig.Rig, hub: fixturehub.Hub,
 # --- 1b. warm-up Pods go where the scheduler would put a tenant's Pod --------------------------
 
 
-def _placed_entry(cluster: rig.Rig) -> dict[str, Any]:
+def _placed_status(cluster: rig.Rig) -> dict[str, Any]:
     got = _json(cluster, "get", "modelprefetches", "placed", "-n", TENANT)
-    nodes = got.get("status", {}).get("nodes") or [{}]
-    return dict(nodes[0])
+    return dict(got.get("status") or {})
+
+
+def _degraded(status: dict[str, Any]) -> str:
+    found = [c for c in status.get("conditions") or [] if c["type"] == "Degraded"]
+    return str(found[0]["message"]) if found else ""
 
 
 def _warmup_pods(cluster: rig.Rig) -> list[dict[str, Any]]:
@@ -176,23 +210,26 @@ def test_warm_up_pods_meet_taints_and_cordons(installed: rig.Rig, hub: fixturehu
             metadata: {{name: placed, namespace: {TENANT}}}
             spec:
               artifactRef: {{name: placed}}
-              targets: {{nodeNames: [{node}]}}
+              bindingRef: {{name: grant}}
+              placement:
+                nodeSelector:
+                  matchLabels: {{kubernetes.io/hostname: {node}}}
             """))  # fmt: skip
         held = installed.wait(
-            "the tainted node's entry TaintNotTolerated",
-            lambda: (e := _placed_entry(installed)).get("reason") == "TaintNotTolerated" and e,
+            "the tainted node counted TaintNotTolerated",
+            lambda: (s := _placed_status(installed)).get("failedNodes") == 1
+            and "TaintNotTolerated (1)" in _degraded(s) and s,
             timeout=120, namespace=TENANT)  # fmt: skip
-        assert isinstance(held, dict) and held["phase"] == "Failed", held
-        assert "dedicated=e2e:NoSchedule" in held["message"], held
+        assert isinstance(held, dict) and node not in _degraded(held), held  # no node named
         assert _warmup_pods(installed) == []
         # cordoned instead: a Pod is made, and kube-scheduler refuses it
         installed.kubectl("cordon", node)
         installed.kubectl("taint", "node", node, f"{taint}-")
         refused = installed.wait(
-            "the cordoned node's entry Unschedulable",
-            lambda: (e := _placed_entry(installed)).get("reason") == "Unschedulable" and e,
+            "the cordoned node counted Unschedulable",
+            lambda: "Unschedulable (1)" in _degraded(s := _placed_status(installed)) and s,
             timeout=180, namespace=TENANT)  # fmt: skip
-        assert isinstance(refused, dict) and "unschedulable" in refused["message"], refused
+        assert isinstance(refused, dict) and refused["failedNodes"] == 1, refused
         (pod,) = _warmup_pods(installed)
         assert "nodeName" not in pod["spec"] and pod["status"]["phase"] == "Pending", pod
         # none of the plugin's: only what DefaultTolerationSeconds adds to every Pod
@@ -203,8 +240,8 @@ def test_warm_up_pods_meet_taints_and_cordons(installed: rig.Rig, hub: fixturehu
         installed.kubectl("uncordon", node)
 
         def ready() -> dict[str, Any] | None:
-            entry = _placed_entry(installed)
-            return entry if entry.get("phase") == "Ready" else None
+            found = _placed_status(installed)
+            return found if found.get("readyNodes") == 1 else None
 
         installed.wait("the uncordoned node Ready", ready, timeout=240, namespace=TENANT)
         (placed,) = _warmup_pods(installed)

@@ -1,6 +1,7 @@
 """Cluster mode authorization as tenants and components see it: SubjectAccessReview per request
-(RBAC-scoped tenants, progress separate from get), kube's 403 texts through the aggregator and
-to kubectl with a token checked by TokenReview, and the two status guards."""
+(RBAC-scoped tenants, progress separate from get, copies and manifest in no tenant role), kube's
+403 texts through the aggregator and to kubectl with a token checked by TokenReview, and the two
+status guards."""
 
 from __future__ import annotations
 
@@ -62,6 +63,14 @@ async def test_alice_reads_team_a_and_its_progress(server: clustermode.ClusterSe
     (PROGRESS.format(ns="team-b"),
      'modelartifacts.worker.gpustack.ai "qwen" is forbidden: User "alice" cannot get resource '
      '"modelartifacts/progress" in API group "worker.gpustack.ai" in the namespace "team-b"'),
+    # a tenant reader in its own namespace: progress (above) but never the per-node copies,
+    # nor the manifest, each its own grant
+    (PROGRESS.format(ns="team-a").replace("/progress", "/copies"),
+     'modelartifacts.worker.gpustack.ai "qwen" is forbidden: User "alice" cannot get resource '
+     '"modelartifacts/copies" in API group "worker.gpustack.ai" in the namespace "team-a"'),
+    (PROGRESS.format(ns="team-a").replace("/progress", "/manifest"),
+     'modelartifacts.worker.gpustack.ai "qwen" is forbidden: User "alice" cannot get resource '
+     '"modelartifacts/manifest" in API group "worker.gpustack.ai" in the namespace "team-a"'),
     (f"{G}/nodemodelstores",
      'nodemodelstores.worker.gpustack.ai is forbidden: User "alice" cannot list resource '
      '"nodemodelstores" in API group "worker.gpustack.ai" at the cluster scope'),

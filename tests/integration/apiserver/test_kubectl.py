@@ -58,7 +58,11 @@ def test_api_resources(kubectl: kubectl_support.Kubectl) -> None:
     assert rows["modelprefetches"][1:5] == ["mpf", "worker.gpustack.ai/v1", "true", "ModelPrefetch"]
     names = kubectl.run("api-resources", "--categories=gpustack", "-o", "name").stdout.split()
     assert set(names) == {"modelartifacts.worker.gpustack.ai", "nodemodelstores.worker.gpustack.ai",
-                          "modelprefetches.worker.gpustack.ai"}
+                          "modelprefetches.worker.gpustack.ai", "modelstores.worker.gpustack.ai",
+                          "modelstorebindings.worker.gpustack.ai"}
+    assert rows["modelstores"][1:5] == ["ms", "worker.gpustack.ai/v1", "false", "ModelStore"]
+    assert rows["modelstorebindings"][1:5] == [
+        "msb", "worker.gpustack.ai/v1", "true", "ModelStoreBinding"]
 
 
 def test_apply_twice_updates_labels(kubectl: kubectl_support.Kubectl) -> None:

@@ -30,8 +30,16 @@ kind: RoleBinding
 metadata: {name: getter, namespace: team-a}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: getter}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: getters}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: gpustack-server}
+roleRef:
+  {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: model-manager-gpustack-server}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: gpustack}]
 """
 PROGRESS = "/apis/worker.gpustack.ai/v1/namespaces/{ns}/modelartifacts/qwen/progress"
+COPIES = "/apis/worker.gpustack.ai/v1/namespaces/{ns}/modelartifacts/qwen/copies"
 
 
 def _artifact(namespace: str) -> dict[str, Any]:
@@ -72,6 +80,31 @@ def test_alice_reads_team_a_and_its_progress(server: support.RunningServer,
     progress = yaml.safe_load(kubectl.run("get", "--raw", PROGRESS.format(ns="team-a"),
                                           *alice).stdout)
     assert progress["kind"] == "ModelArtifactProgress"
+
+
+def test_a_tenant_reader_gets_progress_but_not_copies(server: support.RunningServer,
+                                                      tmp_path: pathlib.Path) -> None:
+    kubectl = _kubectl(server, tmp_path)
+    alice = ("--as", "alice", "--as-group", "tenants")
+    assert "ModelArtifactProgress" in kubectl.run("get", "--raw", PROGRESS.format(ns="team-a"),
+                                                  *alice).stdout
+    refused = kubectl.fails("get", "--raw", COPIES.format(ns="team-a"), *alice)
+    assert 'User "alice" cannot get resource "modelartifacts/copies"' in refused
+    assert kubectl.run("auth", "can-i", "get", "modelartifacts", "--subresource",
+                                   "copies", "-n", "team-a", *alice,
+                                   check=False).stdout.strip() == "no"
+
+
+def test_the_admin_and_the_gpustack_server_get_copies(server: support.RunningServer,
+                                                       tmp_path: pathlib.Path) -> None:
+    kubectl = _kubectl(server, tmp_path)
+    for who in ((), ("--as", "gpustack")):
+        body = yaml.safe_load(kubectl.run("get", "--raw", COPIES.format(ns="team-b"),
+                                          *who).stdout)
+        assert body["kind"] == "ModelArtifactCopies" and body["nodes"] == []
+        assert body["reason"]  # not resolved (no controllers here): says why there are no rows
+    refused = kubectl.fails("delete", "nodemodelstore", "node-a", "--as", "gpustack")
+    assert "cannot delete" in refused
 
 
 def test_alice_is_refused_team_b_and_cluster_wide_lists(server: support.RunningServer,

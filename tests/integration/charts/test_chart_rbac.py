@@ -45,7 +45,7 @@ from devkit.harness.apiserver import free_port
 from kube.resources import ModelArtifact, NodeModelStore
 from nodeplugin import plugin
 from tests.integration.apiserver import cluster
-from tests.support import waiting
+from tests.support import pools, waiting
 from tests.unit.nodeplugin import fakes
 
 NS = helm.NAMESPACE
@@ -176,10 +176,11 @@ async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
                                       guard=60)
         # the administrator warms node-a; the worker's warm-up Pod fails and is made again
         with server.client(ADMIN_TOKEN) as http:
+            pools.setup(http, "team-a", ["node-a"])
             created = http.post(f"{cluster.G}/namespaces/team-a/modelprefetches", json={
                 "apiVersion": f"{GROUP}/v1", "kind": "ModelPrefetch",
                 "metadata": {"name": "warm", "namespace": "team-a"},
-                "spec": {"artifactRef": {"name": "hub"}, "targets": {"nodeNames": ["node-a"]}}})
+                "spec": {"artifactRef": {"name": "hub"}, "bindingRef": {"name": "grant"}}})
             assert created.status_code == 201, created.text
         pod_name = warmup.pod_name("warm", "node-a")
         await waiting.until(lambda: cp.get(resources.PODS, pod_name, "team-a") is not None,

@@ -25,7 +25,7 @@ from controllers import assembly
 from devkit import fixturehub
 from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from devkit.harness import apiserver as support
-from tests.support import kubectl
+from tests.support import kubectl, pools
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 TOKEN = "hf_external_token_7"
@@ -218,25 +218,30 @@ def test_the_external_process_and_the_servers_part_are_the_embedded_set(
         ctl.run("wait", "--for=condition=Resolved", "mart/m", "-n", "team-a", "--timeout=60s")
         digest = json.loads(ctl.run("get", "mart", "m", "-n", "team-a", "-o", "json").stdout)[
             "status"]["resolved"]["manifestDigest"]
+        with server.client() as admin:
+            pools.setup(admin, "team-a", ["node-1"])  # merged by the server's part
+        # the shape before the pool layer, as an old client writes it: converted on write
         ctl.run("apply", "-f", "-", stdin=(
             "apiVersion: worker.gpustack.ai/v1\nkind: ModelPrefetch\nmetadata:\n  name: warm\n"
-            "  namespace: team-a\nspec:\n  artifactRef: {name: m}\n"
-            "  targets: {nodeNames: [node-1]}\n"))
+            "  namespace: team-a\nspec:\n  artifactRef: {name: m}\n  bindingRef: {name: grant}\n"
+            "  retention: {pinned: true}\n  targets: {nodeNames: [node-1]}\n"))
         with server.client() as admin:
             # the pin: written by the server's part (only its in-process client may)
             _wait("the pin", lambda: (admin.get(f"{GROUP}/nodemodelstores/node-1").json()
                                       .get("spec") or {}).get("pinned") == [digest])
 
-            # the status: written by python -m controllers over HTTP, and it sees the pin
-            def pinned_entry() -> bool:
+            # the status: written by python -m controllers over HTTP
+            def counted() -> bool:
                 found = admin.get(f"{GROUP}/namespaces/team-a/modelprefetches/warm").json()
-                nodes = (found.get("status") or {}).get("nodes") or []
-                return [(n["name"], n["pinned"]) for n in nodes] == [("node-1", True)]
+                return (found.get("status") or {}).get("desiredNodes") == 1
 
-            _wait("the prefetch's status", pinned_entry)
+            _wait("the prefetch's status", counted)
+            # the ModelStore's status: written by python -m controllers too
+            _wait("the store's status", lambda: (admin.get(f"{GROUP}/modelstores/all-nodes")
+                                                  .json().get("status") or {}).get("nodes") == 1)
         ours = _started(worker.log(), "controllers (process):")
         theirs = _started(server.log(), "controllers (external):")
-        assert ours == {"resolver", "aggregate", "prefetches"}
+        assert ours == {"resolver", "aggregate", "prefetches", "nodestores.pools", "bindings"}
         assert theirs == {"nodestores", "prefetches.pins"}
         assert not ours & theirs
         embedded = {r.name for r in assembly.selected(assembly.Mode.EMBEDDED)}

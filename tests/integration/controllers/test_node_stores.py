@@ -3,7 +3,8 @@ registry, the cluster's CSINodes, Nodes, kubelet configz and settings ConfigMap 
 control plane, on a manual clock: a NodeModelStore per node whose CSINode lists the driver, with
 an ownerReference and its spec; settings reach every spec within a minute and a failing one is
 reported, not applied; a deleted object comes back; a driver leaving CSINode for a moment takes
-nothing away; configz read, and when it cannot be."""
+nothing away, the CSIDriver object going takes every store; configz read, and when it cannot
+be."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ async def world(tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> Async
         cp.policy.grant(WORKER, [
             Rule(("get", "list", "watch"), ("",),
                  ("secrets", "persistentvolumeclaims", "configmaps", "pods", "nodes")),
-            Rule(("get", "list", "watch"), ("storage.k8s.io",), ("csinodes",)),
+            Rule(("get", "list", "watch"), ("storage.k8s.io",), ("csinodes", "csidrivers")),
             Rule(("list", "watch"), ("apps",), ("daemonsets",)),  # warm-up Pods' tolerations
             Rule(("get",), ("",), ("nodes/proxy",)),
             Rule(("create",), ("",), ("events",)),
@@ -235,6 +236,23 @@ async def test_a_deleted_store_comes_back_and_a_driver_leaving_takes_nothing(
     assert await world.store("node-a") is None
     world.node("node-a")
     await waiting.until(lambda: world.stores.created == 3, what="back with the plugin")
+
+
+async def test_every_store_goes_with_the_csidriver_and_comes_back_with_it(world: World) -> None:
+    world.node("node-a")
+    world.node("node-b")
+    await waiting.until(lambda: world.stores.created == 2, what="both stores")
+    driver = world.cp.get(resources.CSIDRIVERS, volume.DRIVER)
+    assert driver is not None  # the fixture cluster has the chart's CSIDriver
+    world.cp.store.delete(resources.CSIDRIVERS, "", volume.DRIVER)
+    await waiting.until(lambda: world.stores.deleted == 2, what="every store deleted")
+    assert await world.store("node-a") is None and await world.store("node-b") is None
+    world.clock.advance(60)  # a pass later: none created while the driver is gone
+    reconciled = world.stores.controller.reconciled
+    await waiting.until(lambda: world.stores.controller.reconciled > reconciled, what="a pass")
+    assert await world.store("node-a") is None
+    world.cp.seed(resources.CSIDRIVERS, {"metadata": {"name": volume.DRIVER}, "spec": {}})
+    await waiting.until(lambda: world.stores.created == 4, what="back with the driver")
 
 
 async def test_an_unreadable_configz_keeps_the_last_reading(world: World) -> None:

@@ -24,6 +24,7 @@ from certs import authority
 from devkit import fixturehub
 from devkit.harness import apiserver as support
 from tests.integration.nodeplugin import csi_harness
+from tests.support import pools
 
 if os.geteuid() != 0:  # the plugin's read-only view of its cache is a bind mount
     pytest.skip("the plugin process needs root (bind mounts)", allow_module_level=True)
@@ -68,13 +69,15 @@ def _artifact(name: str, secret: str) -> dict[str, Any]:
 def _prefetch(name: str, artifact: str) -> dict[str, Any]:
     return {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelPrefetch",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"artifactRef": {"name": artifact}, "targets": {"nodeNames": ["node-1"]}}}
+            "spec": {"artifactRef": {"name": artifact}, "bindingRef": {"name": "grant"},
+                     "retention": {"pinned": True},
+                     "placement": {"nodeSelector": {"matchLabels": {
+                         "kubernetes.io/hostname": "node-1"}}}}}
 
 
-def _node_entry(admin: httpx.Client, name: str) -> dict[str, Any]:
+def _ready(admin: httpx.Client, name: str) -> bool:
     found = admin.get(f"{NS}/modelprefetches/{name}").json()
-    entries = (found.get("status") or {}).get("nodes") or [{}]
-    return dict(entries[0])
+    return bool((found.get("status") or {}).get("readyNodes") == 1)
 
 
 def test_a_prefetch_makes_the_node_publish_the_artifact(
@@ -125,12 +128,13 @@ def _scenario(server: support.RunningServer, hub: fixturehub.Hub,
                 "manifestDigest") or "")
 
         digest = _wait("resolved", resolved)
+        pools.setup(admin, NAMESPACE, ["node-1"])
         created = admin.post(f"{NS}/modelprefetches", json=_prefetch("warm", "warm"))
         assert created.status_code == 201, created.text
 
-        ready = _wait("node-1 Ready", lambda: _node_entry(admin, "warm").get("phase") == "Ready"
-                      and _node_entry(admin, "warm"), timeout=90)
-        assert ready["pinned"] is True
+        _wait("node-1 Ready", lambda: _ready(admin, "warm"), timeout=90)
+        _wait("pinned", lambda: digest in (admin.get(f"{GROUP}/nodemodelstores/node-1").json()
+                                           .get("spec") or {}).get("pinned", []))
         assert f"prefetch of {digest} for {NAMESPACE}/warm" in plugin.log()  # no mount did it
         assert not list(plugin.kubelet_dir.rglob("*"))
         # the node's ordinary path: one copy from the hub, published and equal to the hub's
@@ -144,6 +148,6 @@ def _scenario(server: support.RunningServer, hub: fixturehub.Hub,
         # asked again (a resync, another prefetch), the node downloads nothing more
         assert admin.post(f"{NS}/modelprefetches",
                           json=_prefetch("again", "warm")).status_code == 201
-        _wait("again Ready", lambda: _node_entry(admin, "again").get("phase") == "Ready")
+        _wait("again Ready", lambda: _ready(admin, "again"))
         assert hub.bytes_served(REPO) == size
 

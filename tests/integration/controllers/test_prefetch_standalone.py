@@ -1,8 +1,9 @@
 """ModelPrefetch against the standalone server with embedded controllers and the fixture hub: served
-with CRUD, table columns and explain; a claim artifact refused at admission naming why; a tenant
-bound to the editor role in its namespace prefetches there and nowhere else; the pin reaches the
-target node's NodeModelStore, the node's report becomes the prefetch's status, and deleting the
-prefetch withdraws the pin."""
+with CRUD, table columns and explain; a claim artifact, a missing binding, a pin without
+allowPinned and a projection past the budget refused at admission naming why; a tenant bound to
+the editor role in its namespace prefetches there and nowhere else, through its binding; the pin
+reaches the target node's NodeModelStore, the node's report becomes the prefetch's counts (no
+node named), and deleting the prefetch withdraws the pin."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import pytest
 
 from devkit import fixturehub
 from devkit.harness import apiserver as support
-from tests.support import kubectl
+from tests.support import kubectl, pools
 
 REPO = "org/prefetch-model"
+OTHER_REPO = "org/other-model"
 NAMESPACE = "team-a"
 GROUP = "/apis/worker.gpustack.ai/v1"
 NS = f"{GROUP}/namespaces/{NAMESPACE}"
@@ -38,6 +40,7 @@ subjects:
 def hub() -> Iterator[fixturehub.Hub]:
     with fixturehub.run() as running:
         running.add_repo(REPO, {"config.json": b"{}\n", "model.safetensors": 4096})
+        running.add_repo(OTHER_REPO, {"config.json": b"{}\n", "weights.bin": 1024})
         yield running
 
 
@@ -101,26 +104,57 @@ def _scenario(server: support.RunningServer, base: pathlib.Path) -> None:
             "on-claim", {"persistentVolumeClaim": {"claimName": "models"}})).status_code == 201
         artifact = _wait("resolved", lambda: _resolved(admin, "qwen"))
         digest = artifact["status"]["resolved"]["manifestDigest"]
+        size = artifact["status"]["resolved"]["sizeBytes"]
         _wait("claim resolved", lambda: _resolved(admin, "on-claim"))
+        # the administrator's grant: every node in one store, a budget of two copies
+        pools.setup(admin, NAMESPACE, ["node-1", "node-2"], quota=2 * size,
+                    allow_pinned=False)
+        node_1 = {"nodeSelector": {"matchLabels": {"kubernetes.io/hostname": "node-1"}}}
 
         # admission: a claim artifact cannot be prefetched, and says why
         refused = admin.post(f"{NS}/modelprefetches", json=_prefetch(
-            "bad", "on-claim", targets={"nodeNames": ["node-1"]}))
+            "bad", "on-claim", bindingRef={"name": "grant"}, placement=node_1))
         assert refused.status_code == 422, refused.text
         (cause,) = refused.json()["details"]["causes"]
         assert cause["field"] == "spec.artifactRef.name"
         assert "persistentVolumeClaim source" in cause["message"]
-        no_targets = admin.post(f"{NS}/modelprefetches", json=_prefetch("bad", "qwen"))
-        assert no_targets.status_code == 422
-        assert no_targets.json()["details"]["causes"][0]["field"] == "spec.targets"
+        unbound = admin.post(f"{NS}/modelprefetches", json=_prefetch("bad", "qwen"))
+        assert unbound.status_code == 422
+        assert unbound.json()["details"]["causes"][0]["field"] == "spec.bindingRef"
+        # pinning needs allowPinned
+        pinned = admin.post(f"{NS}/modelprefetches", json=_prefetch(
+            "bad", "qwen", bindingRef={"name": "grant"}, retention={"pinned": True}))
+        assert pinned.status_code == 422
+        (cause,) = pinned.json()["details"]["causes"]
+        assert cause["field"] == "spec.retention.pinned" and "allowPinned" in cause["message"]
+        # the administrator turns pinning on (the grant only grows)
+        assert admin.patch(f"{NS}/modelstorebindings/grant",
+                           headers={"Content-Type": "application/merge-patch+json"},
+                           json={"spec": {"allowPinned": True}}).status_code == 200
 
         # a tenant with the editor role prefetches in its namespace only
         alice = {"Impersonate-User": "alice"}
         created = admin.post(f"{NS}/modelprefetches", headers=alice, json=_prefetch(
-            "warm", "qwen", targets={"nodeNames": ["node-1"]}))
+            "warm", "qwen", bindingRef={"name": "grant"}, placement=node_1,
+            retention={"pinned": True}))
         assert created.status_code == 201, created.text
+        # the same digest on both nodes: two copies, exactly the budget
+        wide = admin.post(f"{NS}/modelprefetches", headers=alice, json=_prefetch(
+            "wide", "qwen", bindingRef={"name": "grant"}))
+        assert wide.status_code == 201, wide.text
+        # another digest on top is past it: refused, naming the figures
+        assert admin.post(f"{NS}/modelartifacts", json=_artifact("other", {
+            "huggingFace": {"repository": OTHER_REPO}})).status_code == 201
+        _wait("other resolved", lambda: _resolved(admin, "other"))
+        over = admin.post(f"{NS}/modelprefetches", headers=alice, json=_prefetch(
+            "over", "other", bindingRef={"name": "grant"}, placement=node_1))
+        assert over.status_code == 422, over.text
+        (cause,) = over.json()["details"]["causes"]
+        assert cause["field"] == "spec.bindingRef"
+        assert f"past its budget of {2 * size} bytes" in cause["message"]
+        assert admin.delete(f"{NS}/modelprefetches/wide").status_code == 200
         elsewhere = admin.post(f"{GROUP}/namespaces/team-b/modelprefetches", headers=alice,
-                               json={**_prefetch("warm", "qwen"),
+                               json={**_prefetch("warm", "qwen", bindingRef={"name": "grant"}),
                                      "metadata": {"name": "warm", "namespace": "team-b"}})
         assert elsewhere.status_code == 403
         status_write = admin.put(f"{NS}/modelprefetches/warm/status", headers=alice,
@@ -135,9 +169,10 @@ def _scenario(server: support.RunningServer, base: pathlib.Path) -> None:
             found: dict[str, Any] = admin.get(f"{NS}/modelprefetches/warm").json()
             return dict(found.get("status") or {})
 
-        first = _wait("status", lambda: status().get("nodes") and status())
-        assert first["nodes"] == [{"name": "node-1", "phase": "Pending", "pinned": True}]
+        first = _wait("status", lambda: status().get("desiredNodes") and status())
+        assert "nodes" not in first  # counts only: the tenant's status names no node
         assert first["manifestDigest"] == digest and first["desiredNodes"] == 1
+        assert first["readyNodes"] == 0
 
         # node-1's plugin reports the digest Ready: the prefetch becomes Available
         reported = plugin.patch(
@@ -159,9 +194,34 @@ def _scenario(server: support.RunningServer, base: pathlib.Path) -> None:
         assert table[0].split() == ["NAME", "ARTIFACT", "READY", "DOWNLOADING", "PINNED",
                                     "AVAILABLE"]
         assert table[1].split() == ["warm", "qwen", "1/1", "0", "true", "True"]
-        explained = ctl.run("explain", "modelprefetches.spec.targets").stdout
-        assert "nodeSelector" in explained and "minReady" in explained
+        explained = ctl.run("explain", "modelprefetches.spec.placement").stdout
+        assert "nodeSelector" in explained and "instanceTypes" in explained
 
         # deleting the prefetch withdraws the pin on the next pass
         assert admin.delete(f"{NS}/modelprefetches/warm").status_code == 200
         _wait("unpinned", lambda: _pinned(admin, "node-1") == [])
+
+        # without cleanupOnDelete nothing was asked of the node: collection decides
+        assert "evict" not in admin.get(f"{GROUP}/nodemodelstores/node-1").json()["spec"]
+
+        # with cleanupOnDelete: deleting it asks node-1 to remove the digest now (spec.evict),
+        # in the same write that withdraws the pin, until the node no longer lists it
+        cleaned = admin.post(f"{NS}/modelprefetches", json=_prefetch(
+            "clean", "qwen", bindingRef={"name": "grant"}, placement=node_1,
+            retention={"pinned": True, "cleanupOnDelete": True}))
+        assert cleaned.status_code == 201, cleaned.text
+        _wait("pinned again", lambda: _pinned(admin, "node-1") == [digest])
+        assert admin.delete(f"{NS}/modelprefetches/clean").status_code == 200
+
+        def spec() -> dict[str, Any]:
+            return dict(admin.get(f"{GROUP}/nodemodelstores/node-1").json().get("spec") or {})
+
+        asked = _wait("evict", lambda: spec().get("evict") and spec())
+        assert asked["evict"] == [digest] and "pinned" not in asked
+        assert "evict" not in (admin.get(f"{GROUP}/nodemodelstores/node-2").json()["spec"])
+        # the node removed it (its plugin stops listing it): the request leaves the spec
+        gone = plugin.patch(f"{GROUP}/nodemodelstores/node-1/status",
+                            headers={"Content-Type": "application/merge-patch+json"},
+                            json={"status": {"models": []}})
+        assert gone.status_code == 200, gone.text
+        _wait("evict cleared", lambda: "evict" not in spec())

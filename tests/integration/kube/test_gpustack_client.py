@@ -15,9 +15,11 @@ from devkit.harness import apiserver as support
 from kube import gpustack, placement
 from kube.resources import NodeModelStore
 from openapi import placement as rules
+from tests.support import pools
 
 NODE = "node-a"
 REPO = "org/tiny-client"
+DOWN = "org/always-down"
 COMMIT = "c" * 40
 
 
@@ -25,6 +27,8 @@ COMMIT = "c" * 40
 def hub() -> Iterator[fixturehub.Hub]:
     with fixturehub.run() as running:
         running.add_repo(REPO, {"config.json": b"{}", "model.safetensors": 4096}, commit=COMMIT)
+        running.add_repo(DOWN, {"config.json": b"{}"})
+        running.faults(DOWN).fail_times = None  # every request answers 503
         yield running
 
 
@@ -73,9 +77,20 @@ async def test_typed_errors(server: support.RunningServer) -> None:
     async with gpustack.ModelManager.from_kubeconfig(str(server.kubeconfig)) as models:
         await models.create_artifact("team-a", "missing", gpustack.HubSource(
             "huggingFace", "org/not-on-the-hub"))
+        # a repository that does not exist is a terminal answer: raised at once with the reason,
+        # long before the timeout (an outage would be waited through until ResolutionTimeout)
+        with pytest.raises(gpustack.ResolutionFailed) as failed:
+            await models.wait_resolved("team-a", "missing", timeout=600)
+        assert failed.value.reason == "AccessDenied" and failed.value.retry_time is not None
+        assert "team-a/missing" in failed.value.message
+        # an outage is not terminal: waited through, then ResolutionTimeout with the last seen
+        await models.create_artifact("team-a", "down", gpustack.HubSource("huggingFace", DOWN))
         with pytest.raises(gpustack.ResolutionTimeout) as late:
-            await models.wait_resolved("team-a", "missing", timeout=3)
-        assert late.value.artifact.name == "missing"
+            await models.wait_resolved("team-a", "down", timeout=3)
+        assert late.value.artifact.name == "down"
+        assert late.value.artifact.reason in ("Resolving", "SourceUnavailable")
+        assert late.value.artifact.terminal_reason == ""
+        await models.delete_artifact("team-a", "down")
         with pytest.raises(kube.AlreadyExists):
             await models.create_artifact("team-a", "missing", gpustack.HubSource(
                 "huggingFace", "org/not-on-the-hub"))
@@ -97,7 +112,10 @@ def test_the_blocking_client(server: support.RunningServer, tmp_path: pathlib.Pa
         assert models.progress("team-b", "tiny")["manifestDigest"] == resolved.manifest_digest
         assert [store.node for store in models.node_stores()] == [NODE]
         assert [a.name for a in models.list_artifacts("team-b")] == ["tiny"]
-        models.create_prefetch("team-b", "warm", gpustack.PrefetchSpec("tiny", node_names=(NODE,)))
+        with server.client() as admin:
+            pools.setup(admin, "team-b", [NODE])
+        models.create_prefetch("team-b", "warm",
+                               gpustack.PrefetchSpec("tiny", "grant", node_names=(NODE,)))
         assert models.get_prefetch("team-b", "warm")["spec"]["artifactRef"] == {"name": "tiny"}
         models.delete_prefetch("team-b", "warm")
         models.delete_artifact("team-b", "tiny")
@@ -106,16 +124,23 @@ def test_the_blocking_client(server: support.RunningServer, tmp_path: pathlib.Pa
 async def test_a_prefetch_is_created_and_deleted(server: support.RunningServer) -> None:
     async with gpustack.ModelManager.from_kubeconfig(str(server.kubeconfig)) as models:
         await models.create_artifact("team-c", "tiny", gpustack.HubSource("huggingFace", REPO))
-        spec = gpustack.PrefetchSpec("tiny", node_names=(NODE,))
+        with server.client() as admin:
+            pools.setup(admin, "team-c", [NODE], allow_pinned=False)
+        spec = gpustack.PrefetchSpec("tiny", "grant", node_names=(NODE,))
         created = await models.create_prefetch("team-c", "warm", spec, labels={"app": "g"})
         assert created["spec"]["artifactRef"] == {"name": "tiny"}
-        assert created["spec"]["targets"]["nodeNames"] == [NODE]
+        assert created["spec"]["placement"]["nodeSelector"]["matchExpressions"][0][
+            "values"] == [NODE]
         assert (await models.get_prefetch("team-c", "warm"))["metadata"]["labels"] == {
             "app": "g"}
         with pytest.raises(kube.AlreadyExists):
             await models.create_prefetch("team-c", "warm", spec)
-        with pytest.raises(kube.Invalid, match="targets"):
-            await models.create_prefetch("team-c", "nowhere", gpustack.PrefetchSpec("tiny"))
+        with pytest.raises(kube.Invalid, match="bindingRef"):
+            await models.create_prefetch("team-c", "nowhere",
+                                         gpustack.PrefetchSpec("tiny", "no-such-binding"))
+        with pytest.raises(kube.Invalid, match="allowPinned"):
+            await models.create_prefetch("team-c", "pinned",
+                                         gpustack.PrefetchSpec("tiny", "grant", pinned=True))
         await models.delete_prefetch("team-c", "warm")
         with pytest.raises(kube.NotFound):
             await models.delete_prefetch("team-c", "warm")

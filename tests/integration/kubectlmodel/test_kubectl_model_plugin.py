@@ -332,14 +332,38 @@ def test_nodes_lists_the_stores_with_use_and_content(server: support.RunningServ
     assert done.returncode == 0, done.stderr
     node_a = _row(done.stdout, "node-a")
     assert "True" in node_a and "5.0MiB/100.0MiB (5% of the filesystem)" in node_a
-    assert f"{digest[:19]} Downloading 1.0MiB/4.0MiB team-a/tiny,team-b/other" in node_a
+    assert (f"{digest[:19]} Downloading 1.0MiB/4.0MiB unreferenced team-a/tiny,team-b/other"
+            in node_a)  # no Pod mounts it: collectable
     assert f"{digest[:19]} Failed 1.0MiB/4.0MiB SourceUnavailable" in _row(done.stdout, "node-b")
+    assert done.stdout.splitlines()[0].split()[:4] == ["NODE", "READY", "POOL", "USED/CAPACITY"]
+
+
+def test_nodes_shows_the_pool_and_its_switches(server: support.RunningServer) -> None:
+    with server.client() as admin:
+        made = admin.post(f"{GROUP}/modelstores", json={
+            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelStore",
+            "metadata": {"name": "pool-a"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": "node-a"},
+                     "operations": {"pauseCollection": True,
+                                    "evictDigests": ["sha256:" + "e" * 64]}}})
+        assert made.status_code == 201, made.text
+        try:
+            deadline = time.monotonic() + 30
+            while admin.get(f"{GROUP}/nodemodelstores/node-a").json()["spec"].get(
+                    "store") != "pool-a" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            done = plugin("nodes", kubeconfig=server.kubeconfig)
+        finally:
+            assert admin.delete(f"{GROUP}/modelstores/pool-a").status_code == 200
+    assert done.returncode == 0, done.stderr
+    assert "pool-a (collection paused, evicting 1)" in _row(done.stdout, "node-a")
+    assert _row(done.stdout, "node-b").split()[2] == "-"
 
 
 def test_why_gives_the_chain_and_the_next_retry(server: support.RunningServer,
                                                 digest: str) -> None:
     done = plugin("why", "tiny", "-n", "team-a", kubeconfig=server.kubeconfig)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # not ready: a script's check fails
     lines = done.stdout.splitlines()
     assert lines[0] == ("team-a/tiny is not ready: downloading on 1 node (25%), failed on 1 "
                         "node.")
@@ -366,10 +390,13 @@ def test_why_an_unresolved_artifact(server: support.RunningServer) -> None:
             done = plugin("why", "absent", "-n", "team-a", kubeconfig=server.kubeconfig)
         finally:
             models.delete_artifact("team-a", "absent")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     verdict, resolved = done.stdout.splitlines()[:2]
     assert verdict.startswith("team-a/absent is not ready: it is not resolved (")
     assert resolved.startswith("  Resolved=False ")
+    if "AccessDenied" in resolved:  # the worker's verdict, not the first write (Resolving)
+        assert "huggingface.co" not in done.stdout  # the configured hub's host is named
+        assert "  this cannot be fixed by waiting; the worker's retry in " in done.stdout
 
 
 def test_a_missing_artifact_is_kubectls_not_found(server: support.RunningServer) -> None:
@@ -392,9 +419,10 @@ def test_a_tenant_sees_only_what_the_progress_subresource_shows(
             "SourceUnavailable x1; per node: not permitted to list nodemodelstores"
             ) in done.stdout.splitlines()
     why = plugin("why", "tiny", "-n", "team-a", kubeconfig=alice)
-    assert why.returncode == 0, why.stderr
+    assert why.returncode == 1, why.stderr  # not ready
     assert "node node-" not in why.stdout
-    assert "  nodes: not shown (you may not list nodemodelstores)" in why.stdout
+    assert ("  nodes: not shown (you may not list nodemodelstores nor get "
+            "modelartifacts/copies)") in why.stdout
     other = plugin("progress", "other", "-n", "team-b", kubeconfig=alice)
     assert other.returncode == 1
     assert other.stderr.startswith('Error from server (Forbidden): ')

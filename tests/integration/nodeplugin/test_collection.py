@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import os
 import pathlib
 from typing import Any
 
 import grpc
+import pytest
 
 from nodeplugin.materialize import capacity
 from tests.integration.nodeplugin import store_harness as harness
@@ -300,3 +302,66 @@ async def test_passing_the_high_watermark_collects_and_nothing_to_remove_says_so
         low = next(c for c in status["conditions"] if c["type"] == "CapacityLow")
         assert (low["status"], low["reason"]) == ("False", "WithinWatermarks")
         await node.unmount("pod0")
+
+
+async def test_the_pool_switches_pause_and_evict(mount_guard: pathlib.Path) -> None:
+    """The operator's switches (``spec.operations``, merged from the pool's ModelStore): paused,
+    collection holds every tree past the high watermark, quarantined or not, until resumed; an
+    evicted digest goes at once when no Pod mounts it, pinned or under the watermark."""
+    cache_dir = harness.mount_tmpfs(mount_guard / "cache", 32)
+    now = datetime.datetime.now(datetime.UTC)
+    digests = _trees(cache_dir, 4, 4 * MIB, now)
+    artifacts = [(f"m{i}", d) for i, d in enumerate(digests)]
+    async with harness.started(mount_guard, cache_dir=cache_dir, artifacts=artifacts,
+                               kubelet_dir=mount_guard / "kubelet") as node:
+        pressure = {"watermarks": {"highPercent": 10, "lowPercent": 5}, "store": "large"}
+        await _applied(node, {**pressure, "operations": {"pauseCollection": True}})
+        outcome = await node.plugin.collector.collect()
+        assert outcome.removed == [] and "paused" in (outcome.skipped or "")
+        assert "ModelStore large" in (outcome.skipped or "")
+        assert all(node.cache.is_published(d) for d in digests)  # past the watermark, held
+        # resumed: collection takes them down to the low watermark
+        runs = node.plugin.collector.runs
+        node.give_spec(pressure, generation=2)
+        await _until(lambda: node.plugin.collector.runs > runs
+                     and not node.cache.is_published(digests[3]))
+
+    cache_dir = harness.mount_tmpfs(mount_guard / "cache2", 64)
+    digests = _trees(cache_dir, 3, 2 * MIB, now)
+    artifacts = [(f"m{i}", d) for i, d in enumerate(digests)]
+    async with harness.started(mount_guard, cache_dir=cache_dir, artifacts=artifacts,
+                               kubelet_dir=mount_guard / "kubelet2") as node:
+        assert await node.mount("pod0", digests[0], "m0") == (grpc.StatusCode.OK, "")
+        # under the watermark, digest 1 pinned: evicting 0 (mounted) and 1 (pinned) takes 1
+        await _applied(node, {"pinned": [digests[1]], "operations": {
+            "evictDigests": [digests[0], digests[1]]}})
+        await _until(lambda: not node.cache.is_published(digests[1]))
+        assert node.cache.is_published(digests[0])  # a Pod mounts it: it stays
+        assert node.cache.is_published(digests[2])  # not named: untouched
+
+
+async def test_spec_evict_removes_at_once_whatever_the_watermarks_once_unmounted(
+        mount_guard: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A prefetch deleted with cleanupOnDelete: the worker writes the digest into spec.evict.
+    Far below the high watermark and within the ten-minute grace, an unmounted, unpinned tree
+    goes as soon as the spec applies; a mounted one stays until its Pod unmounts it, then goes
+    without waiting for a timer; a pinned one never does."""
+    cache_dir = harness.mount_tmpfs(mount_guard / "cache", 64)
+    now = datetime.datetime.now(datetime.UTC)
+    free, mounted, pinned, other = _trees(cache_dir, 4, MIB, now)  # ~4 MiB of 64: no pressure
+    caplog.set_level(logging.INFO, "nodeplugin.nodestore.collect")
+    async with harness.started(mount_guard, cache_dir=cache_dir,
+                               kubelet_dir=mount_guard / "kubelet",
+                               artifacts=[("m1", mounted)]) as node:
+        assert await node.mount("pod1", mounted, "m1") == (grpc.StatusCode.OK, "")
+        await _applied(node, {"watermarks": {"highPercent": 80, "lowPercent": 70},
+                              "pinned": [pinned], "evict": [free, mounted, pinned]})
+        await _until(lambda: not node.cache.is_published(free))
+        assert node.cache.is_published(mounted) and node.cache.is_published(pinned)
+        assert node.cache.is_published(other)  # not asked for: the watermarks decide
+        assert (node.target("pod1") / "w.bin").read_bytes()[:1] == bytes([1])
+        await node.unmount("pod1")  # the mount ends: it goes now, no five-minute wait
+        await _until(lambda: not node.cache.is_published(mounted))
+        assert node.cache.is_published(pinned) and node.cache.is_published(other)
+        said = f"removed {mounted} as the node's spec.evict asks"
+        await _until(lambda: said in caplog.text)  # logged once the bytes are deleted

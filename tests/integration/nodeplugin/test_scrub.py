@@ -100,3 +100,29 @@ async def test_a_file_of_the_wrong_size_is_caught_before_any_mount(
         await node.plugin.checks.done.wait()
         assert node.plugin.checks.failures == {interface.Check.SIZE: 1}
         await node.unmount("p")
+
+
+async def test_a_new_rehash_request_starts_a_pass_now(mount_guard: pathlib.Path) -> None:
+    """``spec.operations.rehashRequest`` (the pool's "re-hash now", after a rollback): a new value
+    starts a full pass at once instead of after the interval; the same value again does not."""
+    digest = local.write_import(mount_guard / "imports", FILES)
+    async with harness.started(
+        mount_guard, cache_dir=mount_guard / "cache", kubelet_dir=mount_guard / "kubelet",
+        artifacts=[("qwen", digest)], scrub_interval=86400.0,
+    ) as node:
+        node.give_spec({})
+        await _until(lambda: node.plugin.store.state.applied is not None)
+        await _published(node, "running", digest)
+        scrubber = node.plugin.store.scrubber
+        await _until(lambda: scrubber.passes >= 1)  # the first pass, after the start checks
+        passes = scrubber.passes
+        node.give_spec({"operations": {"rehashRequest": "after-rollback-1"}}, generation=2)
+        await _until(lambda: scrubber.passes > passes)
+        assert scrubber.checked >= 1
+        passes = scrubber.passes
+        node.give_spec({"operations": {"rehashRequest": "after-rollback-1"},
+                        "watermarks": {"highPercent": 90, "lowPercent": 80}}, generation=3)
+        await _until(lambda: node.plugin.store.state.applied is not None
+                     and node.plugin.store.state.applied.high_percent == 90)
+        await asyncio.sleep(0.2)
+        assert scrubber.passes == passes  # the same request is not asked twice

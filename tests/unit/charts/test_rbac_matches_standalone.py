@@ -37,7 +37,8 @@ def docs() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("builtin", [policy.WORKER, policy.PLUGIN, policy.TENANT_READER,
-                                     policy.TENANT_EDITOR, policy.ANCHOR_GRANTER],
+                                     policy.TENANT_EDITOR, policy.GPUSTACK_SERVER,
+                                     policy.ANCHOR_GRANTER],
                          ids=lambda r: r.name)
 def test_the_charts_cluster_roles_are_the_builtin_roles(
     docs: list[dict[str, Any]], builtin: rbac.Role
@@ -70,7 +71,7 @@ def test_docs_auth_prints_the_same_roles() -> None:
     printed = {doc["metadata"]["name"]: doc for block in blocks
                for doc in yaml.safe_load_all(block) if doc and doc.get("kind") == "ClusterRole"}
     for builtin in (policy.WORKER, policy.PLUGIN, policy.TENANT_READER, policy.TENANT_EDITOR,
-                    policy.ANCHOR_GRANTER):
+                    policy.GPUSTACK_SERVER, policy.ANCHOR_GRANTER):
         assert _chart_rules(printed[builtin.name]) == _policy_rules(builtin.rules), builtin.name
 
 

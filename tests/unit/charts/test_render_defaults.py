@@ -35,6 +35,7 @@ def test_kinds(default_docs: list[dict[str, Any]]) -> None:
         ("APIService", "v1.worker.gpustack.ai"),
         ("CSIDriver", "model.csi.gpustack.ai"),
         ("ClusterRole", "model-manager-anchor-granter"),
+        ("ClusterRole", "model-manager-gpustack-server"),
         ("ClusterRole", "model-manager-node"),
         ("ClusterRole", "model-manager-tenant-editor"),
         ("ClusterRole", "model-manager-tenant-reader"),
@@ -168,6 +169,7 @@ def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any
         *{("", "pods", v) for v in ("create", "delete", "list", "watch")},
         ("", "nodes/proxy", "get"),
         *{("storage.k8s.io", "csinodes", v) for v in ("list", "watch")},
+        *{("storage.k8s.io", "csidrivers", v) for v in ("list", "watch")},
         *{("", "secrets", v) for v in ("get", "list", "watch")},
         *{("", "persistentvolumeclaims", v) for v in ("list", "watch")},
         ("", "events", "create"),
@@ -177,6 +179,10 @@ def test_worker_rules_are_exactly_what_it_needs(default_docs: list[dict[str, Any
           for v in ("get", "list", "watch", "create", "update", "patch", "delete")},
         *{(group, "modelprefetches", v) for v in ("get", "list", "watch")},
         *{(group, "modelprefetches/status", v) for v in ("get", "update", "patch")},
+        *{(group, r, v) for r in ("modelstores", "modelstorebindings")
+          for v in ("get", "list", "watch")},
+        *{(group, r, v) for r in ("modelstores/status", "modelstorebindings/status")
+          for v in ("get", "update", "patch")},
     }  # fmt: skip
     role = helm.one(default_docs, "Role", "model-manager-worker")
     assert role["metadata"]["namespace"] == NS

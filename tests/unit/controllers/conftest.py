@@ -17,6 +17,7 @@ from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.storage import sqlite
 from apiserver.wiring import inprocess
+from apiserver.wiring import manifests as kept_manifests
 from apiserver.wiring import proofs as stored
 from controllers.resolver import controller as resolver
 from controllers.resolver import hubs, passes
@@ -80,7 +81,7 @@ class Harness:
         self.resolver = resolver.Resolver(
             self.api, self.informer, passes.Passes(self.hubs, self.cache), self.hubs,
             self.secrets, claims.AnyClaim(), self.clock, interval=DAY, recorder=self.events,
-            ledger=self.ledger)
+            ledger=self.ledger, manifests=kept_manifests.StoreManifests(registry.storage))
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

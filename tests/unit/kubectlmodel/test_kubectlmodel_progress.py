@@ -22,11 +22,29 @@ MIB = 1 << 20
 
 
 class Scripted:
-    """Answers ``get_artifact``/``progress``/``node_stores`` from a list of steps."""
+    """Answers ``get_artifact``/``progress``/``copies``/``node_stores`` from a list of steps
+    (``copies`` refused unless ``with_copies``: the node stores' path)."""
 
-    def __init__(self, steps: list[dict[str, Any] | Exception]) -> None:
+    def __init__(self, steps: list[dict[str, Any] | Exception], *,
+                 with_copies: bool = False) -> None:
         self.steps: Iterator[dict[str, Any] | Exception] = iter(steps)
         self.current: dict[str, Any] = {}
+        self.with_copies = with_copies
+
+    async def copies(self, namespace: str, name: str) -> gpustack.Copies:
+        if not self.with_copies:
+            raise kube.Forbidden(403, "Forbidden", "cannot get modelartifacts/copies")
+        have = self.current["have"]
+        live = self.current.get("live", have)
+        state = "Ready" if have >= 4 * MIB else "Downloading"
+        return gpustack.Copies.of({
+            "kind": "ModelArtifactCopies", "apiVersion": "worker.gpustack.ai/v1",
+            "metadata": {"name": name, "namespace": namespace}, "manifestDigest": DIGEST,
+            "sizeBytes": 4 * MIB, "nodes": [
+                {"node": "node-a", "phase": state, "downloadedBytes": live,
+                 "live": state == "Downloading", "sizeBytes": 4 * MIB},
+                {"node": "node-b", "phase": "Pending", "downloadedBytes": 0,
+                 "reason": "NoNodeStore", "message": "no plugin runs there"}]})
 
     async def get_artifact(self, namespace: str, name: str) -> gpustack.Artifact:
         step = next(self.steps)
@@ -37,8 +55,9 @@ class Scripted:
             "metadata": {"name": name, "namespace": namespace, "uid": step.get("uid", "u1"),
                          "resourceVersion": str(step.get("rv", 1))},
             "spec": {"source": {"huggingFace": {"repository": "org/m"}}},
-            "status": {"resolved": {"manifestDigest": DIGEST, "sizeBytes": 4 * MIB},
-                       "conditions": [{"type": "Resolved", "status": "True"}]}})
+            "status": step.get("status") or {
+                "resolved": {"manifestDigest": DIGEST, "sizeBytes": 4 * MIB},
+                "conditions": [{"type": "Resolved", "status": "True"}]}})
 
     async def progress(self, namespace: str, name: str) -> dict[str, Any]:
         have = self.current["have"]
@@ -57,11 +76,13 @@ class Scripted:
                         "downloadedBytes": have}]}})]
 
 
-def command(steps: list[dict[str, Any] | Exception]) -> tuple[progress.Command, io.StringIO]:
+def command(steps: list[dict[str, Any] | Exception], *,
+            with_copies: bool = False) -> tuple[progress.Command, io.StringIO]:
     out = io.StringIO()
     ticks = iter(float(n) for n in range(100))
     console = Console(file=io.StringIO(), force_terminal=False)
-    return progress.Command(Scripted(steps), "team-a", "m", console=console,  # type: ignore[arg-type]
+    models = Scripted(steps, with_copies=with_copies)
+    return progress.Command(models, "team-a", "m", console=console,  # type: ignore[arg-type]
                             out=out, interval=0, monotonic=lambda: next(ticks)), out
 
 
@@ -123,3 +144,28 @@ async def test_a_refusal_ends_the_watch() -> None:
     untrusted, _ = command([kube.TLSError(0, "TLSError", "certificate verify failed")])
     with pytest.raises(kube.TLSError):
         await untrusted.lines(watch=True)
+
+
+async def test_node_rows_come_from_copies_with_the_live_bytes_the_total_counts() -> None:
+    # the node store would say 1 MiB (its stored report); copies say 3 MiB, read live, as the
+    # total does: the row and the total agree
+    cmd, out = command([{"have": MIB, "live": 3 * MIB}, {"have": 4 * MIB}], with_copies=True)
+    assert await cmd.lines(watch=True) == 0
+    lines = out.getvalue().splitlines()
+    assert "m  node-a  Downloading  3.0MiB/4.0MiB  75%  -  eta -" in lines
+    assert any(line.startswith("m  node-b  Pending  0B/4.0MiB") for line in lines)
+    assert "m  node-a  Ready  4.0MiB/4.0MiB  100%" in lines
+
+
+async def test_a_terminal_failure_ends_the_watch_with_its_reason() -> None:
+    refused = {"have": 0, "status": {"retryTime": "2026-01-01T00:01:00Z", "conditions": [
+        {"type": "Resolved", "status": "False", "reason": "AccessDenied",
+         "message": "hub.example model org/m does not exist or is not accessible"}]}}
+    cmd, _ = command([refused])
+    with pytest.raises(gpustack.ResolutionFailed) as failed:
+        await cmd.lines(watch=True)
+    assert failed.value.reason == "AccessDenied" and "hub.example" in failed.value.message
+    outage = {"have": 0, "status": {"conditions": [
+        {"type": "Resolved", "status": "False", "reason": "SourceUnavailable"}]}}
+    waited, _ = command([outage, {"have": 4 * MIB}, {"have": 4 * MIB}])
+    assert await waited.lines(watch=True) == 0  # an outage may pass: waited through

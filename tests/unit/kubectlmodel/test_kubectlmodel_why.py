@@ -95,3 +95,34 @@ def test_a_claim_is_ready_once_resolved() -> None:
     shot = taken(artifact(source={"persistentVolumeClaim": {"claimName": "weights"}}))
     assert why.verdict(shot) == ("team-a/qwen is ready: The artifact's files come from its "
                                  "PersistentVolumeClaim")
+
+
+def test_the_exit_code_is_the_verdict() -> None:
+    assert why.is_ready(taken(artifact(), None, ready=2))
+    assert not why.is_ready(taken(artifact(), None, ready=1, downloading=1))
+    assert not why.is_ready(taken(artifact(), None, ready=1, failed=1))
+    assert not why.is_ready(taken(artifact(), None))  # resolved, but on no node yet
+    assert not why.is_ready(taken(artifact("False", "AccessDenied", "no")))
+    claim = artifact(source={"persistentVolumeClaim": {"claimName": "weights"}})
+    assert why.is_ready(taken(claim))  # mounted whole from its volume: nothing to download
+
+
+def test_a_terminal_failure_says_when_the_worker_tries_again() -> None:
+    found = gpustack.Artifact.of({
+        "metadata": {"name": "qwen", "namespace": "team-a"},
+        "spec": {"source": {"huggingFace": {"repository": "org/missing"}}},
+        "status": {"retryTime": "2026-12-04T06:02:00Z", "conditions": [
+            {"type": "Resolved", "status": "False", "reason": "AccessDenied",
+             "message": "hf-mirror.example model org/missing does not exist or is not "
+                        "accessible"}]}})
+    lines = why.chain(taken(found))
+    assert "hf-mirror.example model org/missing" in lines[0]
+    assert lines[-1] == ("this cannot be fixed by waiting; the worker's retry in 2m "
+                         "(at 2026-12-04T06:02:00Z)")
+
+
+def test_a_pending_target_says_why() -> None:
+    rows = (snapshot.NodeRow("node-b", "Pending", 2 * MIB, 0, "NoNodeStore",
+                             "no plugin runs on node-b"),)
+    lines = why.chain(taken(artifact(), rows, downloading=0))
+    assert lines[-1] == "node node-b: Pending 0B/2.0MiB, NoNodeStore: no plugin runs on node-b"

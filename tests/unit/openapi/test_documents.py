@@ -16,6 +16,8 @@ EXPECTED_PATHS = {
     f"{NS}/modelartifacts/{{name}}": {"get", "put", "patch", "delete"},
     f"{BASE}/modelartifacts": {"get"},
     f"{NS}/modelartifacts/{{name}}/progress": {"get"},
+    f"{NS}/modelartifacts/{{name}}/copies": {"get"},
+    f"{NS}/modelartifacts/{{name}}/manifest": {"get"},
     f"{NS}/modelartifacts/{{name}}/status": {"get", "put", "patch"},
     f"{BASE}/nodemodelstores": {"get"},
     f"{BASE}/nodemodelstores/{{name}}": {"get", "delete"},
@@ -24,6 +26,13 @@ EXPECTED_PATHS = {
     f"{NS}/modelprefetches/{{name}}": {"get", "put", "patch", "delete"},
     f"{BASE}/modelprefetches": {"get"},
     f"{NS}/modelprefetches/{{name}}/status": {"get", "put", "patch"},
+    f"{BASE}/modelstores": {"get", "post"},
+    f"{BASE}/modelstores/{{name}}": {"get", "put", "patch", "delete"},
+    f"{BASE}/modelstores/{{name}}/status": {"get", "put", "patch"},
+    f"{NS}/modelstorebindings": {"get", "post"},
+    f"{NS}/modelstorebindings/{{name}}": {"get", "put", "patch", "delete"},
+    f"{BASE}/modelstorebindings": {"get"},
+    f"{NS}/modelstorebindings/{{name}}/status": {"get", "put", "patch"},
 }
 METHODS = {"get", "put", "post", "patch", "delete"}
 
@@ -53,11 +62,15 @@ def test_every_operation_names_its_action_and_an_object_gvk(doc: dict[str, Any])
         assert isinstance(gvk, dict)
         assert gvk["group"] == "worker.gpustack.ai" and gvk["version"] == "v1"
         expected = "ModelArtifactProgress" if url.endswith("/progress") else (
+            "ModelArtifactCopies" if url.endswith("/copies") else
+            "ModelArtifactManifest" if url.endswith("/manifest") else
             "ModelArtifact" if "modelartifacts" in url else
-            "ModelPrefetch" if "modelprefetches" in url else "NodeModelStore")
+            "ModelPrefetch" if "modelprefetches" in url else
+            "ModelStoreBinding" if "/modelstorebindings" in url else
+            "ModelStore" if "/modelstores" in url else "NodeModelStore")
         assert gvk["kind"] == expected, (url, method)
     list_ops = [op for url, m, op in operations(doc) if op["x-kubernetes-action"] == "list"]
-    assert len(list_ops) == 5
+    assert len(list_ops) == 8
 
 
 def query_names(operation: dict[str, Any]) -> set[str]:
@@ -66,8 +79,8 @@ def query_names(operation: dict[str, Any]) -> set[str]:
 
 def test_writes_carry_field_validation_and_friends(doc: dict[str, Any]) -> None:
     writes = [(u, m, op) for u, m, op in operations(doc) if m in ("post", "put", "patch")]
-    # create, replace and patch of MA and of MP, replace and patch of every status
-    assert len(writes) == 12
+    # create, replace and patch of MA, MP, MS and MSB, replace and patch of every status
+    assert len(writes) == 22
     for _, _, operation in writes:
         assert {"fieldValidation", "fieldManager", "dryRun", "pretty"} <= query_names(operation)
         # force belongs to apply patches only, as in kube's documents
@@ -106,7 +119,8 @@ def test_component_schemas_carry_list_gvks() -> None:
     components = documents.openapi_v3()["components"]["schemas"]
     definitions = documents.openapi_v2()["definitions"]
     for kind in ("ModelArtifact", "NodeModelStore", "ModelPrefetch", "ModelArtifactProgress",
-                 "ModelArtifactList", "NodeModelStoreList", "ModelPrefetchList"):
+                 "ModelArtifactList", "NodeModelStoreList", "ModelPrefetchList", "ModelStore",
+                 "ModelStoreList", "ModelStoreBinding", "ModelStoreBindingList"):
         for table in (components, definitions):
             gvk = table[f"io.gpustack.worker.v1.{kind}"]["x-kubernetes-group-version-kind"]
             assert gvk == [{"group": "worker.gpustack.ai", "kind": kind, "version": "v1"}]
@@ -165,7 +179,7 @@ def schema_paths(schema: dict[str, Any], prefix: str, table: dict[str, Any],
 
 
 @pytest.mark.parametrize("kind", ["ModelArtifact", "NodeModelStore", "ModelPrefetch",
-                                  "ModelArtifactProgress"])
+                                  "ModelArtifactProgress", "ModelStore", "ModelStoreBinding"])
 def test_every_schema_property_reaches_both_documents(kind: str) -> None:
     source = set(schema_paths(schemas.for_kind(kind), kind, schemas.DEFINITIONS,
                               "#/components/schemas/"))
@@ -190,7 +204,8 @@ def test_documents_are_deterministic_and_independent() -> None:
 def test_document_headers() -> None:
     assert documents.openapi_v3()["openapi"].startswith("3.0")
     assert documents.openapi_v2()["swagger"] == "2.0"
-    assert set(resources.BY_PLURAL) == {"modelartifacts", "nodemodelstores", "modelprefetches"}
+    assert set(resources.BY_PLURAL) == {"modelartifacts", "nodemodelstores", "modelprefetches",
+                                        "modelstores", "modelstorebindings"}
 
 
 def _is_patch(operation: dict[str, Any]) -> bool:

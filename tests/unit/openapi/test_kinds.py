@@ -13,6 +13,8 @@ import types
 import typing
 from typing import Any, get_args, get_origin, get_type_hints
 
+import pytest
+
 from nodeplugin.materialize import interface
 from openapi import anchors, kinds, plugin, reasons, resources, schema, states, wire
 from openapi.kinds import modelartifact, modelprefetch, nodemodelstore, progress
@@ -120,8 +122,10 @@ def test_the_vocabularies_are_the_schemas() -> None:
     models = schema.NODE_MODEL_STORE_STATUS["properties"]["models"]["items"]["properties"]
     assert tuple(models["state"]["enum"]) == states.MODEL_STATES
     assert tuple(models["source"]["enum"]) == states.ORIGINS
-    nodes = schema.MODEL_PREFETCH_STATUS["properties"]["nodes"]["items"]["properties"]
-    assert tuple(nodes["phase"]["enum"]) == states.PHASES
+    assert "nodes" not in schema.MODEL_PREFETCH_STATUS["properties"]  # counts, no node named
+    expression = schema.MODEL_PREFETCH_SPEC["properties"]["placement"]["properties"][
+        "nodeSelector"]["properties"]["matchExpressions"]["items"]["properties"]
+    assert set(expression["operator"]["enum"]) == set(typing.get_args(modelprefetch.Operator))
     resolved = schema.MODEL_ARTIFACT_STATUS["properties"]["resolved"]["properties"]
     assert tuple(resolved["digestSource"]["enum"]) == anchors.DIGEST_SOURCES
     assert set(typing.get_args(reasons.FailureReasonWord)) == set(reasons.FAILURE_REASONS)
@@ -139,8 +143,10 @@ def test_readers_of_an_empty_object() -> None:
         assert modelartifact.hub_digest(empty) == ("", modelartifact.NOT_RESOLVED)
         assert modelartifact.resolved_condition(empty) is None
         assert not modelartifact.is_resolved(empty)
-        assert modelprefetch.pinned(empty) is True
+        assert modelprefetch.pinned(empty) is False
         assert modelprefetch.node_selector(empty) is None
+        assert modelprefetch.binding_name(empty) == ""
+        assert not modelprefetch.has_targets(empty)
         assert modelprefetch.min_ready(empty) == 0
         assert nodemodelstore.models(empty) == []
         assert nodemodelstore.entry(empty, "sha256:x") is None
@@ -175,9 +181,46 @@ def test_readers_of_a_full_object() -> None:
     assert nodemodelstore.holds(store, digest)
     entry = nodemodelstore.entry(store, digest)
     assert entry is not None and nodemodelstore.entry_size(entry) == 7
-    prefetch = {"spec": {"retention": {"pinned": False}, "targets": {"nodeSelector": {}}}}
-    assert modelprefetch.pinned(prefetch) is False
+    prefetch = {"spec": {"retention": {"pinned": True}, "placement": {"nodeSelector": {}},
+                         "bindingRef": {"name": "grant"}}}
+    assert modelprefetch.pinned(prefetch) is True
     assert modelprefetch.node_selector(prefetch) == {}
+    assert modelprefetch.binding_name(prefetch) == "grant"
+
+
+@pytest.mark.parametrize(("selector", "labels", "held"), [
+    (None, {}, True),
+    ({}, {"a": "b"}, True),
+    ({"matchLabels": {"pool": "a"}}, {"pool": "a", "x": "y"}, True),
+    ({"matchLabels": {"pool": "a"}}, {"pool": "b"}, False),
+    ({"matchExpressions": [{"key": "k", "operator": "In", "values": ["1", "2"]}]},
+     {"k": "2"}, True),
+    ({"matchExpressions": [{"key": "k", "operator": "In", "values": ["1"]}]}, {}, False),
+    ({"matchExpressions": [{"key": "k", "operator": "NotIn", "values": ["1"]}]}, {}, True),
+    ({"matchExpressions": [{"key": "k", "operator": "NotIn", "values": ["1"]}]},
+     {"k": "1"}, False),
+    ({"matchExpressions": [{"key": "k", "operator": "Exists"}]}, {"k": ""}, True),
+    ({"matchExpressions": [{"key": "k", "operator": "DoesNotExist"}]}, {"k": ""}, False),
+    ({"matchExpressions": [{"key": "k", "operator": "Near"}]}, {"k": ""}, False),
+    ({"matchLabels": {"pool": "a"}, "matchExpressions": [
+        {"key": "k", "operator": "Exists"}]}, {"pool": "a"}, False),
+])
+def test_a_label_selector_selects_as_kube_does(selector: Any, labels: dict[str, str],
+                                               held: bool) -> None:
+    assert modelprefetch.selects(selector, labels) is held
+
+
+def test_the_old_shape_upgrades_and_the_new_one_is_left_alone() -> None:
+    old: dict[str, Any] = {"metadata": {"name": "w"}, "spec": {
+        "artifactRef": {"name": "q"}, "targets": {"nodeNames": ["b", "a", "a"], "minReady": 2}}}
+    new = modelprefetch.upgraded(old)
+    assert new["spec"] == {"artifactRef": {"name": "q"}, "minReady": 2, "placement": {
+        "nodeSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a", "b"]}]}}}
+    assert "targets" in old["spec"]  # a copy: the caller's object is left alone
+    labels_only = modelprefetch.upgraded({"spec": {"targets": {"nodeSelector": {}}}})
+    assert labels_only["spec"] == {"placement": {"nodeSelector": {}}}
+    assert modelprefetch.upgraded(new) is new
 
 
 CLIENT_FACING = ("wire", "states", "volume", "plugin", "keys", "install", "reasons", "sources",

@@ -12,13 +12,15 @@ from openapi import schema as schemas
 from tests.unit.openapi.test_schema import at
 
 FIELDS = [
-    "spec.artifactRef.name", "spec.targets.nodeNames", "spec.targets.nodeSelector",
-    "spec.targets.minReady", "spec.retention.pinned", "spec.retention.ttlAfterLastUse",
+    "spec.artifactRef.name", "spec.bindingRef.name", "spec.placement.nodeSelector",
+    "spec.placement.nodeSelector.matchLabels", "spec.placement.nodeSelector.matchExpressions",
+    "spec.placement.nodeSelector.matchExpressions.[].key",
+    "spec.placement.nodeSelector.matchExpressions.[].operator",
+    "spec.placement.nodeSelector.matchExpressions.[].values", "spec.placement.instanceTypes",
+    "spec.minReady", "spec.retention.pinned", "spec.retention.ttlAfterLastUse",
+    "spec.targets.nodeNames", "spec.targets.nodeSelector", "spec.targets.minReady",
     "status.observedGeneration", "status.manifestDigest", "status.desiredNodes",
-    "status.readyNodes", "status.downloadingNodes", "status.failedNodes",
-    "status.nodes.[].name", "status.nodes.[].phase", "status.nodes.[].sizeBytes",
-    "status.nodes.[].downloadedBytes", "status.nodes.[].pinned", "status.nodes.[].reason",
-    "status.nodes.[].message", "status.conditions",
+    "status.readyNodes", "status.downloadingNodes", "status.failedNodes", "status.conditions",
 ]
 
 
@@ -28,32 +30,35 @@ def test_every_field_is_described(path: str) -> None:
     assert node.get("description") and (node.get("type") or node.get("allOf")), path
 
 
-def test_lists_carry_their_apply_keys() -> None:
+def test_lists_carry_their_apply_keys_and_the_status_names_no_node() -> None:
     assert at("ModelPrefetch", "spec.targets.nodeNames")["x-kubernetes-list-type"] == "set"
-    nodes = at("ModelPrefetch", "status.nodes")
-    assert nodes["x-kubernetes-list-type"] == "map"
-    assert nodes["x-kubernetes-list-map-keys"] == ["name"]
-    assert nodes["maxItems"] == schemas.MAX_PREFETCH_NODES
+    assert at("ModelPrefetch", "spec.placement.instanceTypes")["x-kubernetes-list-type"] == "set"
+    assert at("ModelPrefetch", "spec.placement.nodeSelector.matchExpressions")[
+        "x-kubernetes-list-type"] == "atomic"
     conditions = at("ModelPrefetch", "status.conditions")
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
     assert schemas.resolve(conditions["items"])["properties"]["type"]["enum"] == [
-        "Available", "Progressing", "Degraded"]
-    assert at("ModelPrefetch", "status.nodes.[].phase")["enum"] == [
-        "Pending", "Downloading", "Ready", "Failed"]
+        "Available", "Progressing", "Degraded", "Lapsed"]
+    assert set(schemas.MODEL_PREFETCH_STATUS["properties"]) == {
+        "observedGeneration", "manifestDigest", "desiredNodes", "readyNodes",
+        "downloadingNodes", "failedNodes", "conditions"}
+    assert schemas.MODEL_PREFETCH_SPEC["required"] == ["artifactRef"]  # bindingRef: admission
 
 
 def test_defaults_prune_and_validate() -> None:
-    obj = {"spec": {"artifactRef": {"name": "qwen"}, "targets": {"nodeSelector": {"a": "b"}},
+    obj = {"spec": {"artifactRef": {"name": "qwen"}, "bindingRef": {"name": "grant"},
+                    "placement": {"nodeSelector": {"matchLabels": {"a": "b"}}},
                     "color": "blue"}}
     defaults.apply_defaults("ModelPrefetch", obj)
-    assert obj["spec"]["retention"] == {"pinned": True}
-    assert obj["spec"]["targets"] == {"nodeSelector": {"a": "b"}, "minReady": 0}
+    assert obj["spec"]["retention"] == {"pinned": False}
+    assert obj["spec"]["minReady"] == 0
     assert pruning.prune_unknown("ModelPrefetch", obj) == ["spec.color"]
     assert validation.validate("ModelPrefetch", obj) == []
-    too_many = {"spec": {"artifactRef": {"name": "q"},
-                         "targets": {"nodeSelector": {f"k{i}": "v" for i in range(65)}}}}
+    too_many = {"spec": {"artifactRef": {"name": "q"}, "placement": {"nodeSelector": {
+        "matchLabels": {f"k{i}": "v" for i in range(65)}}}}}
     (error,) = validation.validate("ModelPrefetch", too_many)
-    assert (error.field, error.type) == ("spec.targets.nodeSelector", "FieldValueTooMany")
+    assert (error.field, error.type) == ("spec.placement.nodeSelector.matchLabels",
+                                         "FieldValueTooMany")
 
 
 def test_columns_and_a_row() -> None:

@@ -56,6 +56,8 @@ def test_lookup_tables() -> None:
         "modelartifacts": resources.MODEL_ARTIFACT,
         "nodemodelstores": resources.NODE_MODEL_STORE,
         "modelprefetches": resources.MODEL_PREFETCH,
+        "modelstores": resources.MODEL_STORE,
+        "modelstorebindings": resources.MODEL_STORE_BINDING,
     }
     progress = resources.BY_KIND["ModelArtifactProgress"]
     assert progress is resources.MODEL_ARTIFACT_PROGRESS

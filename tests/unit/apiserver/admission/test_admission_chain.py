@@ -37,9 +37,10 @@ def _image() -> dict[str, Any]:
 
 def test_the_rules_run_in_one_documented_order() -> None:
     assert admitting.standalone().names == (
-        "WorkerWritesStatus", "NodePluginWritesNodeStoreStatus",
+        "WorkerWritesStatus", "NodePluginWritesNodeStoreStatus", "UpgradePrefetchTargets",
         "Schema", "ArtifactSource", "ImageVolumeFloor", "ImmutableArtifactSpec",
         "NodeStoreWatermarks", "PrefetchSpec", "PrefetchArtifact", "ImmutablePrefetchArtifact",
+        "PrefetchGrant", "ModelStoreSpec", "ModelStoreBindingSpec", "FrozenModelStoreBinding",
         "AnchorGrant")
     docs = (REPO / "docs" / "architecture.md").read_text()
     for name in admitting.standalone().names:

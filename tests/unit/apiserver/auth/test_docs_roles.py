@@ -19,7 +19,8 @@ def test_the_documented_roles_are_the_built_in_ones() -> None:
         ("get", "list", "watch"), (policy.GROUP,), ("modelartifacts", "modelartifacts/progress")),),
         "team-a")  # seed 001's tenant Role
     assert documented.roles == (policy.WORKER, policy.PLUGIN, policy.TENANT_READER,
-                                policy.TENANT_EDITOR, policy.ANCHOR_GRANTER, reader)
+                                policy.TENANT_EDITOR, policy.GPUSTACK_SERVER,
+                                policy.ANCHOR_GRANTER, reader)
 
 
 async def test_a_tenant_editor_bound_in_its_namespace_prefetches_there_only() -> None:

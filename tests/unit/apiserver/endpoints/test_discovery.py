@@ -62,10 +62,21 @@ async def test_resource_list() -> None:
     assert set(by_name) == {
         "modelartifacts",
         "modelartifacts/progress",
+        "modelartifacts/copies",
+        "modelartifacts/manifest",
         "nodemodelstores",
         "nodemodelstores/status",
         "modelprefetches",
+        "modelstores",
+        "modelstorebindings",
     }
+    ms, msb = by_name["modelstores"], by_name["modelstorebindings"]
+    assert ms["namespaced"] is False and ms["kind"] == "ModelStore"
+    assert ms["shortNames"] == ["ms"] and ms["categories"] == ["gpustack"]
+    assert msb["namespaced"] is True and msb["kind"] == "ModelStoreBinding"
+    assert msb["shortNames"] == ["msb"]
+    for found in (ms, msb):
+        assert found["verbs"] == ["create", "delete", "get", "list", "patch", "update", "watch"]
     mpf = by_name["modelprefetches"]
     assert mpf["namespaced"] is True and mpf["kind"] == "ModelPrefetch"
     assert mpf["shortNames"] == ["mpf"] and mpf["categories"] == ["gpustack"]
@@ -83,6 +94,9 @@ async def test_resource_list() -> None:
     # a subresource's scope must equal its parent's
     assert by_name["modelartifacts/progress"]["namespaced"] is True
     assert by_name["modelartifacts/progress"]["kind"] == "ModelArtifactProgress"
+    assert by_name["modelartifacts/copies"]["namespaced"] is True
+    assert by_name["modelartifacts/copies"]["kind"] == "ModelArtifactCopies"
+    assert by_name["modelartifacts/copies"]["verbs"] == ["get"]
     assert by_name["nodemodelstores/status"]["namespaced"] is False
 
 
@@ -119,7 +133,25 @@ async def test_aggregated(accept: str, version: str) -> None:
                 "kind": "ModelArtifactProgress",
             },
             "verbs": ["get"],
-        }
+        },
+        {
+            "subresource": "copies",
+            "responseKind": {
+                "group": "worker.gpustack.ai",
+                "version": "v1",
+                "kind": "ModelArtifactCopies",
+            },
+            "verbs": ["get"],
+        },
+        {
+            "subresource": "manifest",
+            "responseKind": {
+                "group": "worker.gpustack.ai",
+                "version": "v1",
+                "kind": "ModelArtifactManifest",
+            },
+            "verbs": ["get"],
+        },
     ]
     assert by_name["nodemodelstores"]["scope"] == "Cluster"
     assert by_name["nodemodelstores"]["categories"] == ["gpustack"]

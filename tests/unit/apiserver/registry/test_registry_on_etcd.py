@@ -38,6 +38,7 @@ async def wired(etcd_server: etcd.Etcd,
     storage = entry.open_storage(_settings(etcd_server, tmp_path))
     assert isinstance(storage, watchcache.Cache)
     assert sorted(storage.windows) == ["/modelartifacts/", "/modelprefetches/",
+                                       "/modelstorebindings/", "/modelstores/",
                                        "/nodemodelstores/"]
     await storage.start()
     try:

@@ -4,6 +4,7 @@ client), the settings it merges and what it takes from configz."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from apiserver.auth import user as users
 from apiserver.registry import build
@@ -104,3 +105,61 @@ def test_kubelet_thresholds_from_configz() -> None:
     odd = nodes.kubelet_spec({"kubeletconfig": {
         "evictionHard": {"nodefs.available": "lots"}, "imageGCHighThresholdPercent": 150}})
     assert odd == {"imagefsAvailable": ""}  # what the plugin could not read is left out
+
+
+class _Driver:
+    """The CSIDriver's presence as an informer would tell it."""
+
+    def __init__(self) -> None:
+        self.state: bool | None = True
+        self.handlers: list[Callable[[], None]] = []
+
+    def present(self) -> bool | None:
+        return self.state
+
+    def add_handler(self, handler: Callable[[], None]) -> None:
+        self.handlers.append(handler)
+
+    async def run(self) -> None:
+        return None
+
+
+async def test_every_store_goes_when_the_csidriver_does_and_not_on_a_csinode_flap(
+    registry: build.Registry,
+) -> None:
+    clock = manual.ManualClock()
+    api = inprocess.RegistryClient(registry, user=users.UserInfo(WORKER),
+                                   worker_username=WORKER)
+    stores = informer.Informer(api, clients.NODE_MODEL_STORES, clock)
+    driver = _Driver()
+    plugin_nodes = nodes.StaticNodes(["node-1", "node-2"])
+    controller = nodestores.NodeStores(api, stores, plugin_nodes,
+                                       nodestores.FixedSettings(BASE), clock, driver=driver)
+    watching = asyncio.create_task(stores.run())
+    try:
+        await stores.synced.wait()
+        for node in ("node-1", "node-2"):
+            await controller.reconcile(node)
+        await waiting.until(lambda: len(stores.items()) == 2, what="both stores")
+        # unknown (the informer has not listed): nothing is deleted
+        driver.state = None
+        await controller.reconcile("node-1")
+        assert controller.deleted == 0
+        # the CSIDriver is gone: every store is deleted, and none is created again
+        driver.state = False
+        for node in ("node-1", "node-2"):
+            await controller.reconcile(node)
+        assert controller.deleted == 2
+        assert (await registry.nodemodelstores.list("")).items() == []
+        await waiting.until(lambda: not stores.items(), what="the informer empty")
+        await controller.reconcile("node-1")
+        assert (await registry.nodemodelstores.list("")).items() == []
+        # back: created again
+        driver.state = True
+        await controller.reconcile("node-1")
+        assert [o["metadata"]["name"] for o in (await registry.nodemodelstores.list(""))
+                .items()] == ["node-1"]
+        assert len(driver.handlers) == 1  # a change of the driver re-checks every node
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)

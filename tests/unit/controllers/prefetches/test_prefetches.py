@@ -1,6 +1,8 @@
-"""The prefetch controller over the real registry and the in-process client: targets, per-node
-phases from the node stores, conditions, the pins' union (and its withdrawal), the ttl lapse and
-the delivery asked only of the cold nodes."""
+"""The prefetch controller over the real registry and the in-process client: targets (held to the
+binding's stores), counts from the node stores and conditions naming no node, the pins' union
+(and its withdrawal, and its fair share between namespaces), the ttl lapse (``Lapsed``, not warmed
+again) and the delivery asked only of the cold nodes. Prefetches are written in the shape before
+the pool layer where a test does not care: admission converts them (``UpgradePrefetchTargets``)."""
 
 from __future__ import annotations
 
@@ -98,12 +100,15 @@ class World:
                 namespace="team-a", name=name)
 
     async def prefetch(self, name: str = "warm", **spec: Any) -> None:
-        body: dict[str, Any] = {"artifactRef": {"name": "qwen"},
+        body: dict[str, Any] = {"artifactRef": {"name": "qwen"}, "bindingRef": {"name": "grant"},
                                 "targets": {"nodeNames": ["node-1", "node-2"]}}
         body.update(spec)
+        namespace = body.pop("namespace", "team-a")
+        if body.get("targets") is None:
+            body.pop("targets", None)
         await self.registry.modelprefetches.create(
             {"apiVersion": resources.GROUP_VERSION, "kind": "ModelPrefetch",
-             "metadata": {"name": name, "namespace": "team-a"}, "spec": body})
+             "metadata": {"name": name, "namespace": namespace}, "spec": body})
 
     async def status(self, name: str = "warm") -> dict[str, Any]:
         await self.settle()
@@ -138,21 +143,20 @@ async def test_phases_counts_and_conditions_follow_the_node_stores(world: World)
     await world.node("node-1", [{"digest": DIGEST, "state": "Downloading", "sizeBytes": 100,
                                  "downloadedBytes": 40}])
     await world.node("node-2")
+    # node-3 runs no plugin (no NodeModelStore): not a target
     await world.prefetch(targets={"nodeNames": ["node-1", "node-2", "node-3"], "minReady": 1})
     status = await world.status()
-    by_name = {n["name"]: n for n in status["nodes"]}
-    assert by_name["node-1"] == {"name": "node-1", "phase": "Downloading", "sizeBytes": 100,
-                                 "downloadedBytes": 40, "pinned": False}
-    assert by_name["node-2"]["phase"] == "Failed"
-    assert by_name["node-2"]["reason"] == "DeliveryFailed"
-    assert "ImagePullBackOff" in by_name["node-2"]["message"]
-    assert (by_name["node-3"]["phase"], by_name["node-3"]["reason"]) == ("Pending", "NoNodeStore")
+    assert "nodes" not in status  # counts only: the status names no node
     assert (status["desiredNodes"], status["readyNodes"], status["downloadingNodes"],
-            status["failedNodes"]) == (3, 0, 1, 1)
+            status["failedNodes"]) == (2, 0, 1, 1)
     assert status["manifestDigest"] == DIGEST and status["observedGeneration"] == 1
     assert _condition(status, "Available") == ("False", "TooFewReady")
     assert _condition(status, "Progressing") == ("True", "Warming")
     assert _condition(status, "Degraded") == ("True", "NodesFailed")
+    assert _condition(status, "Lapsed") == ("False", "NotLapsed")
+    (degraded,) = [c for c in status["conditions"] if c["type"] == "Degraded"]
+    assert "DeliveryFailed (1)" in degraded["message"]
+    assert all("node-" not in c["message"] for c in status["conditions"])
     # only the nodes with a store that do not hold the digest are asked to warm
     assert world.delivery.asked[-1] == ("warm", DIGEST, ("node-1", "node-2"))
 
@@ -203,7 +207,7 @@ async def test_the_artifact_missing_unresolved_or_not_a_hub_source_is_reported(
     await world.prefetch()
     status = await world.status()
     assert _condition(status, "Available") == ("False", "ArtifactNotFound")
-    assert {n["reason"] for n in status["nodes"]} == {"ArtifactNotFound", "NoNodeStore"}
+    assert status["desiredNodes"] == 1 and "nodes" not in status
     await world.artifact(digest=None)
     assert _condition(await world.status(), "Degraded") == ("True", "ArtifactNotResolved")
     await world.artifact("claimed", digest=None,
@@ -219,11 +223,14 @@ async def test_a_selector_that_matches_nothing_is_reported_not_refused(world: Wo
     await world.node("node-1")
     await world.prefetch(targets={"nodeSelector": {"pool": "h100"}})
     status = await world.status()
-    assert status["desiredNodes"] == 0 and status["nodes"] == []
+    assert status["desiredNodes"] == 0
     assert _condition(status, "Available") == ("False", "NoTargets")
-    # {} selects every node running the plugin (standalone nodes have no labels)
+    # {} selects every node running the plugin (standalone nodes carry only their hostname)
     await world.prefetch("everywhere", targets={"nodeSelector": {}})
-    assert [n["name"] for n in (await world.status("everywhere"))["nodes"]] == ["node-1"]
+    assert (await world.status("everywhere"))["desiredNodes"] == 1
+    await world.prefetch("by-host", placement={"nodeSelector": {"matchLabels": {
+        "kubernetes.io/hostname": "node-1"}}}, targets=None)
+    assert (await world.status("by-host"))["desiredNodes"] == 1
 
 
 async def test_pins_are_the_union_and_leave_with_the_prefetch(world: World) -> None:
@@ -231,15 +238,13 @@ async def test_pins_are_the_union_and_leave_with_the_prefetch(world: World) -> N
     await world.artifact("llama", digest=OTHER)
     await world.node("node-1")
     await world.node("node-2")
-    await world.prefetch()
+    await world.prefetch(retention={"pinned": True})
     await world.prefetch("other", artifactRef={"name": "llama"},
-                         targets={"nodeNames": ["node-1"]})
+                         targets={"nodeNames": ["node-1"]}, retention={"pinned": True})
     await world.prefetch("unpinned", artifactRef={"name": "llama"},
                          targets={"nodeNames": ["node-2"]}, retention={"pinned": False})
     assert await world.pinned("node-1") == sorted([DIGEST, OTHER])
     assert await world.pinned("node-2") == [DIGEST]
-    status = await world.status()
-    assert {n["name"]: n["pinned"] for n in status["nodes"]} == {"node-1": True, "node-2": True}
     # another node store field is kept as it was
     stored = await world.registry.nodemodelstores.get("", "node-1")
     assert stored["spec"]["watermarks"] == {"highPercent": 80, "lowPercent": 70}
@@ -266,7 +271,46 @@ async def test_a_ttl_lifts_the_pin_once_the_copy_went_unused(world: World) -> No
                         .total_seconds() + 1)
     assert await world.pinned("node-1") == []
     status = await world.status()
-    assert status["nodes"][0]["pinned"] is False and status["nodes"][0]["phase"] == "Ready"
+    # the copy is still there: no shortfall, so nothing lapsed in the status's sense
+    assert status["readyNodes"] == 1
+    assert _condition(status, "Lapsed") == ("False", "NotLapsed")
+
+
+async def test_a_lapsed_copy_is_not_warmed_again_and_says_lapsed(world: World) -> None:
+    await world.artifact()
+    used = world.clock.now().replace(minute=0, second=0, microsecond=0)
+    await world.node("node-1", [{"digest": DIGEST, "state": "Ready", "sizeBytes": 100,
+                                 "lastUsedTime": used.strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    await world.node("node-2", [{"digest": DIGEST, "state": "Ready", "sizeBytes": 100}])
+    world.delivery.failing.clear()
+    await world.prefetch(retention={"pinned": True, "ttlAfterLastUse": "2h"})
+    assert (await world.status())["readyNodes"] == 2
+    # past the ttl from the last use and from the prefetch's creation (a copy collection took
+    # has no lastUsedTime left: the pin then lapses counted from the creation, which the
+    # registry stamps with the wall clock)
+    created = (await world.registry.modelprefetches.get("team-a", "warm"))["metadata"][
+        "creationTimestamp"]
+    since = max(used, datetime.datetime.fromisoformat(created.replace("Z", "+00:00")))
+    world.clock.advance((since + datetime.timedelta(hours=2) - world.clock.now())
+                        .total_seconds() + 1)
+    # node-1's copy lapsed and collection took it; node-2 was used since
+    await world.node("node-1", [])
+    fresh = world.clock.now().replace(minute=0, second=0, microsecond=0)
+    await world.node("node-2", [{"digest": DIGEST, "state": "Ready", "sizeBytes": 100,
+                                 "lastUsedTime": fresh.strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    asked = len(world.delivery.asked)
+    status = await world.status()
+    assert (status["desiredNodes"], status["readyNodes"]) == (2, 1)
+    (lapsed,) = [c for c in status["conditions"] if c["type"] == "Lapsed"]
+    assert (lapsed["status"], lapsed["reason"]) == ("True", "RetentionExpired")
+    assert lapsed["message"].startswith("1 copy(ies) went unused past ttlAfterLastUse")
+    assert _condition(status, "Progressing") == ("False", "Complete")
+    assert len(world.delivery.asked) == asked  # not warmed again
+    # a shortfall with another cause (a node downloading) is not a lapse
+    await world.node("node-2", [{"digest": DIGEST, "state": "Downloading", "sizeBytes": 100,
+                                 "downloadedBytes": 1,
+                                 "lastUsedTime": fresh.strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    assert _condition(await world.status(), "Lapsed") == ("False", "NotLapsed")
 
 
 def test_pins_keep_the_oldest_prefetches_when_the_list_is_full() -> None:
@@ -281,9 +325,22 @@ def test_pins_keep_the_oldest_prefetches_when_the_list_is_full() -> None:
     assert prefetchplan.pins(lapsing, now) == ([DIGEST], 90.0)
 
 
+def test_a_full_pin_list_is_shared_fairly_between_namespaces() -> None:
+    """A namespace pinning 300 digests first cannot push out another namespace's later pins."""
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    greedy = [prefetchplan.Pin("sha256:" + f"{i:064x}", f"2025-01-01T00:00:{i % 60:02d}Z", None,
+                               "team-a") for i in range(300)]
+    late = [prefetchplan.Pin("sha256:" + f"{1000 + i:064x}", "2025-06-01T00:00:00Z", None,
+                             "team-b") for i in range(3)]
+    shared = prefetchplan.Pin(greedy[0].digest, "2025-07-01T00:00:00Z", None, "team-b")
+    kept, _ = prefetchplan.pins([*greedy, *late, shared], now)
+    assert len(kept) == 256
+    assert {p.digest for p in late} <= set(kept)  # team-b's pins all stay
+    assert greedy[0].digest in kept  # pinned by both, kept once
+
 async def test_a_node_that_changes_wakes_the_prefetches_naming_it(world: World) -> None:
-    """A taint or a cordon moves where a warm-up Pod may go: the prefetches that name the node
-    (and those with a selector) look again at once, not at the next resync."""
+    """A taint, a cordon or a label moves where a warm-up Pod may go and what a selector
+    selects: every prefetch looks again at once, not at the next resync."""
     nodes = _Owned()
     controller = prefetches.Prefetches(
         world.api, inputs.Inputs(*world.informers), world.clock, delivery=world.delivery,
@@ -297,5 +354,53 @@ async def test_a_node_that_changes_wakes_the_prefetches_naming_it(world: World) 
     tainted = {"metadata": {"name": "node-1"}, "spec": {"taints": [
         {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}}
     handler({"metadata": {"name": "node-1"}, "spec": {}}, tainted)
-    assert len(controller.controller.queue) == 1
-    assert await controller.controller.queue.get() == ("team-a", "named")
+    assert len(controller.controller.queue) == 2
+    assert {await controller.controller.queue.get() for _ in range(2)} == {
+        ("team-a", "named"), ("team-a", "elsewhere")}
+
+
+async def test_targets_are_held_to_the_binding_stores_and_a_missing_binding_warms_nothing(
+        world: World) -> None:
+    bindings = informer.Informer(world.api, clients.MODEL_STORE_BINDINGS, world.clock)
+    running = asyncio.create_task(bindings.run())
+    try:
+        await bindings.synced.wait()
+        controller = prefetches.Prefetches(
+            world.api, inputs.Inputs(*world.informers, bindings=bindings), world.clock,
+            delivery=world.delivery)
+        held = pins.Pins(world.api, inputs.Inputs(*world.informers, bindings=bindings),
+                         world.clock)
+        await world.artifact()
+        for node, store in (("node-1", "large"), ("node-2", "small")):
+            await world.node(node)
+            found = await world.registry.nodemodelstores.get("", node)
+            await world.registry.nodemodelstores.update({**found, "spec": {"store": store}})
+        await world.registry.modelstorebindings.create({
+            "apiVersion": resources.GROUP_VERSION, "kind": "ModelStoreBinding",
+            "metadata": {"name": "grant", "namespace": "team-a"},
+            "spec": {"storeRefs": [{"name": "large"}], "quota": {"bytes": 1 << 40},
+                     "allowPinned": True}})
+        await waiting.until(lambda: bindings.get("team-a", "grant") is not None, what="binding")
+        await world.prefetch(targets=None, retention={"pinned": True})  # every node: of "large"
+        await world.settle()
+        await controller.reconcile_status(("team-a", "warm"))
+        status = (await world.registry.modelprefetches.get("team-a", "warm"))["status"]
+        assert status["desiredNodes"] == 1
+        await held.reconcile_pins("node-2")
+        await held.reconcile_pins("node-1")
+        assert (await world.registry.nodemodelstores.get("", "node-1"))["spec"]["pinned"] == [
+            DIGEST]
+        assert "pinned" not in (await world.registry.nodemodelstores.get("", "node-2"))["spec"]
+
+        await world.registry.modelstorebindings.delete("team-a", "grant")
+        await waiting.until(lambda: bindings.get("team-a", "grant") is None, what="deleted")
+        await world.settle()
+        await controller.reconcile_status(("team-a", "warm"))
+        status = (await world.registry.modelprefetches.get("team-a", "warm"))["status"]
+        assert _condition(status, "Available") == ("False", "BindingNotFound")
+        assert status["desiredNodes"] == 0
+        await held.reconcile_pins("node-1")
+        assert "pinned" not in (await world.registry.nodemodelstores.get("", "node-1"))["spec"]
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)

@@ -183,6 +183,26 @@ async def test_outages_are_source_unavailable_and_retried(harness: Harness, stat
     assert await harness.condition("m") == ("True", "Resolved")
 
 
+async def test_a_pass_again_writes_only_its_verdict(harness: Harness) -> None:
+    """The note before a pass ("Resolving") is written only while there is no verdict; a pass
+    after an outage writes its verdict once, and keeps retryTime in step with the retry."""
+    harness.hub.add_repo(REPO, FILES)
+    harness.hub.faults(REPO).fail_times, harness.hub.faults(REPO).fail_status = 2, 503
+    await harness.create("m", hf())
+    first = await harness.reconcile("m")
+    assert "retryTime" in await harness.status("m")
+    written = len(harness.api.written)
+    assert first.requeue_after is not None
+    harness.clock.advance(first.requeue_after)
+    await harness.reconcile("m")
+    assert len(harness.api.written) == written + 1
+    assert harness.api.written[-1]["retryTime"] != harness.api.written[written - 1]["retryTime"]
+    harness.clock.advance(first.requeue_after)
+    await harness.reconcile("m")
+    assert await harness.condition("m") == ("True", "Resolved")
+    assert "retryTime" not in await harness.status("m")
+
+
 async def test_a_network_error_is_source_unavailable(hub: fixturehub.Hub, registry: Any,
                                                      tmp_path: Any) -> None:
     running = Harness(hub, registry, tmp_path, endpoint="http://127.0.0.1:9")

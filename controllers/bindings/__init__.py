@@ -1,0 +1,2 @@
+"""ModelStoreBinding usage: ``status.usedBytes`` and ``OverQuota`` (docs/api.md,
+"ModelStoreBinding")."""
