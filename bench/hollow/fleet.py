@@ -34,11 +34,11 @@ from bench.hollow import process
 from certs import authority
 from devkit import admitting
 from devkit.harness import apiserver
-from openapi import anchors, reasons, sources, states, wire
+from openapi import anchors, install, reasons, sources, states, wire
 from openapi.kinds import modelartifact
 from timing import clock as clocks
 
-NAMESPACE = "gpustack-system"
+NAMESPACE = install.DEFAULT_NAMESPACE
 SIZE = 10 << 30
 """Every model is 10 GiB."""
 
@@ -91,7 +91,7 @@ def prepare(base: pathlib.Path, nodes: int, holds: Sequence[Sequence[int]], proc
     specs: list[process.Spec] = []
     for i, entry in enumerate(mine):
         path = configs / f"{node_name(i)}.kubeconfig"
-        kubeconfig.write(path, server=settings.url, ca_file=data_dir / "ca.crt",
+        kubeconfig.write(path, server=settings.url, ca_file=authority.Files.under(data_dir).ca_cert,
                          token=entry.token, user=node_name(i))
         specs.append(process.Spec(node_name(i), str(path), addresses[i],
                                   [(digest(k), SIZE) for k in holds[i]]))

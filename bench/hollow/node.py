@@ -24,6 +24,7 @@ from bench.hollow import disk
 from nodeplugin import apiclient, artifacts
 from nodeplugin.nodestore import apply, compose, reporter, source
 from openapi import states, wire
+from openapi.kinds import nodemodelstore
 from timing import clock as clocks
 
 SENT = "bench.gpustack.ai/sent"
@@ -103,8 +104,9 @@ class CountingStore:
     async def write_status(self, name: str, status: wire.Obj) -> None:
         await self._inner.write_status(name, status)
         now = time.time()
-        ready = {entry["digest"] for entry in status.get("models") or []
-                 if entry.get("state") == states.READY}
+        ready = {nodemodelstore.entry_digest(entry)
+                 for entry in nodemodelstore.models(nodemodelstore.of_status(status))
+                 if nodemodelstore.entry_state(entry) == states.READY}
         if self._ready:  # the first write after start shows what the node held: no news
             self._counts.published.extend((d, now) for d in sorted(ready - self._ready))
         self._ready = ready or {""}
