@@ -8,6 +8,11 @@ with three identities, the local policy file, and three kubeconfigs:
 - ``plugin.kubeconfig``: a node-plugin identity, the plugin's ServiceAccount name and groups with
   the extras of a Pod-bound token (``pod-name``, ``pod-uid``, ``node-name`` = ``--plugin-node``),
   so the NodeModelStore status guard judges a local plugin exactly as in a cluster.
+
+The token file may hold more plugin identities, one per node (each its own Pod-bound token, as
+a cluster issues one per plugin Pod: ``plugin_entry`` makes them; ``bench/fleet`` adds a
+thousand). A start keeps them all: only when no plugin identity is bound to ``--plugin-node``
+is the first one moved there, and ``plugin.kubeconfig`` carries the one bound to it.
 """
 
 from __future__ import annotations
@@ -59,7 +64,11 @@ def _prepare(settings: config.Settings) -> Prepared:
     files = authority.ensure(data_dir, settings.tls_sans)
     assert settings.token_auth_file is not None, "standalone settings always name a token file"
     entries = _ensure_tokens(settings.token_auth_file, settings)
-    tokens = {entry.name: entry.token for entry in entries}
+    plugin_user = settings.plugin_username
+    tokens = {entry.name: entry.token for entry in entries if entry.name != plugin_user}
+    tokens[plugin_user] = next(
+        entry.token for entry in entries if entry.name == plugin_user
+        and entry.extra_map().get(user.NODE_NAME) == (settings.plugin_node,))
     if settings.policy_file is not None:
         policy.ensure_file(settings.policy_file)
     admin = data_dir / "kubeconfig"
@@ -89,9 +98,18 @@ def plugin_extra(node: str, pod_uid: str) -> tuple[tuple[str, str], ...]:
     )
 
 
+def plugin_entry(node: str, settings: config.Settings) -> static.Entry:
+    """A new node-plugin identity: the plugin's ServiceAccount with a token bound to a Pod on
+    ``node``."""
+    return static.Entry(static.new_token(), settings.plugin_username, str(uuid.uuid4()),
+                        user.service_account_groups(settings.plugin_namespace),
+                        plugin_extra(node, str(uuid.uuid4())))
+
+
 def _ensure_tokens(path: pathlib.Path, settings: config.Settings) -> list[static.Entry]:
     """Keep existing tokens (kubeconfigs in use stay valid); add the admin, the worker or the
-    plugin if missing; rebind the plugin's extras when ``--plugin-node`` changed."""
+    plugin if missing; when no plugin identity is bound to ``--plugin-node``, rebind the first
+    one there (the others, other nodes' plugins, stay as they are)."""
     entries = static.parse(path.read_text(), source=str(path)) if path.exists() else []
     names = {entry.name for entry in entries}
     changed = False
@@ -103,20 +121,17 @@ def _ensure_tokens(path: pathlib.Path, settings: config.Settings) -> list[static
                                     settings.worker_username))
         changed = True
     plugin = settings.plugin_username
-    groups = user.service_account_groups(settings.plugin_namespace)
-    if plugin not in names:
-        entries.append(static.Entry(static.new_token(), plugin, str(uuid.uuid4()), groups,
-                                    plugin_extra(settings.plugin_node, str(uuid.uuid4()))))
+    plugins = [index for index, entry in enumerate(entries) if entry.name == plugin]
+    node = settings.plugin_node
+    if not plugins:
+        entries.append(plugin_entry(node, settings))
         changed = True
-    elif not any(entry.name == plugin
-                 and entry.extra_map().get(user.NODE_NAME) == (settings.plugin_node,)
-                 for entry in entries):
-        # bound to another node now: a new Pod there, with a new UID. A token file holding one
-        # plugin token per node (several plugins against one server) already has this node's.
-        index = next(i for i, entry in enumerate(entries) if entry.name == plugin)
-        entries[index] = dataclasses.replace(
-            entries[index], groups=groups,
-            extra=plugin_extra(settings.plugin_node, str(uuid.uuid4())))
+    elif not any(entries[index].extra_map().get(user.NODE_NAME) == (node,) for index in plugins):
+        # bound to another node now: a new Pod there, with a new UID
+        first = plugins[0]
+        entries[first] = dataclasses.replace(
+            entries[first], groups=user.service_account_groups(settings.plugin_namespace),
+            extra=plugin_extra(node, str(uuid.uuid4())))
         changed = True
     if changed:
         static.write(path, entries)

@@ -3,7 +3,12 @@ and the downloading nodes' mean progress in steps of 5.
 
 Inputs: the NodeModelStores (through ``nodeindex``) and the artifacts (indexed by digest).
 Output: a status write only when a count changes or the mean crosses a step of 5, so a node
-reporting every few percent does not rewrite every artifact each time. Numbers only: no node is
+reporting every few percent does not rewrite every artifact each time; and at most one write per
+artifact every ``SPACING`` seconds: what changes in between is merged into the next write. Every
+artifact write reaches every node plugin's watch of the artifacts, so without the spacing a
+rollout (many nodes starting, moving and finishing the same model) costs the API server one event
+per node change times the nodes, which grows as the square of the fleet; with it, one event per
+artifact per ``SPACING`` times the nodes (docs/performance.md, "Fleet"). Numbers only: no node is
 ever named in an artifact.
 """
 
@@ -25,6 +30,9 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 DIGEST_INDEX = "digest"
 STEP = 5
+SPACING = 2.0
+"""Seconds between two status writes of one artifact (the aggregate lags a node by at most
+this, plus the queue)."""
 
 
 def digest_of(obj: wire.Obj) -> list[str]:
@@ -50,10 +58,14 @@ class Aggregator(runtime.Runs[Key]):
 
     def __init__(self, api: clients.Client, artifacts: informer.Informer,
                  index: nodeindex.DigestIndex, clock: clocks.Clock, *,
-                 concurrency: int = 2) -> None:
+                 concurrency: int = 2, spacing: float = SPACING) -> None:
         self._api = api
         self._artifacts = artifacts
         self._index = index
+        self._clock = clock
+        self._spacing = spacing
+        self._written: dict[Key, float] = {}
+        """When each artifact's status was last written (monotonic); gone with the artifact."""
         self.writes = 0
         self.controller: runtime.Controller[Key] = runtime.Controller(
             "aggregation", self.reconcile, clock, keys=artifacts.keys, concurrency=concurrency)
@@ -72,6 +84,7 @@ class Aggregator(runtime.Runs[Key]):
     async def reconcile(self, key: Key) -> runtime.Result:
         obj = self._artifacts.get(*key)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
+            self._written.pop(key, None)
             return runtime.DONE
         digests = digest_of(obj)
         if not digests:
@@ -79,6 +92,9 @@ class Aggregator(runtime.Runs[Key]):
         wanted = summary(obj, self._index.holders(digests[0]))
         if modelartifact.node_counts(obj) == wanted:
             return runtime.DONE
+        since = self._clock.monotonic() - self._written.get(key, -self._spacing)
+        if since < self._spacing:
+            return runtime.Result(requeue_after=self._spacing - since)
 
         def change(current: wire.Obj) -> None:
             # Only while the digest is still the one counted (the resolver owns the rest).
@@ -92,4 +108,5 @@ class Aggregator(runtime.Runs[Key]):
             return runtime.DONE
         if written is not None:
             self.writes += 1
+            self._written[key] = self._clock.monotonic()
         return runtime.DONE

@@ -5,21 +5,78 @@ usage records, the failure and quarantine records, the running attempts) plus on
 the manifest size of a tree it has not seen yet is read once, in a thread. Conditions keep their
 ``lastTransitionTime`` while their status stays the same (in memory: a restart starts afresh,
 since status is rebuilt from the node and never read back).
+
+What the composer reads of each piece is a small Protocol below, met by the plugin's own pieces
+(``cache.inventory``, ``cache.trees``, the materializer, ``materialize.failures``,
+``cache.quarantine``, ``cache.refs``, ``cache.usage``, ``materialize.capacity``); the fleet
+benchmark's hollow nodes (``bench/fleet``) pass simulated ones (no disk, no hub) to the same
+composer, reporter and status rules.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
-from nodeplugin.cache import inventory, quarantine, refs, trees, usage
+from nodeplugin.cache import quarantine, usage
 from nodeplugin.materialize import capacity, interface
 from nodeplugin.materialize import failures as failure_records
 from nodeplugin.nodestore import apply
 from nodeplugin.nodestore import status as statuses
 from openapi import reasons, states, wire
 from timing import clock as clocks
+
+
+class Stock(Protocol):
+    """The published trees and the bytes stored (``cache.inventory.Inventory``)."""
+
+    def digests(self) -> list[str]: ...
+
+    def stored_bytes(self, running: Iterable[tuple[str, int]]) -> int: ...
+
+
+class TreeFacts(Protocol):
+    """A published tree's manifest size (``cache.trees.Trees``)."""
+
+    def size_bytes(self, digest: str) -> int | None: ...
+
+
+class Running(Protocol):
+    """The attempts in progress (``interface.Materializer``)."""
+
+    def running(self) -> list[interface.Progress]: ...
+
+
+class Failures(Protocol):
+    """The download failure records (``materialize.failures.Failures``)."""
+
+    def all(self) -> list[failure_records.Failure]: ...
+
+
+class Held(Protocol):
+    """The quarantine records (``cache.quarantine.Quarantine``)."""
+
+    def all(self) -> list[quarantine.Entry]: ...
+
+
+class Referenced(Protocol):
+    """The digests live mounts reference (``cache.refs.References``)."""
+
+    def digests(self) -> set[str]: ...
+
+
+class UsageRecords(Protocol):
+    """The last-used hour of each digest (``cache.usage.UsageStore``)."""
+
+    def all(self) -> dict[str, usage.Usage]: ...
+
+
+class Space(Protocol):
+    """The cache filesystem's figures (``materialize.capacity.Capacity``)."""
+
+    def usage(self) -> capacity.Usage: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,14 +116,14 @@ class Composer:
         self,
         *,
         node: apply.NodeState,
-        stock: inventory.Inventory,
-        tree_facts: trees.Trees,
-        materializer: interface.Materializer,
-        failures: failure_records.Failures,
-        quarantined: quarantine.Quarantine,
-        references: refs.References,
-        usage_store: usage.UsageStore,
-        ledger: capacity.Capacity,
+        stock: Stock,
+        tree_facts: TreeFacts,
+        materializer: Running,
+        failures: Failures,
+        quarantined: Held,
+        references: Referenced,
+        usage_store: UsageRecords,
+        ledger: Space,
         verdicts: Verdicts,
         clock: clocks.Clock,
         origins: Callable[[], Mapping[str, states.Origin]] = dict,

@@ -97,3 +97,27 @@ def test_policy_file_is_created_once_and_kept(tmp_path: pathlib.Path) -> None:
     path.write_text("# mine\n")
     _prepare(tmp_path)
     assert path.read_text() == "# mine\n"
+
+
+def test_other_nodes_plugin_identities_are_kept(tmp_path: pathlib.Path) -> None:
+    """A token file with one plugin identity per node (bench/fleet's hollow nodes): a start
+    keeps every one bound to its own node and hands plugin.kubeconfig the --plugin-node one."""
+    prepared = _prepare(tmp_path, "--plugin-node", "node-a")
+    path = tmp_path / "tokens.csv"
+    others = [standalone.plugin_entry(f"node-{i}", prepared.settings) for i in range(3)]
+    static.write(path, [*static.parse(path.read_text()), *others])
+    again = _prepare(tmp_path, "--plugin-node", "node-a")
+    table = static.load(path)
+    for i, entry in enumerate(others):
+        found = table.find(entry.token)
+        assert found is not None
+        assert found.extra[user.NODE_NAME] == (f"node-{i}",)
+    first = yaml.safe_load(again.plugin_kubeconfig.read_text())["users"][0]["user"]["token"]
+    mine = table.find(first)
+    assert mine is not None and mine.extra[user.NODE_NAME] == ("node-a",)
+    # node-1 already has an identity: plugin.kubeconfig carries it, nothing is rebound
+    moved = _prepare(tmp_path, "--plugin-node", "node-1")
+    token = yaml.safe_load(moved.plugin_kubeconfig.read_text())["users"][0]["user"]["token"]
+    assert token == others[1].token
+    still = static.load(path).find(first)
+    assert still is not None and still.extra[user.NODE_NAME] == ("node-a",)

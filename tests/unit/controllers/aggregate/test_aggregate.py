@@ -28,7 +28,7 @@ OTHER = "sha256:" + "cd" * 32
 class World:
     def __init__(self, registry: build.Registry) -> None:
         self.registry = registry
-        clock = manual.ManualClock()
+        self.clock = clock = manual.ManualClock()
         api = inprocess.RegistryClient(registry, user=users.UserInfo(WORKER),
                                        worker_username=WORKER)
         self.artifacts = informer.Informer(api, clients.MODEL_ARTIFACTS, clock)
@@ -56,7 +56,8 @@ class World:
 
     async def settle(self) -> None:
         """Wait until both informers hold exactly what storage holds (their handlers have run,
-        so the keys are queued), then drain the queue."""
+        so the keys are queued), then drain the queue, a write's spacing passed first."""
+        self.clock.advance(aggregate.SPACING)
         for inf, store in ((self.artifacts, self.registry.modelartifacts),
                            (self.stores, self.registry.nodemodelstores)):
             stored = {clients.key_of(o): o["metadata"]["resourceVersion"]
@@ -154,3 +155,37 @@ async def test_the_index_follows_adds_changes_and_deletes(world: World) -> None:
     await world.registry.nodemodelstores.delete("", "n2")
     await world.settle()
     assert world.index.holders(DIGEST) == [] and DIGEST not in world.index.digests()
+
+
+async def test_one_write_per_artifact_per_spacing_merging_the_changes_between(world: World
+                                                                             ) -> None:
+    """Many nodes changing one model within the spacing cost its watchers one write, made once
+    the spacing passed, with everything they changed."""
+    await world.artifact("m", DIGEST)
+    await world.node("n1", model("Ready", 1000))
+    await world.settle()
+    writes = world.aggregator.writes
+    for name in ("n2", "n3", "n4"):
+        await world.node(name, model("Ready", 1000))
+        await drain(world)
+    assert world.aggregator.writes == writes  # within the spacing: nothing written yet
+    assert (await world.nodes("m")) == {"ready": 1, "downloading": 0, "failed": 0}
+    world.clock.advance(aggregate.SPACING)  # the deferred key comes back
+    await drain(world)
+    assert world.aggregator.writes == writes + 1
+    assert (await world.nodes("m")) == {"ready": 4, "downloading": 0, "failed": 0}
+
+
+async def drain(world: World) -> None:
+    """What settle does, without moving the clock."""
+    stored = {clients.key_of(o): o["metadata"]["resourceVersion"]
+              for o in (await world.registry.nodemodelstores.list()).items()}
+    await waiting.until(lambda: {
+        k: informer.version_of(o) for k, o in zip(world.stores.keys(), world.stores.items(),
+                                                  strict=True)} == stored)
+    queue = world.aggregator.controller.queue
+    while len(queue):
+        key = await queue.get()
+        assert key is not None
+        await world.aggregator.controller.process_one(key)
+        queue.done(key)
