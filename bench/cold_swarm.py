@@ -33,6 +33,9 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 from devkit.harness import peernodes  # noqa: E402 - the harness of the integration tests
 
+FIGURES = ("cold-swarm", "cold-swarm-one-file")
+"""The figures this benchmark reports (BENCH_SWARM_MODEL picks one)."""
+
 COLD = 4
 ROUNDS = 3
 ARTIFACT = "swarm-model"

@@ -14,6 +14,9 @@ from typing import Any
 
 from bench import _revisions, materialize_cold
 
+FIGURES = ("filter-overlap",)
+"""The figure this benchmark reports, through _revisions.compare."""
+
 REPO = "bench/overlap-model"
 MiB = 1 << 20
 ROUNDS = 3

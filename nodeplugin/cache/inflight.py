@@ -1,7 +1,7 @@
 """The files this node is fetching from a hub right now, by content identity.
 
-Another node materializing the same files asks (the peer port's ``held`` answer, ``peer/
-stored.py``) before it fetches a file from the hub: a file the node stores is served to it, a
+Another node materializing the same files asks (the peer port's ``held`` answer,
+``peer/stored.py``) before it fetches a file from the hub: a file the node stores is served to it, a
 file the node is fetching is left to it for a while (``materialize/swarm.py``), so N nodes that
 start cold at once split the files between them and the hub serves each about once.
 

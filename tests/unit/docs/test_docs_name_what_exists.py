@@ -46,6 +46,8 @@ RUNTIME = {
     "objects/": "the node cache's published trees", "partial/": "the node cache's attempts",
     "state/": "the node cache's state", "trash/": "the node cache's removals",
     "quarantined/": "the node cache's failed checks", "view/": "a mount's view",
+    "files/": "the node cache's stored files, each once by its content identity",
+    "config.json": "a model repository's file on the hub, not ours",
     "store.db-wake/": "the --processes wake-up FIFOs beside store.db",
     "usage.json": "the node cache's usage record", "store.db": "the SQLite store",
     "tokens.csv": "standalone mode's token file", "policy.yaml": "standalone mode's policy file",

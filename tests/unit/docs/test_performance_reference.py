@@ -32,6 +32,21 @@ def _loop_values(loop: ast.For) -> dict[str, list[str]]:
     return found
 
 
+NAMED = " FIGURES"
+"""The key under which a module's declared figure names ride along with the loop values."""
+
+
+def _declared(tree: ast.Module) -> set[str] | None:
+    """A module's ``FIGURES`` tuple: the figure names it reports through a variable no loop
+    gives (a name chosen by an environment switch, or by the caller of a shared helper)."""
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", "") == "FIGURES"
+                and isinstance(node.value, ast.Tuple)):
+            return {str(e.value) for e in node.value.elts if isinstance(e, ast.Constant)}
+    return None
+
+
 def _name_of(first: ast.expr, loop: dict[str, list[str]]) -> set[str]:
     if isinstance(first, ast.Constant):
         return {str(first.value)}
@@ -39,6 +54,8 @@ def _name_of(first: ast.expr, loop: dict[str, list[str]]) -> set[str]:
         base = str(first.args[0].value)  # type: ignore[attr-defined]
         return {base if s == "sqlite" else f"{base}-{s}" for s in STORAGES}
     if isinstance(first, ast.Name):
+        if first.id not in loop and NAMED in loop:
+            return set()  # the module's FIGURES lists the names this variable takes
         return set(loop[first.id])
     if isinstance(first, ast.JoinedStr):
         head = "".join(str(p.value) for p in first.values if isinstance(p, ast.Constant))
@@ -64,8 +81,10 @@ def _names_in(source: str) -> set[str]:
         for child in ast.iter_child_nodes(node):
             visit(child, loop)
 
-    visit(ast.parse(source), {})
-    return names
+    tree = ast.parse(source)
+    declared = _declared(tree)
+    visit(tree, {NAMED: sorted(declared)} if declared is not None else {})
+    return names | (declared or set())
 
 
 def figure_names() -> set[str]:
