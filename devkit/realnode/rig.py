@@ -82,6 +82,33 @@ class RigError(AssertionError):
     pass
 
 
+def _netns_inode(name: str) -> tuple[int, int] | None:
+    """The named network namespace (``ip netns``'s) as (device, inode), None when none."""
+    try:
+        found = os.stat(f"/var/run/netns/{name}")
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _kill_in_netns(inode: tuple[int, int]) -> None:
+    """Kill what still runs in a further node's network namespace once ``node-ns-down`` ran:
+    its containerd's shims live outside the node's cgroup root, so the script leaves them, and
+    they would hold the namespace and its veth (the next ``node-ns-up`` then finds the veth and
+    no ``eth0`` in its new namespace)."""
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            found = os.stat(entry / "ns" / "net")
+        except OSError:
+            continue
+        held = found.st_dev, found.st_ino
+        if held == inode:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
 class Rig:
     """Start with ``up()``; ``down()`` always runs (it also clears what an aborted run left)."""
 
@@ -135,8 +162,11 @@ class Rig:
         further nodes go first (``node-ns-down``: their kubelets, containerds, Pods, netns)."""
         for state in sorted(self.work.glob("node[0-9]*")) if self.work.exists() else []:
             number = int(state.name.removeprefix("node"))
+            netns = _netns_inode(f"node{number}")
             subprocess.run([str(SHARED / "node-ns-down")], env=dict(self._extra_env(number),
                            CLEAN="1"), capture_output=True, timeout=180, check=False)
+            if netns is not None:
+                _kill_in_netns(netns)
         if (self.node / "containerd.pid").exists() or (self.node / "kubelet.pid").exists():
             subprocess.run([str(SHARED / "node-down")], env=dict(self.env, CLEAN="1"),
                            capture_output=True, timeout=180, check=False)  # fmt: skip
