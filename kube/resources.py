@@ -18,41 +18,21 @@ from lightkube.generic_resource import (
 
 from openapi import resources as contract
 
-ModelArtifact: type[GenericNamespacedResource] = create_namespaced_resource(
-    contract.GROUP,
-    contract.VERSION,
-    contract.MODEL_ARTIFACT.kind,
-    contract.MODEL_ARTIFACT.plural,
-)
 
-NodeModelStore: type[GenericGlobalResource] = create_global_resource(
-    contract.GROUP,
-    contract.VERSION,
-    contract.NODE_MODEL_STORE.kind,
-    contract.NODE_MODEL_STORE.plural,
-)
+def _namespaced(info: contract.ResourceInfo) -> type[GenericNamespacedResource]:
+    return create_namespaced_resource(contract.GROUP, contract.VERSION, info.kind, info.plural)
 
-ModelPrefetch: type[GenericNamespacedResource] = create_namespaced_resource(
-    contract.GROUP,
-    contract.VERSION,
-    contract.MODEL_PREFETCH.kind,
-    contract.MODEL_PREFETCH.plural,
-)
 
+def _cluster(info: contract.ResourceInfo) -> type[GenericGlobalResource]:
+    return create_global_resource(contract.GROUP, contract.VERSION, info.kind, info.plural)
+
+
+ModelArtifact = _namespaced(contract.MODEL_ARTIFACT)
+NodeModelStore = _cluster(contract.NODE_MODEL_STORE)
+ModelPrefetch = _namespaced(contract.MODEL_PREFETCH)
 # The pool layer (issue 39): a node pool's cache policy and a namespace's grant.
-ModelStore: type[GenericGlobalResource] = create_global_resource(
-    contract.GROUP,
-    contract.VERSION,
-    contract.MODEL_STORE.kind,
-    contract.MODEL_STORE.plural,
-)
-
-ModelStoreBinding: type[GenericNamespacedResource] = create_namespaced_resource(
-    contract.GROUP,
-    contract.VERSION,
-    contract.MODEL_STORE_BINDING.kind,
-    contract.MODEL_STORE_BINDING.plural,
-)
+ModelStore = _cluster(contract.MODEL_STORE)
+ModelStoreBinding = _namespaced(contract.MODEL_STORE_BINDING)
 
 
 def subresource_path(namespace: str, name: str, subresource: str) -> str:

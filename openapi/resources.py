@@ -102,40 +102,14 @@ MODEL_PREFETCH = _ours("ModelPrefetch", "modelprefetches", "mpf", namespaced=Tru
 # --- cache governance (issue 39): the pool layer and a namespace's grant ---------------------
 # A node pool's cache policy, merged over the cluster settings into each matched node's
 # NodeModelStore spec (docs/api.md, "ModelStore"); administrators only.
-MODEL_STORE = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelStore",
-    list_kind="ModelStoreList",
-    plural="modelstores",
-    singular="modelstore",
-    short_names=("ms",),
-    categories=("gpustack",),
-    namespaced=False,
-    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-    subresources=(
-        Subresource("status", ("get", "patch", "update"), "ModelStore", discovered=False),
-    ),
-)
+MODEL_STORE = _ours("ModelStore", "modelstores", "ms", namespaced=False, subresources=(
+    Subresource("status", STATUS_VERBS, "ModelStore", discovered=False),))
 
 # A namespace's byte budget and its right to pin, over named ModelStores (docs/api.md,
 # "ModelStoreBinding"); administrators only, its status the worker's.
-MODEL_STORE_BINDING = ResourceInfo(
-    group=GROUP,
-    version=VERSION,
-    kind="ModelStoreBinding",
-    list_kind="ModelStoreBindingList",
-    plural="modelstorebindings",
-    singular="modelstorebinding",
-    short_names=("msb",),
-    categories=("gpustack",),
-    namespaced=True,
-    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
-    subresources=(
-        Subresource("status", ("get", "patch", "update"), "ModelStoreBinding",
-                    discovered=False),
-    ),
-)
+MODEL_STORE_BINDING = _ours("ModelStoreBinding", "modelstorebindings", "msb", namespaced=True,
+                            subresources=(Subresource("status", STATUS_VERBS,
+                                                      "ModelStoreBinding", discovered=False),))
 # --- end cache governance ------------------------------------------------------------------
 
 # Computed per request and never written: a kind without storage, served only as

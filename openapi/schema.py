@@ -605,6 +605,12 @@ DESCRIBED = {
     resources.MODEL_PREFETCH.kind:
         "A tenant's intent to have one artifact downloaded on a set of nodes ahead of use, and "
         "kept there (pinned) while it exists.",
+    resources.MODEL_STORE.kind:
+        "A node pool's cache policy: watermarks and download limits merged over the cluster "
+        "settings into the NodeModelStore spec of every node its selector matches.",
+    resources.MODEL_STORE_BINDING.kind:
+        "A namespace's byte budget and its right to pin, over named ModelStores; created by an "
+        "administrator.",
 }
 """Each stored kind's description, the first line of its OpenAPI schema and of kubectl
 explain."""
@@ -622,21 +628,9 @@ NODE_MODEL_STORE = _stored(resources.NODE_MODEL_STORE, NODE_MODEL_STORE_SPEC,
 MODEL_PREFETCH = _stored(resources.MODEL_PREFETCH, MODEL_PREFETCH_SPEC, MODEL_PREFETCH_STATUS)
 
 # --- cache governance (issue 39) ---
-MODEL_STORE = _kind(
-    resources.MODEL_STORE,
-    "A node pool's cache policy: watermarks and download limits merged over the cluster "
-    "settings into the NodeModelStore spec of every node its selector matches.",
-    {"spec": MODEL_STORE_SPEC, "status": MODEL_STORE_STATUS},
-    ("spec",),
-)
-
-MODEL_STORE_BINDING = _kind(
-    resources.MODEL_STORE_BINDING,
-    "A namespace's byte budget and its right to pin, over named ModelStores; created by an "
-    "administrator.",
-    {"spec": MODEL_STORE_BINDING_SPEC, "status": MODEL_STORE_BINDING_STATUS},
-    ("spec",),
-)
+MODEL_STORE = _stored(resources.MODEL_STORE, MODEL_STORE_SPEC, MODEL_STORE_STATUS)
+MODEL_STORE_BINDING = _stored(resources.MODEL_STORE_BINDING, MODEL_STORE_BINDING_SPEC,
+                              MODEL_STORE_BINDING_STATUS)
 # --- end cache governance ---
 
 MODEL_ARTIFACT_PROGRESS = _kind(
