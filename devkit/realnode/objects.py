@@ -28,6 +28,50 @@ def condition(obj: dict[str, Any], kind: str) -> str | None:
     return None
 
 
+STORE = "all-nodes"
+"""The ModelStore ``grant`` makes: every node in one pool."""
+BINDING = "grant"
+"""The ModelStoreBinding ``grant`` makes in a namespace."""
+
+
+def grant(cluster: rig.Rig, namespace: str) -> None:
+    """The administrator's pool layer for the tests: every node in the ModelStore ``STORE``,
+    and ``namespace`` granted it (1 TiB, pinning allowed) by the binding ``BINDING``: a
+    ModelPrefetch is admitted only under a binding of its namespace (docs/api.md). Applying it
+    again changes nothing (the binding's fields are frozen, so it is always the same)."""
+    cluster.apply(textwrap.dedent(f"""\
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelStore
+        metadata: {{name: {STORE}}}
+        spec: {{nodeSelector: {{}}}}
+        ---
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelStoreBinding
+        metadata: {{name: {BINDING}, namespace: {namespace}}}
+        spec:
+          storeRefs: [{{name: {STORE}}}]
+          quota: {{bytes: 1099511627776}}
+          allowPinned: true
+        """))  # fmt: skip
+
+
+def prefetch_manifest(namespace: str, name: str, artifact: str, node: str, *,
+                      pinned: bool = False) -> str:
+    """A ModelPrefetch of ``artifact`` onto ``node`` under ``grant``'s binding."""
+    return textwrap.dedent(f"""\
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelPrefetch
+        metadata: {{name: {name}, namespace: {namespace}}}
+        spec:
+          artifactRef: {{name: {artifact}}}
+          bindingRef: {{name: {BINDING}}}
+          placement:
+            nodeSelector:
+              matchLabels: {{kubernetes.io/hostname: {node}}}
+          retention: {{pinned: {"true" if pinned else "false"}}}
+        """)  # fmt: skip
+
+
 def wait_store_ready(cluster: rig.Rig, timeout: float = 240) -> None:
     def ready() -> bool:
         return condition(json_of(cluster, "get", "nodemodelstores", cluster.node_name),

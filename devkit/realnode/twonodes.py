@@ -57,13 +57,8 @@ def wait_both_ready(cluster: rig.Rig) -> None:
 
 def prefetch(cluster: rig.Rig, namespace: str, name: str, artifact: str, node: str) -> None:
     """A ModelPrefetch of ``artifact`` onto ``node``, waited for until the node holds it."""
-    cluster.apply(f"""apiVersion: worker.gpustack.ai/v1
-kind: ModelPrefetch
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  artifactRef: {{name: {artifact}}}
-  targets: {{nodeNames: [{node}]}}
-""")
+    objects.grant(cluster, namespace)
+    cluster.apply(objects.prefetch_manifest(namespace, name, artifact, node))
 
     def warm() -> bool:
         got = objects.json_of(cluster, "get", "modelprefetches", name, "-n", namespace)

@@ -109,24 +109,11 @@ def _prefetch(cluster: rig.Rig) -> dict[str, Any]:
 def _grant(cluster: rig.Rig) -> None:
     """The administrator's pool layer: every node in one ModelStore, TENANT granted it with the
     right to pin (a prefetch is admitted only under a binding, docs/api.md)."""
-    cluster.apply(textwrap.dedent(f"""\
-        apiVersion: worker.gpustack.ai/v1
-        kind: ModelStore
-        metadata: {{name: all-nodes}}
-        spec: {{nodeSelector: {{}}}}
-        ---
-        apiVersion: worker.gpustack.ai/v1
-        kind: ModelStoreBinding
-        metadata: {{name: grant, namespace: {TENANT}}}
-        spec:
-          storeRefs: [{{name: all-nodes}}]
-          quota: {{bytes: 1099511627776}}
-          allowPinned: true
-        """))  # fmt: skip
+    objects.grant(cluster, TENANT)
 
     def merged() -> bool:
         store = _store(cluster, cluster.node_name)
-        return bool(store.get("spec", {}).get("store") == "all-nodes")
+        return bool(store.get("spec", {}).get("store") == objects.STORE)
 
     cluster.wait("node A's store merged from all-nodes", merged, timeout=120)
 

@@ -225,14 +225,8 @@ def test_the_opt_in_waits_gated_until_a_prefetch_warms_the_node(installed: rig.R
     still = _json(installed, "get", "pod", "cold-only", "-n", TENANT)
     assert still["status"]["phase"] == "Pending" and still["spec"]["schedulingGates"]
     node = installed.node_name
-    installed.apply(textwrap.dedent(f"""\
-        apiVersion: worker.gpustack.ai/v1
-        kind: ModelPrefetch
-        metadata: {{name: cold, namespace: {TENANT}}}
-        spec:
-          artifactRef: {{name: cold}}
-          targets: {{nodeNames: [{node}]}}
-        """))  # fmt: skip
+    objects.grant(installed, TENANT)
+    installed.apply(objects.prefetch_manifest(TENANT, "cold", "cold", node))
     try:
         _wait_running(installed, "cold-only", TENANT)
         started = _json(installed, "get", "pod", "cold-only", "-n", TENANT)
