@@ -137,8 +137,7 @@ operations = wire.mapping_at("spec", "operations")
 """The pool's operator switches in force on this node (``{}``: none)."""
 
 
-def pause_collection(obj: wire.Readable) -> bool:
-    return wire.dig(obj, "spec", "operations", "pauseCollection") is True
+pause_collection = wire.flag_at("spec", "operations", "pauseCollection")
 
 
 rehash_request = wire.text_at("spec", "operations", "rehashRequest")
@@ -225,9 +224,8 @@ entry_source = wire.text_at("source")
 """Where most of its bytes came from (``states.ORIGINS``); ``""`` when not said."""
 
 
-def entry_referenced(found: wire.Readable) -> bool:
-    """Some Pod on the node mounts it."""
-    return wire.dig(found, "referenced") is True
+entry_referenced = wire.flag_at("referenced")
+"""Some Pod on the node mounts it."""
 
 
 entry_last_used = wire.text_at("lastUsedTime")
