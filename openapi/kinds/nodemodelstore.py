@@ -47,13 +47,18 @@ class Kubelet(TypedDict, total=False):
     imageGCHighThresholdPercent: int
 
 
-class Spec(TypedDict, total=False):
+class PoolSettings(TypedDict, total=False):
+    """What a ModelStore (a pool) sets for its nodes: merged into each node's spec as it is."""
+
     watermarks: Watermarks
     download: Download
+    operations: Operations
+
+
+class Spec(PoolSettings, total=False):
     hub: HubSettings
     kubelet: Kubelet
     store: str
-    operations: Operations
     pinned: list[str]
     evict: list[str]
 
