@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kube import delivery
+from kube.delivery import ResolutionFailed
 from openapi import keys, sources, states, wire
 from openapi.kinds import modelartifact, nodemodelstore
-
-HubKind = sources.HubKind
-ResolutionFailed = delivery.ResolutionFailed
+from openapi.sources import HubKind as HubKind
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
