@@ -132,7 +132,7 @@ class Artifact:
             manifest_digest=modelartifact.manifest_digest(obj),
             size_bytes=modelartifact.size_bytes(obj) or 0, raw=dict(obj),
             terminal_reason=modelartifact.terminal_reason(obj),
-            retry_time=delivery.retry_time(modelartifact.retry_time(obj)),
+            retry_time=delivery.time_of(modelartifact.retry_time(obj)),
         )  # fmt: skip
 
     def failure(self) -> ResolutionFailed | None:
