@@ -18,15 +18,6 @@ from openapi.kinds import copies as copiesview
 from openapi.kinds import manifest as manifestview
 
 
-def _time(text: str) -> datetime.datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class NodeCopy:
     """One node's copy of an artifact's digest (a ``copies`` row)."""
@@ -60,9 +51,9 @@ class NodeCopy:
             size_bytes=copiesview.node_size(row) or 0,
             percent=copiesview.node_percent(row) or 0, source=copiesview.node_source(row),
             reason=copiesview.node_reason(row), message=copiesview.node_message(row),
-            retry_time=_time(copiesview.node_retry_time(row)),
+            retry_time=time_of(copiesview.node_retry_time(row)),
             referenced=copiesview.node_referenced(row), pinned=copiesview.node_pinned(row),
-            last_used=_time(copiesview.node_last_used(row)),
+            last_used=time_of(copiesview.node_last_used(row)),
             prefetches=tuple(copiesview.node_prefetches(row)))  # fmt: skip
 
 
@@ -147,5 +138,12 @@ class ResolutionFailed(errors.KubeError):
         self.retry_time = retry_time
 
 
-def retry_time(text: str) -> datetime.datetime | None:
-    return _time(text)
+def time_of(text: str) -> datetime.datetime | None:
+    """An RFC 3339 time of the wire (``retryTime``, ``lastUsedTime``); None when empty or
+    unreadable."""
+    if not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -26,31 +26,31 @@ from typing import Any, TypeVar, cast
 from lightkube.resources import storage_v1
 
 from kube import client as clients
-from kube import delivery, errors, gpustack_values, resources
+from kube import errors, resources
 from kube import placement as placements
+from kube.delivery import Copies as Copies
+from kube.delivery import Manifest as Manifest
+from kube.delivery import ManifestFile as ManifestFile
+from kube.delivery import NodeCopy as NodeCopy
+from kube.delivery import ResolutionFailed as ResolutionFailed
+from kube.gpustack_values import Artifact as Artifact
+from kube.gpustack_values import ClaimSource as ClaimSource
+from kube.gpustack_values import HubKind as HubKind
+from kube.gpustack_values import HubSource as HubSource
+from kube.gpustack_values import ImageSource as ImageSource
+from kube.gpustack_values import NodeStore as NodeStore
+from kube.gpustack_values import PrefetchSpec as PrefetchSpec
+from kube.gpustack_values import Source as Source
 from openapi import resources as contract
 from openapi import wire
 from openapi.kinds import modelprefetch
 
-HubKind = gpustack_values.HubKind
-HubSource = gpustack_values.HubSource
-ClaimSource = gpustack_values.ClaimSource
-ImageSource = gpustack_values.ImageSource
-Source = gpustack_values.Source
-PrefetchSpec = gpustack_values.PrefetchSpec
-Artifact = gpustack_values.Artifact
-NodeStore = gpustack_values.NodeStore
 RETRY_SECONDS = 1.0
 """``wait_resolved``: how long it waits after the server could not be reached, then reads the
 artifact again."""
 POLL_SECONDS = 2.0
 """``watch_copies`` and ``wait_ready``: how often the computed ``copies`` is read again (it is
 computed per request, so it has no watch of its own)."""
-Copies = delivery.Copies
-NodeCopy = delivery.NodeCopy
-Manifest = delivery.Manifest
-ManifestFile = delivery.ManifestFile
-ResolutionFailed = delivery.ResolutionFailed
 T = TypeVar("T")
 
 

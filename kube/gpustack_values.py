@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kube import delivery
+from kube.delivery import ResolutionFailed
 from openapi import keys, sources, states, wire
 from openapi.kinds import modelartifact, nodemodelstore
-
-HubKind = sources.HubKind
-ResolutionFailed = delivery.ResolutionFailed
+from openapi.sources import HubKind as HubKind
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,7 +132,7 @@ class Artifact:
             manifest_digest=modelartifact.manifest_digest(obj),
             size_bytes=modelartifact.size_bytes(obj) or 0, raw=dict(obj),
             terminal_reason=modelartifact.terminal_reason(obj),
-            retry_time=delivery.retry_time(modelartifact.retry_time(obj)),
+            retry_time=delivery.time_of(modelartifact.retry_time(obj)),
         )  # fmt: skip
 
     def failure(self) -> ResolutionFailed | None:

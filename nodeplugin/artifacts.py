@@ -18,15 +18,13 @@ from typing import Any
 import kube
 from kube import informer as reflectors
 from nodeplugin import apiclient
-from openapi import sources, wire
+from openapi import wire
 from openapi.kinds import modelartifact
 from timing import backoff as backoffs
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
-HUB_KINDS = sources.HUB_KINDS
-SOURCE_KINDS = sources.KINDS
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from nodeplugin import artifacts, errors
 from nodeplugin.cache import targets
-from openapi import anchors, grammar, volume
+from openapi import anchors, grammar, sources, volume
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ def authorize(
         raise errors.PermissionDenied(
             f"{ref} has UID {art.uid}, not the volume's artifactUID {uid[:64]}"
         )
-    if art.source_kind not in artifacts.HUB_KINDS:
+    if art.source_kind not in sources.HUB_KINDS:
         kind = art.source_kind or "no"
         raise errors.PermissionDenied(
             f"{ref} has a {kind} source; this driver mounts only Hugging Face or ModelScope "

@@ -8,12 +8,18 @@ imports grpc.
 from __future__ import annotations
 
 
-class PluginError(Exception):
-    """Base: ``str(err)`` is the message kubelet records on the Pod."""
+class Shown(Exception):
+    """An error whose ``message`` (also ``str(err)``) is safe to show: it names no token,
+    Authorization header or signed URL."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class PluginError(Shown):
+    """Base of the outcomes kubelet tells apart: ``str(err)`` is the message kubelet records on
+    the Pod."""
 
 
 class InvalidArgument(PluginError):

@@ -202,33 +202,36 @@ class StateCollector(registry.Collector):
 
     def collect(self) -> Iterator[core.Metric]:
         s = self._sources.state()
-        yield core.GaugeMetricFamily(
-            PREFIX + "used_bytes",
-            "Used space of the cache filesystem (what the watermarks measure).", value=s.used_bytes)
-        yield core.GaugeMetricFamily(
-            PREFIX + "capacity_inodes", "Inodes of the cache filesystem.", value=s.inodes)
-        yield core.GaugeMetricFamily(
-            PREFIX + "used_inodes", "Inodes in use on the cache filesystem.", value=s.used_inodes)
-        yield core.GaugeMetricFamily(
-            PREFIX + "high_watermark_ratio",
-            "The high watermark in force (after the capacity rule), a share of the capacity.",
-            value=s.high_watermark_percent / 100)
-        yield core.GaugeMetricFamily(
-            PREFIX + "node_store_ready",
-            "1 while the node's NodeModelStore is Ready (its spec passes the plugin's check).",
-            value=1 if s.store_ready else 0)
-        yield core.GaugeMetricFamily(
-            PREFIX + "references", "Bind mounts of published trees (references).",
-            value=s.references)
-        yield core.GaugeMetricFamily(
-            PREFIX + "referenced_trees", "Published trees with at least one reference.",
-            value=s.referenced_trees)
-        yield core.GaugeMetricFamily(
-            PREFIX + "quarantined_trees", "Published trees held in quarantine.",
-            value=s.quarantined_trees)
-        yield core.CounterMetricFamily(
-            PREFIX + "quarantines", "Trees quarantined after a failed integrity check.",
-            value=s.quarantines)
+        for family, name, documentation, value in (
+                (core.GaugeMetricFamily, "used_bytes",
+                 "Used space of the cache filesystem (what the watermarks measure).",
+                 s.used_bytes),
+                (core.GaugeMetricFamily, "capacity_inodes",
+                 "Inodes of the cache filesystem.",
+                 s.inodes),
+                (core.GaugeMetricFamily, "used_inodes",
+                 "Inodes in use on the cache filesystem.",
+                 s.used_inodes),
+                (core.GaugeMetricFamily, "high_watermark_ratio",
+                 "The high watermark in force (after the capacity rule), a share of the capacity.",
+                 s.high_watermark_percent / 100),
+                (core.GaugeMetricFamily, "node_store_ready",
+                 "1 while the node's NodeModelStore is Ready (its spec passes the plugin's check).",
+                 1 if s.store_ready else 0),
+                (core.GaugeMetricFamily, "references",
+                 "Bind mounts of published trees (references).",
+                 s.references),
+                (core.GaugeMetricFamily, "referenced_trees",
+                 "Published trees with at least one reference.",
+                 s.referenced_trees),
+                (core.GaugeMetricFamily, "quarantined_trees",
+                 "Published trees held in quarantine.",
+                 s.quarantined_trees),
+                (core.CounterMetricFamily, "quarantines",
+                 "Trees quarantined after a failed integrity check.",
+                 s.quarantines),
+        ):
+            yield family(PREFIX + name, documentation, value=value)
         waiting = core.GaugeMetricFamily(
             PREFIX + "backoff_digests", "Digests waiting for their next attempt, by reason.",
             labels=["reason"])

@@ -42,6 +42,23 @@ def _condition(obj: dict[str, Any], kind: str) -> Any:
     return None
 
 
+_MINUTE = 60
+_HOUR = 60 * _MINUTE
+_DAY = 24 * _HOUR
+_YEAR = 365 * _DAY
+_STEPS = (
+    # (below this many seconds, the unit, its letter, the next smaller unit shown or 0, its letter)
+    (2 * _MINUTE, 1, "s", 0, ""),
+    (10 * _MINUTE, _MINUTE, "m", 1, "s"),
+    (3 * _HOUR, _MINUTE, "m", 0, ""),
+    (8 * _HOUR, _HOUR, "h", _MINUTE, "m"),
+    (48 * _HOUR, _HOUR, "h", 0, ""),
+    (8 * _DAY, _DAY, "d", _HOUR, "h"),
+    (2 * _YEAR, _DAY, "d", 0, ""),
+    (8 * _YEAR, _YEAR, "y", _DAY, "d"),
+)
+
+
 def human_duration(seconds: float) -> str:
     """kubectl's rendering of an age: 45s, 3m20s, 12m, 5h4m, 20h, 3d4h, 30d, 2y10d, 9y."""
     whole = int(seconds)
@@ -49,30 +66,11 @@ def human_duration(seconds: float) -> str:
         return "<invalid>"
     if whole < 0:
         return "0s"
-    if whole < 120:
-        return f"{whole}s"
-    minutes = whole // 60
-    if minutes < 10:
-        rest = whole % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = whole // 3600
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        years = hours // 24 // 365
-        return f"{years}y{days}d" if days else f"{years}y"
-    return f"{hours // 24 // 365}y"
+    for below, unit, letter, smaller, smaller_letter in _STEPS:
+        if whole < below:
+            rest = (whole % unit) // smaller if smaller else 0
+            return f"{whole // unit}{letter}" + (f"{rest}{smaller_letter}" if rest else "")
+    return f"{whole // _YEAR}y"
 
 
 def _age(obj: dict[str, Any], now: datetime.datetime) -> str:
@@ -188,6 +186,13 @@ _NAME = (_column("Name", "string", "The object's name.", fmt="name"),
          lambda obj, now: _get(obj, "metadata", "name"))
 _AGE = (_column("Age", "date", "Time since the object was created.", priority=1), _age)
 
+
+def _condition_column(kind: str) -> tuple[ColumnDefinition, Cell]:
+    """The status of the condition ``kind``, in a column named after it."""
+    return (_column(kind, "string", f"Status of the {kind} condition."),
+            lambda obj, now: _condition(obj, kind))
+
+
 _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
     "ModelArtifact": [
         _NAME,
@@ -202,14 +207,12 @@ _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
         (_column(states.DOWNLOADING, "string",
                  "Nodes downloading it, with their mean progress."),
          _artifact_downloading),
-        (_column(reasons.RESOLVED, "string", "Status of the Resolved condition."),
-         lambda obj, now: _condition(obj, reasons.RESOLVED)),
+        _condition_column(reasons.RESOLVED),
         _AGE,
     ],
     "NodeModelStore": [
         _NAME,
-        (_column(reasons.READY, "string", "Status of the Ready condition."),
-         lambda obj, now: _condition(obj, reasons.READY)),
+        _condition_column(reasons.READY),
         (_column("Used", "string", "Usage of the cache filesystem."), _store_used),
         (_column("Models", "integer", "Entries in status.models."), _store_models),
         (_column(states.DOWNLOADING, "integer", "Entries being downloaded."), _store_downloading),
@@ -225,8 +228,7 @@ _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
          lambda obj, now: _get(obj, "status", "downloadingNodes")),
         (_column("Pinned", "boolean", "Whether the digest is pinned on the target nodes."),
          _prefetch_pinned),
-        (_column(reasons.AVAILABLE, "string", "Status of the Available condition."),
-         lambda obj, now: _condition(obj, reasons.AVAILABLE)),
+        _condition_column(reasons.AVAILABLE),
         _AGE,
     ],
     # --- cache governance (issue 39) ---
@@ -235,8 +237,7 @@ _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
         (_column("Selector", "string", "The pool's node selector."), _selector),
         (_column("Nodes", "integer", "Nodes with the plugin this store wins."),
          lambda obj, now: _get(obj, "status", "nodes")),
-        (_column(reasons.SELECTOR_OVERLAP, "string", "Status of the SelectorOverlap condition."),
-         lambda obj, now: _condition(obj, reasons.SELECTOR_OVERLAP)),
+        _condition_column(reasons.SELECTOR_OVERLAP),
         _AGE,
     ],
     "ModelStoreBinding": [
@@ -247,8 +248,7 @@ _TABLES: dict[str, list[tuple[ColumnDefinition, Cell]]] = {
          _binding_used),
         (_column("Pinned", "boolean", "Whether the namespace may pin."),
          lambda obj, now: _get(obj, "spec", "allowPinned")),
-        (_column(reasons.OVER_QUOTA, "string", "Status of the OverQuota condition."),
-         lambda obj, now: _condition(obj, reasons.OVER_QUOTA)),
+        _condition_column(reasons.OVER_QUOTA),
         _AGE,
     ],
 }

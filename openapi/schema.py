@@ -633,15 +633,23 @@ MODEL_STORE_BINDING = _stored(resources.MODEL_STORE_BINDING, MODEL_STORE_BINDING
                               MODEL_STORE_BINDING_STATUS)
 # --- end cache governance ---
 
-MODEL_ARTIFACT_PROGRESS = _kind(
-    resources.MODEL_ARTIFACT_PROGRESS,
-    "An artifact's download progress across nodes, computed on each request and never stored. "
-    "Names no node.",
-    {
+def _computed(info: resources.ResourceInfo, description: str, body: dict[str, Schema]) -> Schema:
+    """A kind computed on each request from an artifact's digest: when, which digest, its size,
+    then ``body``."""
+    return _kind(info, description, {
         "timestamp": time("When it was computed."),
         "manifestDigest": string("The artifact's manifest digest.",
                                  pattern=grammar.DIGEST_PATTERN),
         "sizeBytes": integer("The manifest's size.", minimum=0),
+        **body,
+    })
+
+
+MODEL_ARTIFACT_PROGRESS = _computed(
+    resources.MODEL_ARTIFACT_PROGRESS,
+    "An artifact's download progress across nodes, computed on each request and never stored. "
+    "Names no node.",
+    {
         "ready": count("Nodes holding the content published."),
         "downloading": count("Nodes downloading it."),
         "failed": count("Nodes waiting to retry a failed attempt."),
@@ -661,16 +669,12 @@ MODEL_ARTIFACT_PROGRESS = _kind(
     },
 )
 
-MODEL_ARTIFACT_COPIES = _kind(
+MODEL_ARTIFACT_COPIES = _computed(
     resources.MODEL_ARTIFACT_COPIES,
     "Where an artifact's content is, node by node, computed on each request and never stored: "
     "every node that holds, downloads or failed on its digest, or that a prefetch of the "
     "artifact targets. Names nodes, so it has its own grant (get on modelartifacts/copies).",
     {
-        "timestamp": time("When it was computed."),
-        "manifestDigest": string("The artifact's manifest digest.",
-                                 pattern=grammar.DIGEST_PATTERN),
-        "sizeBytes": integer("The manifest's size.", minimum=0),
         "live": count("Downloading nodes read from their plugin for this answer."),
         "nodes": array(
             "One row per node, by name.",

@@ -166,6 +166,12 @@ def integer_at(*path: str) -> Callable[[object], int | None]:
     return lambda obj: integer(obj, *path)
 
 
+def flag_at(*path: str) -> Callable[[object], bool]:
+    """A reader of the boolean at ``path``: True only when it says true (the schemas' default is
+    false)."""
+    return lambda obj: dig(obj, *path) is True
+
+
 def mapping_at(*path: str) -> Callable[[object], Readable]:
     """A reader of the object at ``path`` (empty when missing)."""
     return lambda obj: mapping(obj, *path)

@@ -22,7 +22,7 @@ Key = tuple[str, str]
 RESYNC_SECONDS = 60.0
 
 
-class Bindings:
+class Bindings(runtime.Runs[Key]):
     name = "bindings"
 
     def __init__(self, api: clients.Client, bindings: informer.Informer,
@@ -44,12 +44,6 @@ class Bindings:
         artifacts.add_handler(lambda old, new: self._namespace(new or old))
         stores.add_handler(lambda old, new: self._all())
         index.subscribe(lambda digest: self._all())
-
-    async def run(self) -> None:
-        await self.controller.run()
-
-    def stop(self) -> None:
-        self.controller.stop()
 
     def _namespace(self, obj: wire.Obj | None) -> None:
         namespace = wire.key_of(obj or {})[0]

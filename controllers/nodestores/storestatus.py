@@ -25,7 +25,7 @@ RESYNC_SECONDS = 60.0
 MAX_NAMED = 8
 
 
-class StoreStatus:
+class StoreStatus(runtime.Runs[str]):
     name = "nodestores.pools"
 
     def __init__(self, api: clients.Client, pools: poollayer.Pools,
@@ -40,12 +40,6 @@ class StoreStatus:
         pools.add_handler(lambda node: self._all())
         node_stores.add_handler(lambda old, new: self._all() if old is None or new is None
                                 else None)
-
-    async def run(self) -> None:
-        await self.controller.run()
-
-    def stop(self) -> None:
-        self.controller.stop()
 
     def _keys(self) -> list[str]:
         return sorted(clients.key_of(obj)[1] for obj in self._pools.stores.items())

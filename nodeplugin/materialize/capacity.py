@@ -13,15 +13,15 @@ import dataclasses
 import os
 from collections.abc import Awaitable, Callable
 
+from nodeplugin import errors
 from openapi import nodestore
 
 
-class InsufficientCapacity(Exception):
-    """The reservation does not fit under the high watermark; ``message`` is safe to show."""
+class InsufficientCapacity(errors.Shown):
+    """The reservation does not fit under the high watermark."""
 
     def __init__(self, message: str, *, needed: int, available: int) -> None:
         super().__init__(message)
-        self.message = message
         self.needed = needed
         self.available = available
 

@@ -22,6 +22,7 @@ import os
 import pathlib
 from collections.abc import Callable
 
+from nodeplugin import errors
 from nodeplugin.cache import files
 from nodeplugin.materialize import checkpoint, hashing, interface, limits, pagecache, ranges
 from openapi import manifest
@@ -37,13 +38,12 @@ MAX_CHUNKS = 512
 """Below the kernel's IOV_MAX (1024) for one pwritev."""
 
 
-class IntegrityError(Exception):
-    """A file's size or hash differs from its manifest entry; ``message`` is safe to show."""
+class IntegrityError(errors.Shown):
+    """A file's size or hash differs from its manifest entry."""
 
     def __init__(self, message: str, check: interface.Check = interface.Check.HASH, *,
                  path: str = "") -> None:
         super().__init__(message)
-        self.message = message
         self.check = check
         self.path = path
         """The manifest path of the file that failed (empty when not one file's)."""

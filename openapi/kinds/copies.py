@@ -66,9 +66,8 @@ def node_downloaded(row: wire.Readable) -> int:
     return wire.integer(row, "downloadedBytes") or 0
 
 
-def node_live(row: wire.Readable) -> bool:
-    """``downloadedBytes`` came from the node's plugin for this answer (else: as stored)."""
-    return wire.dig(row, "live") is True
+node_live = wire.flag_at("live")
+"""``downloadedBytes`` came from the node's plugin for this answer (else: as stored)."""
 
 
 node_size = wire.integer_at("sizeBytes")
@@ -80,12 +79,10 @@ node_retry_time = wire.text_at("retryTime")
 """RFC 3339; ``""`` for none."""
 
 
-def node_referenced(row: wire.Readable) -> bool:
-    return wire.dig(row, "referenced") is True
+node_referenced = wire.flag_at("referenced")
 
 
-def node_pinned(row: wire.Readable) -> bool:
-    return wire.dig(row, "pinned") is True
+node_pinned = wire.flag_at("pinned")
 
 
 node_last_used = wire.text_at("lastUsedTime")

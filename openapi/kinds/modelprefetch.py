@@ -148,14 +148,12 @@ def min_ready(obj: wire.Readable) -> int:
 retention = wire.mapping_at("spec", "retention")
 
 
-def pinned(obj: wire.Readable) -> bool:
-    """``retention.pinned``: False unless it says true (the schema's default)."""
-    return wire.dig(obj, "spec", "retention", "pinned") is True
+pinned = wire.flag_at("spec", "retention", "pinned")
+"""``retention.pinned``: False unless it says true (the schema's default)."""
 
 
-def cleanup_on_delete(obj: wire.Readable) -> bool:
-    """``retention.cleanupOnDelete``: its deletion removes the copies at once."""
-    return wire.dig(obj, "spec", "retention", "cleanupOnDelete") is True
+cleanup_on_delete = wire.flag_at("spec", "retention", "cleanupOnDelete")
+"""``retention.cleanupOnDelete``: its deletion removes the copies at once."""
 
 
 ttl_after_last_use = wire.text_at("spec", "retention", "ttlAfterLastUse")
@@ -215,8 +213,7 @@ def node_entries(obj: wire.Readable) -> list[wire.Readable]:
     return wire.items(obj, "status", "nodes")
 
 
-def node_pinned(entry: wire.Readable) -> bool:
-    return wire.dig(entry, "pinned") is True
+node_pinned = wire.flag_at("pinned")
 
 
 node_name = wire.text_at("name")

@@ -16,20 +16,12 @@ KIND: Final = resources.MODEL_STORE.kind
 CONDITIONS: Final = reasons.MODEL_STORE_CONDITIONS
 
 
-Watermarks = nodemodelstore.Watermarks
-Download = nodemodelstore.Download
-Operations = nodemodelstore.Operations
-"""The same shapes as a node's spec: the pool's fields are merged into it as they are."""
-
-
 class _SpecRequired(TypedDict):
     nodeSelector: dict[str, str]
 
 
-class Spec(_SpecRequired, total=False):
-    watermarks: Watermarks
-    download: Download
-    operations: Operations
+class Spec(_SpecRequired, nodemodelstore.PoolSettings):
+    """A selector, and the pool's settings in the same shapes as a node's spec."""
 
 
 class Status(TypedDict, total=False):

@@ -60,9 +60,8 @@ def quota_bytes(obj: wire.Readable) -> int | None:
     return wire.integer(obj, "spec", "quota", "bytes")
 
 
-def allow_pinned(obj: wire.Readable) -> bool:
-    """``spec.allowPinned``: False unless it says true (the schema's default)."""
-    return wire.dig(obj, "spec", "allowPinned") is True
+allow_pinned = wire.flag_at("spec", "allowPinned")
+"""``spec.allowPinned``: False unless it says true (the schema's default)."""
 
 
 status = wire.mapping_at("status")

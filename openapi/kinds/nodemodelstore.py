@@ -47,13 +47,18 @@ class Kubelet(TypedDict, total=False):
     imageGCHighThresholdPercent: int
 
 
-class Spec(TypedDict, total=False):
+class PoolSettings(TypedDict, total=False):
+    """What a ModelStore (a pool) sets for its nodes: merged into each node's spec as it is."""
+
     watermarks: Watermarks
     download: Download
+    operations: Operations
+
+
+class Spec(PoolSettings, total=False):
     hub: HubSettings
     kubelet: Kubelet
     store: str
-    operations: Operations
     pinned: list[str]
     evict: list[str]
 
@@ -137,8 +142,7 @@ operations = wire.mapping_at("spec", "operations")
 """The pool's operator switches in force on this node (``{}``: none)."""
 
 
-def pause_collection(obj: wire.Readable) -> bool:
-    return wire.dig(obj, "spec", "operations", "pauseCollection") is True
+pause_collection = wire.flag_at("spec", "operations", "pauseCollection")
 
 
 rehash_request = wire.text_at("spec", "operations", "rehashRequest")
@@ -225,9 +229,8 @@ entry_source = wire.text_at("source")
 """Where most of its bytes came from (``states.ORIGINS``); ``""`` when not said."""
 
 
-def entry_referenced(found: wire.Readable) -> bool:
-    """Some Pod on the node mounts it."""
-    return wire.dig(found, "referenced") is True
+entry_referenced = wire.flag_at("referenced")
+"""Some Pod on the node mounts it."""
 
 
 entry_last_used = wire.text_at("lastUsedTime")
