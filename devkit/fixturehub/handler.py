@@ -10,6 +10,7 @@ import re
 import socket
 import struct
 import termios
+import threading
 import time
 from http import server as http_server
 from typing import TYPE_CHECKING, Any
@@ -180,7 +181,7 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
                     self._reset()
                 if boundary == truncate_at:
                     raise Abort
-                if boundary == stall_at and shared.stop.wait(faults.stall_seconds):
+                if boundary == stall_at and _stalled(shared.stop, faults):
                     raise Abort
         finally:
             if open_download:
@@ -213,3 +214,17 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
             fcntl.ioctl(self.connection.fileno(), termios.TIOCOUTQ, queued, True)
             if queued[0] == 0 or stop.wait(0.001):
                 return
+
+
+def _stalled(stop: threading.Event, faults: hubstate.Faults) -> bool:
+    """Wait out a stall (``stall_seconds``, or until ``stall_until`` is set, whichever comes
+    first); True when the hub stops meanwhile."""
+    if faults.stall_until is None:
+        return stop.wait(faults.stall_seconds)
+    deadline = None if faults.stall_seconds is None else time.monotonic() + faults.stall_seconds
+    while not faults.stall_until.is_set():
+        if stop.wait(0.05):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    return False

@@ -36,6 +36,9 @@ class Faults:
     ratelimit_reset: int | None = None
     stall_at: int | None = None
     stall_seconds: float | None = None  # None: stall until the client gives up or the hub stops
+    # When set, a stall also ends as soon as this is set (a test releases it at the moment it
+    # chose, so the stall's length does not depend on the machine's speed).
+    stall_until: threading.Event | None = None
     stall_times: int | None = 1
     reset_at: int | None = None
     reset_times: int | None = 1

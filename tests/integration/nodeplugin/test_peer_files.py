@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import os
 import pathlib
+import threading
 from collections.abc import AsyncIterator
 
 import httpx
@@ -235,13 +236,16 @@ async def test_a_peer_lying_about_a_file_is_caught_and_the_file_comes_from_the_h
 
 
 async def test_a_node_still_downloading_serves_the_files_it_finished(fleet: Fleet) -> None:
-    """Node A downloads while its hub pauses 6 s in one shard; node B, started once A stored
-    the others (A's tree not published, A's store listing nothing), takes every file from A:
-    the finished ones at once, the paused one once A stored it (B leaves it to A, whose bytes
-    stand still for less than B's stall timeout). The hub serves one copy in all."""
+    """Node A downloads while its hub pauses in one shard until B has bytes from A (at most
+    15 s); node B, started once A stored the others (A's tree not published, A's store listing
+    nothing), takes every file from A: the finished ones at once, the paused one once A stored
+    it (B leaves it to A, whose bytes stand still for less than B's stall timeout). The hub
+    serves one copy in all."""
     slow = "model-00003.safetensors"
     pause = fleet.hub.faults(REPO, slow)
-    pause.stall_at, pause.stall_seconds, pause.stall_times = 3 * MiB, 6.0, 1
+    release = threading.Event()
+    pause.stall_at, pause.stall_seconds, pause.stall_times = 3 * MiB, 15.0, 1
+    pause.stall_until = release
     a = await fleet.node("node-a", stall=20.0)
     b = await fleet.node("node-b", stall=20.0)
     first = await a.materializer.ensure(fleet.request)
@@ -258,6 +262,7 @@ async def test_a_node_still_downloading_serves_the_files_it_finished(fleet: Flee
         while b.holders.delivered_bytes == 0:
             await asyncio.sleep(0.01)
     assert not a.cache.is_published(fleet.request.digest)  # B had bytes from A before A's Ready
+    release.set()
     await asyncio.wait_for(pulled, 60)
     await _publish(a.materializer, fleet.request)
     assert fleet.hub.bytes_served(REPO) == size
