@@ -72,7 +72,7 @@ def rehash(path: pathlib.Path, entry: manifest.Entry, throttle: Throttle) -> Fin
         info = os.lstat(path)
     except FileNotFoundError:
         return None
-    inode = (info.st_dev, info.st_ino)
+    inode = files.inode_of(info)
     if info.st_size != entry.size:
         return (interface.Check.SIZE,
                 f"{entry.algorithm}:{entry.hexdigest}: {info.st_size} bytes, "
@@ -109,8 +109,8 @@ def _hash_file(path: pathlib.Path, hasher: Hasher, throttle: Throttle) -> files.
         with open(path, "rb", buffering=0) as handle:
             info = os.fstat(handle.fileno())
             if identity is None:
-                identity = (info.st_dev, info.st_ino)
-            elif identity != (info.st_dev, info.st_ino):
+                identity = files.inode_of(info)
+            elif identity != files.inode_of(info):
                 return None
             handle.seek(offset)
             chunk = handle.read(CHUNK)
@@ -308,7 +308,7 @@ class Scrubber:
                     info = os.lstat(root / entry.path)
                 except FileNotFoundError:
                     continue
-                if (info.st_dev, info.st_ino) == inode:
+                if files.inode_of(info) == inode:
                     users.append((digest, judged))
                     break
         return users

@@ -117,27 +117,26 @@ class Content:
         return b"".join(self.chunks(start, stop))
 
     def _digest(self, kind: str) -> str:
+        if self._literal is not None:
+            # hashed each time: cheap, and two literals of one path and size (a file's bytes
+            # at two revisions) must not share a digest
+            if kind == "sha256":
+                return hashlib.sha256(self._literal).hexdigest()
+            return git_blob_sha1(self._literal)
         if self._source is not None:
             cache_key = (b"F" + os.fsencode(self._source), self.size, kind)
-        elif self._literal is not None:
-            cache_key = (b"L" + self.key, self.size, kind)
         else:
             cache_key = (self.key, self.size, kind)
         with _digest_lock:
             known = _digest_cache.get(cache_key)
         if known is not None:
             return known
-        if self._literal is not None and kind == "sha256":
-            value = hashlib.sha256(self._literal).hexdigest()
-        elif self._literal is not None:
-            value = git_blob_sha1(self._literal)
-        else:
-            hasher = hashlib.sha256() if kind == "sha256" else hashlib.sha1()
-            if kind == "gitsha1":
-                hasher.update(b"blob %d\x00" % self.size)
-            for piece in self.chunks(0, self.size, BLOCK):
-                hasher.update(piece)
-            value = hasher.hexdigest()
+        hasher = hashlib.sha256() if kind == "sha256" else hashlib.sha1()
+        if kind == "gitsha1":
+            hasher.update(b"blob %d\x00" % self.size)
+        for piece in self.chunks(0, self.size, BLOCK):
+            hasher.update(piece)
+        value = hasher.hexdigest()
         with _digest_lock:
             _digest_cache[cache_key] = value
         return value

@@ -49,7 +49,11 @@ FILE_MODE = 0o444
 TMP = ".tmp"
 Identity = tuple[str, str]
 """``(algorithm, hexdigest)`` of a manifest entry: the name it is stored under."""
-Inode = tuple[int, int]
+Inode = tuple[int, int, int]
+"""A file as the scrub judged it: device, inode number and modification time (ns). The time
+keeps a judgement to that file: once a condemned file's last link goes, its inode number is
+free for the next file the filesystem makes (ext4 hands it out again soon), and that new file
+is not the damaged one."""
 
 
 class Condemned(OSError):
@@ -120,11 +124,11 @@ class FileStore:
             except FileNotFoundError:
                 return False
             if (not stat.S_ISREG(info.st_mode) or info.st_size != entry.size
-                    or _inode(info) in self._condemned):
+                    or inode_of(info) in self._condemned):
                 self._unlink(identity(entry), source)
                 return False
             try:
-                if _inode(os.lstat(dest)) == _inode(info):
+                if inode_of(os.lstat(dest)) == inode_of(info):
                     return True
                 exists = True
             except FileNotFoundError:
@@ -147,7 +151,7 @@ class FileStore:
         target = self.path(ident)
         with self._lock:
             mine = os.lstat(path)
-            if _inode(mine) in self._condemned:
+            if inode_of(mine) in self._condemned:
                 raise Condemned(f"{path} holds a file the scrub found damaged")
             if stat.S_IMODE(mine.st_mode) != FILE_MODE:
                 os.chmod(path, FILE_MODE)
@@ -160,10 +164,10 @@ class FileStore:
                 self._sizes[ident] = allocated(mine)
                 return
             found = os.lstat(target)
-            if _inode(found) == _inode(mine):
+            if inode_of(found) == inode_of(mine):
                 return
             if (stat.S_ISREG(found.st_mode) and found.st_size == entry.size
-                    and _inode(found) not in self._condemned):
+                    and inode_of(found) not in self._condemned):
                 self._link_over(target, path)
             else:
                 self._link_over(path, target)
@@ -199,7 +203,7 @@ class FileStore:
             self._condemned.add(inode)
             removed = False
             with contextlib.suppress(FileNotFoundError):
-                if _inode(os.lstat(path)) == inode:
+                if inode_of(os.lstat(path)) == inode:
                     self._unlink(ident, path)
                     removed = True
             for partial in self._cache.partials():
@@ -207,7 +211,7 @@ class FileStore:
                     for name in names:
                         candidate = os.path.join(directory, name)
                         with contextlib.suppress(FileNotFoundError):
-                            if _inode(os.lstat(candidate)) == inode:
+                            if inode_of(os.lstat(candidate)) == inode:
                                 os.unlink(candidate)
             return removed
 
@@ -274,8 +278,9 @@ def of(cache: layout.Layout) -> FileStore:
         return found
 
 
-def _inode(info: os.stat_result) -> Inode:
-    return info.st_dev, info.st_ino
+def inode_of(info: os.stat_result) -> Inode:
+    """The file ``info`` describes (``Inode``)."""
+    return info.st_dev, info.st_ino, info.st_mtime_ns
 
 
 _HEX_LENGTHS = {"sha256": 64, "gitsha1": 40}

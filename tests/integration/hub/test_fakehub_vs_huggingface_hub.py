@@ -4,6 +4,7 @@ is exactly what the fixture serves (the ``hub`` clients are checked against the 
 
 from __future__ import annotations
 
+import hashlib
 import pathlib
 from collections.abc import Iterator
 
@@ -80,6 +81,15 @@ def test_an_earlier_revision_is_still_served_by_its_commit(
     assert unchanged.read() == hub_server.content(REPO, "model.safetensors").read()
     api = huggingface_hub.HfApi(endpoint=hub_server.endpoint, token=False)
     assert api.model_info(REPO, revision="main").sha == second
+    # a file's new bytes of the same size at a third commit: its own blob id in the listing
+    same_size = second_files["config.json"].replace(b"Tinier", b"Tinies")
+    third = hub_server.add_revision(REPO, {**second_files, "config.json": same_size}).commit
+    listed = {e.path: e.blob_id for e in api.list_repo_tree(REPO, revision=third)
+              if e.path == "config.json"}  # fmt: skip
+    before = {e.path: e.blob_id for e in api.list_repo_tree(REPO, revision=second)
+              if e.path == "config.json"}  # fmt: skip
+    blob = hashlib.sha1(b"blob %d\x00" % len(same_size) + same_size, usedforsecurity=False)
+    assert listed["config.json"] == blob.hexdigest() != before["config.json"]
 
 
 def test_list_repo_tree_lists_what_the_fixture_serves(hub_server: fixturehub.Hub) -> None:

@@ -71,7 +71,7 @@ def test_sizes_and_hashes_of_stored_files_are_checked(tmp_path: pathlib.Path) ->
     assert found is not None and found[:2] == (
         interface.Check.HASH, f"gitsha1:{listed['dir/b.txt'].hexdigest}: the bytes hash to "
         "another value")
-    assert found[2] == (text.stat().st_dev, text.stat().st_ino)
+    assert found[2] == files.inode_of(text.stat())
     (tree / "a.bin").write_bytes(b"a" * 10)
     # a wrong size is found without reading
     found = scrub.rehash(_stored(cache, listed["a.bin"]), listed["a.bin"], lambda size: False)

@@ -119,10 +119,27 @@ def test_a_condemned_file_leaves_the_store_and_every_staging_directory(
     partial = cache.new_partial("sha256:" + "ab" * 32)
     assert store.claim(entry, partial.path / "w.bin")
     info = tree_file.stat()
-    assert store.condemn(files.identity(entry), (info.st_dev, info.st_ino))
+    assert store.condemn(files.identity(entry), files.inode_of(info))
     assert store.stored(entry) is None and not (partial.path / "w.bin").exists()
     assert tree_file.read_bytes() == DATA  # a tree linking it keeps it (the caller quarantines)
     # never stored again, whoever offers it
     with pytest.raises(files.Condemned):
         store.put(tree_file, entry)
     assert store.stored(entry) is None
+
+
+def test_a_new_file_on_a_condemned_files_inode_number_is_stored(cache: layout.Layout) -> None:
+    """Once a condemned file's last link went, the filesystem may give its inode number to the
+    next file it makes (ext4 does, soon): that file is not the damaged one and is stored."""
+    store = files.of(cache)
+    entry = _entry("w.bin", DATA)
+    damaged = _written(cache, "tree/w.bin", DATA)
+    store.put(damaged, entry)
+    info = damaged.stat()
+    assert store.condemn(files.identity(entry), files.inode_of(info))
+    fresh = _written(cache, "fresh/w.bin", DATA)
+    os.utime(fresh, ns=(info.st_atime_ns, info.st_mtime_ns + 1))
+    reused = os.stat_result((*fresh.stat()[:1], info.st_ino, info.st_dev, *fresh.stat()[3:]))
+    assert files.inode_of(reused) != files.inode_of(info)  # the time tells them apart
+    store.put(fresh, entry)
+    assert store.stored(entry) is not None
