@@ -275,14 +275,16 @@ def test_roll_keeps_the_mount_readable(installed: rig.Rig) -> None:
 
 
 def _pods(cluster: rig.Rig) -> dict[str, tuple[str, int]]:
-    """Every Pod but the API server's, in the release's and the tenant's namespaces: its UID
-    and its containers' restarts, by namespace/name."""
+    """Every Pod but the API server's and those being deleted, in the release's and the
+    tenant's namespaces: its UID and its containers' restarts, by namespace/name."""
     found: dict[str, tuple[str, int]] = {}
     for namespace in (NAMESPACE, TENANT):
         for pod in _json(cluster, "get", "pods", "-n", namespace)["items"]:
             labels = pod["metadata"].get("labels") or {}
             if labels.get("app.kubernetes.io/component") == "apiserver":
                 continue
+            if pod["metadata"].get("deletionTimestamp"):
+                continue  # going already (an earlier test's cleanup): not one that may restart
             restarts = sum(c.get("restartCount", 0)
                            for c in pod["status"].get("containerStatuses") or [])
             found[f"{namespace}/{pod['metadata']['name']}"] = (pod["metadata"]["uid"], restarts)
