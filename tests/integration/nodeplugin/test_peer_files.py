@@ -61,10 +61,10 @@ def _files() -> dict[str, bytes | int | fixturehub.FileSpec]:
     }
 
 
-def _settings(stall: float = 2.0) -> download.Settings:
+def _settings(stall: float = 2.0, part_bytes: int = 1 * MiB) -> download.Settings:
     return download.Settings(
         concurrency=2, memory_bytes=4 * MiB,
-        tuning=transfer.Tuning(part_bytes=1 * MiB, checkpoint_bytes=1 * MiB),
+        tuning=transfer.Tuning(part_bytes=part_bytes, checkpoint_bytes=1 * MiB),
         policy=ranges.Policy(stall_seconds=stall, max_failures=4, retry_base_seconds=0.05),
     )
 
@@ -90,7 +90,7 @@ class Fleet:
     def url(self, name: str) -> str:
         return f"https://127.0.0.1:{self.ports[name]}"
 
-    async def node(self, name: str, stall: float = 2.0) -> Node:
+    async def node(self, name: str, stall: float = 2.0, part_bytes: int = 1 * MiB) -> Node:
         """A node with an empty cache, its peer port serving, pulling from every other."""
         cache = layout.Layout(self.tmp / name)
         cache.create()
@@ -111,7 +111,7 @@ class Fleet:
         found = holders.Holders(self.stores, others, self_node=name, token_file=str(token_file),
                                 http=client.make_client(None))
         self.stack.push_async_callback(found.aclose)
-        m = download.HubMaterializer.from_config(cache, _config(self.hub), _settings(stall),
+        m = download.HubMaterializer.from_config(cache, _config(self.hub), _settings(stall, part_bytes),
                                                  holders=found)
         self.stack.push_async_callback(m.close)
         return Node(name, cache, m, found)
@@ -236,18 +236,21 @@ async def test_a_peer_lying_about_a_file_is_caught_and_the_file_comes_from_the_h
 
 
 async def test_a_node_still_downloading_serves_the_files_it_finished(fleet: Fleet) -> None:
-    """Node A downloads while its hub pauses in one shard until B has bytes from A (at most
-    15 s); node B, started once A stored the others (A's tree not published, A's store listing
-    nothing), takes every file from A: the finished ones at once, the paused one once A stored
-    it (B leaves it to A, whose bytes stand still for less than B's stall timeout). The hub
-    serves one copy in all."""
+    """Node A downloads while its hub pauses in one shard until B has bytes from A (no time
+    limit: a loaded machine must not let A finish first); node B, started once A stored the
+    others (A's tree not published, A's store listing nothing), takes every file from A: the
+    finished ones at once, the paused one once A stored it (B leaves it to A, whose bytes stand
+    still for less than B's stall timeout). The hub serves one copy in all."""
     slow = "model-00003.safetensors"
     pause = fleet.hub.faults(REPO, slow)
     release = threading.Event()
-    pause.stall_at, pause.stall_seconds, pause.stall_times = 3 * MiB, 15.0, 1
+    pause.stall_at, pause.stall_seconds, pause.stall_times = 3 * MiB, None, 1
     pause.stall_until = release
-    a = await fleet.node("node-a", stall=20.0)
-    b = await fleet.node("node-b", stall=20.0)
+    # A waits out the pause however long it takes, and fetches each file in one part: the
+    # claims it may hold at once (workers times parts: 16 MiB) leave room for every other file
+    # beside the paused one, whatever order it claims them in
+    a = await fleet.node("node-a", stall=120.0, part_bytes=8 * MiB)
+    b = await fleet.node("node-b", stall=60.0)
     first = await a.materializer.ensure(fleet.request)
     assert first.state is interface.State.DOWNLOADING
     size = _size({p: fleet.hub.content(REPO, p).read() for p in _files()})
