@@ -62,20 +62,23 @@ def artifact_key(index: int, namespaces: int) -> tuple[str, str]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Prepared:
-    url: str
-    port: int
+    ports: list[int]
+    """One per API server replica; node ``i`` talks to replica ``i % len(ports)``."""
     data_dir: pathlib.Path
     node_args: list[str]
     setups: list[process.Setup]
     plugin_ca: pathlib.Path
 
 
-def prepare(base: pathlib.Path, nodes: int, holds: Sequence[Sequence[int]], processes: int
-            ) -> Prepared:
-    """``holds[i]``: the artifacts whose digests node ``i`` holds at start."""
+def prepare(base: pathlib.Path, nodes: int, holds: Sequence[Sequence[int]], processes: int,
+            replicas: int = 1) -> Prepared:
+    """``holds[i]``: the artifacts whose digests node ``i`` holds at start. ``replicas`` servers
+    share the data directory (its CA, serving certificate and tokens, as replicas on one etcd
+    do), each on its own port; the nodes are split between them (node ``i`` on ``i %
+    replicas``), as a Service would spread the plugins' connections."""
     data_dir = base / "api"
-    port = apiserver.free_port()
-    settings = cli.parse(["--standalone", "--data-dir", str(data_dir), "--port", str(port),
+    ports = [apiserver.free_port() for _ in range(replicas)]
+    settings = cli.parse(["--standalone", "--data-dir", str(data_dir), "--port", str(ports[0]),
                           "--bind", "127.0.0.1"])
     prepared = standalone.prepare(settings)
     entries = static.parse((data_dir / "tokens.csv").read_text())
@@ -89,10 +92,11 @@ def prepare(base: pathlib.Path, nodes: int, holds: Sequence[Sequence[int]], proc
     addresses = [address(i) for i in range(nodes)]
     tls = authority.ensure(base / "plugin-tls", addresses)
     specs: list[process.Spec] = []
+    ca_file = authority.Files.under(data_dir).ca_cert
     for i, entry in enumerate(mine):
         path = configs / f"{node_name(i)}.kubeconfig"
-        kubeconfig.write(path, server=settings.url, ca_file=authority.Files.under(data_dir).ca_cert,
-                         token=entry.token, user=node_name(i))
+        kubeconfig.write(path, server=f"https://127.0.0.1:{ports[i % replicas]}",
+                         ca_file=ca_file, token=entry.token, user=node_name(i))
         specs.append(process.Spec(node_name(i), str(path), addresses[i],
                                   [(digest(k), SIZE) for k in holds[i]]))
     setups = [process.Setup(specs[k::processes], NAMESPACE, apiserver.free_port(),
@@ -101,7 +105,7 @@ def prepare(base: pathlib.Path, nodes: int, holds: Sequence[Sequence[int]], proc
     node_args = [f"--node={spec.name}=https://{spec.address}:{setup.port}"
                  for setup in setups for spec in setup.nodes]
     del prepared
-    return Prepared(settings.url, port, data_dir, node_args, setups, tls.ca_cert)
+    return Prepared(ports, data_dir, node_args, setups, tls.ca_cert)
 
 
 async def seed(store: interface.Store, artifacts: int, namespaces: int,

@@ -31,17 +31,25 @@ def rss_mib(pid: int) -> float:
 
 
 class Sampler:
-    """The server's CPU seconds and RSS, sampled every ``every`` seconds into phases."""
+    """RSS of each watched process (the server replicas, etcd), sampled every ``every`` seconds;
+    ``rss[pid]`` holds the samples since the scenario last cleared it."""
 
-    def __init__(self, pid: int, every: float = 2.0) -> None:
-        self.pid = pid
+    def __init__(self, pids: list[int], every: float = 2.0) -> None:
+        self.pids = pids
         self.every = every
-        self.rss: list[float] = []
+        self.rss: dict[int, list[float]] = {pid: [] for pid in pids}
+
+    def clear(self) -> None:
+        self.rss = {pid: [] for pid in self.pids}
+
+    def peak(self, pid: int) -> float:
+        return max(self.rss[pid], default=rss_mib(pid))
 
     async def run(self) -> None:
         while True:
-            with contextlib.suppress(OSError):
-                self.rss.append(rss_mib(self.pid))
+            for pid in self.pids:
+                with contextlib.suppress(OSError):
+                    self.rss[pid].append(rss_mib(pid))
             await asyncio.sleep(self.every)
 
 

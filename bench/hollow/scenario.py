@@ -19,14 +19,16 @@ import pathlib
 import random
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
-from apiserver.storage import sqlite
+import httpx
+
+from apiserver.storage import interface
 from bench import _apiserver
+from bench.hollow import backend as backends
 from bench.hollow import fleet as fleets
 from bench.hollow import observe
-from devkit.harness import apiserver
 
 PROGRESS_NODES = 64
 
@@ -48,6 +50,8 @@ class Shape:
     progress_requests: int = 100
     list_requests: int = 10
     start_timeout: float = 900.0
+    replicas: int = 0
+    """0: one server on SQLite; else that many servers on one etcd (``backend``)."""
 
 
 @dataclasses.dataclass
@@ -55,6 +59,11 @@ class Phase:
     name: str
     seconds: float = 0.0
     server_cpu: float = 0.0
+    """Summed over the replicas."""
+    replica_cpu: list[float] = dataclasses.field(default_factory=list)
+    replica_rss_mib: list[float] = dataclasses.field(default_factory=list)
+    etcd_cpu: float | None = None
+    etcd_rss_mib: float = 0.0
     fleet_cpu: float = 0.0
     rss_max_mib: float = 0.0
     writes: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -72,6 +81,12 @@ class Phase:
             "server_cpu_ms_per_node_min": round(self.server_cpu / self.seconds * 60 / nodes
                                                 * 1000, 2),
             "server_rss_max_mib": round(self.rss_max_mib, 1),
+            **({"replica_cpu_s_per_min": [round(c / self.seconds * 60, 2)
+                                          for c in self.replica_cpu],
+                "replica_rss_max_mib": [round(r, 1) for r in self.replica_rss_mib],
+                "etcd_cpu_s_per_min": round(self.etcd_cpu / self.seconds * 60, 2),
+                "etcd_rss_max_mib": round(self.etcd_rss_mib, 1)}
+               if self.etcd_cpu is not None else {}),
             "fleet_cpu_s_per_min": round(self.fleet_cpu / self.seconds * 60, 2),
             "writes_per_s": {k: round(v / self.seconds, 2) for k, v in sorted(
                 self.writes.items()) if v},
@@ -107,61 +122,89 @@ def _rollout(shape: Shape, rng: random.Random, first_model: int
 
 
 @contextlib.contextmanager
-def server(shape: Shape, base: pathlib.Path) -> Iterator[tuple[apiserver.RunningServer,
-                                                                fleets.Prepared]]:
+def server(shape: Shape, base: pathlib.Path) -> Iterator[backends.Backend]:
+    """The API side (``backend``) with the fleet seeded: one SQLite server, or
+    ``shape.replicas`` servers on one etcd."""
     held = holds(shape)
-    prepared = fleets.prepare(base, shape.nodes, held, shape.processes)
-    asyncio.run(fleets.seed(sqlite.Store(prepared.data_dir / "store.db"), shape.artifacts,
-                            shape.namespaces, held))
+    prepared = fleets.prepare(base, shape.nodes, held, shape.processes,
+                              replicas=max(1, shape.replicas))
     args = ["--log-level", "WARNING", "--controllers=embedded", "--plugin-ca-file",
             str(prepared.plugin_ca), "--huggingface-endpoint", "https://127.0.0.1:9",
             "--modelscope-endpoint", "https://127.0.0.1:9", *prepared.node_args]
-    server = apiserver.start(prepared.data_dir, port=prepared.port, extra_args=args)
-    try:
-        yield server, prepared
-    finally:
-        server.stop()
-        server.kill()
+
+    def seed(store: interface.Store) -> Coroutine[Any, Any, None]:
+        return fleets.seed(store, shape.artifacts, shape.namespaces, held)
+
+    with backends.running(prepared, base, shape.replicas, args, seed) as found:
+        yield found
 
 
 def run(shape: Shape) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp, \
-            server(shape, pathlib.Path(tmp)) as (running, prepared), \
-            fleets.running(prepared.setups) as fleet:
-        return asyncio.run(_scenario(shape, running, fleet))
+            server(shape, pathlib.Path(tmp)) as api, \
+            fleets.running(api.prepared.setups) as fleet:
+        found = asyncio.run(_scenario(shape, api, fleet))
+        found["leader_replica"] = api.leader()
+        return found
 
 
-async def _scenario(shape: Shape, server: apiserver.RunningServer,
+def _cpu(pids: list[int]) -> list[float]:
+    return [_apiserver.cpu_seconds(pid) for pid in pids]
+
+
+async def _writes(clients: list[httpx.AsyncClient]) -> dict[str, float]:
+    """Writes by kind, summed over the replicas' ``/metrics``."""
+    total: dict[str, float] = {}
+    for client in clients:
+        for key, value in (await observe.writes_by_kind(client)).items():
+            total[key] = total.get(key, 0.0) + value
+    return total
+
+
+async def _scenario(shape: Shape, api: backends.Backend,
                     fleet: fleets.Fleet) -> dict[str, Any]:
-    pid = server.process.pid
+    pids, etcd_pid = api.pids, api.etcd_pid
     rng = random.Random(41)
-    sampler = observe.Sampler(pid)
+    sampler = observe.Sampler(pids + ([etcd_pid] if etcd_pid else []))
     aggregates = observe.Aggregates()
     keys = [fleets.artifact_key(i, shape.namespaces) for i in range(shape.artifacts)]
     toucher = observe.Toucher(keys[shape.rollout_models + 1:])
     phases: list[Phase] = []
     result: dict[str, Any] = {"nodes": shape.nodes, "artifacts": shape.artifacts,
-                              "namespaces": shape.namespaces, "held_per_node": shape.held}
-    async with observe.admin(server) as client, observe.admin(server) as watcher:
+                              "namespaces": shape.namespaces, "held_per_node": shape.held,
+                              "storage": "etcd" if shape.replicas else "sqlite",
+                              "replicas": max(1, shape.replicas)}
+    server = api.servers[0]
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(observe.admin(server))
+        watcher = await stack.enter_async_context(observe.admin(server))
+        metrics = [client, *[await stack.enter_async_context(observe.admin(other))
+                             for other in api.servers[1:]]]
         tasks = [asyncio.create_task(sampler.run()),
                  asyncio.create_task(aggregates.run(watcher))]
         loop = asyncio.get_running_loop()
 
         async def phase(name: str, body: Any) -> Phase:
             found = Phase(name)
-            sampler.rss = []
-            writes = await observe.writes_by_kind(client)
-            cpu = _apiserver.cpu_seconds(pid)
-            fleet_cpu = sum(_apiserver.cpu_seconds(p) for p in fleet.pids)
+            sampler.clear()
+            writes = await _writes(metrics)
+            cpu = _cpu(pids)
+            etcd_cpu = _cpu([etcd_pid] if etcd_pid else [])
+            fleet_cpu = sum(_cpu(fleet.pids))
             await loop.run_in_executor(None, fleet.counts)  # counts start afresh
             seen, touched = aggregates.events, toucher.touches
             began = time.monotonic()
             await body()
             found.seconds = time.monotonic() - began
-            found.server_cpu = _apiserver.cpu_seconds(pid) - cpu
-            found.fleet_cpu = sum(_apiserver.cpu_seconds(p) for p in fleet.pids) - fleet_cpu
-            found.rss_max_mib = max(sampler.rss, default=observe.rss_mib(pid))
-            after = await observe.writes_by_kind(client)
+            found.replica_cpu = [b - a for a, b in zip(cpu, _cpu(pids), strict=True)]
+            found.server_cpu = sum(found.replica_cpu)
+            found.fleet_cpu = sum(_cpu(fleet.pids)) - fleet_cpu
+            found.replica_rss_mib = [sampler.peak(pid) for pid in pids]
+            found.rss_max_mib = sum(found.replica_rss_mib)
+            if etcd_pid:
+                found.etcd_cpu = _cpu([etcd_pid])[0] - etcd_cpu[0]
+                found.etcd_rss_mib = sampler.peak(etcd_pid)
+            after = await _writes(metrics)
             found.writes = {k: v - writes.get(k, 0.0) for k, v in after.items()}
             found.counts = await loop.run_in_executor(None, fleet.counts)
             found.aggregated = aggregates.events - seen - (toucher.touches - touched)

@@ -1,10 +1,12 @@
 """The fleet simulator itself (bench/hollow): a handful of hollow node plugins, each with its
 own Pod-bound identity, really list and watch through the real standalone API server, write their
 NodeModelStore's status by the real reporter, feed the real aggregation, and answer the server's
-live-progress reads. Cheap: three nodes in one process, a dozen artifacts."""
+live-progress reads. Cheap: three nodes in one process, a dozen artifacts. The etcd mode: two
+replicas on one real etcd, the nodes split between them, one replica's worker aggregating."""
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import time
 from collections.abc import Callable
@@ -47,8 +49,9 @@ def _artifact(admin: httpx.Client, index: int, sub: str = "") -> dict[str, Any]:
 def test_hollow_nodes_list_watch_write_status_and_answer_progress(tmp_path: pathlib.Path
                                                                   ) -> None:
     holds = scenario.holds(SHAPE)
-    with scenario.server(SHAPE, tmp_path) as (server, prepared), \
-            fleets.running(prepared.setups) as fleet, server.client() as admin:
+    with scenario.server(SHAPE, tmp_path) as api, \
+            fleets.running(api.prepared.setups) as fleet, api.servers[0].client() as admin:
+        prepared = api.prepared
         fleet.ask("go")
         _wait("every node synced and wrote its status", lambda: fleet.ready() == SHAPE.nodes)
         for node in range(SHAPE.nodes):  # each node's own status, written with its own token
@@ -94,4 +97,54 @@ def test_hollow_nodes_list_watch_write_status_and_answer_progress(tmp_path: path
 
         _wait("every node saw the touch", arrived)
         assert len(seen) == SHAPE.nodes
+        assert fleet.counts()["relists"] == 0
+
+
+ETCD_SHAPE = dataclasses.replace(SHAPE, nodes=2, replicas=2)
+
+
+def _touch(admin: httpx.Client, index: int) -> None:
+    namespace, name = fleets.artifact_key(index, SHAPE.namespaces)
+    admin.patch(f"{GROUP}/namespaces/{namespace}/modelartifacts/{name}",
+                headers={"Content-Type": "application/merge-patch+json"},
+                content=b'{"metadata": {"annotations": {"%s": "%r"}}}' % (
+                    hollow.SENT.encode(), time.time())).raise_for_status()
+
+
+def test_etcd_mode_splits_the_nodes_over_two_replicas_and_one_worker_aggregates(
+        tmp_path: pathlib.Path) -> None:
+    holds = scenario.holds(ETCD_SHAPE)
+    with scenario.server(ETCD_SHAPE, tmp_path) as api, \
+            fleets.running(api.prepared.setups) as fleet, \
+            api.servers[0].client() as first, api.servers[1].client() as second:
+        assert api.member is not None and len(api.servers) == 2
+        fleet.ask("go")
+        _wait("every node synced and wrote its status", lambda: fleet.ready() == 2)
+        for node, own in ((0, first), (1, second)):  # node i talks to replica i
+            config = yaml.safe_load(pathlib.Path(
+                api.prepared.setups[0].nodes[node].kubeconfig).read_text())
+            assert config["clusters"][0]["cluster"]["server"] == api.servers[node].url
+            # each replica serves what the other's node wrote (one etcd)
+            assert _models(second if own is first else first, node) == {
+                fleets.digest(k): states.READY for k in holds[node]}
+        leader = _wait("one replica holds the controllers' Lease",
+                       lambda: (found := api.leader()) is not None and str(found))
+        assert leader in ("0", "1")
+
+        # node 1 (on replica 1) downloads; the leader's worker aggregates it, seen on replica 0
+        fleet.start_downloads([(1, fleets.digest(0), fleets.SIZE, 0.0, 1.0)])
+        _wait("the aggregation counts it",
+              lambda: ((_artifact(first, 0).get("status") or {}).get("nodes") or {}).get(
+                  "ready") == 1)
+
+        fleet.counts()
+        _touch(first, 5)  # written through replica 0, watched by a node on each replica
+        seen: list[float] = []
+
+        def arrived() -> bool:
+            seen.extend(fleet.counts()["lags"])
+            return len(seen) >= 2
+
+        _wait("both nodes saw the touch", arrived)
+        assert len(seen) == 2
         assert fleet.counts()["relists"] == 0
