@@ -8,6 +8,11 @@ with its controllers embedded (one leads; ``bench/hollow/backend.py``), the node
 the replicas; every figure per N goes to fleet-etcd-<N>.json, with each replica's CPU and RSS and
 etcd's (the growth and RSS figures below are the SQLite default's only).
 
+``BENCH_FLEET_STORAGE=cluster`` runs one server in cluster mode behind a real kube-apiserver's
+aggregation layer (``bench/hollow/cluster.py``; hold ``flock /tmp/realnode.lock``), the hollow
+plugins calling kube-apiserver with Pod-bound tokens; fleet-cluster-<N>.json adds
+kube-apiserver's and its etcd's CPU and RSS.
+
 ``BENCH_FLEET_SHORT=1`` runs a small shape instead (200 artifacts, 10 s phases, downloads of
 3-6 s), a smoke run of the simulator in about a minute per N.
 
@@ -32,19 +37,24 @@ def nodes() -> list[int]:
     return [int(n) for n in text.split(",") if n.strip()] if text else list(DEFAULT_NODES)
 
 
-def replicas() -> int:
+def mode() -> str:
     storage = os.environ.get("BENCH_FLEET_STORAGE", "sqlite")
-    if storage not in ("sqlite", "etcd"):
-        raise SystemExit(f"BENCH_FLEET_STORAGE={storage!r}: sqlite or etcd")
-    return 2 if storage == "etcd" else 0
+    if storage not in ("sqlite", "etcd", "cluster"):
+        raise SystemExit(f"BENCH_FLEET_STORAGE={storage!r}: sqlite, etcd or cluster")
+    return storage
+
+
+def replicas() -> int:
+    return 2 if mode() == "etcd" else 0
 
 
 def shape(count: int) -> scenario.Shape:
     if os.environ.get("BENCH_FLEET_SHORT"):
         return scenario.Shape(nodes=count, artifacts=200, namespaces=5, steady=10.0,
                               rollout_window=5.0, download=(3.0, 6.0), progress_requests=10,
-                              list_requests=3, processes=2, replicas=replicas())
-    return scenario.Shape(nodes=count, replicas=replicas())
+                              list_requests=3, processes=2, replicas=replicas(),
+                              cluster=mode() == "cluster")
+    return scenario.Shape(nodes=count, replicas=replicas(), cluster=mode() == "cluster")
 
 
 def per_node(found: dict[str, object], phase: str) -> float:
@@ -55,14 +65,14 @@ def per_node(found: dict[str, object], phase: str) -> float:
 
 def main() -> None:
     runs: dict[int, dict[str, object]] = {}
-    prefix = "fleet-etcd" if replicas() else "fleet"
+    prefix = "fleet" if mode() == "sqlite" else f"fleet-{mode()}"
     for count in nodes():
         found = scenario.run(shape(count))
         runs[count] = found
         result.RESULTS.mkdir(parents=True, exist_ok=True)
         (result.RESULTS / f"{prefix}-{count}.json").write_text(json.dumps(found, indent=2) + "\n")
         print(json.dumps(found, indent=2))
-    if 100 in runs and 1000 in runs and not replicas():
+    if 100 in runs and 1000 in runs and mode() == "sqlite":
         small, big = runs[100], runs[1000]
         growth = {phase: round(per_node(big, phase) / per_node(small, phase), 3)
                   for phase in ("steady", "rollout", "steady-after", "rollout-tenant")}

@@ -35,16 +35,22 @@ Seed = Callable[[interface.Store], Coroutine[Any, Any, None]]
 @dataclasses.dataclass
 class Backend:
     servers: list[apiserver.RunningServer]
+    """What the nodes and the scenario's clients talk to: the replicas (or kube-apiserver in
+    front of the server, in cluster mode); each ``process`` is an API server replica's."""
     prepared: fleets.Prepared
     member: etcd.Etcd | None = None
+    direct: list[apiserver.RunningServer] = dataclasses.field(default_factory=list)
+    """The replicas reached directly, for their ``/metrics`` (``servers`` when empty)."""
+    others: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Further processes whose CPU and RSS are reported, by name (etcd, kube-apiserver)."""
 
     @property
     def pids(self) -> list[int]:
         return [server.process.pid for server in self.servers]
 
     @property
-    def etcd_pid(self) -> int | None:
-        return self.member.process.pid if self.member and self.member.process else None
+    def metrics(self) -> list[apiserver.RunningServer]:
+        return self.direct or self.servers
 
     def leader(self) -> int | None:
         """The replica (index) holding the controllers' Lease; None on SQLite (one server,
@@ -102,6 +108,8 @@ def running(prepared: fleets.Prepared, base: pathlib.Path, replicas: int, args: 
             store = sqlite.Store(prepared.data_dir / "store.db")
         asyncio.run(seed(store))
         backend = Backend([], prepared, member)
+        if member is not None and member.process is not None:
+            backend.others["etcd"] = member.process.pid
         try:
             for k, port in enumerate(prepared.ports):
                 with _pod_name(f"{REPLICA}{k}"):

@@ -85,27 +85,47 @@ def prepare(base: pathlib.Path, nodes: int, holds: Sequence[Sequence[int]], proc
     worker = next(e.token for e in entries if e.name == settings.worker_username)
     mine = [standalone.plugin_entry(node_name(i), settings) for i in range(nodes)]
     static.write(data_dir / "tokens.csv", [*entries, *mine])
+    ca_file = authority.Files.under(data_dir).ca_cert
+    urls = [f"https://127.0.0.1:{port}" for port in ports]
+    configs = kubeconfigs(base, [(urls[i % replicas], ca_file, entry.token)
+                                 for i, entry in enumerate(mine)])
+    setups, node_args, plugin_ca = nodes_setup(base, configs, holds, processes, worker)
+    del prepared
+    return Prepared(ports, data_dir, node_args, setups, plugin_ca)
+
+
+def kubeconfigs(base: pathlib.Path, nodes: Sequence[tuple[str, pathlib.Path, str]]
+                ) -> list[pathlib.Path]:
+    """Node ``i``'s kubeconfig for ``nodes[i]`` = (server URL, its CA file, the node's token)."""
     configs = base / "nodes"
     configs.mkdir()
-    token_file = base / "worker-token"
-    token_file.write_text(worker)
-    addresses = [address(i) for i in range(nodes)]
-    tls = authority.ensure(base / "plugin-tls", addresses)
-    specs: list[process.Spec] = []
-    ca_file = authority.Files.under(data_dir).ca_cert
-    for i, entry in enumerate(mine):
+    paths = []
+    for i, (url, ca_file, token) in enumerate(nodes):
         path = configs / f"{node_name(i)}.kubeconfig"
-        kubeconfig.write(path, server=f"https://127.0.0.1:{ports[i % replicas]}",
-                         ca_file=ca_file, token=entry.token, user=node_name(i))
-        specs.append(process.Spec(node_name(i), str(path), addresses[i],
-                                  [(digest(k), SIZE) for k in holds[i]]))
+        kubeconfig.write(path, server=url, ca_file=ca_file, token=token, user=node_name(i))
+        paths.append(path)
+    return paths
+
+
+def nodes_setup(base: pathlib.Path, configs: Sequence[pathlib.Path],
+                holds: Sequence[Sequence[int]], processes: int, worker_token: str
+                ) -> tuple[list[process.Setup], list[str], pathlib.Path]:
+    """The processes' setups (node ``i`` in process ``i % processes``, on its own loopback
+    address, accepting ``worker_token``), the server's ``--node`` flags for them, and the CA of
+    the nodes' serving certificate."""
+    token_file = base / "worker-token"
+    token_file.write_text(worker_token)
+    addresses = [address(i) for i in range(len(configs))]
+    tls = authority.ensure(base / "plugin-tls", addresses)
+    specs = [process.Spec(node_name(i), str(path), addresses[i],
+                          [(digest(k), SIZE) for k in holds[i]])
+             for i, path in enumerate(configs)]
     setups = [process.Setup(specs[k::processes], NAMESPACE, apiserver.free_port(),
                             str(tls.cert), str(tls.key), str(token_file))
               for k in range(processes)]
     node_args = [f"--node={spec.name}=https://{spec.address}:{setup.port}"
                  for setup in setups for spec in setup.nodes]
-    del prepared
-    return Prepared(ports, data_dir, node_args, setups, tls.ca_cert)
+    return setups, node_args, tls.ca_cert
 
 
 async def seed(store: interface.Store, artifacts: int, namespaces: int,

@@ -27,6 +27,7 @@ import httpx
 from apiserver.storage import interface
 from bench import _apiserver
 from bench.hollow import backend as backends
+from bench.hollow import cluster as clusters
 from bench.hollow import fleet as fleets
 from bench.hollow import observe
 
@@ -52,6 +53,8 @@ class Shape:
     start_timeout: float = 900.0
     replicas: int = 0
     """0: one server on SQLite; else that many servers on one etcd (``backend``)."""
+    cluster: bool = False
+    """One server on SQLite in cluster mode behind a real kube-apiserver (``cluster``)."""
 
 
 @dataclasses.dataclass
@@ -62,8 +65,9 @@ class Phase:
     """Summed over the replicas."""
     replica_cpu: list[float] = dataclasses.field(default_factory=list)
     replica_rss_mib: list[float] = dataclasses.field(default_factory=list)
-    etcd_cpu: float | None = None
-    etcd_rss_mib: float = 0.0
+    others_cpu: dict[str, float] = dataclasses.field(default_factory=dict)
+    others_rss_mib: dict[str, float] = dataclasses.field(default_factory=dict)
+    """etcd's, kube-apiserver's (``backend.Backend.others``)."""
     fleet_cpu: float = 0.0
     rss_max_mib: float = 0.0
     writes: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -81,12 +85,11 @@ class Phase:
             "server_cpu_ms_per_node_min": round(self.server_cpu / self.seconds * 60 / nodes
                                                 * 1000, 2),
             "server_rss_max_mib": round(self.rss_max_mib, 1),
-            **({"replica_cpu_s_per_min": [round(c / self.seconds * 60, 2)
-                                          for c in self.replica_cpu],
-                "replica_rss_max_mib": [round(r, 1) for r in self.replica_rss_mib],
-                "etcd_cpu_s_per_min": round(self.etcd_cpu / self.seconds * 60, 2),
-                "etcd_rss_max_mib": round(self.etcd_rss_mib, 1)}
-               if self.etcd_cpu is not None else {}),
+            "replica_cpu_s_per_min": [round(c / self.seconds * 60, 2) for c in self.replica_cpu],
+            "replica_rss_max_mib": [round(r, 1) for r in self.replica_rss_mib],
+            **{f"{name}_cpu_s_per_min": round(cpu / self.seconds * 60, 2)
+               for name, cpu in self.others_cpu.items()},
+            **{f"{name}_rss_max_mib": round(rss, 1) for name, rss in self.others_rss_mib.items()},
             "fleet_cpu_s_per_min": round(self.fleet_cpu / self.seconds * 60, 2),
             "writes_per_s": {k: round(v / self.seconds, 2) for k, v in sorted(
                 self.writes.items()) if v},
@@ -126,15 +129,19 @@ def server(shape: Shape, base: pathlib.Path) -> Iterator[backends.Backend]:
     """The API side (``backend``) with the fleet seeded: one SQLite server, or
     ``shape.replicas`` servers on one etcd."""
     held = holds(shape)
-    prepared = fleets.prepare(base, shape.nodes, held, shape.processes,
-                              replicas=max(1, shape.replicas))
-    args = ["--log-level", "WARNING", "--controllers=embedded", "--plugin-ca-file",
-            str(prepared.plugin_ca), "--huggingface-endpoint", "https://127.0.0.1:9",
-            "--modelscope-endpoint", "https://127.0.0.1:9", *prepared.node_args]
+    args = ["--log-level", "WARNING", "--controllers=embedded", "--huggingface-endpoint",
+            "https://127.0.0.1:9", "--modelscope-endpoint", "https://127.0.0.1:9"]
 
     def seed(store: interface.Store) -> Coroutine[Any, Any, None]:
         return fleets.seed(store, shape.artifacts, shape.namespaces, held)
 
+    if shape.cluster:
+        with clusters.running(base, held, shape.processes, args, seed) as found:
+            yield found
+        return
+    prepared = fleets.prepare(base, shape.nodes, held, shape.processes,
+                              replicas=max(1, shape.replicas))
+    args += ["--plugin-ca-file", str(prepared.plugin_ca), *prepared.node_args]
     with backends.running(prepared, base, shape.replicas, args, seed) as found:
         yield found
 
@@ -163,9 +170,9 @@ async def _writes(clients: list[httpx.AsyncClient]) -> dict[str, float]:
 
 async def _scenario(shape: Shape, api: backends.Backend,
                     fleet: fleets.Fleet) -> dict[str, Any]:
-    pids, etcd_pid = api.pids, api.etcd_pid
+    pids, others = api.pids, api.others
     rng = random.Random(41)
-    sampler = observe.Sampler(pids + ([etcd_pid] if etcd_pid else []))
+    sampler = observe.Sampler(pids + list(others.values()))
     aggregates = observe.Aggregates()
     keys = [fleets.artifact_key(i, shape.namespaces) for i in range(shape.artifacts)]
     toucher = observe.Toucher(keys[shape.rollout_models + 1:])
@@ -173,13 +180,13 @@ async def _scenario(shape: Shape, api: backends.Backend,
     result: dict[str, Any] = {"nodes": shape.nodes, "artifacts": shape.artifacts,
                               "namespaces": shape.namespaces, "held_per_node": shape.held,
                               "storage": "etcd" if shape.replicas else "sqlite",
-                              "replicas": max(1, shape.replicas)}
+                              "replicas": max(1, shape.replicas),
+                              "mode": "cluster" if shape.cluster else "standalone"}
     server = api.servers[0]
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(observe.admin(server))
         watcher = await stack.enter_async_context(observe.admin(server))
-        metrics = [client, *[await stack.enter_async_context(observe.admin(other))
-                             for other in api.servers[1:]]]
+        metrics = [await stack.enter_async_context(observe.admin(one)) for one in api.metrics]
         tasks = [asyncio.create_task(sampler.run()),
                  asyncio.create_task(aggregates.run(watcher))]
         loop = asyncio.get_running_loop()
@@ -189,7 +196,7 @@ async def _scenario(shape: Shape, api: backends.Backend,
             sampler.clear()
             writes = await _writes(metrics)
             cpu = _cpu(pids)
-            etcd_cpu = _cpu([etcd_pid] if etcd_pid else [])
+            others_cpu = dict(zip(others, _cpu(list(others.values())), strict=True))
             fleet_cpu = sum(_cpu(fleet.pids))
             await loop.run_in_executor(None, fleet.counts)  # counts start afresh
             seen, touched = aggregates.events, toucher.touches
@@ -201,9 +208,9 @@ async def _scenario(shape: Shape, api: backends.Backend,
             found.fleet_cpu = sum(_cpu(fleet.pids)) - fleet_cpu
             found.replica_rss_mib = [sampler.peak(pid) for pid in pids]
             found.rss_max_mib = sum(found.replica_rss_mib)
-            if etcd_pid:
-                found.etcd_cpu = _cpu([etcd_pid])[0] - etcd_cpu[0]
-                found.etcd_rss_mib = sampler.peak(etcd_pid)
+            for name, pid in others.items():
+                found.others_cpu[name] = _cpu([pid])[0] - others_cpu[name]
+                found.others_rss_mib[name] = sampler.peak(pid)
             after = await _writes(metrics)
             found.writes = {k: v - writes.get(k, 0.0) for k, v in after.items()}
             found.counts = await loop.run_in_executor(None, fleet.counts)
