@@ -4,9 +4,9 @@ In a cluster ``GET /model/downloads`` (and ``POST /model/prefetches``) is for th
 only. The plugin does not judge tokens itself: it asks kube-apiserver (``TokenReview`` through
 ``kube.Client``) for the plugin port's own audience (``worker_calls``: ``openapi.plugin.AUDIENCE``,
 so the worker's API token is refused and what the worker sends cannot be replayed against
-kube-apiserver) and admits the answer's user name when it is ``--worker-user``. Answers are kept for ten seconds, keyed by
-the token's SHA-256 (the token itself is never kept, logged or put in a message), so a worker
-polling every node does not cost a review per request.
+kube-apiserver) and admits the answer's user name when it is ``--worker-user``. Answers are
+kept for ten seconds, keyed by the token's SHA-256 (the token itself is never kept, logged or put
+in a message), so a worker polling every node does not cost a review per request.
 
 A review answers an ``Identity``: the user, and which holder of it the token was made for (the
 Pod's UID a projected token is bound to, else its node; kube-apiserver puts both in the user's

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 import kube
-from kube import auth as kube_auth
 from controllers.runtime import informer
 from controllers.sources import pluginhttp
+from kube import auth as kube_auth
 from openapi import plugin as plugin_api
 from openapi import wire
 

@@ -3,9 +3,9 @@ the fixture control plane, as a subprocess, for tests and benchmarks.
 
 ``prepare`` gives the control plane what the chart gives a real cluster: the worker's
 ServiceAccount token and its token for the plugins' audience, ``system:auth-delegator``, the
-extension-apiserver-authentication reader Role in kube-system, get on Pods in the plugin namespace, and the controllers' Lease there,
-which also keeps the server's revision mark (create, and get and update by name), and Events
-(create). ``running`` starts the server with
+extension-apiserver-authentication reader Role in kube-system, get on Pods in the plugin
+namespace, and the controllers' Lease there, which also keeps the server's revision mark (create,
+and get and update by name), and Events (create). ``running`` starts the server with
 a kubeconfig for that ServiceAccount and a serving certificate of its own CA, and waits for
 ``/readyz`` (always allowed, so no credential is needed).
 """
