@@ -4,8 +4,8 @@ The control plane is ``cluster-up`` of the shared Kubernetes binaries (etcd, kub
 the front-proxy CA and aggregator routing, kube-controller-manager, kube-scheduler and the
 ``agg`` network namespace; ``devkit.realnode.rig`` tears it down), without a kubelet: the fleet's
 nodes are hollow. What the chart would install is applied from its own rendering (its
-ServiceAccounts, RBAC, settings ConfigMap and APIService, the APIService trusting this run's
-serving CA), and the API server runs in cluster mode as a process in ``agg`` behind a Service
+ServiceAccounts, RBAC, settings ConfigMap, CSIDriver (without it the worker withdraws every
+NodeModelStore) and APIService, the APIService trusting this run's serving CA), and the API server runs in cluster mode as a process in ``agg`` behind a Service
 without a selector whose Endpoints name it (as the chart's Deployment would be, one replica,
 SQLite, its controllers embedded and electing their leader on kube-apiserver's Lease).
 
@@ -51,7 +51,7 @@ AGG_IP = "10.250.0.2"
 ADMIN_TOKEN = "admin-token"  # cluster-up's token file
 NAMESPACE = install.DEFAULT_NAMESPACE
 APPLIED = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-           "ConfigMap", "APIService")
+           "ConfigMap", "APIService", "CSIDriver")
 READY_TIMEOUT = 120.0
 
 
