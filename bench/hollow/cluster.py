@@ -3,11 +3,12 @@
 The control plane is ``cluster-up`` of the shared Kubernetes binaries (etcd, kube-apiserver with
 the front-proxy CA and aggregator routing, kube-controller-manager, kube-scheduler and the
 ``agg`` network namespace; ``devkit.realnode.rig`` tears it down), without a kubelet: the fleet's
-nodes are hollow. What the chart would install is applied from its own rendering (its
+nodes are hollow. What the chart would install is applied from its own rendering: its
 ServiceAccounts, RBAC, settings ConfigMap, CSIDriver (without it the worker withdraws every
-NodeModelStore) and APIService, the APIService trusting this run's serving CA), and the API server runs in cluster mode as a process in ``agg`` behind a Service
-without a selector whose Endpoints name it (as the chart's Deployment would be, one replica,
-SQLite, its controllers embedded and electing their leader on kube-apiserver's Lease).
+NodeModelStore) and APIService, which trusts this run's serving CA. The API server runs in
+cluster mode as a process in ``agg`` behind a Service without a selector whose Endpoints name it
+(as the chart's Deployment would be: one replica, SQLite, its controllers embedded and electing
+their leader on kube-apiserver's Lease).
 
 Each hollow node is a Node object with a plugin Pod bound to it (tolerating every taint: no
 kubelet ever reports the Node Ready), and the node's plugin calls kube-apiserver with a token
