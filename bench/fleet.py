@@ -27,6 +27,7 @@ import json
 import os
 
 from bench import result
+from bench.hollow import cluster as clusters
 from bench.hollow import scenario
 
 DEFAULT_NODES = (100, 300, 1000)
@@ -64,6 +65,9 @@ def per_node(found: dict[str, object], phase: str) -> float:
 
 
 def main() -> None:
+    if mode() == "cluster" and clusters.missing():
+        print(f"fleet (cluster mode): needs {', '.join(clusters.missing())}; not run")
+        return
     runs: dict[int, dict[str, object]] = {}
     prefix = "fleet" if mode() == "sqlite" else f"fleet-{mode()}"
     for count in nodes():

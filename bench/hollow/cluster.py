@@ -56,9 +56,13 @@ APPLIED = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleB
 READY_TIMEOUT = 120.0
 
 
+NODE_ONLY = ("containerd", "runc", "ctr ", "mmdebstrap", "bridge")
+"""What only a real node needs (``rig.missing`` names them too); the fleet starts none."""
+
+
 def missing() -> list[str]:
     """What this machine lacks for cluster mode (the real control plane's needs), each named."""
-    return [m for m in rig.missing() if "bridge" not in m and "mmdebstrap" not in m]
+    return [m for m in rig.missing() if not any(word in m for word in NODE_ONLY)]
 
 
 def _script(cluster: rig.Rig, name: str) -> None:
