@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import datetime
 import pathlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -25,7 +24,7 @@ from nodeplugin.cache import layout
 from openapi.kinds import nodemodelstore
 from tests.integration.nodeplugin import store_harness as harness
 from tests.integration.nodeplugin.csi_harness import PluginProcess
-from tests.support import pools
+from tests.support import pools, waiting
 
 GROUP = "/apis/worker.gpustack.ai/v1"
 NODES = ("node-1", "node-2")
@@ -55,17 +54,6 @@ def _fill(cache_dir: pathlib.Path, node: str) -> list[str]:
                for i in range(TREES)]
     harness.write_usage(cache, {d: now - (TREES + 1 - i) * HOUR for i, d in enumerate(digests)})
     return digests
-
-
-def _wait(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s (last: {found!r})")
-        time.sleep(0.05)
 
 
 def _store(admin: httpx.Client, node: str) -> dict[str, Any]:
@@ -113,6 +101,7 @@ def test_a_pool_collects_at_its_own_watermarks_and_a_node_outside_it_does_not(
     digests = {node: _fill(plugins[node].root, node) for node in NODES}
     full = {node: harness.used_bytes(plugins[node].root) for node in NODES}
     total = harness.total_bytes(plugins["node-1"].root)
+    low = total * POOL_LOW // 100
     assert all(total * POOL_HIGH // 100 < used < total * 80 // 100 for used in full.values())
     with server.client() as admin:
         pools.store(admin, POOL, {"kubernetes.io/hostname": "node-1"},
@@ -123,19 +112,23 @@ def test_a_pool_collects_at_its_own_watermarks_and_a_node_outside_it_does_not(
         assert _watermarks(_store(admin, "node-1")) == (POOL_HIGH, POOL_LOW)
         # node-2 first: it applies the cluster's watermarks, and its cache stays past the pool's
         plugins["node-2"].start()
-        held = _wait("node-2 applied its spec", lambda: _applied(admin, "node-2"))
+        held = waiting.polled("node-2 applied its spec", lambda: _applied(admin, "node-2"))
         assert (nodemodelstore.used_percent(held) or 0) >= POOL_HIGH, held["status"]
         # node-1, in the pool: down to the pool's low watermark, oldest first
         plugins["node-1"].start()
         cache = layout.Layout(plugins["node-1"].root)
-        _wait("node-1 collected to the pool's low watermark",
-              lambda: harness.used_bytes(plugins["node-1"].root) <= total * POOL_LOW // 100,
-              timeout=90)  # fmt: skip
+        waiting.polled("node-1 collected to the pool's low watermark",
+                       lambda: harness.used_bytes(plugins["node-1"].root) <= low,
+                       timeout=90)  # fmt: skip
         kept = [d for d in digests["node-1"] if cache.is_published(d)]
         assert kept == digests["node-1"][TREES - len(kept):] and len(kept) >= 2, kept
-        reported = _wait("node-1 reports its usage under the pool's low watermark",
-                         lambda: (s := _applied(admin, "node-1"))
-                         and (nodemodelstore.used_percent(s) or 100) <= POOL_LOW and s)  # fmt: skip
+        def under_low() -> dict[str, Any] | None:
+            found = _applied(admin, "node-1")
+            return found if found and (nodemodelstore.used_percent(found) or 100) <= POOL_LOW \
+                else None
+
+        reported = waiting.polled("node-1 reports its usage under the pool's low watermark",
+                                  under_low)
         assert reported["spec"]["store"] == POOL
         # node-2 had longer than node-1 needed, under the same spec-applied trigger: it kept all
         other = layout.Layout(plugins["node-2"].root)
@@ -147,8 +140,8 @@ def test_a_pool_collects_at_its_own_watermarks_and_a_node_outside_it_does_not(
                               headers={"Content-Type": "application/merge-patch+json"})
         assert patched.status_code == 200, patched.text
         pools.merged(admin, ["node-2"], POOL)
-        _wait("node-2 collected to the pool's low watermark",
-              lambda: harness.used_bytes(plugins["node-2"].root) <= total * POOL_LOW // 100,
-              timeout=90)  # fmt: skip
+        waiting.polled("node-2 collected to the pool's low watermark",
+                       lambda: harness.used_bytes(plugins["node-2"].root) <= low,
+                       timeout=90)  # fmt: skip
         kept = [d for d in digests["node-2"] if other.is_published(d)]
         assert kept == digests["node-2"][TREES - len(kept):] and len(kept) >= 2, kept
