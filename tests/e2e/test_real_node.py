@@ -513,9 +513,9 @@ def _size(files: dict[str, bytes | int]) -> int:
 
 def _pools_namespace(cluster: rig.Rig) -> None:
     """``POOLS`` with ``grant``'s store and binding; the node's store merged from that store."""
+    objects.wait_store_ready(cluster)  # the aggregated API serves the pool layer by then
     cluster.kubectl("create", "namespace", POOLS, check=False)  # an earlier step's is kept
     objects.grant(cluster, POOLS)
-    objects.wait_store_ready(cluster)
 
     def merged() -> bool:
         spec = _json(cluster, "get", "nodemodelstores", cluster.node_name).get("spec", {})
