@@ -1,7 +1,9 @@
 """model-manager installed with its chart on a real one-node cluster (``devkit/realnode``):
 the images ``make image`` builds, kube-apiserver's aggregator, a real kubelet calling the CSI
-plugin through its plugin registry, Pods reading the mounted weights. The steps run in order and
-share one cluster; each waits generously and fails with the cluster's pods, events and logs."""
+plugin through its plugin registry, Pods reading the mounted weights, and the pool layer (a
+binding's budget and usage, a pool's download limit seen at the hub, the node stores leaving
+with the CSIDriver). The steps run in order and share one cluster; each waits generously and
+fails with the cluster's pods, events and logs."""
 
 from __future__ import annotations
 
