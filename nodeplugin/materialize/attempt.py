@@ -84,6 +84,8 @@ class Node:
     buffers: receive.BufferPool
     store: stored_files.FileStore
     """The node's file store (``cache.files``): what it holds is linked, not fetched."""
+    follow: bool = False
+    """A file another node is fetching is followed, not waited for (``swarm.Swarm``)."""
 
 
 _HUB_REASONS: dict[str, interface.Reason] = {
@@ -291,7 +293,8 @@ class Attempt:
         self.swarm = swarm.Swarm(self.digest, everyone, hooks, inflight.of(self._node.cache),
                                  stall_seconds=self._node.policy.stall_seconds,
                                  claim_bytes=self._node.workers * self._node.tuning.part_bytes,
-                                 find=functools.partial(holders.everyone, self.digest))
+                                 find=functools.partial(holders.everyone, self.digest),
+                                 follow=self._node.follow)
         await self.swarm.run(todo)
         log.info("materialized %s with peers: %d files from peers, %d from the hub as this "
                  "node's share, %d rounds", self.digest, self.swarm.from_peers,
