@@ -240,7 +240,7 @@ class Swarm:
         claims = self._claim(free, room) if room > 0 else set()
         if claims:
             # Asked again: a node that claimed one of these at the same moment shows now.
-            stored, fetching, fetchers = await self._survey(list(claims))
+            stored, fetching, _ = await self._survey(list(claims))
             for f in [f for f in free if files.identity(f.entry) in claims]:
                 ident = files.identity(f.entry)
                 if ident in self._hub_only:
@@ -250,10 +250,8 @@ class Swarm:
                 elif ident in fetching and ident not in overdue:
                     self._registry.release(ident)
                     claims.discard(ident)
-                    if self._follow:
-                        self._follow_from(f, fetchers[ident])
-                        batch.append(f)
-                        continue
+                    # Not followed yet, even with ``follow``: the other node may be leaving it
+                    # to this one at this moment. Next round it is followed if still fetched.
                     self._waiting[ident] = _Waiting(fetching[ident], now)
                     continue
                 else:

@@ -179,3 +179,36 @@ async def test_with_follow_a_file_another_node_fetches_is_taken_from_it_in_one_r
     assert todo[0].parts[0].end == todo[0].entry.size
     assert len(todo[1].parts) == 3  # a claimed file keeps its parts
     assert registry.received(second) is None  # its claim given back
+
+
+async def test_with_follow_a_claim_left_to_another_node_is_followed_a_round_later_only(
+        tmp_path: pathlib.Path) -> None:
+    """Two nodes that claimed one file at once and both see the other's claim both leave it:
+    following at that moment would have each follow the other; the next round follows only a
+    node still fetching it."""
+    todo = _files(tmp_path, 1)
+    ident = files.identity(todo[0].entry)
+
+    class Racing(FakePeer):
+        async def held(self, idents: Sequence[Ident]) -> dict[Ident, int | None]:
+            found = await super().held(idents)
+            if self.asked == 1:
+                self.answers[ident] = 0  # claimed by the other node just after this answer
+            return found
+
+    peer = Racing("b", {})
+    clock = Clock()
+    run = Run(clock)
+    asks_at_fetch: list[int] = []
+    fetch = run.fetch
+
+    async def counted(batch: list[transfer.FileTransfer]) -> None:
+        asks_at_fetch.append(peer.asked)
+        await fetch(batch)
+
+    hooks = swarm.Hooks(fetch=counted, route=run.route, renew=run.renew, relay=run.relay)
+    s = swarm.Swarm("sha256:" + "0" * 64, [peer], hooks, inflight.InFlight(), stall_seconds=5.0,
+                    claim_bytes=10, clock=clock, follow=True)
+    await asyncio.wait_for(s.run(todo), 5)
+    assert run.sources == {"f0": "peer"} and s.claimed == 0 and s.followed == 1
+    assert asks_at_fetch == [3]  # survey, the claim's check (left), then the round that follows
