@@ -22,10 +22,12 @@ batch running beside the later ones (a round comes every ``POLL_SECONDS`` while 
 4. A file another node is fetching is left to it while its byte count moves; once it stood still
    for the stall timeout (``ranges.Policy.stall_seconds``), or that node stops answering, the
    file is free again and claimed like the others. With ``follow`` on, such a file is not
-   waited for but *followed*: fetched in one range from the nodes fetching it, furthest first
-   (their peer port sends its bytes as they arrive, ``peer/growing.py``), then the hub from the
-   last received byte when they stop (a fetch that ends unstored, or no byte for the stall
-   timeout).
+   waited for but *followed* once its fetcher has bytes of it: fetched in one range from the
+   nodes fetching it that have bytes, furthest first (their peer port sends its bytes as they
+   arrive, ``peer/growing.py``), then the hub from the last received byte when they stop (a
+   fetch that ends unstored, or no byte for the stall timeout). A fetcher with no byte yet may
+   still be checking its claim (step 3) and leave the file: it is waited for as without
+   ``follow``.
 
 Nothing a peer says is trusted beyond where to ask: every file is hashed against this node's
 manifest as it arrives (a followed file's bytes are the fetching node's hub bytes, unverified
@@ -227,8 +229,9 @@ class Swarm:
             if holders:
                 self._route_to(f, holders)
                 batch.append(f)
-            elif ident in fetching and ident not in self._hub_only and self._follow:
-                self._follow_from(f, fetchers[ident])
+            elif ident in fetching and ident not in self._hub_only and self._follow and (
+                    started := [p for offset, p in fetchers[ident] if offset > 0]):
+                self._follow_from(f, started)
                 batch.append(f)
             elif ident in fetching and ident not in self._hub_only:
                 if not self._stalled(ident, fetching[ident], now):
@@ -251,7 +254,7 @@ class Swarm:
                     self._registry.release(ident)
                     claims.discard(ident)
                     # Not followed yet, even with ``follow``: the other node may be leaving it
-                    # to this one at this moment. Next round it is followed if still fetched.
+                    # to this one at this moment. It is followed once it has bytes (below).
                     self._waiting[ident] = _Waiting(fetching[ident], now)
                     continue
                 else:
@@ -295,9 +298,9 @@ class Swarm:
     async def _survey(self, wanted: list[files.Identity]
                       ) -> tuple[dict[files.Identity, list[peers.FilePeer]],
                                  dict[files.Identity, int],
-                                 dict[files.Identity, list[peers.FilePeer]]]:
+                                 dict[files.Identity, list[tuple[int, peers.FilePeer]]]]:
         """Which peers store each file, how far the furthest fetcher of each got, and the
-        fetchers of each, furthest first."""
+        fetchers of each with their bytes so far, furthest first."""
         stored: dict[files.Identity, list[peers.FilePeer]] = {}
         fetching: dict[files.Identity, int] = {}
         by_offset: dict[files.Identity, list[tuple[int, peers.FilePeer]]] = {}
@@ -320,7 +323,7 @@ class Swarm:
                 else:
                     fetching[ident] = max(offset, fetching.get(ident, 0))
                     by_offset.setdefault(ident, []).append((offset, peer))
-        fetchers = {ident: [p for _, p in sorted(found, key=lambda x: -x[0])]
+        fetchers = {ident: sorted(found, key=lambda x: -x[0])
                     for ident, found in by_offset.items()}
         return stored, fetching, fetchers
 

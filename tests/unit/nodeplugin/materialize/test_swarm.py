@@ -158,6 +158,7 @@ async def test_with_follow_a_file_another_node_fetches_is_taken_from_it_in_one_r
         f.prepare()
     first, second = (files.identity(f.entry) for f in todo)
     behind, ahead = FakePeer("b", {first: 2}), FakePeer("c", {first: 6})
+    checking = FakePeer("d", {first: 0})  # no byte yet: may still leave it
     clock = Clock()
     run = Run(clock)
     followed: dict[str, list[str]] = {}
@@ -168,7 +169,8 @@ async def test_with_follow_a_file_another_node_fetches_is_taken_from_it_in_one_r
 
     hooks = swarm.Hooks(fetch=run.fetch, route=run.route, renew=run.renew, relay=relay)
     registry = inflight.InFlight()
-    s = swarm.Swarm("sha256:" + "0" * 64, [behind, ahead], hooks, registry, stall_seconds=5.0,
+    s = swarm.Swarm("sha256:" + "0" * 64, [behind, checking, ahead], hooks, registry,
+                    stall_seconds=5.0,
                     claim_bytes=10, clock=clock, follow=True)
     assert [len(f.parts) for f in todo] == [3, 3]  # 10 bytes in parts of 4
     await asyncio.wait_for(s.run(todo), 5)
@@ -184,8 +186,8 @@ async def test_with_follow_a_file_another_node_fetches_is_taken_from_it_in_one_r
 async def test_with_follow_a_claim_left_to_another_node_is_followed_a_round_later_only(
         tmp_path: pathlib.Path) -> None:
     """Two nodes that claimed one file at once and both see the other's claim both leave it:
-    following at that moment would have each follow the other; the next round follows only a
-    node still fetching it."""
+    following at that moment would have each follow the other; a later round follows a node
+    still fetching it once it has bytes (its claim checked)."""
     todo = _files(tmp_path, 1)
     ident = files.identity(todo[0].entry)
 
@@ -194,6 +196,8 @@ async def test_with_follow_a_claim_left_to_another_node_is_followed_a_round_late
             found = await super().held(idents)
             if self.asked == 1:
                 self.answers[ident] = 0  # claimed by the other node just after this answer
+            elif self.asked == 2:
+                self.answers[ident] = 4  # ... kept after its own check: it has bytes now
             return found
 
     peer = Racing("b", {})
