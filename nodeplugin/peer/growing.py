@@ -28,7 +28,7 @@ from starlette import responses
 
 from nodeplugin import reviews
 from nodeplugin.cache import files, inflight
-from nodeplugin.peer import admission, answer, slots, wire
+from nodeplugin.peer import admission, answer, sending, slots, wire
 
 POLL_SECONDS = 0.05
 """How often a waiting answer looks again at the fetch's byte count."""
@@ -46,18 +46,12 @@ async def send(ident: files.Identity, fetching: inflight.Fetching, range_header:
     start, end = wanted
     if fetching.path is None:
         return admission.status(404, "NotFound", "no stored file of that identity")
-    slot = await streams.take(caller.key)
-    if isinstance(slot, slots.Busy):
-        return admission.status(slot.code, slot.reason, slot.message,
-                                headers={"retry-after": str(slot.retry_after)})
-    try:
-        fd = await asyncio.to_thread(_open, fetching.path)
-    except OSError:
-        slot.release()
-        return admission.status(404, "NotFound", "no stored file of that identity")
-    except BaseException:
-        slot.release()
-        raise
+    path = fetching.path
+    taken = await sending.opened(caller, streams, lambda: _open(path),
+                                 "no stored file of that identity")
+    if isinstance(taken, responses.Response):
+        return taken
+    slot, fd = taken
 
     def available() -> int | None:
         """Bytes of the file that may be read now; None: the fetch ended without storing it."""

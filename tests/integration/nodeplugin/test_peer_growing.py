@@ -58,15 +58,22 @@ async def _fetching(fleet: Fleet, request: interface.Request, ident: files.Ident
     return a, registry
 
 
-async def test_a_file_still_arriving_is_followed_and_the_hub_serves_it_once(
-        fleet: Fleet) -> None:
-    request, release, ident = await _paused(fleet)
-    a, registry = await _fetching(fleet, request, ident)
+async def _following(fleet: Fleet, request: interface.Request
+                     ) -> tuple[Node, asyncio.Task[None]]:
+    """Node B started, pulling, and holding bytes from A (A has not passed its pause)."""
     b = await fleet.node("node-b", stall=120.0)
     pulled = asyncio.create_task(_publish(b.materializer, request))
     async with asyncio.timeout(60):
         while b.holders.delivered_bytes == 0:
             await asyncio.sleep(0.01)
+    return b, pulled
+
+
+async def test_a_file_still_arriving_is_followed_and_the_hub_serves_it_once(
+        fleet: Fleet) -> None:
+    request, release, ident = await _paused(fleet)
+    a, registry = await _fetching(fleet, request, ident)
+    b, pulled = await _following(fleet, request)
     # B has bytes of the file from A while A has not stored it (nor passed the pause)
     assert not os.path.exists(files.of(a.cache).path(ident))
     received = registry.received(ident)
@@ -87,11 +94,7 @@ async def test_a_peer_lying_in_bytes_still_arriving_is_caught_and_the_file_comes
     assert growing is not None and growing.path is not None
     with open(growing.path, "r+b") as f:  # A's own hash saw the hub's bytes: only B's can tell
         f.write(b"\x00" * 4096)
-    b = await fleet.node("node-b", stall=120.0)
-    pulled = asyncio.create_task(_publish(b.materializer, request))
-    async with asyncio.timeout(60):
-        while b.holders.delivered_bytes == 0:
-            await asyncio.sleep(0.01)
+    b, pulled = await _following(fleet, request)
     release.set()
     await asyncio.wait_for(pulled, 60)
     # B took the file from A, its hash failed, and the whole file came from the hub for B
@@ -104,11 +107,7 @@ async def test_a_fetcher_that_gives_up_hands_the_puller_to_the_hub_from_its_last
         fleet: Fleet) -> None:
     request, release, ident = await _paused(fleet)
     a, _ = await _fetching(fleet, request, ident)
-    b = await fleet.node("node-b", stall=120.0)
-    pulled = asyncio.create_task(_publish(b.materializer, request))
-    async with asyncio.timeout(60):
-        while b.holders.delivered_bytes == 0:
-            await asyncio.sleep(0.01)
+    b, pulled = await _following(fleet, request)
     # A stops (its claim given back, the file unstored): its answer to B ends short, and B takes
     # the rest from the hub, from the last byte it received, long before its stall timeout
     await a.materializer.close()
