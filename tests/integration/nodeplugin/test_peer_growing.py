@@ -17,13 +17,15 @@ import hashlib
 import os
 import threading
 
+import httpx
 import pytest
 
 from nodeplugin.cache import files, inflight
 from nodeplugin.materialize import interface
+from nodeplugin.peer import wire
 from tests.integration.nodeplugin import test_peer_files
 from tests.integration.nodeplugin.test_peer_files import Fleet, MiB, Node
-from tests.integration.nodeplugin.test_peer_sync import _publish, _tree
+from tests.integration.nodeplugin.test_peer_sync import PLUGIN_TOKEN, _publish, _tree
 from tests.support import hubrequest
 
 pytestmark = pytest.mark.integration
@@ -78,6 +80,16 @@ async def test_a_file_still_arriving_is_followed_and_the_hub_serves_it_once(
     assert not os.path.exists(files.of(a.cache).path(ident))
     received = registry.received(ident)
     assert received is not None and received <= PAUSE
+    auth = {"authorization": f"Bearer {PLUGIN_TOKEN}"}
+    async with httpx.AsyncClient(verify=False, base_url=fleet.url("node-a")) as http:
+        for asked in ({}, {"range": "bytes=0-"}, {"range": "bytes=0-1,4-5"}):
+            # the size is not known yet on A: only a range with its end is served
+            answer = await http.get(wire.stored_file_path(*ident), headers={**auth, **asked})
+            assert answer.status_code == 416, asked
+        head = await http.get(wire.stored_file_path(*ident),
+                              headers={**auth, "range": "bytes=0-99"})
+        assert head.status_code == 206 and head.headers["content-range"] == "bytes 0-99/*"
+        assert head.content == fleet.hub.content(ONE, NAME).read(0, 100)
     release.set()
     await asyncio.wait_for(pulled, 60)
     assert fleet.hub.bytes_served(ONE) == SIZE  # A's one copy; B's every byte came from A
