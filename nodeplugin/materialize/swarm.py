@@ -254,7 +254,7 @@ class Swarm:
                     self._registry.release(ident)
                     claims.discard(ident)
                     # Not followed yet, even with ``follow``: the other node may be leaving it
-                    # to this one at this moment. It is followed once it has bytes (below).
+                    # to this one at this moment. A later round follows it once it has bytes.
                     self._waiting[ident] = _Waiting(fetching[ident], now)
                     continue
                 else:
