@@ -111,8 +111,8 @@ class Fleet:
         found = holders.Holders(self.stores, others, self_node=name, token_file=str(token_file),
                                 http=client.make_client(None))
         self.stack.push_async_callback(found.aclose)
-        m = download.HubMaterializer.from_config(cache, _config(self.hub), _settings(stall, part_bytes),
-                                                 holders=found)
+        m = download.HubMaterializer.from_config(cache, _config(self.hub),
+                                                 _settings(stall, part_bytes), holders=found)
         self.stack.push_async_callback(m.close)
         return Node(name, cache, m, found)
 
