@@ -72,8 +72,9 @@ async def run(args: argparse.Namespace, settings: config.Settings) -> None:
     api = kubeapi.KubeApi(ours)
     found = assembly.build(assembly.Mode.PROCESS, assembly.Inputs(
         config=settings, clock=clock, api=api, kube=theirs, state_dir=state,
-        # the plugins check the token of the identity this process writes as
-        plugin_token=plugins.token_of(ours)))
+        # standalone, the plugins check the token of the identity this process writes as; in a
+        # cluster, they get the token for their own audience (--plugin-token-file), never ours
+        plugin_token=None if uses_cluster else plugins.token_of(ours)))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -88,7 +88,8 @@ class Inputs:
     leadership: manager.Leadership | None = None
     """None: the Lease in kube-apiserver with ``--leader-elect`` in a cluster, else always lead."""
     plugin_token: plugins.TokenSource | None = None
-    """None: the bearer token of ``kube`` in a cluster; no token standalone."""
+    """None: in a cluster the projected token for the plugins' audience
+    (``--plugin-token-file``); no token standalone."""
     ledger: proofs.Ledger | None = None
     """The record of the hub's verifications (anchors' proofs): the server's storage; None, in
     this process's memory (``python -m controllers``)."""
@@ -192,8 +193,8 @@ def build(mode: Mode, inputs: Inputs) -> ControllerSet:
     cluster = kubeapi.KubeApi(inputs.kube) if inputs.kube is not None else None
     if inputs.plugin_token is not None:
         token = inputs.plugin_token
-    elif inputs.kube is not None:
-        token = plugins.token_of(inputs.kube)
+    elif inputs.kube is not None:  # never the API token: a plugin could replay it
+        token = plugins.token_file(cfg.plugin_token_file)
     else:
         token = plugins.NO_TOKEN
     pods: informer.Informer | None = None

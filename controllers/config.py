@@ -81,6 +81,8 @@ class Settings:
     nodes: tuple[tuple[str, str], ...] = ()
     """Standalone: (node, https URL of its plugin or "") from ``--node NAME[=URL]``."""
     plugin_ca_file: str | None = None
+    plugin_token_file: str = plugin_api.TOKEN_FILE
+    """Cluster mode: the worker's projected token for the plugins' audience."""
     plugin_port: int = DEFAULT_PLUGIN_PORT
     plugin_selector: str = DEFAULT_PLUGIN_SELECTOR
     plugin_namespace: str = ""
@@ -170,6 +172,11 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="CA bundle to verify node plugins' serving certificates when reading "
                    "their live downloads and asking them to prefetch (default: encrypted but "
                    "not verified)")
+    g.add_argument("--plugin-token-file", default=plugin_api.TOKEN_FILE, metavar="FILE",
+                   help="cluster mode: the worker's token for the audience "
+                   f"{plugin_api.AUDIENCE}, sent to the plugins instead of its API token (a "
+                   "projected serviceAccountToken, re-read as kubelet rotates it; "
+                   f"default: {plugin_api.TOKEN_FILE})")
     g.add_argument("--plugin-secure-port", type=int, default=DEFAULT_PLUGIN_PORT, metavar="PORT",
                    help=f"cluster mode: the plugins' HTTPS port (default: {DEFAULT_PLUGIN_PORT})")
     g.add_argument("--plugin-pod-selector", default=DEFAULT_PLUGIN_SELECTOR, metavar="SELECTOR",
@@ -196,6 +203,7 @@ def from_args(args: argparse.Namespace) -> Settings:
         secrets_dir=args.secrets_dir.resolve() if args.secrets_dir else None,
         nodes=tuple(args.node),
         plugin_ca_file=args.plugin_ca_file,
+        plugin_token_file=args.plugin_token_file,
         plugin_port=args.plugin_secure_port,
         plugin_selector=args.plugin_pod_selector,
         plugin_namespace=args.plugin_namespace or namespace,

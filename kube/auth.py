@@ -61,6 +61,10 @@ class TokenFileAuth(httpx2.Auth):
             self._stamp = stamp
         return self._bearer
 
+    def token(self) -> str:
+        """The file's token as of now (read again when the file changed); ``CredentialError``."""
+        return self._current().removeprefix("Bearer ")
+
     def auth_flow(
         self, request: httpx2.Request
     ) -> Generator[httpx2.Request, httpx2.Response, None]:

@@ -362,7 +362,7 @@ async def start(
         if store_api is None:
             store_api = source.KubeStoreApi(kube_client, cluster_client)
     if reviewer is None and cluster_client is not None and not config.downloads_token_file:
-        reviewer = reviews.TokenReviewer(cluster_client, clock=clock)
+        reviewer = reviews.worker_calls(cluster_client, clock)
     informer = artifacts.Informer(client)
     mount = mount or mounter.LinuxMounter()
     readonly_view = view.View(cache, mount)

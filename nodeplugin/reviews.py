@@ -1,10 +1,12 @@
 """Who is calling the plugin's HTTPS port: a TokenReview of the caller's bearer token.
 
-In a cluster ``GET /model/downloads`` is for the worker's identity only. The plugin does not
-judge tokens itself: it asks kube-apiserver (``TokenReview`` through ``kube.Client``) and admits
-the answer's user name when it is ``--worker-user``. Answers are kept for ten seconds, keyed by
-the token's SHA-256 (the token itself is never kept, logged or put in a message), so a worker
-polling every node does not cost a review per request.
+In a cluster ``GET /model/downloads`` (and ``POST /model/prefetches``) is for the worker's identity
+only. The plugin does not judge tokens itself: it asks kube-apiserver (``TokenReview`` through
+``kube.Client``) for the plugin port's own audience (``worker_calls``: ``openapi.plugin.AUDIENCE``,
+so the worker's API token is refused and what the worker sends cannot be replayed against
+kube-apiserver) and admits the answer's user name when it is ``--worker-user``. Answers are
+kept for ten seconds, keyed by the token's SHA-256 (the token itself is never kept, logged or put
+in a message), so a worker polling every node does not cost a review per request.
 
 A review answers an ``Identity``: the user, and which holder of it the token was made for (the
 Pod's UID a projected token is bound to, else its node; kube-apiserver puts both in the user's
@@ -24,6 +26,7 @@ from lightkube.models.authentication_v1 import TokenReviewSpec
 from lightkube.resources.authentication_v1 import TokenReview
 
 import kube
+from openapi import plugin
 from timing import clock as clocks
 
 log = logging.getLogger(__name__)
@@ -111,3 +114,9 @@ class TokenReviewer:
                 self._cache.clear()
         self._cache[key] = (now, user)
         return user
+
+
+def worker_calls(client: kube.Client, clock: clocks.Clock) -> TokenReviewer:
+    """The reviewer of the worker's calls to the plugin's HTTPS port: tokens for
+    ``openapi.plugin.AUDIENCE`` only (as the peer port reviews for its own audience)."""
+    return TokenReviewer(client, clock=clock, audiences=[plugin.AUDIENCE])

@@ -117,7 +117,8 @@ def make_app(
             except reviews.ReviewFailed as exc:
                 return _status(503, "ServiceUnavailable", f"cannot check the token now: {exc}")
             if user is None:
-                return _status(401, "Unauthorized", "the token is not valid")
+                return _status(401, "Unauthorized", "the token is not valid for the audience "
+                               f"{plugin.AUDIENCE} (the worker's token for this port)")
             if user != worker_user:
                 return _status(403, "Forbidden", f'user "{user[:253]}" may not read the running '
                                "downloads (the worker identity only)")

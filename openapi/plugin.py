@@ -2,7 +2,8 @@
 
 The plugin serves ``GET /model/downloads`` (its running downloads, for the live progress view) and
 ``POST /model/prefetches`` (the worker asks it to hold an artifact, a ModelPrefetch's standalone
-delivery); the API server and the controllers call them. Both sides take the names and the body
+delivery); the API server and the controllers call them, in a cluster with a token for
+``AUDIENCE``. Both sides take the names and the body
 shapes from here (``tests/unit/openapi/test_wire_owners.py``); the chart's ``securePort`` is checked
 against ``DEFAULT_PORT`` (``tests/unit/charts/test_install_contract.py``).
 """
@@ -16,6 +17,13 @@ from openapi import states, volume, wire
 
 DEFAULT_PORT: Final = 32444
 """The plugin's HTTPS port (metrics, health, the two paths below) unless ``--secure-port`` says."""
+
+AUDIENCE: Final = f"{volume.DRIVER}/plugin"
+"""The audience of the token the worker sends to this port: the plugin reviews it for this audience
+alone, so the worker's API token is refused here and this token is refused by kube-apiserver
+(a plugin cannot replay what it receives). Standalone mode uses the shared token file instead."""
+TOKEN_FILE: Final = f"/var/run/secrets/{volume.DRIVER}/plugin/token"
+"""Where the worker reads its projected token for ``AUDIENCE`` (``--plugin-token-file``)."""
 
 DOWNLOADS: Final = "/model/downloads"
 PREFETCHES: Final = "/model/prefetches"

@@ -189,7 +189,8 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     current = identity or (lambda: fixed)
     api = inprocess.RegistryClient(registry, worker=current)
     standalone = cluster_client is None
-    # None: in a cluster the server's own client's token; standalone without a token file, none
+    # None: in a cluster the projected token for the plugins' audience (--plugin-token-file,
+    # never the server's API token); standalone without a token file, none
     token = (worker_token(settings.token_auth_file, settings.worker_username)
              if standalone and settings.token_auth_file is not None else None)
     mode = MODES[settings.controllers]

@@ -1,7 +1,10 @@
 """Where each node's plugin answers, and reading its running downloads as the worker.
 
-``GET /model/downloads`` on the plugin's HTTPS port, with the worker's own bearer token (the
-plugin checks it: the shared token file in standalone mode, a TokenReview in a cluster). The
+``GET /model/downloads`` on the plugin's HTTPS port, with a bearer token the plugin checks: in a
+cluster the worker's projected token for the plugin port's own audience (``token_file``,
+``openapi.plugin.AUDIENCE``, which the plugin's TokenReview asks for), never its API token, so a
+plugin cannot replay it against kube-apiserver; standalone, the worker's token of the shared
+token file (``token_of``). The
 plugin's address comes from ``--node NAME=URL`` in standalone mode (``StaticPlugins``) or from the
 plugin Pod on that node in a cluster (``PodPlugins``).
 """
@@ -18,6 +21,7 @@ from typing import Protocol
 import kube
 from controllers.runtime import informer
 from controllers.sources import pluginhttp
+from kube import auth as kube_auth
 from openapi import plugin as plugin_api
 from openapi import wire
 
@@ -38,11 +42,10 @@ NO_TOKEN: TokenSource = _no_token
 
 
 def token_of(client: kube.Client) -> TokenSource:
-    """The bearer token of a client acting as the worker (whatever its kubeconfig or in-cluster
-    configuration gives it: a projected token re-read when it rotates, a kubeconfig token or
-    token file, an exec plugin's), which the plugins check with a TokenReview in a cluster and
-    against their token file standalone. None when the client authenticates otherwise (a client
-    certificate)."""
+    """Standalone: the bearer token of a client acting as the worker (its kubeconfig's token or
+    token file, re-read when it rotates), which the plugins check against their token file. None
+    when the client authenticates otherwise (a client certificate). Never used in a cluster,
+    where this is a credential for kube-apiserver (``token_file`` instead)."""
 
     async def read() -> str | None:
         try:
@@ -50,6 +53,29 @@ def token_of(client: kube.Client) -> TokenSource:
         except kube.CredentialError as exc:
             log.warning("cannot get the worker's token for the plugins: %s", exc.message)
             return None
+
+    return read
+
+
+def token_file(path: str) -> TokenSource:
+    """In a cluster: the worker's token for ``openapi.plugin.AUDIENCE``, projected into ``path``
+    (``--plugin-token-file``) and rewritten by kubelet before it expires, read again whenever the
+    file changes. None while it cannot be read (the plugins then answer 401): never a fallback
+    to the API token."""
+    source = kube_auth.TokenFileAuth(path)
+    failed: list[str] = []
+
+    async def read() -> str | None:
+        try:
+            token = source.token()
+        except kube.CredentialError as exc:
+            if failed != [exc.message]:  # once per distinct failure, not per plugin call
+                log.warning("no token for the plugins' audience %s: %s", plugin_api.AUDIENCE,
+                            exc.message)
+                failed[:] = [exc.message]
+            return None
+        failed.clear()
+        return token
 
     return read
 

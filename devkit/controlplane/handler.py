@@ -201,7 +201,9 @@ class Handler(http_server.BaseHTTPRequestHandler):
         scheme, _, token = header.partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             entry = self.plane.tokens.get(token.strip())
-            if entry is None:
+            if entry is None or not entry.valid_for(self.plane.api_audiences):
+                # a bound token for another audience (a peer's, the plugins') is no credential
+                # here: kube-apiserver's authenticator checks it against its own audiences
                 raise status.StatusError(status.unauthorized())
             return entry.user.authenticated()
         return ANONYMOUS

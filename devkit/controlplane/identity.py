@@ -56,6 +56,11 @@ class Token:
     user: UserInfo
     audiences: tuple[str, ...] | None = None
 
+    def valid_for(self, targets: Sequence[str]) -> bool:
+        """Whether a request to an API server of audiences ``targets`` accepts it (a static
+        token: always, as kube-apiserver accepts its static tokens for its own audiences)."""
+        return self.audiences is None or any(a in self.audiences for a in targets)
+
 
 def service_account(
     namespace: str,

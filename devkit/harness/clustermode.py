@@ -2,10 +2,10 @@
 the fixture control plane, as a subprocess, for tests and benchmarks.
 
 ``prepare`` gives the control plane what the chart gives a real cluster: the worker's
-ServiceAccount token, ``system:auth-delegator``, the extension-apiserver-authentication reader
-Role in kube-system, get on Pods in the plugin namespace, and the controllers' Lease there,
-which also keeps the server's revision mark (create, and get and update by name), and Events
-(create). ``running`` starts the server with
+ServiceAccount token and its token for the plugins' audience, ``system:auth-delegator``, the
+extension-apiserver-authentication reader Role in kube-system, get on Pods in the plugin
+namespace, and the controllers' Lease there, which also keeps the server's revision mark (create,
+and get and update by name), and Events (create). ``running`` starts the server with
 a kubeconfig for that ServiceAccount and a serving certificate of its own CA, and waits for
 ``/readyz`` (always allowed, so no credential is needed).
 """
@@ -31,16 +31,27 @@ from devkit.controlplane import service_account as sa_user
 from devkit.harness import aggregator
 from devkit.harness.apiserver import REPO, PortTaken, free_port
 from openapi import install
+from openapi import plugin as plugin_api
 
 NAMESPACE = install.DEFAULT_NAMESPACE
 WORKER = sa_user(NAMESPACE, install.WORKER_SERVICE_ACCOUNT, uid="5b0c6f2e-worker")
 WORKER_TOKEN = "fixture-worker-sa-token"
+PLUGIN_AUDIENCE_TOKEN = "fixture-worker-plugin-audience-token"
+"""The worker's token for the plugins' audience (the chart's projected ``plugin-token`` volume):
+``start`` writes it where ``--plugin-token-file`` reads it, ``prepare`` makes it valid."""
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
 
 
+def add_plugin_token(cp: ControlPlane) -> None:
+    """The worker's token for the plugins' audience, as the chart's projected volume has it
+    (``start`` writes it for ``--plugin-token-file``); kube-apiserver itself refuses it."""
+    cp.add_token(PLUGIN_AUDIENCE_TOKEN, WORKER, audiences=(plugin_api.AUDIENCE,))
+
+
 def prepare(cp: ControlPlane, *, token: str = WORKER_TOKEN) -> None:
     cp.add_token(token, WORKER)
+    add_plugin_token(cp)
     if cp.store.find(kinds.NAMESPACES, "", NAMESPACE) is None:  # the server's own, the chart's
         cp.seed(kinds.NAMESPACES, {"metadata": {"name": NAMESPACE, "labels": {
             "kubernetes.io/metadata.name": NAMESPACE}}})
@@ -147,6 +158,8 @@ def start(cp: ControlPlane, data_dir: pathlib.Path, *, extra_args: Sequence[str]
     kubeconfig = cp.write_kubeconfig(data_dir / "worker.kubeconfig",
                                      token=token if client is None else None, client=client)
     ca, cert, key = serving_files(data_dir)
+    plugin_token = data_dir / "plugin-token"
+    plugin_token.write_text(PLUGIN_AUDIENCE_TOKEN)
     for attempt in range(3):
         port = free_port()
         command = [
@@ -154,6 +167,8 @@ def start(cp: ControlPlane, data_dir: pathlib.Path, *, extra_args: Sequence[str]
             "--port", str(port), "--bind", "127.0.0.1",
             "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
             "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, *extra_args,
+            # last, over a chart's path: where the projected volume would put it
+            f"--plugin-token-file={plugin_token}",
         ]  # fmt: skip
         with (data_dir / "server.log").open("ab") as log:
             log.write(f"--- {' '.join(command)}\n".encode())

@@ -10,7 +10,7 @@ server starts (no client may create one), and an artifact resolved as the resolv
 HTTPS port, and with sync on ``--peer-port``, ``--peer-user`` and a token for the peer audience
 (no ``--peer-address``: the plugins find each other in their stores' ``status.peer.url``). It is
 asked to hold the artifact as the worker asks a standalone node (``POST /model/prefetches``, the
-worker's token): the node cache's ordinary path, the one a mount takes.
+worker's token for the plugins' audience): the node cache's ordinary path, the one a mount takes.
 
 The plugin's read-only view of its cache is a bind mount: root only.
 """
@@ -84,6 +84,8 @@ class Cluster:
                                      self.server.ca_pem)
         self.worker = clustermode.WORKER.name
         self.worker_token = clustermode.WORKER_TOKEN
+        self.plugin_token = clustermode.PLUGIN_AUDIENCE_TOKEN
+        """What the worker sends to a plugin's HTTPS port (its API token is refused there)."""
         self.admin = stack.enter_context(self.client(ADMIN_TOKEN))
         self.artifact = ""
         self.uid = ""
@@ -167,7 +169,7 @@ class Node:
                                             stderr=subprocess.STDOUT)
         self.http = httpx.Client(base_url=f"https://127.0.0.1:{self.port}", verify=False,
                                  timeout=30, headers={
-                                     "authorization": f"Bearer {cluster.worker_token}"})
+                                     "authorization": f"Bearer {cluster.plugin_token}"})
 
     @property
     def root(self) -> pathlib.Path:

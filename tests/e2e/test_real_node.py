@@ -19,6 +19,7 @@ from devkit import fixturehub, helm
 from devkit.realnode import objects, rig
 from devkit.realnode.release_values import NAMESPACE, RELEASE
 from openapi import keys, placement, reasons
+from openapi import plugin as plugin_api
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -164,6 +165,48 @@ def test_progress_through_the_aggregator(installed: rig.Rig, state: dict[str, An
     assert (body["ready"], body["downloading"], body["failed"]) == (1, 0, 0), body
     total = sum(len(c) if isinstance(c, bytes) else c for c in FILES.values())
     assert body["sizeBytes"] == total, body
+
+
+# run in the API server's container: each of its two projected tokens against the plugin's port,
+# and the plugins' one against kube-apiserver; prints the status codes
+_ASK_WITH_EACH_TOKEN = textwrap.dedent("""
+    import json, os, ssl, sys, urllib.error, urllib.request
+    def status(url, token_file):
+        token = open(token_file).read().strip()
+        ask = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+        try:
+            with urllib.request.urlopen(ask, context=ssl._create_unverified_context(),
+                                        timeout=20) as answer:
+                return answer.status
+        except urllib.error.HTTPError as refused:
+            return refused.code
+    api = "https://%s:%s/api" % (os.environ["KUBERNETES_SERVICE_HOST"],
+                                 os.environ["KUBERNETES_SERVICE_PORT"])
+    print(json.dumps({
+        "plugin audience at the plugin": status(sys.argv[1], sys.argv[2]),
+        "API token at the plugin": status(sys.argv[1], sys.argv[3]),
+        "plugin audience at kube-apiserver": status(api, sys.argv[2])}))
+""")
+
+
+def test_the_worker_reads_the_plugin_with_a_token_only_the_plugins_accept(
+        installed: rig.Rig) -> None:
+    """The real kubelet projects the chart's ``plugin-token`` (audience
+    ``model.csi.gpustack.ai/plugin``) into the API server's Pod; the plugin's TokenReview, by the
+    real kube-apiserver, accepts it and refuses the worker's API token, and kube-apiserver
+    refuses it as a credential: a node plugin has nothing of the worker's to replay."""
+    plugin_pod = _json(installed, "get", "pods", "-n", NAMESPACE, "-l",
+                       keys.PLUGIN_SELECTOR)["items"][0]
+    url = f"https://{plugin_pod['status']['podIP']}:{plugin_api.DEFAULT_PORT}/model/downloads"
+    server = _json(installed, "get", "pods", "-n", NAMESPACE, "-l",
+                   f"{keys.COMPONENT}=apiserver")["items"][0]["metadata"]["name"]
+    done = installed.kubectl(
+        "exec", "-n", NAMESPACE, server, "-c", "apiserver", "--", "python", "-c",
+        _ASK_WITH_EACH_TOKEN, url, plugin_api.TOKEN_FILE,
+        "/var/run/secrets/kubernetes.io/serviceaccount/token", timeout=90)
+    assert json.loads(done.stdout) == {"plugin audience at the plugin": 200,
+                                       "API token at the plugin": 401,
+                                       "plugin audience at kube-apiserver": 401}, done.stdout
 
 
 def test_second_pod_downloads_nothing(installed: rig.Rig, hub: fixturehub.Hub,

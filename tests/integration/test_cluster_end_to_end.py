@@ -21,10 +21,12 @@ import asyncio
 import errno
 import json
 import pathlib
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 
 import kube
@@ -124,6 +126,7 @@ def _seed(cp: ControlPlane, chart: chartrbac.Chart, hub: fixturehub.Hub) -> User
     docs = list(chart.docs)
     chart.apply(cp)
     cp.add_token(clustermode.WORKER_TOKEN, clustermode.WORKER)
+    clustermode.add_plugin_token(cp)
     cp.seed(resources.NODES, {"metadata": {"name": "node-a", "uid": NODE_UID}})
     cp.seed(resources.CSINODES, {"metadata": {"name": "node-a"},
                                  "spec": {"drivers": [{"name": DRIVER, "nodeID": "node-a"}]}})
@@ -191,6 +194,41 @@ def _resolved_digest(found: dict[str, Any]) -> str:
     if not any(c["type"] == "Resolved" and c["status"] == "True" for c in conditions):
         return ""
     return str((status.get("resolved") or {}).get("manifestDigest") or "")
+
+
+async def _live_bytes_through_the_plugin_audience(cp: ControlPlane, alice: Kubectl,
+                                                  tmp_path: pathlib.Path, port: int) -> None:
+    """While node-a downloads: the progress and copies views read its live bytes, so the worker
+    asked the plugin with its token for the plugins' audience (the chart's ``plugin-token``,
+    the harness's file); the plugin refuses the worker's API token, and kube-apiserver refuses
+    the plugin-audience token, so neither credential works where the other is meant."""
+    admin = Kubectl(cp.write_kubeconfig(tmp_path / "admin-ctl.kubeconfig", token=ADMIN_TOKEN,
+                                        namespace="team-a"), tmp_path / "kubectl-admin")
+    progress_path = f"/apis/{GROUP}/v1/namespaces/team-a/modelartifacts/{ARTIFACT}/progress"
+
+    async def read(ctl: Kubectl, path: str) -> dict[str, Any]:
+        return dict(json.loads((await asyncio.to_thread(ctl.run, "get", "--raw", path)).stdout))
+
+    async def live_progress() -> tuple[object, bool]:
+        body = await read(alice, progress_path)
+        return body.get("live"), body.get("downloadingBytes", 0) >= MiB
+
+    await waiting.until_async(live_progress, (1, True), guard=60)
+    copies = await read(admin, progress_path.replace("/progress", "/copies"))
+    (row,) = copies["nodes"]
+    assert copies["live"] == 1 and row["live"] is True and row["downloadedBytes"] >= MiB
+    url = f"https://127.0.0.1:{port}/model/downloads"
+    async with httpx.AsyncClient(verify=False, timeout=30) as http:
+        api_token = await http.get(url, headers={
+            "authorization": f"Bearer {clustermode.WORKER_TOKEN}"})
+        assert api_token.status_code == 401, api_token.text
+        bound = await http.get(url, headers={
+            "authorization": f"Bearer {clustermode.PLUGIN_AUDIENCE_TOKEN}"})
+        assert bound.status_code == 200 and bound.json()["downloads"][0]["downloadedBytes"] > 0
+        replayed = await http.get(f"{cp.url}/api/v1/namespaces/team-a/secrets",
+                                  headers={"authorization":
+                                           f"Bearer {clustermode.PLUGIN_AUDIENCE_TOKEN}"})
+        assert replayed.status_code == 401
 
 
 async def test_a_tenant_mounts_a_hub_model_through_the_aggregator_and_the_plugin(
@@ -283,11 +321,18 @@ async def test_a_tenant_mounts_a_hub_model_through_the_aggregator_and_the_plugin
                                           volume="model")
         assert set(POD_INFO) <= set(request.volume_context)
         assert "csi.storage.k8s.io/serviceAccount.tokens" not in request.volume_context
+        # the weights pause at 1 MiB until the live bytes were seen (released then, whatever
+        # the machine's speed)
+        paused = hub.faults(REPO, "model.safetensors")
+        paused.stall_at, paused.stall_until = MiB, threading.Event()
         code, message = await asyncio.to_thread(kubelet.publish_once_seen, request, 60)
-        if code != grpc.StatusCode.OK:  # the download under way: retried as kubelet does
-            assert code == grpc.StatusCode.ABORTED, message
-            outcomes = await asyncio.to_thread(kubelet.publish_until_ok, request, 90)
-            code, message = outcomes[-1]
+        try:
+            assert code == grpc.StatusCode.ABORTED, message  # the download under way
+            await _live_bytes_through_the_plugin_audience(cp, alice, tmp_path, plugin_port)
+        finally:
+            paused.stall_until.set()
+        outcomes = await asyncio.to_thread(kubelet.publish_until_ok, request, 90)
+        code, message = outcomes[-1]
         assert code == grpc.StatusCode.OK, message
         target = pathlib.Path(request.target_path)
         assert csi_harness.mounts_under(target) == [str(target.resolve())]

@@ -65,6 +65,11 @@ app.kubernetes.io/component: {{ .component }}
 /var/run/secrets/model.csi.gpustack.ai/peer
 {{- end -}}
 
+{{/* Where the API server's projected token for the plugins' audience is mounted (openapi/plugin.py TOKEN_FILE). */}}
+{{- define "model-manager.pluginTokenDir" -}}
+/var/run/secrets/model.csi.gpustack.ai/plugin
+{{- end -}}
+
 {{- define "model-manager.workerUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "model-manager.workerServiceAccount" .) -}}
 {{- end -}}
@@ -111,6 +116,7 @@ python -m nodeplugin, so a renamed or removed flag fails there.
   "--namespace=$(POD_NAMESPACE)"
   (printf "--worker-user=%s" (include "model-manager.workerUser" .))
   (printf "--plugin-service-account=%s" (include "model-manager.pluginServiceAccount" .))
+  (printf "--plugin-token-file=%s/token" (include "model-manager.pluginTokenDir" .))
   (printf "--plugin-namespace=%s" .Release.Namespace)
   (printf "--plugin-secure-port=%d" (int $mm.securePort))
   (printf "--plugin-pod-selector=%s" (include "model-manager.selectorString" (dict "root" . "component" "node-plugin")))

@@ -94,6 +94,7 @@ def _seed(cp: ControlPlane, docs: list[dict[str, Any]], hub: fixturehub.Hub) -> 
     plugin, a tenant's Secret and claim. Returns the plugin's identity."""
     chartrbac.install(cp, docs)
     cp.add_token(clustermode.WORKER_TOKEN, clustermode.WORKER)
+    clustermode.add_plugin_token(cp)
     plugin_user = sa_user(NS, "model-manager-node", uid="sa-node-uid", pod=POD)  # no node extra
     cp.add_token(PLUGIN_TOKEN, plugin_user)
     cp.seed(resources.CONFIGMAPS, helm.one(docs, "ConfigMap"))
@@ -261,23 +262,31 @@ async def test_the_charts_rbac_is_what_the_server_controllers_and_plugin_use(
             kubelet.close()
         await waiting.until_async(warm, True, guard=60)
         cp.seed(resources.PODS, _gated_pod(hub_artifact))
-        await waiting.until(
-            lambda: cp.recorder.count("/namespaces/team-a/pods/gated", "PATCH"),
-            guard=60, what="the warm-gate controller's release of the gated Pod")
-        released = cp.get(resources.PODS, "gated", "team-a")
-        assert released is not None and not released["spec"].get("schedulingGates")
+
+        def gates() -> object:
+            found = cp.get(resources.PODS, "gated", "team-a")
+            return None if found is None else found["spec"].get("schedulingGates") or []
+
+        # the Pod's state, not the PATCH's arrival (recorded before it is applied): under load
+        # the read could come between the two
+        await waiting.until(lambda: gates() == [], guard=60,
+                            what="the warm-gate controller's release of the gated Pod")
+        assert cp.recorder.count("/namespaces/team-a/pods/gated", "PATCH")  # allowed: applied
         store = await ours.get(NodeModelStore, "node-a")
         assert store["metadata"]["ownerReferences"][0]["kind"] == "Node"  # nodes get
         assert store["spec"]["kubelet"]  # nodes/proxy get
         assert store["spec"]["hub"]["caBundleConfigMap"] == "hub-ca"
-        # the worker reads the plugin's downloads as the kubelet-projected token would be read
+        # the worker reads the plugin's downloads with the chart's projected token for the
+        # plugins' audience; its API token (the chart's other projected token) is refused there
         context = ssl.create_default_context()
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         async with httpx.AsyncClient(verify=context) as http_client:
-            answer = await http_client.get(
+            answer, api_token = [await http_client.get(
                 f"https://127.0.0.1:{plugin_port}/model/downloads",
-                headers={"Authorization": f"Bearer {clustermode.WORKER_TOKEN}"})
+                headers={"Authorization": f"Bearer {token}"})
+                for token in (clustermode.PLUGIN_AUDIENCE_TOKEN, clustermode.WORKER_TOKEN)]
         assert answer.status_code == 200, answer.text
+        assert api_token.status_code == 401, api_token.text
         # a renewal of the Lease (an update), not only its creation
         await waiting.until(lambda: cp.recorder.count("/leases/model-manager-controllers", "PUT"),
                             guard=60, what="a renewal of the Lease")

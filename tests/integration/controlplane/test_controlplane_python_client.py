@@ -16,6 +16,7 @@ from kubernetes.client.rest import ApiException
 
 from devkit.controlplane import ADMIN_TOKEN, ControlPlane, resources
 from devkit.controlplane.frontproxy import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
+from openapi import plugin as plugin_api
 from tests.integration.controlplane import samples
 
 
@@ -83,6 +84,30 @@ def test_token_review_refusals_match_the_samples(admin: Any) -> None:
     _managed_shape(answer, wrong)
     model = api.create_token_review(client.V1TokenReview(spec=spec))
     assert model.status.authenticated is None and model.status.error
+
+
+def test_a_token_bound_to_another_audience_is_no_api_credential(
+    cluster: ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    """A ServiceAccount token for a non-API audience (the plugins' port, the peer port): kube's
+    authenticator refuses it as a request credential (401) and a TokenReview without audiences
+    (the API's), and a review naming its audience authenticates it, saying that audience."""
+    cluster.add_token("plugin-audience", samples.plugin_user(), audiences=[plugin_api.AUDIENCE])
+    api = client.AuthenticationV1Api(_api(cluster, tmp_path, "plugin-audience"))
+    with pytest.raises(ApiException) as refused:
+        api.create_self_subject_review(client.V1SelfSubjectReview())
+    assert refused.value.status == 401
+    assert json.loads(refused.value.body)["reason"] == "Unauthorized"
+    reviews = client.AuthenticationV1Api(_api(cluster, tmp_path))
+    plain = client.V1TokenReviewSpec(token="plugin-audience")
+    answer = _raw(reviews.create_token_review(client.V1TokenReview(spec=plain),
+                                              _preload_content=False))
+    assert answer["status"] == {"user": {}, "error": (
+        f'[invalid bearer token, token audiences ["{plugin_api.AUDIENCE}"] is invalid for the '
+        'target audiences ["https://kubernetes.default.svc"]]')}
+    bound = client.V1TokenReviewSpec(token="plugin-audience", audiences=[plugin_api.AUDIENCE])
+    model = reviews.create_token_review(client.V1TokenReview(spec=bound))
+    assert model.status.authenticated is True and model.status.audiences == [plugin_api.AUDIENCE]
 
 
 def test_self_subject_review_as_the_service_account(

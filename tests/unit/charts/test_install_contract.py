@@ -1,8 +1,8 @@
 """The chart names what ``openapi.install``, ``openapi.keys``, ``openapi.plugin`` and
 ``openapi.volume`` say an installation names: the ServiceAccounts (and their ClusterRoles), the
 Lease the worker's Role grants, the settings ConfigMap and its keys, the plugin Pods' labels (that
-the API server's selector finds), the plugin's port, the CSI driver and the peer audience. The
-chart cannot import Python: a drift fails here naming what differs."""
+the API server's selector finds), the plugin's port, the CSI driver, the peer audience and the
+plugins' audience. The chart cannot import Python: a drift fails here naming what differs."""
 
 from __future__ import annotations
 
@@ -75,6 +75,30 @@ def test_the_peer_audience_and_token_file_derive_from_the_driver() -> None:
                  for item in helm.pod_spec(docs, "DaemonSet")["volumes"]
                  if item["name"] == "peer-token" for source in item["projected"]["sources"]]
     assert [token["audience"] for token in projected] == [wire.AUDIENCE]
+
+
+def test_the_api_server_gets_a_short_lived_token_for_the_plugins_audience_only(
+        default_docs: list[dict[str, Any]]) -> None:
+    """What the worker sends to the plugins: a projected token for ``plugin.AUDIENCE`` (never
+    kube-apiserver's), where ``--plugin-token-file`` reads it, rotated by kubelet."""
+    assert f"{volume.DRIVER}/plugin" == plugin.AUDIENCE
+    assert f"/var/run/secrets/{volume.DRIVER}/plugin/token" == plugin.TOKEN_FILE
+    pod = helm.pod_spec(default_docs, "Deployment")
+    container = helm.container(default_docs, "Deployment", "apiserver")
+    assert _arg(container["args"], "--plugin-token-file") == plugin.TOKEN_FILE
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (source,) = volumes["plugin-token"]["projected"]["sources"]
+    token = source["serviceAccountToken"]
+    assert token["audience"] == plugin.AUDIENCE
+    assert 600 <= token["expirationSeconds"] <= 3600  # kube's floor; short, kubelet renews
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "plugin-token")
+    assert f"{mount['mountPath']}/{token['path']}" == plugin.TOKEN_FILE
+    assert mount["readOnly"] is True
+    # the only projected token with an audience of its own in the API server's Pod
+    audiences = [s["serviceAccountToken"].get("audience") for v in pod["volumes"]
+                 for s in (v.get("projected") or {}).get("sources", [])
+                 if "serviceAccountToken" in s]
+    assert audiences == [plugin.AUDIENCE]
 
 
 def test_the_selector_check_sees_a_drift(default_docs: list[dict[str, Any]]) -> None:

@@ -1,5 +1,6 @@
 """``GET /model/downloads`` in a cluster: the caller's token is reviewed by kube-apiserver (the
-fixture control plane's TokenReview) and only the worker identity reads the downloads."""
+fixture control plane's TokenReview) for the plugins' own audience, and only the worker identity
+reads the downloads, with its token for that audience (its API token is refused)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ from prometheus_client import registry
 
 import kube
 from devkit import clock as clocks
-from devkit.controlplane import ControlPlane, Rule, resources, service_account
+from devkit.controlplane import API_AUDIENCE, ControlPlane, Rule, resources, service_account
 from nodeplugin import metrics, reviews, serve
 from nodeplugin.materialize import interface
 from nodeplugin.nodestore import source
+from openapi import plugin as plugin_api
 
 DIGEST = "sha256:" + "0f" * 32
 WORKER = "system:serviceaccount:gpustack-system:model-manager"
 PLUGIN_TOKEN = "plugin-sa-token"
-WORKER_TOKEN = "worker-sa-token"
+WORKER_TOKEN = "worker-plugin-audience-token"
+WORKER_API_TOKEN = "worker-sa-api-token"
 TENANT_TOKEN = "tenant-sa-token"
 
 
@@ -33,9 +36,12 @@ def _registry() -> registry.CollectorRegistry:
 def plane(control_plane: ControlPlane) -> ControlPlane:
     control_plane.add_token(PLUGIN_TOKEN, service_account(
         "gpustack-system", "model-manager-plugin", uid="plugin-uid"))
-    control_plane.add_token(WORKER_TOKEN, service_account(
-        "gpustack-system", "model-manager", uid="worker-uid"))
-    control_plane.add_token(TENANT_TOKEN, service_account("team-a", "default", uid="t-uid"))
+    worker = service_account("gpustack-system", "model-manager", uid="worker-uid")
+    control_plane.add_token(WORKER_TOKEN, worker, audiences=[plugin_api.AUDIENCE])
+    control_plane.add_token(WORKER_API_TOKEN, worker, audiences=[API_AUDIENCE])
+    # a tenant may get a token of its own for any audience (TokenRequest): RBAC refuses it
+    control_plane.add_token(TENANT_TOKEN, service_account("team-a", "default", uid="t-uid"),
+                            audiences=[plugin_api.AUDIENCE])
     control_plane.policy.grant("system:serviceaccount:gpustack-system:model-manager-plugin",
                                Rule(("create",), ("authentication.k8s.io",), ("tokenreviews",)))
     return control_plane
@@ -47,7 +53,7 @@ async def test_only_the_worker_identity_reads_the_downloads(
     clock = clocks.ManualClock()
     config = plane.write_kubeconfig(tmp_path / "plugin.kubeconfig", token=PLUGIN_TOKEN)
     async with kube.Client.from_kubeconfig(config) as client:
-        reviewer = reviews.TokenReviewer(client, clock=clock)
+        reviewer = reviews.worker_calls(client, clock)
         running = [interface.Progress(DIGEST, interface.State.DOWNLOADING, 5, 10)]
         app = serve.make_app(metrics=_registry(), ready=lambda: None, running=lambda: running,
                              token_file=None, reviewer=reviewer, worker_user=WORKER)
@@ -67,10 +73,18 @@ async def test_only_the_worker_identity_reads_the_downloads(
             stranger = await get("made-up-token")
             assert stranger.status_code == 401
             assert (await get(None)).status_code == 401
-            for answer in (ok, tenant, stranger):
+            # the worker's token for kube-apiserver is refused: it is never for a plugin
+            api_token = await get(WORKER_API_TOKEN)
+            assert api_token.status_code == 401
+            assert plugin_api.AUDIENCE in api_token.json()["message"]
+            for answer in (ok, tenant, stranger, api_token):
                 assert WORKER_TOKEN not in answer.text and TENANT_TOKEN not in answer.text
-            reviewed = plane.recorder.count("/tokenreviews", "POST")
-            assert reviewed == 3
+                assert WORKER_API_TOKEN not in answer.text
+            asked = plane.recorder.requests("/tokenreviews", "POST")
+            assert {tuple(r.body["spec"]["audiences"]) for r in asked} == {
+                (plugin_api.AUDIENCE,)}
+            reviewed = len(asked)
+            assert reviewed == 4
             assert (await get(WORKER_TOKEN)).status_code == 200  # answered from the cache
             assert plane.recorder.count("/tokenreviews", "POST") == reviewed
             clock.advance(reviews.TTL_SECONDS)
