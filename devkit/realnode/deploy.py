@@ -54,3 +54,19 @@ def install(cluster: rig.Rig, values: dict[str, Any], name: str = "values.yaml")
                     "--kubeconfig", str(cluster.kubeconfig), "-f", str(path))  # fmt: skip
     if done.returncode != 0:
         raise rig.RigError(f"helm install:\n{done.stdout}\n{done.stderr}")
+
+
+def upgrade(cluster: rig.Rig, values: dict[str, Any], name: str) -> None:
+    """``helm upgrade`` of the release to ``values`` (written to ``name`` in the rig's
+    directory), then the node plugin DaemonSet's rollout waited for: each node runs a plugin
+    Pod of the new template, Ready."""
+    path = cluster.work / name
+    path.write_text(yaml.safe_dump(values))
+    done = helm.run("upgrade", release_values.RELEASE, str(helm.CHART),
+                    "--namespace", release_values.NAMESPACE,
+                    "--kubeconfig", str(cluster.kubeconfig), "-f", str(path))  # fmt: skip
+    if done.returncode != 0:
+        raise rig.RigError(f"helm upgrade:\n{done.stdout}\n{done.stderr}")
+    cluster.kubectl("rollout", "status", "-n", release_values.NAMESPACE,
+                    f"daemonset/{release_values.RELEASE}-node", "--timeout=300s",
+                    timeout=320)  # fmt: skip

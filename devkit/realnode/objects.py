@@ -107,10 +107,11 @@ def artifact(cluster: rig.Rig, namespace: str, name: str, repository: str, *,
 
 
 def pod(name: str, namespace: str, script: str, *, attributes: dict[str, str] | None = None,
-        label: str = "reader", read_only: bool = True) -> str:  # fmt: skip
+        label: str = "reader", read_only: bool = True, node: str | None = None) -> str:  # fmt: skip
     """A busybox Pod running ``script``, with the model volume at ``/models`` when
     ``attributes`` are given (``read_only=False`` leaves ``readOnly`` off the volumeMount, so
-    that a refused write shows the plugin's own read-only mount)."""
+    that a refused write shows the plugin's own read-only mount), only on ``node`` when given
+    (a ``kubernetes.io/hostname`` node selector: kube-scheduler still places it)."""
     volume = ""
     if attributes is not None:
         flag = ", readOnly: true" if read_only else ""
@@ -122,13 +123,14 @@ def pod(name: str, namespace: str, script: str, *, attributes: dict[str, str] | 
                 driver: {DRIVER}
                 volumeAttributes: {json.dumps(attributes)}
             """), "  ")
+    selector = f"\n          nodeSelector: {{kubernetes.io/hostname: {node}}}" if node else ""
     return textwrap.dedent(f"""\
         apiVersion: v1
         kind: Pod
         metadata: {{name: {name}, namespace: {namespace}, labels: {{e2e: {label}}}}}
         spec:
           restartPolicy: Never
-          terminationGracePeriodSeconds: 1
+          terminationGracePeriodSeconds: 1{selector}
           containers:
             - name: reader
               image: {BUSYBOX}

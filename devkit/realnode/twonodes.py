@@ -1,7 +1,8 @@
 """The real cluster with a second real node (``vm2``, ``node-ns-up``), for the two-node
-end-to-end tests (``tests/e2e/test_two_nodes.py``) and ``make bench BENCH=placement``: the rig
-up, the node added, the images imported into both nodes' containerds, and the chart's values
-with a cache root each node has its own copy of."""
+end-to-end tests (``tests/e2e/test_two_nodes.py``: placement, then node-to-node sync) and
+``make bench BENCH=placement``: the rig up, the node added, the images imported into both
+nodes' containerds, the chart's values with a cache root each node has its own copy of, and
+the waits for both nodes' plugins."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from devkit import fixturehub
 from devkit.realnode import objects, release_values, rig
 from openapi import reasons
-from openapi.kinds import modelprefetch
+from openapi.kinds import modelprefetch, nodemodelstore
 
 NODE_B = 2
 """``node-ns-up``'s N: the node ``vm2``."""
@@ -53,6 +54,24 @@ def wait_both_ready(cluster: rig.Rig) -> None:
 
     cluster.wait("both nodes' NodeModelStores Ready", ready, timeout=300,
                  namespace=release_values.NAMESPACE)
+
+
+def wait_peers(cluster: rig.Rig) -> dict[str, str]:
+    """Both nodes' NodeModelStores Ready, each with the peer URL its plugin published
+    (``status.peer.url``: only a plugin started with node-to-node sync publishes one); the URLs
+    by node name."""
+    names = (cluster.node_name, cluster.extra[NODE_B])
+
+    def published() -> dict[str, str] | None:
+        stores = {n: objects.json_of(cluster, "get", "nodemodelstore", n) for n in names}
+        urls = {n: nodemodelstore.peer_url(s) for n, s in stores.items()}
+        ready = all(nodemodelstore.ready(s) for s in stores.values())
+        return urls if ready and all(urls.values()) else None
+
+    found = cluster.wait("both nodes' NodeModelStores Ready with a peer URL", published,
+                         timeout=300, namespace=release_values.NAMESPACE)
+    assert isinstance(found, dict)
+    return found
 
 
 def prefetch(cluster: rig.Rig, namespace: str, name: str, artifact: str, node: str) -> None:

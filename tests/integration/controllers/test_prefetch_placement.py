@@ -11,7 +11,7 @@ that reason (``TaintNotTolerated``); the cordoned node gets a Pod the scheduler 
 the scheduler says so (``PodScheduled=False/Unschedulable``, written here as kube-scheduler
 would: the fixture runs no scheduler) it is counted failed for that reason (``Unschedulable``).
 The tenant's status names no node (issue 39): counts and the reasons' tally only.
-``tests/e2e/test_peer_node.py`` has the real scheduler's side.
+``tests/e2e/test_two_nodes.py`` has the real scheduler's side.
 """
 
 from __future__ import annotations
