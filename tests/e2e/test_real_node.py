@@ -667,39 +667,47 @@ def _download_settings(cluster: rig.Rig) -> dict[str, Any] | None:
     return download if applied else None
 
 
-def test_the_pools_download_concurrency_bounds_the_open_downloads_at_the_hub(
+def test_the_pools_download_limits_bound_what_the_hub_sees(
         installed: rig.Rig, hub: fixturehub.Hub) -> None:
-    """``download.concurrency: 1`` on the pool: a three-shard model reaches the node with never
-    more than one download open at the hub at once. The pool's field removed, the node is back
-    on the cluster setting, and the same shape of model has several open at once: each shard
-    is held at the hub mid-file until the hub sees two open (it could not end otherwise)."""
+    """``download.concurrency: 1`` and ``download.bytesPerSecond: 4 MiB`` on the pool: a
+    three-shard model of 48 MiB reaches the node with never more than one download open at the
+    hub at once, and the hub's own send rate over the second half of the model (the client's
+    socket buffers filled in the first) is within the cap (1.5x for the token bucket's quarter
+    second and the last buffers; unlimited, the node takes it many times faster). The pool's
+    field removed, the node is back on the cluster setting, and a model of three 2 MiB shards
+    has several open at once: each shard is held at the hub mid-file until the hub sees two
+    open (it could not end otherwise)."""
     _pools_namespace(installed)
     node = installed.node_name
     limited, control = "e2e/one-at-a-time", "e2e/all-at-once"
-    files = {repo: _pool_files(repo, 3, 2 * MiB) for repo in (limited, control)}
+    rate = 4 * MiB
+    files = {limited: _pool_files(limited, 3, 16 * MiB), control: _pool_files(control, 3, 2 * MiB)}
     for repo in (limited, control):
         hub.add_repo(repo, files[repo])
     objects.artifact(installed, POOLS, "limited", limited)
     objects.artifact(installed, POOLS, "control", control)
     held = threading.Event()
     try:
+        limits = {"concurrency": 1, "bytesPerSecond": rate}
         installed.kubectl("patch", "modelstore", objects.STORE, "--type", "merge", "-p",
-                          '{"spec": {"download": {"concurrency": 1}}}')
-        installed.wait("the node's plugin on concurrency 1",
-                       lambda: (_download_settings(installed) or {}).get("concurrency") == 1,
+                          json.dumps({"spec": {"download": limits}}))
+        installed.wait("the node's plugin on the pool's limits",
+                       lambda: limits.items() <= (_download_settings(installed) or {}).items(),
                        timeout=120, namespace=NAMESPACE)  # fmt: skip
         hub.reset_counters()
         installed.apply(objects.prefetch_manifest(POOLS, "limited", "limited", node))
         _available(installed, "limited")
         assert hub.bytes_served(limited) == _size(files[limited])
         assert hub.max_open_downloads == 1
+        assert hub.rate_after(limited, 0.5) <= 1.5 * rate, hub.rate_after(limited, 0.5)
         # the cluster setting again: the same shape, every shard held until two are open
         installed.kubectl("patch", "modelstore", objects.STORE, "--type", "merge", "-p",
                           '{"spec": {"download": null}}')
         cluster_setting = installed.wait(
             "the node's plugin back on the cluster's concurrency",
             lambda: (found := _download_settings(installed)) and found["concurrency"] != 1
-            and found["concurrency"], timeout=120, namespace=NAMESPACE)  # fmt: skip
+            and not found.get("bytesPerSecond") and found["concurrency"],
+            timeout=120, namespace=NAMESPACE)  # fmt: skip
         assert isinstance(cluster_setting, int) and cluster_setting >= 2
         for path, content in files[control].items():
             if isinstance(content, int):
