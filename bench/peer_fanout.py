@@ -38,7 +38,7 @@ import os
 import pathlib
 import statistics
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from bench import _apiserver, materialize_cold, mount_warm, result
@@ -74,9 +74,9 @@ def cluster_for(stack: contextlib.ExitStack, base: pathlib.Path, hub: materializ
 
 
 def _start(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[str], *,
-           peer: bool) -> list[peernodes.Node]:
+           peer: bool, extra: Sequence[str] = ()) -> list[peernodes.Node]:
     nodes = [peernodes.Node(cluster, name, hub.endpoint, peer=peer,
-                            extra_args=["--log-level", "WARNING"]) for name in names]
+                            extra_args=["--log-level", "WARNING", *extra]) for name in names]
     with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
         list(pool.map(lambda n: n.wait_serving(), nodes))
     return nodes
@@ -84,10 +84,10 @@ def _start(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[st
 
 @contextlib.contextmanager
 def _running(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[str], *,
-             peer: bool) -> Iterator[list[peernodes.Node]]:
+             peer: bool, extra: Sequence[str] = ()) -> Iterator[list[peernodes.Node]]:
     nodes: list[peernodes.Node] = []
     try:
-        nodes = _start(cluster, hub, names, peer=peer)
+        nodes = _start(cluster, hub, names, peer=peer, extra=extra)
         yield nodes
     finally:
         for node in nodes:

@@ -186,6 +186,9 @@ def add_peer_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--peer-send-timeout", type=duration, default="30s", metavar="DURATION",
                    help="an answer whose caller reads nothing for this long is cut, its file "
                    "and stream freed (default: 30s, the pulling side's own read timeout)")
+    g.add_argument("--peer-follow-fetching", choices=("true", "false"), default="true",
+                   help="take a file another node is fetching from a hub from that node as its "
+                   "bytes arrive, instead of waiting for it to be stored (default: true)")
 
 
 def config_from(args: argparse.Namespace) -> plugin.Config:
@@ -207,6 +210,7 @@ def config_from(args: argparse.Namespace) -> plugin.Config:
             concurrency=args.download_concurrency,
             bytes_per_second=args.download_bytes_per_second,
             high_percent=args.high_watermark,
+            follow_fetching=args.peer_follow_fetching == "true",
         ),
         secure_port=args.secure_port,
         bind_address=args.bind_address,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from asyncio import sslproto
 from collections.abc import Callable
 
 from hypercorn import config as hypercorn_config
@@ -30,6 +31,26 @@ to ``asyncio.start_server`` for the served connections only. A pooled client tha
 an idle connection without reading (urllib3, informers) never answers, so every such connection
 would hold a graceful stop for 30 s after the grace period already ran out.
 """
+
+
+TLS_READ_BUFFER = 32 * 1024
+"""Bytes one TLS connection of this process receives at a time (asyncio's default: 256 KiB).
+
+asyncio gives every TLS connection a receive buffer of ``SSLProtocol.max_size`` bytes, allocated
+and zeroed when the connection opens, so it is resident for the connection's whole life. Every
+node plugin holds about three connections to the server (its artifact watch, its store's watch,
+its writes), so at 256 KiB each the buffers alone were about 0.75 MiB of server memory per node
+(docs/performance.md, "Fleet"). A TLS record carries at most 16 KiB, and nothing this process
+receives is bulk (request bodies are bounded; its own clients read JSON), so 32 KiB, two records
+per receive, costs nothing measurable.
+"""
+
+
+def lean_tls_reads() -> None:
+    """Every TLS connection this process opens or accepts from now on gets a receive buffer of
+    ``TLS_READ_BUFFER`` bytes. Process-wide (asyncio has no per-server setting), so only the API
+    server's serving processes call it, never the node plugin, whose hub downloads are bulk."""
+    sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
 
 
 def hypercorn_settings(settings: config.Settings,
@@ -66,6 +87,7 @@ async def serve(
     listen_fd: int | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; ``on_stop`` runs first (the app ends its open streams)."""
+    lean_tls_reads()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -163,7 +163,7 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
                         # The counters are settled before the last piece goes out: a client
                         # that has every byte must find the download closed and counted.
                         with shared.lock:
-                            shared.bytes_served[key] += len(piece)
+                            shared.served(key, len(piece))
                             shared.open_downloads -= 1
                         open_download = False
                         self.wfile.write(piece)
@@ -172,7 +172,7 @@ class BaseHandler(http_server.BaseHTTPRequestHandler):
                     position += len(piece)
                     sent += len(piece)
                     with shared.lock:
-                        shared.bytes_served[key] += len(piece)
+                        shared.served(key, len(piece))
                     if faults.rate:
                         ahead = sent / faults.rate - (time.monotonic() - began)
                         if ahead > 0 and shared.stop.wait(ahead):

@@ -175,6 +175,19 @@ class Hub:
                 if repo_id in (None, repo) and path in (None, name)
             )
 
+    def rate_after(self, repo_id: str, fraction: float) -> float:
+        """Bytes per second the hub sent of ``repo_id`` from the moment it had sent ``fraction``
+        of what it sent in all (since ``reset_counters``) to its last byte. Past the first part,
+        whatever the client's socket buffers took at once is behind: the rate is the client's."""
+        with self._state.lock:
+            line = list(self._state.timeline.get(repo_id, []))
+        if not line:
+            return 0.0
+        total = line[-1][1]
+        start = next(point for point in line if point[1] >= fraction * total)
+        seconds = line[-1][0] - start[0]
+        return (total - start[1]) / seconds if seconds > 0 else float("inf")
+
     def ranges(self) -> list[tuple[str, str, int, int]]:
         """Every served body as (repo, path, start, stop exclusive), in order."""
         with self._state.lock:

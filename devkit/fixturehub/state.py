@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import hashlib
 import threading
+import time
 from collections.abc import Mapping
 
 from devkit.fixturehub import content
@@ -160,12 +161,20 @@ class State:
             self.requests: collections.Counter[str] = collections.Counter()
             self.file_requests: collections.Counter[tuple[str, str]] = collections.Counter()
             self.bytes_served: collections.Counter[tuple[str, str]] = collections.Counter()
+            self.timeline: dict[str, list[tuple[float, int]]] = collections.defaultdict(list)
             self.ranges: list[tuple[str, str, int, int]] = []
             self.authorizations: dict[str, list[str | None]] = collections.defaultdict(list)
             self.open_requests = 0
             self.max_open_requests = 0
             self.open_downloads = 0
             self.max_open_downloads = 0
+
+    def served(self, key: tuple[str, str], count: int) -> None:
+        """Count ``count`` bytes of ``key`` (repo, path) sent; the caller holds ``lock``. The
+        repository's timeline gets (monotonic time, bytes of the repository so far)."""
+        self.bytes_served[key] += count
+        line = self.timeline[key[0]]
+        line.append((time.monotonic(), (line[-1][1] if line else 0) + count))
 
     def fault(self, repo_id: str, path: str | None) -> Faults | None:
         with self.lock:

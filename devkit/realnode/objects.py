@@ -56,15 +56,16 @@ def grant(cluster: rig.Rig, namespace: str) -> None:
 
 
 def prefetch_manifest(namespace: str, name: str, artifact: str, node: str, *,
-                      pinned: bool = False) -> str:
-    """A ModelPrefetch of ``artifact`` onto ``node`` under ``grant``'s binding."""
+                      pinned: bool = False, binding: str = BINDING) -> str:
+    """A ModelPrefetch of ``artifact`` onto ``node`` under ``binding`` (``grant``'s by
+    default)."""
     return textwrap.dedent(f"""\
         apiVersion: worker.gpustack.ai/v1
         kind: ModelPrefetch
         metadata: {{name: {name}, namespace: {namespace}}}
         spec:
           artifactRef: {{name: {artifact}}}
-          bindingRef: {{name: {BINDING}}}
+          bindingRef: {{name: {binding}}}
           placement:
             nodeSelector:
               matchLabels: {{kubernetes.io/hostname: {node}}}

@@ -17,6 +17,9 @@ place afterwards. Callers verify the content first (size and hash of every manif
 module only refuses reserved names and symlinks, which no manifest can describe, and a listed
 file that is missing or of another size.
 
+Before step 1, ``sweep`` removes whatever the staging directory holds that the manifest does not
+name (torn temporary files of an earlier attempt).
+
 Blocking: call from a thread (``asyncio.to_thread(publish.publish_tree, ...)``).
 """
 
@@ -131,3 +134,23 @@ def _write_readonly(path: pathlib.Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sweep(root: pathlib.Path, paths: set[str]) -> None:
+    """Remove anything in the staging tree the manifest does not name (torn temp files), before
+    ``publish_tree`` (blocking)."""
+    keep_dirs = {str(pathlib.PurePosixPath(p).parent) for p in paths}
+    for p in list(keep_dirs):
+        parts = pathlib.PurePosixPath(p).parts
+        keep_dirs.update(str(pathlib.PurePosixPath(*parts[:i])) for i in range(1, len(parts)))
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        rel_dir = os.path.relpath(dirpath, root)
+        for name in filenames:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if rel not in paths and rel != layout.RESUMABLE:
+                os.unlink(os.path.join(dirpath, name))
+        for name in dirnames:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if rel not in keep_dirs:
+                fsutil.remove_tree(pathlib.Path(dirpath) / name)
+

@@ -2,7 +2,9 @@
 
 Only the files the node lacks are fetched: a file the node's file store holds (``cache.files``)
 is linked into the staging directory instead, and the capacity reservation counts only what is
-still to come. Each fetched file is stored as soon as it verifies.
+still to come. Each fetched file is stored as soon as it verifies. The files' parts are fetched
+by ``workers``, each from the source this attempt routes its file to: the hub client, the relay
+over a peer holding the whole tree, or, under ``swarm``, a file's own relay.
 
 The attempt runs as a background task of ``download.HubMaterializer``. It ends by publishing the
 tree or by raising ``Failed`` with a reason from the API's vocabulary and a message safe to show.
@@ -17,12 +19,10 @@ import dataclasses
 import errno
 import functools
 import logging
-import os
 import pathlib
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from hub import blocking as hub_blocking
 from hub import errors as hub_errors
 from hub import listing, source
 from nodeplugin.cache import files as stored_files
@@ -38,6 +38,7 @@ from nodeplugin.materialize import (
     receive,
     swarm,
     transfer,
+    workers,
 )
 from openapi import columns, manifest, reasons, states
 
@@ -84,6 +85,8 @@ class Node:
     buffers: receive.BufferPool
     store: stored_files.FileStore
     """The node's file store (``cache.files``): what it holds is linked, not fetched."""
+    follow: bool = False
+    """A file another node is fetching is followed, not waited for (``swarm.Swarm``)."""
 
 
 _HUB_REASONS: dict[str, interface.Reason] = {
@@ -259,7 +262,7 @@ class Attempt:
                 await writer.settle()
             finally:
                 await writer.flush()
-        await asyncio.to_thread(_sweep, partial.path, {e.path for e in entries})
+        await asyncio.to_thread(publish.sweep, partial.path, {e.path for e in entries})
         canonical = manifest.canonical_bytes(entries)
         await asyncio.to_thread(
             publish.publish_tree, self._node.cache, partial.path, self.digest,
@@ -291,7 +294,8 @@ class Attempt:
         self.swarm = swarm.Swarm(self.digest, everyone, hooks, inflight.of(self._node.cache),
                                  stall_seconds=self._node.policy.stall_seconds,
                                  claim_bytes=self._node.workers * self._node.tuning.part_bytes,
-                                 find=functools.partial(holders.everyone, self.digest))
+                                 find=functools.partial(holders.everyone, self.digest),
+                                 follow=self._node.follow)
         await self.swarm.run(todo)
         log.info("materialized %s with peers: %d files from peers, %d from the hub as this "
                  "node's share, %d rounds", self.digest, self.swarm.from_peers,
@@ -380,92 +384,9 @@ class Attempt:
         return keep if keep is not None else cache.new_partial(self.digest)
 
     async def _fetch(self, files: list[transfer.FileTransfer]) -> None:
-        schedule = ranges.Schedule([(f, f.parts) for f in files if not f.complete])
-        try:
-            async with asyncio.TaskGroup() as group:
-                for f in files:
-                    if not f.complete:
-                        group.create_task(f.consume())
-                for _ in range(self._node.workers):
-                    group.create_task(self._worker(schedule))
-        except BaseExceptionGroup as group_error:
-            raise _first(group_error) from None
+        await workers.fetch(files, self._node, self._source_of, self.source.repository,
+                            self.source.revision, lambda: self.token)
 
-    async def _worker(self, schedule: ranges.Schedule[transfer.FileTransfer]) -> None:
-        node = self._node
-        repo, commit = self.source.repository, self.source.revision
-        while (item := schedule.next()) is not None:
-            stream, f, part = item
-            path = f.entry.path
-            client = self._routes.get(path, self._bytes)
-            blocking = isinstance(client, source.BlockingRanges) and client.can_open_ranges
-
-            def open_stream(start: int, end: int, path: str = path,
-                            client: source.Source = client) -> AsyncIterator[bytes]:
-                return client.stream(repo, commit, path, start=start, end=end,
-                                     token=self.token)
-
-            def open_body(start: int, end: int, stall: float, path: str = path,
-                          client: source.Source = client) -> hub_blocking.RangeBody:
-                assert isinstance(client, source.BlockingRanges)
-                return client.open_range(repo, commit, path, start=start, end=end,
-                                         token=self.token, read_timeout=stall)
-
-            try:
-                part.booked = await node.budget.acquire(
-                    part.length, functools.partial(f.is_frontier, part)
-                )
-                part.reserved = part.booked > 0
-                if blocking:
-                    await receive.fetch(part, open_body, node.requests, node.rate, node.policy,
-                                        what=path, executor=node.executor, pool=node.buffers,
-                                        budget=node.budget)
-                else:
-                    await ranges.fetch(part, open_stream, node.requests, node.rate,
-                                       node.policy, what=path, budget=node.budget)
-            except BaseException as exc:
-                part.finish(exc)
-                raise
-            finally:
-                schedule.done(stream)
-            part.finish()
-
-
-def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error to report from a task group: prefer an integrity failure, then any other."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    for exc in leaves:
-        if isinstance(exc, transfer.IntegrityError):
-            return exc
-    for exc in leaves:
-        if not isinstance(exc, asyncio.CancelledError):
-            return exc
-    return leaves[0]
-
-
-def _sweep(root: pathlib.Path, paths: set[str]) -> None:
-    """Remove anything in the staging tree the manifest does not name (torn temp files)."""
-    keep_dirs = {str(pathlib.PurePosixPath(p).parent) for p in paths}
-    for p in list(keep_dirs):
-        parts = pathlib.PurePosixPath(p).parts
-        keep_dirs.update(str(pathlib.PurePosixPath(*parts[:i])) for i in range(1, len(parts)))
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        rel_dir = os.path.relpath(dirpath, root)
-        for name in filenames:
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            if rel not in paths and rel != layout.RESUMABLE:
-                os.unlink(os.path.join(dirpath, name))
-        for name in dirnames:
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            if rel not in keep_dirs:
-                fsutil.remove_tree(pathlib.Path(dirpath) / name)
-
+    def _source_of(self, path: str) -> source.Source:
+        """Where a file's ranges come from: its own route (``swarm``), else the attempt's."""
+        return self._routes.get(path, self._bytes)

@@ -57,6 +57,9 @@ class Settings:
     crash loses beside the bytes since each file's checkpoint; 12 MiB keeps that under 1% of a
     2.5 GiB model (the resume benchmark)."""
     idle_cancel_seconds: float = 300.0
+    follow_fetching: bool = True
+    """Under node-to-node sync, a file another node is fetching is taken from it as it arrives
+    (``swarm``'s ``follow``), not waited for until it is stored."""
     tuning: transfer.Tuning = dataclasses.field(default_factory=transfer.Tuning)
     policy: ranges.Policy = dataclasses.field(default_factory=ranges.Policy)
 
@@ -108,6 +111,7 @@ class HubMaterializer:
             executor=self._executor,
             buffers=receive.BufferPool(),
             store=store or files.of(cache),
+            follow=settings.follow_fetching,
         )
         self.backoff = failures or failure_records.Failures(cache)
         self._attempts: dict[str, attempt.Attempt] = {}

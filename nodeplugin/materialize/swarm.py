@@ -21,10 +21,17 @@ batch running beside the later ones (a round comes every ``POLL_SECONDS`` while 
    serves each file about once.
 4. A file another node is fetching is left to it while its byte count moves; once it stood still
    for the stall timeout (``ranges.Policy.stall_seconds``), or that node stops answering, the
-   file is free again and claimed like the others.
+   file is free again and claimed like the others. With ``follow`` on, such a file is not
+   waited for but *followed* once its fetcher has bytes of it: fetched in one range from the
+   nodes fetching it that have bytes, furthest first (their peer port sends its bytes as they
+   arrive, ``peer/growing.py``), then the hub from the last received byte when they stop (a
+   fetch that ends unstored, or no byte for the stall timeout). A fetcher with no byte yet may
+   still be checking its claim (step 3) and leave the file: it is waited for as without
+   ``follow``.
 
 Nothing a peer says is trusted beyond where to ask: every file is hashed against this node's
-manifest as it arrives. A file that fails its hash after coming from peers is fetched again
+manifest as it arrives (a followed file's bytes are the fetching node's hub bytes, unverified
+there). A file that fails its hash after coming from peers is fetched again
 from the hub, and the peers that served it are asked nothing more in this attempt.
 """
 
@@ -101,9 +108,11 @@ class Swarm:
     def __init__(self, digest: str, everyone: Sequence[peers.FilePeer], hooks: Hooks,
                  registry: inflight.InFlight, *, stall_seconds: float, claim_bytes: int,
                  clock: Callable[[], float] = time.monotonic,
-                 find: Callable[[], Awaitable[Sequence[peers.FilePeer]]] | None = None) -> None:
+                 find: Callable[[], Awaitable[Sequence[peers.FilePeer]]] | None = None,
+                 follow: bool = False) -> None:
         """``everyone``: the nodes to ask first; ``find`` lists them again (every
-        ``REFRESH_SECONDS``)."""
+        ``REFRESH_SECONDS``). ``follow``: a file another node is fetching is followed, not
+        waited for."""
         self._digest = digest
         self._peers = list(everyone)
         self._find = find
@@ -113,6 +122,7 @@ class Swarm:
         self._stall = stall_seconds
         self._claim_bytes = claim_bytes
         self._clock = clock
+        self._follow = follow
         self._waiting: dict[files.Identity, _Waiting] = {}
         self._hub_only: set[files.Identity] = set()
         self._served_by: dict[str, list[peers.FilePeer]] = {}
@@ -120,6 +130,8 @@ class Swarm:
         self.rounds = 0
         self.from_peers = 0
         """Files routed to peers (tests, logs)."""
+        self.followed = 0
+        """Of those, files followed while another node fetched them."""
         self.claimed = 0
         """Files this node fetched from the hub as its share."""
 
@@ -206,7 +218,7 @@ class Swarm:
     async def _round(self, pending: list[transfer.FileTransfer], room: int
                      ) -> tuple[list[transfer.FileTransfer], set[files.Identity]]:
         wanted = [files.identity(f.entry) for f in pending]
-        stored, fetching = await self._survey(wanted)
+        stored, fetching, fetchers = await self._survey(wanted)
         batch: list[transfer.FileTransfer] = []
         free: list[transfer.FileTransfer] = []
         overdue: set[files.Identity] = set()
@@ -216,6 +228,10 @@ class Swarm:
             holders = [] if ident in self._hub_only else stored.get(ident, [])
             if holders:
                 self._route_to(f, holders)
+                batch.append(f)
+            elif ident in fetching and ident not in self._hub_only and self._follow and (
+                    started := [p for offset, p in fetchers[ident] if offset > 0]):
+                self._follow_from(f, started)
                 batch.append(f)
             elif ident in fetching and ident not in self._hub_only:
                 if not self._stalled(ident, fetching[ident], now):
@@ -227,7 +243,7 @@ class Swarm:
         claims = self._claim(free, room) if room > 0 else set()
         if claims:
             # Asked again: a node that claimed one of these at the same moment shows now.
-            stored, fetching = await self._survey(list(claims))
+            stored, fetching, _ = await self._survey(list(claims))
             for f in [f for f in free if files.identity(f.entry) in claims]:
                 ident = files.identity(f.entry)
                 if ident in self._hub_only:
@@ -237,6 +253,8 @@ class Swarm:
                 elif ident in fetching and ident not in overdue:
                     self._registry.release(ident)
                     claims.discard(ident)
+                    # Not followed yet, even with ``follow``: the other node may be leaving it
+                    # to this one at this moment. A later round follows it once it has bytes.
                     self._waiting[ident] = _Waiting(fetching[ident], now)
                     continue
                 else:
@@ -251,6 +269,11 @@ class Swarm:
         self._hooks.route(f, self._hooks.relay([ByIdentity(p, ident) for p in holders]))
         self.from_peers += 1
 
+    def _follow_from(self, f: transfer.FileTransfer, fetchers: list[peers.FilePeer]) -> None:
+        f.in_one_part()
+        self._route_to(f, fetchers)
+        self.followed += 1
+
     def _claim(self, free: list[transfer.FileTransfer], room: int) -> set[files.Identity]:
         order = list(free)
         random.shuffle(order)
@@ -260,7 +283,7 @@ class Swarm:
             if claims and size + f.entry.size > room:
                 continue
             ident = files.identity(f.entry)
-            if self._registry.claim(ident, functools.partial(_offset, f)):
+            if self._registry.claim(ident, functools.partial(_offset, f), f.path):
                 claims.add(ident)
                 size += f.entry.size
         return claims
@@ -274,12 +297,15 @@ class Swarm:
 
     async def _survey(self, wanted: list[files.Identity]
                       ) -> tuple[dict[files.Identity, list[peers.FilePeer]],
-                                 dict[files.Identity, int]]:
-        """Which peers store each file, and how far the furthest fetcher of each got."""
+                                 dict[files.Identity, int],
+                                 dict[files.Identity, list[tuple[int, peers.FilePeer]]]]:
+        """Which peers store each file, how far the furthest fetcher of each got, and the
+        fetchers of each with their bytes so far, furthest first."""
         stored: dict[files.Identity, list[peers.FilePeer]] = {}
         fetching: dict[files.Identity, int] = {}
+        by_offset: dict[files.Identity, list[tuple[int, peers.FilePeer]]] = {}
         if not self._peers or not wanted:
-            return stored, fetching
+            return stored, fetching, {}
 
         async def ask(peer: peers.FilePeer) -> dict[files.Identity, int | None]:
             try:
@@ -296,7 +322,10 @@ class Swarm:
                     stored.setdefault(ident, []).append(peer)
                 else:
                     fetching[ident] = max(offset, fetching.get(ident, 0))
-        return stored, fetching
+                    by_offset.setdefault(ident, []).append((offset, peer))
+        fetchers = {ident: sorted(found, key=lambda x: -x[0])
+                    for ident, found in by_offset.items()}
+        return stored, fetching, fetchers
 
 
 def _offset(f: transfer.FileTransfer) -> int:

@@ -214,6 +214,11 @@ class FileTransfer:
                                  "not stored", interface.Check.SIZE)
         self._taken()
 
+    def in_one_part(self) -> None:
+        """Fetch what is left in one range (a source that sends the file as it arrives itself:
+        one stream in order, not parts waiting side by side). Before the fetch starts."""
+        self.parts = ranges.plan(self.entry.size, self.offset, self.entry.size)
+
     def is_frontier(self, part: ranges.Part) -> bool:
         return self.frontier == part.index
 

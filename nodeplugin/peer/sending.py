@@ -30,18 +30,10 @@ async def send(size: int, range_header: str | None, open_fd: Callable[[], int], 
     except wire.RangeError as exc:
         return admission.status(416, "RequestedRangeNotSatisfiable", str(exc))
     start, end = wanted if wanted is not None else (0, size - 1)
-    slot = await streams.take(caller.key)
-    if isinstance(slot, slots.Busy):
-        return admission.status(slot.code, slot.reason, slot.message,
-                                headers={"retry-after": str(slot.retry_after)})
-    try:
-        fd = await asyncio.to_thread(_open, open_fd, size)
-    except OSError:
-        slot.release()
-        return admission.status(404, "NotFound", "no such file")
-    except BaseException:
-        slot.release()
-        raise
+    taken = await opened(caller, streams, lambda: _open(open_fd, size), "no such file")
+    if isinstance(taken, responses.Response):
+        return taken
+    slot, fd = taken
 
     async def body() -> AsyncIterator[bytes]:
         offset = start
@@ -64,6 +56,25 @@ async def send(size: int, range_header: str | None, open_fd: Callable[[], int], 
         headers["content-range"] = f"bytes {start}-{end}/{size}"
     return answer.Answer(206 if wanted is not None else 200, headers, body,
                          send_timeout=send_timeout, on_end=ended, what=f"{what} for {caller.key}")
+
+
+async def opened(caller: reviews.Identity, streams: slots.Slots, open_fd: Callable[[], int],
+                 missing: str) -> tuple[slots.Slot, int] | responses.Response:
+    """A stream slot, then the file ``open_fd`` opens (blocking; an OSError is 404 saying
+    ``missing``); the answer that refuses when either fails (the slot given back)."""
+    slot = await streams.take(caller.key)
+    if isinstance(slot, slots.Busy):
+        return admission.status(slot.code, slot.reason, slot.message,
+                                headers={"retry-after": str(slot.retry_after)})
+    try:
+        fd = await asyncio.to_thread(open_fd)
+    except OSError:
+        slot.release()
+        return admission.status(404, "NotFound", missing)
+    except BaseException:
+        slot.release()
+        raise
+    return slot, fd
 
 
 def _open(open_fd: Callable[[], int], size: int) -> int:

@@ -3,8 +3,9 @@
 ``GET /peer/v1/files/{algorithm}/{hex}`` answers the stored file of that identity
 (``cache.files``: ``files/<algorithm>/<hex>``), whole or one ``Range``, whichever published tree
 links it, and also while its own tree is still being downloaded: a downloading node stores each
-file as soon as it verifies, so it serves its finished files at once. A file the scrub condemned
-or collection swept is no longer under its name (404); one opened before keeps its bytes.
+file as soon as it verifies, so it serves its finished files at once. A file it is still
+fetching from a hub is served too, by range, as its bytes arrive (``growing``). A file the scrub
+condemned or collection swept is no longer under its name (404); one opened before keeps its bytes.
 
 ``POST /peer/v1/held`` takes up to ``wire.MAX_HELD`` identities, one ``<algorithm>/<hex>`` a
 line, and answers the ones this node has, a line each: ``<algorithm>/<hex> stored``, or
@@ -25,7 +26,7 @@ import stat
 from starlette import requests, responses
 
 from nodeplugin.cache import files, inflight, layout
-from nodeplugin.peer import admission, sending, slots, wire
+from nodeplugin.peer import admission, growing, sending, slots, wire
 
 
 class Stored:
@@ -51,7 +52,14 @@ class Stored:
         except OSError:
             info = None
         if info is None or not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-            return admission.status(404, "NotFound", "no stored file of that identity")
+            fetching = self._inflight.fetching(ident)
+            if fetching is None:
+                return admission.status(404, "NotFound", "no stored file of that identity")
+            return await growing.send(
+                ident, fetching, request.headers.get("range"), registry=self._inflight,
+                store=self._store, caller=caller, streams=self._streams,
+                send_timeout=self._send_timeout, served=self._served,
+                what=f"fetching {ident[0]}/{ident[1][:16]}")
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
         return await sending.send(
             info.st_size, request.headers.get("range"), lambda: os.open(path, flags),

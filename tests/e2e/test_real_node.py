@@ -1,7 +1,9 @@
 """model-manager installed with its chart on a real one-node cluster (``devkit/realnode``):
 the images ``make image`` builds, kube-apiserver's aggregator, a real kubelet calling the CSI
-plugin through its plugin registry, Pods reading the mounted weights. The steps run in order and
-share one cluster; each waits generously and fails with the cluster's pods, events and logs."""
+plugin through its plugin registry, Pods reading the mounted weights, and the pool layer (a
+binding's budget and usage, a pool's download limit seen at the hub, the node stores leaving
+with the CSIDriver). The steps run in order and share one cluster; each waits generously and
+fails with the cluster's pods, events and logs."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ import os
 import pathlib
 import subprocess
 import textwrap
+import threading
 import time
 from typing import Any
 
 import pytest
+import yaml
 
 from devkit import fixturehub, helm
 from devkit.realnode import objects, rig
@@ -528,6 +532,239 @@ def test_helm4_applies_a_chart_of_model_artifacts(installed: rig.Rig) -> None:
     left = installed.kubectl("get", "modelartifacts.worker.gpustack.ai", "-n", TENANT,
                              "-o", "name").stdout
     assert "helm-tiny" not in left
+
+
+# --- the pool layer on the real node (issue 39) ------------------------------------------------
+
+POOLS = "pools-a"
+MiB = 1 << 20
+SMALL = "small"
+SMALL_QUOTA = 3 * MiB
+
+
+def _pool_files(repo: str, shards: int, size: int) -> dict[str, bytes | int]:
+    """A repository's own config.json and ``shards`` weight files of about ``size`` bytes, each
+    size its own (the node stores a file once, whichever trees list it)."""
+    files: dict[str, bytes | int] = {"config.json": b'{"model_type": "e2e", "name": "%s"}\n'
+                                     % repo.encode()}  # fmt: skip
+    for i in range(shards):
+        files[f"model-{i + 1:05d}-of-{shards:05d}.safetensors"] = size + 4096 * i + len(repo)
+    return files
+
+
+def _size(files: dict[str, bytes | int]) -> int:
+    return sum(len(c) if isinstance(c, bytes) else c for c in files.values())
+
+
+def _pools_namespace(cluster: rig.Rig) -> None:
+    """``POOLS`` with ``grant``'s store and binding; the node's store merged from that store."""
+    objects.wait_store_ready(cluster)  # the aggregated API serves the pool layer by then
+    cluster.kubectl("create", "namespace", POOLS, check=False)  # an earlier step's is kept
+    objects.grant(cluster, POOLS)
+
+    def merged() -> bool:
+        spec = _json(cluster, "get", "nodemodelstores", cluster.node_name).get("spec", {})
+        return bool(spec.get("store") == objects.STORE)
+
+    cluster.wait("the node's store merged from all-nodes", merged, timeout=120,
+                 namespace=NAMESPACE)  # fmt: skip
+
+
+def _available(cluster: rig.Rig, name: str) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        got = _json(cluster, "get", "modelprefetches", name, "-n", POOLS)
+        return got if _condition(got, "Available") == "True" else None
+
+    got = cluster.wait(f"ModelPrefetch {POOLS}/{name} Available", ready, timeout=240,
+                       namespace=POOLS)  # fmt: skip
+    assert isinstance(got, dict)
+    return got
+
+
+def _binding(cluster: rig.Rig, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = _json(cluster, "get", "modelstorebindings", name, "-n", POOLS)
+    return got
+
+
+def test_a_prefetch_through_its_binding_is_counted_and_held_to_the_budget(
+        installed: rig.Rig, hub: fixturehub.Hub) -> None:
+    """A binding of 3 MiB (docs/api.md, "ModelStoreBinding usage"): a prefetch of a 2 MiB
+    artifact under it warms the node and the binding's ``usedBytes`` counts exactly its bytes; a
+    second one, resolved, would project past the budget and is refused at admission naming the
+    rule; a third, whose artifact does not exist yet, contributes nothing and is admitted, and
+    once that artifact resolves and warms, ``usedBytes`` counts both and ``OverQuota`` turns
+    True."""
+    _pools_namespace(installed)
+    node = installed.node_name
+    repos = {name: (f"e2e/budget-{name}", _pool_files(f"e2e/budget-{name}", 1, 2 * MiB))
+             for name in ("first", "second", "late")}  # fmt: skip
+    for repo, files in repos.values():
+        hub.add_repo(repo, files)
+    installed.apply(textwrap.dedent(f"""\
+        apiVersion: worker.gpustack.ai/v1
+        kind: ModelStoreBinding
+        metadata: {{name: {SMALL}, namespace: {POOLS}}}
+        spec:
+          storeRefs: [{{name: {objects.STORE}}}]
+          quota: {{bytes: {SMALL_QUOTA}}}
+        """))  # fmt: skip
+    first = _size(repos["first"][1])
+    objects.artifact(installed, POOLS, "first", repos["first"][0])
+    objects.artifact(installed, POOLS, "second", repos["second"][0])
+    try:
+        installed.apply(objects.prefetch_manifest(POOLS, "first", "first", node, binding=SMALL))
+        got = _available(installed, "first")
+        assert got["status"]["readyNodes"] == 1 and "nodes" not in got["status"], got["status"]
+        assert hub.bytes_served(repos["first"][0]) == first
+
+        def counted() -> dict[str, Any] | None:
+            found = _binding(installed, SMALL)
+            return found if found.get("status", {}).get("usedBytes") == first else None
+
+        binding = installed.wait(f"{SMALL}'s usedBytes {first}", counted, timeout=120,
+                                 namespace=POOLS)  # fmt: skip
+        assert isinstance(binding, dict)
+        assert _condition(binding, reasons.OVER_QUOTA) == "False", binding["status"]
+        # resolved: 2 MiB more would project 4 MiB past 3 MiB; refused, nothing stored
+        refused = installed.kubectl(
+            "apply", "-f", "-", check=False,
+            stdin=objects.prefetch_manifest(POOLS, "second", "second", node, binding=SMALL))
+        assert refused.returncode != 0, refused.stdout
+        assert "spec.bindingRef" in refused.stderr and "Forbidden" in refused.stderr, refused
+        assert f"past its budget of {SMALL_QUOTA} bytes" in refused.stderr, refused.stderr
+        left = installed.kubectl("get", "modelprefetches", "-n", POOLS, "-o", "name").stdout
+        assert "second" not in left
+        assert hub.bytes_served(repos["second"][0]) == 0
+        # no artifact yet: it projects nothing and is admitted; resolved and warmed, the
+        # binding counts both and is over its quota
+        installed.apply(objects.prefetch_manifest(POOLS, "late", "late", node, binding=SMALL))
+        objects.artifact(installed, POOLS, "late", repos["late"][0])
+        _available(installed, "late")
+        both = first + _size(repos["late"][1])
+
+        def over() -> dict[str, Any] | None:
+            found = _binding(installed, SMALL)
+            used = found.get("status", {}).get("usedBytes")
+            return found if used == both and _condition(
+                found, reasons.OVER_QUOTA) == "True" else None
+
+        binding = installed.wait(f"{SMALL} OverQuota at {both} bytes", over, timeout=120,
+                                 namespace=POOLS)  # fmt: skip
+        assert isinstance(binding, dict)
+        reason = next(c["reason"] for c in binding["status"]["conditions"]
+                      if c["type"] == reasons.OVER_QUOTA)  # fmt: skip
+        assert reason == reasons.QUOTA_EXCEEDED, binding["status"]
+    finally:
+        installed.kubectl("delete", "modelprefetches", "first", "late", "-n", POOLS,
+                          "--wait=false", "--ignore-not-found", check=False)  # fmt: skip
+
+
+def _download_settings(cluster: rig.Rig) -> dict[str, Any] | None:
+    """The node's ``spec.download`` once its plugin applied that spec (observedGeneration)."""
+    got = _json(cluster, "get", "nodemodelstores", cluster.node_name)
+    applied = got.get("status", {}).get("observedGeneration") == got["metadata"]["generation"]
+    download: dict[str, Any] = got["spec"]["download"]
+    return download if applied else None
+
+
+def test_the_pools_download_limits_bound_what_the_hub_sees(
+        installed: rig.Rig, hub: fixturehub.Hub) -> None:
+    """``download.concurrency: 1`` and ``download.bytesPerSecond: 4 MiB`` on the pool: a
+    three-shard model of 48 MiB reaches the node with never more than one download open at the
+    hub at once, and the hub's own send rate over the second half of the model (the client's
+    socket buffers filled in the first) is within the cap (1.5x for the token bucket's quarter
+    second and the last buffers; unlimited, the node takes it many times faster). The pool's
+    field removed, the node is back on the cluster setting, and a model of three 2 MiB shards
+    has several open at once: each shard is held at the hub mid-file until the hub sees two
+    open (it could not end otherwise)."""
+    _pools_namespace(installed)
+    node = installed.node_name
+    limited, control = "e2e/one-at-a-time", "e2e/all-at-once"
+    rate = 4 * MiB
+    files = {limited: _pool_files(limited, 3, 16 * MiB), control: _pool_files(control, 3, 2 * MiB)}
+    for repo in (limited, control):
+        hub.add_repo(repo, files[repo])
+    objects.artifact(installed, POOLS, "limited", limited)
+    objects.artifact(installed, POOLS, "control", control)
+    held = threading.Event()
+    try:
+        limits = {"concurrency": 1, "bytesPerSecond": rate}
+        installed.kubectl("patch", "modelstore", objects.STORE, "--type", "merge", "-p",
+                          json.dumps({"spec": {"download": limits}}))
+        installed.wait("the node's plugin on the pool's limits",
+                       lambda: limits.items() <= (_download_settings(installed) or {}).items(),
+                       timeout=120, namespace=NAMESPACE)  # fmt: skip
+        hub.reset_counters()
+        installed.apply(objects.prefetch_manifest(POOLS, "limited", "limited", node))
+        _available(installed, "limited")
+        assert hub.bytes_served(limited) == _size(files[limited])
+        assert hub.max_open_downloads == 1
+        assert hub.rate_after(limited, 0.5) <= 1.5 * rate, hub.rate_after(limited, 0.5)
+        # the cluster setting again: the same shape, every shard held until two are open
+        installed.kubectl("patch", "modelstore", objects.STORE, "--type", "merge", "-p",
+                          '{"spec": {"download": null}}')
+        cluster_setting = installed.wait(
+            "the node's plugin back on the cluster's concurrency",
+            lambda: (found := _download_settings(installed)) and found["concurrency"] != 1
+            and not found.get("bytesPerSecond") and found["concurrency"],
+            timeout=120, namespace=NAMESPACE)  # fmt: skip
+        assert isinstance(cluster_setting, int) and cluster_setting >= 2
+        for path, content in files[control].items():
+            if isinstance(content, int):
+                faults = hub.faults(control, path)
+                faults.stall_at, faults.stall_until = MiB, held
+        hub.reset_counters()
+        installed.apply(objects.prefetch_manifest(POOLS, "control", "control", node))
+        installed.wait("two downloads open at the hub at once",
+                       lambda: hub.open_downloads >= 2, timeout=180, namespace=POOLS,
+                       interval=0.1)  # fmt: skip
+        held.set()
+        _available(installed, "control")
+        assert hub.max_open_downloads >= 2
+        assert hub.bytes_served(control) == _size(files[control])
+    finally:
+        held.set()
+        hub.clear_faults()
+        installed.kubectl("patch", "modelstore", objects.STORE, "--type", "merge", "-p",
+                          '{"spec": {"download": null}}', check=False)  # fmt: skip
+        installed.kubectl("delete", "modelprefetches", "limited", "control", "-n", POOLS,
+                          "--wait=false", "--ignore-not-found", check=False)  # fmt: skip
+
+
+def _chart_csidriver(cluster: rig.Rig) -> str:
+    """The release's CSIDriver as the chart rendered it (``helm get manifest``)."""
+    done = helm.run("get", "manifest", RELEASE, "--namespace", NAMESPACE,
+                    "--kubeconfig", str(cluster.kubeconfig))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (driver,) = [doc for doc in yaml.safe_load_all(done.stdout)
+                 if doc and doc.get("kind") == "CSIDriver"]
+    return yaml.safe_dump(driver)
+
+
+def _store_names(cluster: rig.Rig) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in _json(cluster, "get", "nodemodelstores")["items"])
+
+
+def test_the_stores_leave_with_the_csidriver_and_come_back_with_it(installed: rig.Rig) -> None:
+    """Deleting the CSIDriver object (the plugin left the cluster) deletes every NodeModelStore
+    though kubelet's CSINode still lists the driver; the chart's CSIDriver created again brings
+    them back, Ready. Restored before the test ends: the steps after it need the stores."""
+    objects.wait_store_ready(installed)
+    driver = _chart_csidriver(installed)
+    before = _store_names(installed)
+    assert before == [installed.node_name], before
+    installed.kubectl("delete", "csidriver", DRIVER)
+    try:
+        installed.wait("every NodeModelStore gone", lambda: _store_names(installed) == [],
+                       timeout=120, namespace=NAMESPACE)  # fmt: skip
+        csinode = _json(installed, "get", "csinode", installed.node_name)
+        assert DRIVER in [d["name"] for d in csinode["spec"]["drivers"]]  # no driver flap
+    finally:
+        if installed.kubectl("get", "csidriver", DRIVER, check=False).returncode != 0:
+            installed.kubectl("create", "-f", "-", stdin=driver)
+    installed.wait("the NodeModelStores back", lambda: _store_names(installed) == before,
+                   timeout=120, namespace=NAMESPACE)  # fmt: skip
+    objects.wait_store_ready(installed)
 
 
 def test_uninstall_leaves_nothing(installed: rig.Rig) -> None:

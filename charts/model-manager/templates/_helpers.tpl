@@ -187,6 +187,9 @@ NodeModelStore's spec, which the worker writes from the settings ConfigMap).
 {{- if gt (int $mm.peerSync.maxServingStreamsPerPeer) 0 -}}
 {{- $args = append $args (printf "--peer-max-streams-per-peer=%d" (int $mm.peerSync.maxServingStreamsPerPeer)) -}}
 {{- end -}}
+{{- if not $mm.peerSync.followFetching -}}
+{{- $args = append $args "--peer-follow-fetching=false" -}}
+{{- end -}}
 {{- end -}}
 {{- $args = append $args (printf "--log-level=%s" $mm.logLevel) -}}
 {{- toYaml (concat $args $mm.extraArgs) -}}

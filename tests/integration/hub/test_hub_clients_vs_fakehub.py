@@ -244,6 +244,23 @@ async def test_open_downloads_are_counted(fixture_hub: fixturehub.Hub) -> None:
     assert sorted((a, b) for _, _, a, b in fixture_hub.ranges()) == [(a, b + 1) for a, b in parts]
 
 
+async def test_the_hubs_send_rate_is_what_its_timeline_says(fixture_hub: fixturehub.Hub) -> None:
+    """``rate_after`` reads the repository's timeline: a body paced by the hub at 4 MiB/s is
+    never seen faster than that past its first half (a load only slows it), and a repository
+    the hub sent nothing of has no rate."""
+    commit = fixture_hub.repo(REPO).commit
+    paced = 4 * 1024 * 1024
+    fixture_hub.faults(REPO, BIG).rate = paced
+    assert fixture_hub.rate_after(REPO, 0.5) == 0.0
+    async with _client(fixture_hub) as client:
+        hf = huggingface.HuggingFace(client, fixture_hub.endpoint)
+        assert await _read(hf, REPO, commit, BIG) == fixture_hub.content(REPO, BIG).read()
+    assert 0 < fixture_hub.rate_after(REPO, 0.5) <= 1.25 * paced  # a piece of pacing slack
+    assert fixture_hub.rate_after("org/private", 0.5) == 0.0
+    fixture_hub.reset_counters()
+    assert fixture_hub.rate_after(REPO, 0.0) == 0.0
+
+
 async def test_a_bounded_stall_then_the_rest(fixture_hub: fixturehub.Hub) -> None:
     commit = fixture_hub.repo(REPO).commit
     faults = fixture_hub.faults(REPO, BIG)

@@ -127,7 +127,8 @@ def test_plugin_placement_ports_and_peer_sync(full_docs: list[dict[str, Any]]) -
         "--peer-port=32556", "--peer-user=system:serviceaccount:gpustack-system:mm-plugin",
         "--peer-token-file=/var/run/secrets/model.csi.gpustack.ai/peer/token",
         "--peer-advertise-address=$(POD_IP)", "--peer-max-streams=16",
-        "--peer-send-timeout=45s", "--peer-max-streams-per-peer=6"]
+        "--peer-send-timeout=45s", "--peer-max-streams-per-peer=6",
+        "--peer-follow-fetching=false"]
     assert [p["containerPort"] for p in plugin["ports"]] == [32555, 32556]
     mounts = {m["name"]: m["mountPath"] for m in plugin["volumeMounts"]}
     assert mounts["pods-dir"] == "/var/snap/kubelet/pods"

@@ -60,6 +60,16 @@ def test_on_the_args_parse_to_the_plugin_s_peer_settings(
     assert peer.token_file == assembly.TOKEN_FILE
     assert peer.addresses == {}  # discovery, not a static map
     assert {"name": "peer", "containerPort": 32445, "protocol": "TCP"} in plugin["ports"]
+    assert plugin_cli.config_from(parsed).download.follow_fetching  # the plugin's default
+
+
+def test_following_a_file_still_arriving_can_be_turned_off() -> None:
+    docs = helm.template(sets=[*ON, "modelManager.peerSync.followFetching=false"]).docs()
+    args = _plugin(docs)["args"]
+    assert "--peer-follow-fetching=false" in args
+    parsed = plugin_cli.parser().parse_args(
+        helm.expanded_args(_plugin(docs), fields={"status.podIP": "10.244.3.9"}))
+    assert not plugin_cli.config_from(parsed).download.follow_fetching
 
 
 def test_on_the_peer_token_is_projected_for_the_peer_audience_only(

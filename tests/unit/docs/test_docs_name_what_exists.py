@@ -60,7 +60,7 @@ RUNTIME = {
 
 EXTERNAL = {
     "kubectl": {"--as", "--as-group", "--raw", "--list", "--server-side", "--validate",
-                "--kubeconfig", "--for", "--selector", "--namespace"},
+                "--kubeconfig", "--for", "--selector", "--namespace", "--audience"},
     "helm": {"--set", "--install", "--reuse-values", "--namespace", "--create-namespace",
              "--values", "--wait"},
     "kube-apiserver": {"--proxy-client-cert-file", "--proxy-client-key-file"},

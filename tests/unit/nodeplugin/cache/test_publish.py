@@ -120,3 +120,15 @@ def test_remove_tree_handles_read_only_trees(tmp_path: pathlib.Path) -> None:
     assert not final.exists()
     fsutil.remove_tree(final)  # missing is fine
 
+
+
+def test_sweep_keeps_what_the_manifest_names_and_the_ledger(tmp_path: pathlib.Path) -> None:
+    cache = layout.Layout(tmp_path)
+    cache.create()
+    staging = _staged(cache)
+    (staging / "sub" / ".weights.bin.tmp").write_bytes(b"torn")
+    (staging / "stray").mkdir()
+    (staging / "stray" / "x").write_bytes(b"x")
+    publish.sweep(staging, set(STAGED))
+    left = {str(p.relative_to(staging)) for p in staging.rglob("*")}
+    assert left == {"config.json", "sub", "sub/weights.bin", "empty", layout.RESUMABLE}

@@ -42,7 +42,8 @@ class Clock:
         return self.now
 
 
-def _files(tmp: pathlib.Path, count: int) -> list[transfer.FileTransfer]:
+def _files(tmp: pathlib.Path, count: int, part_bytes: int = 4 << 20
+           ) -> list[transfer.FileTransfer]:
     cache = layout.Layout(tmp)
     cache.create()
     writer = transfer.LedgerWriter(checkpoint.Ledger.load(tmp, "sha256:" + "0" * 64))
@@ -50,7 +51,8 @@ def _files(tmp: pathlib.Path, count: int) -> list[transfer.FileTransfer]:
     for i in range(count):
         entry = manifest.Entry(f"f{i}", "sha256", f"{i:064x}", 10)
         found.append(transfer.FileTransfer(
-            entry, tmp, writer, limits.Budget(1 << 20), transfer.Tuning(), lambda n: None,
+            entry, tmp, writer, limits.Budget(1 << 20), transfer.Tuning(part_bytes=part_bytes),
+            lambda n: None,
             store=files.of(cache)))
     return found
 
@@ -147,3 +149,70 @@ async def test_a_file_both_nodes_claim_at_once_is_left_by_the_one_that_sees_the_
     s = _swarm(run, [peer], inflight.InFlight(), clock)
     await asyncio.wait_for(s.run(todo), 5)
     assert run.sources == {"f0": "peer"} and s.claimed == 0
+
+
+async def test_with_follow_a_file_another_node_fetches_is_taken_from_it_in_one_range(
+        tmp_path: pathlib.Path) -> None:
+    todo = _files(tmp_path, 2, part_bytes=4)
+    for f in todo:
+        f.prepare()
+    first, second = (files.identity(f.entry) for f in todo)
+    behind, ahead = FakePeer("b", {first: 2}), FakePeer("c", {first: 6})
+    checking = FakePeer("d", {first: 0})  # no byte yet: may still leave it
+    clock = Clock()
+    run = Run(clock)
+    followed: dict[str, list[str]] = {}
+
+    def relay(candidates: Sequence[peers.Candidate]) -> source.Source:
+        followed[str(len(followed))] = [c.node for c in candidates]
+        return run.relay(candidates)
+
+    hooks = swarm.Hooks(fetch=run.fetch, route=run.route, renew=run.renew, relay=relay)
+    registry = inflight.InFlight()
+    s = swarm.Swarm("sha256:" + "0" * 64, [behind, checking, ahead], hooks, registry,
+                    stall_seconds=5.0,
+                    claim_bytes=10, clock=clock, follow=True)
+    assert [len(f.parts) for f in todo] == [3, 3]  # 10 bytes in parts of 4
+    await asyncio.wait_for(s.run(todo), 5)
+    assert run.sources == {"f0": "peer", "f1": "hub"}  # f1: nobody has it, claimed
+    assert followed == {"0": ["c", "b"]}  # the furthest fetcher first
+    assert s.followed == 1 and s.from_peers == 1 and s.claimed == 1
+    assert len(todo[0].parts) == 1 and todo[0].parts[0].start == 0
+    assert todo[0].parts[0].end == todo[0].entry.size
+    assert len(todo[1].parts) == 3  # a claimed file keeps its parts
+    assert registry.received(second) is None  # its claim given back
+
+
+async def test_with_follow_a_claim_left_to_another_node_is_followed_a_round_later_only(
+        tmp_path: pathlib.Path) -> None:
+    """Two nodes that claimed one file at once and both see the other's claim both leave it:
+    following at that moment would have each follow the other; a later round follows a node
+    still fetching it once it has bytes (its claim checked)."""
+    todo = _files(tmp_path, 1)
+    ident = files.identity(todo[0].entry)
+
+    class Racing(FakePeer):
+        async def held(self, idents: Sequence[Ident]) -> dict[Ident, int | None]:
+            found = await super().held(idents)
+            if self.asked == 1:
+                self.answers[ident] = 0  # claimed by the other node just after this answer
+            elif self.asked == 2:
+                self.answers[ident] = 4  # ... kept after its own check: it has bytes now
+            return found
+
+    peer = Racing("b", {})
+    clock = Clock()
+    run = Run(clock)
+    asks_at_fetch: list[int] = []
+    fetch = run.fetch
+
+    async def counted(batch: list[transfer.FileTransfer]) -> None:
+        asks_at_fetch.append(peer.asked)
+        await fetch(batch)
+
+    hooks = swarm.Hooks(fetch=counted, route=run.route, renew=run.renew, relay=run.relay)
+    s = swarm.Swarm("sha256:" + "0" * 64, [peer], hooks, inflight.InFlight(), stall_seconds=5.0,
+                    claim_bytes=10, clock=clock, follow=True)
+    await asyncio.wait_for(s.run(todo), 5)
+    assert run.sources == {"f0": "peer"} and s.claimed == 0 and s.followed == 1
+    assert asks_at_fetch == [3]  # survey, the claim's check (left), then the round that follows
