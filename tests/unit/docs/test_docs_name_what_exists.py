@@ -37,7 +37,7 @@ SCOPES = {
     "controllers.md": "controllers/", "nodeplugin.md": "nodeplugin/", "hub.md": "hub/",
     "kube.md": "kube/", "auth.md": "apiserver/", "api.md": "apiserver/",
     "operations.md": "apiserver/", "conformance.md": "conformance/",
-    "kubectl-plugin.md": "kubectlmodel/", "performance.md": "bench/",
+    "kubectl-plugin.md": "kubectlmodel/", "performance.md": "bench/", "fleet.md": "bench/",
 }
 """A page's package: a bare file name (``controller.py``) names a file of that package."""
 RUNTIME = {
