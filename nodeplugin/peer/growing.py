@@ -28,7 +28,7 @@ from starlette import responses
 
 from nodeplugin import reviews
 from nodeplugin.cache import files, inflight
-from nodeplugin.peer import admission, answer, sending, slots, wire
+from nodeplugin.peer import admission, sending, slots, wire
 
 POLL_SECONDS = 0.05
 """How often a waiting answer looks again at the fetch's byte count."""
@@ -51,7 +51,7 @@ async def send(ident: files.Identity, fetching: inflight.Fetching, range_header:
                                  "no stored file of that identity")
     if isinstance(taken, responses.Response):
         return taken
-    slot, fd = taken
+    _, fd = taken
 
     def available() -> int | None:
         """Bytes of the file that may be read now; None: the fetch ended without storing it."""
@@ -87,15 +87,8 @@ async def send(ident: files.Identity, fetching: inflight.Fetching, range_header:
             served["bytes"] += len(chunk)
             yield chunk
 
-    def ended() -> None:
-        os.close(fd)
-        slot.release()
-
-    headers = {"content-type": "application/octet-stream",
-               "content-length": str(end - start + 1), "accept-ranges": "bytes",
-               "content-range": f"bytes {start}-{end}/*"}
-    return answer.Answer(206, headers, body, send_timeout=send_timeout, on_end=ended,
-                         what=f"{what} (still fetching) for {caller.key}")
+    return sending.answer_with(body, taken, start, end, "*", send_timeout=send_timeout,
+                               what=f"{what} (still fetching) for {caller.key}")
 
 
 def _range(header: str | None) -> tuple[int, int] | None:

@@ -33,7 +33,7 @@ async def send(size: int, range_header: str | None, open_fd: Callable[[], int], 
     taken = await opened(caller, streams, lambda: _open(open_fd, size), "no such file")
     if isinstance(taken, responses.Response):
         return taken
-    slot, fd = taken
+    _, fd = taken
 
     async def body() -> AsyncIterator[bytes]:
         offset = start
@@ -46,16 +46,28 @@ async def send(size: int, range_header: str | None, open_fd: Callable[[], int], 
             served["bytes"] += len(chunk)
             yield chunk
 
+    return answer_with(body, taken, start, end, None if wanted is None else str(size),
+                       send_timeout=send_timeout, what=f"{what} for {caller.key}")
+
+
+def answer_with(body: Callable[[], AsyncIterator[bytes]], taken: tuple[slots.Slot, int],
+                start: int, end: int, total: str | None, *, send_timeout: float,
+                what: str) -> answer.Answer:
+    """The answer sending ``body`` (bytes ``start`` to ``end`` of a file): 200 for the whole
+    file when ``total`` is None, else 206 ``Content-Range: bytes start-end/total``; the file
+    descriptor closed and the slot of ``taken`` given back when it ends, however it ends."""
+    slot, fd = taken
+
     def ended() -> None:
         os.close(fd)
         slot.release()
 
     headers = {"content-type": "application/octet-stream",
                "content-length": str(end - start + 1), "accept-ranges": "bytes"}
-    if wanted is not None:
-        headers["content-range"] = f"bytes {start}-{end}/{size}"
-    return answer.Answer(206 if wanted is not None else 200, headers, body,
-                         send_timeout=send_timeout, on_end=ended, what=f"{what} for {caller.key}")
+    if total is not None:
+        headers["content-range"] = f"bytes {start}-{end}/{total}"
+    return answer.Answer(200 if total is None else 206, headers, body,
+                         send_timeout=send_timeout, on_end=ended, what=what)
 
 
 async def opened(caller: reviews.Identity, streams: slots.Slots, open_fd: Callable[[], int],
