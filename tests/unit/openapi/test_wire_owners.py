@@ -50,6 +50,10 @@ ALLOWED: dict[tuple[str, object], str] = {
     ("devkit/controlplane/files.py", "ca.crt"): _TLS_FILE,
     ("devkit/harness/apiserver.py", "ca.crt"): _TLS_FILE,
     ("devkit/controlplane/plane.py", "image"): "a container's image field (kube's Pod spec)",
+    ("bench/hollow/cluster.py", "ca.crt"): _TLS_FILE,
+    ("bench/hollow/cluster.py", "Available"):
+        "the APIService's condition (kube's aggregator), not a prefetch's condition",
+    ("bench/hollow/cluster.py", "image"): "a container's image field (kube's Pod spec)",
     ("devkit/fixturehub/hfroutes.py", "RevisionNotFound"):
         "the X-Error-Code the fixture hub answers, as the Hugging Face Hub does",
     ("devkit/fixturehub/hfroutes.py", "EntryNotFound"):
