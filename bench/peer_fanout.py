@@ -73,13 +73,15 @@ def cluster_for(stack: contextlib.ExitStack, base: pathlib.Path, hub: materializ
     return cluster
 
 
-def _start(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[str], *,
-           peer: bool, extra: Sequence[str] = ()) -> list[peernodes.Node]:
-    nodes = [peernodes.Node(cluster, name, hub.endpoint, peer=peer,
-                            extra_args=["--log-level", "WARNING", *extra]) for name in names]
+def _start(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[str],
+           nodes: list[peernodes.Node], *, peer: bool, extra: Sequence[str] = ()) -> None:
+    """Start a plugin for each name into ``nodes`` (each kept there as soon as its process
+    runs, so the caller stops every one even when another never serves) and wait for all."""
+    for name in names:
+        nodes.append(peernodes.Node(cluster, name, hub.endpoint, peer=peer,
+                                    extra_args=["--log-level", "WARNING", *extra]))
     with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
         list(pool.map(lambda n: n.wait_serving(), nodes))
-    return nodes
 
 
 @contextlib.contextmanager
@@ -87,7 +89,7 @@ def _running(cluster: peernodes.Cluster, hub: materialize_cold.Hub, names: list[
              peer: bool, extra: Sequence[str] = ()) -> Iterator[list[peernodes.Node]]:
     nodes: list[peernodes.Node] = []
     try:
-        nodes = _start(cluster, hub, names, peer=peer, extra=extra)
+        _start(cluster, hub, names, nodes, peer=peer, extra=extra)
         yield nodes
     finally:
         for node in nodes:
