@@ -17,8 +17,9 @@ kube-apiserver's and its etcd's CPU and RSS.
 3-6 s), a smoke run of the simulator in about a minute per N.
 
 Per N it writes every figure to the results directory as fleet-<N>.json; with 100 and 1000 among
-the Ns, the figures fleet-cpu-growth (steady API server CPU per node at 1,000 over the same at
-100; the other phases' ratios in its params) and fleet-rss-mib (the server's RSS at 1,000 nodes).
+the Ns, the figures fleet-cpu-growth (API server CPU per node at 1,000 over the same at 100, in
+the phase where it grows most of steady, rollout, steady-after and rollout-tenant; every phase's
+ratio in its params) and fleet-rss-mib (the server's RSS at 1,000 nodes).
 """
 
 from __future__ import annotations
@@ -80,10 +81,11 @@ def main() -> None:
         small, big = runs[100], runs[1000]
         growth = {phase: round(per_node(big, phase) / per_node(small, phase), 3)
                   for phase in ("steady", "rollout", "steady-after", "rollout-tenant")}
-        result.report("fleet-cpu-growth", growth["steady"], "x", 1.3, higher_is_better=False,
-                      params={"per_phase": growth,
-                              "per_node_ms_per_min_100": per_node(small, "steady"),
-                              "per_node_ms_per_min_1000": per_node(big, "steady")})
+        worst = max(growth, key=lambda phase: growth[phase])
+        result.report("fleet-cpu-growth", growth[worst], "x", 1.3, higher_is_better=False,
+                      params={"phase": worst, "per_phase": growth,
+                              "per_node_ms_per_min_100": per_node(small, worst),
+                              "per_node_ms_per_min_1000": per_node(big, worst)})
         phases = big["phases"]
         assert isinstance(phases, dict)
         rss = max(float(p["server_rss_max_mib"]) for p in phases.values())

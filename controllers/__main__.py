@@ -2,9 +2,9 @@
 the API server), writing status over HTTP through the worker-only ``/status`` paths.
 
 It runs ``controllers.assembly.build`` in ``PROCESS`` mode: every registered controller that does
-not need the API server's in-process client (the resolver, the aggregation, the prefetches'
-status and delivery); the API server's part of ``external`` runs the others (the node stores,
-the prefetches' pins).
+not need the API server's in-process client (the resolver, the prefetches' status and delivery, the
+pools' and bindings' status, the warm gate); the API server's part of ``external`` runs the others
+(the node stores, the prefetches' pins).
 
 ``--kubeconfig`` reaches the API serving ``worker.gpustack.ai`` (kube-apiserver, which proxies
 the aggregated API, or a standalone server). Secrets, claims, the settings ConfigMap, the Lease,

@@ -19,7 +19,6 @@ import pathlib
 
 import kube
 from controllers import config, registration
-from controllers.aggregate import wiring as aggregate
 from controllers.bindings import wiring as bindings
 from controllers.nodestores import wiring as nodestores
 from controllers.nodeview import view as views
@@ -38,7 +37,6 @@ log = logging.getLogger(__name__)
 
 REGISTERED: tuple[registration.Registration, ...] = (
     resolver.REGISTRATION,  # needs: -
-    aggregate.REGISTRATION,  # needs: -
     prefetches.STATUS,  # needs: - (status over HTTP; warm-up Pods through the cluster)
     nodestores.REGISTRATION,  # needs: WRITER
     nodestores.POOLS,  # needs: - (ModelStore status)

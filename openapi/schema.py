@@ -211,7 +211,10 @@ MODEL_ARTIFACT_STATUS = obj(
             },
         ),
         "nodes": obj(
-            "Nodes reporting the digest (hub sources only).",
+            "Nodes reporting the digest (hub sources only), counted by the server whenever the "
+            "artifact is read (GET, LIST, watch events) and never stored: a write's value is "
+            "dropped, and a node's change sends no watch event (read again for the current "
+            "counts). Absent until the server has read every NodeModelStore.",
             {
                 "ready": count("Nodes holding the content published."),
                 "downloading": count("Nodes downloading it."),

@@ -1,6 +1,7 @@
 """The ModelArtifact's rules beyond its schema, with messages in our words: one source and the
 grammar of each kind (``OneSource``), the image-volume floor of the cluster
-(``ImageVolumeFloor``) and the spec fixed at creation (``ImmutableSpec``)."""
+(``ImageVolumeFloor``), the spec fixed at creation (``ImmutableSpec``) and ``status.nodes``
+never stored (``NodeCounts``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from apiserver.admission import attributes, facts
 from apiserver.registry import strategy
 from openapi import defaults, fields, grammar, names, resources, sources
+from openapi.kinds import modelartifact
 
 KIND = resources.MODEL_ARTIFACT.kind
 
@@ -90,6 +92,21 @@ class ImageVolumeFloor:
             f"image sources need Kubernetes {floor} or later (image volumes), and this cluster's "
             f"version {seen}; use a huggingFace, modelScope or persistentVolumeClaim source "
             f"instead")])
+
+
+class NodeCounts:
+    """Mutating: ``status.nodes`` is computed when read (``registry.nodecounts``), so whatever
+    a write carries there (a client writing back what it read) is dropped, never stored."""
+
+    name = "ComputedNodeCounts"
+
+    def handles(self, write: strategy.Write) -> bool:
+        return write.info.kind == KIND
+
+    def mutate(self, write: strategy.Write) -> None:
+        status = write.obj.get("status")
+        if isinstance(status, dict):
+            status.pop(modelartifact.NODE_COUNTS, None)
 
 
 class ImmutableSpec:

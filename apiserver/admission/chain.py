@@ -121,7 +121,7 @@ def build(cluster: facts.ClusterFacts) -> Chain:
     return Chain(
         cluster,
         writers=[writers.ArtifactStatus(cluster), writers.NodeStoreStatus(cluster)],
-        mutating=[prefetches.UpgradeTargets()],
+        mutating=[prefetches.UpgradeTargets(), artifacts.NodeCounts()],
         validating=[
             rules.Schema(),
             artifacts.OneSource(),

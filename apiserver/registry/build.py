@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from apiserver.registry import copies, manifests, progress, store, strategy
+from apiserver.registry import copies, manifests, nodecounts, progress, store, strategy
 from apiserver.registry.fieldmanager import tracking
 from apiserver.storage import interface
 from openapi import resources
@@ -30,6 +30,9 @@ class Registry:
     """Where the progress view plugs in (it watches this registry, so it comes later)."""
     copies_view: copies.Slot = dataclasses.field(default_factory=copies.Slot)
     """Where the copies view plugs in, with the progress view."""
+    node_counts: nodecounts.Presenter = dataclasses.field(default_factory=nodecounts.Presenter)
+    """The artifacts' ``status.nodes`` on every read; its view plugs in with the progress
+    view."""
 
     @property
     def modelartifacts(self) -> store.ResourceStore:
@@ -71,9 +74,16 @@ def build(storage: interface.Store,
           admission: strategy.Admission, fresh_wait: float = store.FRESH_WAIT) -> Registry:
     """``admission``: the chain (``apiserver.admission.chain.build``), with the cluster's facts;
     ``fresh_wait``: ``store.FRESH_WAIT``."""
+    counts = nodecounts.Presenter()
+
+    def present(info: resources.ResourceInfo) -> store.Present:
+        return counts.present if info.plural == resources.MODEL_ARTIFACT.plural else store.as_stored
+
     return Registry(
         storage=storage,
         stores={info.plural: store.ResourceStore(
-            storage, tracking.Tracking(info), admission=admission, fresh_wait=fresh_wait)
+            storage, tracking.Tracking(info), admission=admission, fresh_wait=fresh_wait,
+            present=present(info))
             for info in served},
+        node_counts=counts,
     )

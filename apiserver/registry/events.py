@@ -16,6 +16,12 @@ from apiserver.storage import interface
 
 SplitKey = Callable[[str], tuple[str, str]]
 """``(namespace, name)`` of a storage key."""
+Present = Callable[[interface.Record], interface.Record]
+"""A stored record as reads hand it out (``store.ResourceStore.present``)."""
+
+
+def _stored(record: interface.Record) -> interface.Record:
+    return record
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,7 +45,7 @@ def matches(record: interface.Record, labels: selectors.LabelSelector,
 
 
 async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptions,
-                 split_key: SplitKey) -> AsyncIterator[WatchEvent]:
+                 split_key: SplitKey, present: Present = _stored) -> AsyncIterator[WatchEvent]:
     labels, fields = opts.label_selector, opts.field_selector
     initial = opts.send_initial_events
     if initial is None:
@@ -65,7 +71,7 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
             return
         for record in page.records:
             if matches(record, labels, fields, split_key):
-                yield WatchEvent("ADDED", record, record.revision)
+                yield WatchEvent("ADDED", present(record), record.revision)
         start = page.revision
         if opts.send_initial_events:
             yield WatchEvent("BOOKMARK", revision=start, initial_events_end=True)
@@ -79,12 +85,12 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
                 if isinstance(update, interface.Progress):
                     yield WatchEvent("PROGRESS", revision=update.revision)
                     continue
-                translated = _translate(update, labels, fields, split_key)
+                translated = _translate(update, labels, fields, split_key, present)
                 if translated is not None:
                     yield translated
         else:
             async for event in storage.watch(prefix, after=start):
-                translated = _translate(event, labels, fields, split_key)
+                translated = _translate(event, labels, fields, split_key, present)
                 if translated is not None:
                     yield translated
     except interface.StorageError as exc:
@@ -93,7 +99,16 @@ async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptio
 
 
 def _translate(event: interface.Event, labels: selectors.LabelSelector,
-               fields: selectors.FieldSelector, split_key: SplitKey) -> WatchEvent | None:
+               fields: selectors.FieldSelector, split_key: SplitKey,
+               present: Present) -> WatchEvent | None:
+    found = _matching(event, labels, fields, split_key)
+    if found is None or found.record is None:
+        return found
+    return dataclasses.replace(found, record=present(found.record))
+
+
+def _matching(event: interface.Event, labels: selectors.LabelSelector,
+              fields: selectors.FieldSelector, split_key: SplitKey) -> WatchEvent | None:
     record = event.record
     if not fields.empty and not fields.matches(*split_key(record.key)):
         return None

@@ -78,16 +78,27 @@ async def _in_thread(work: Callable[[], T]) -> T:
     return await asyncio.to_thread(work)
 
 
+Present = events.Present
+
+
+def as_stored(record: interface.Record) -> interface.Record:
+    """The reads of a resource without computed fields: the stored record."""
+    return record
+
+
 class ResourceStore:
     def __init__(self, storage: interface.Store, rules: strategy.Strategy,
                  offload: Callable[[Callable[[], list[fields.FieldError]]],
                                    Awaitable[list[fields.FieldError]]] = _in_thread,
                  generate_name: Callable[[str], str] = meta.generate_name, *,
-                 admission: strategy.Admission, fresh_wait: float = FRESH_WAIT) -> None:
+                 admission: strategy.Admission, fresh_wait: float = FRESH_WAIT,
+                 present: Present = as_stored) -> None:
         """``offload`` runs the checks of large metadata away from the event loop;
         ``generate_name`` makes a name from a ``generateName`` prefix; ``admission`` judges
         every object the strategy prepared (required: a store without it would admit anything
-        its schema allows); ``fresh_wait``: see ``FRESH_WAIT``."""
+        its schema allows); ``fresh_wait``: see ``FRESH_WAIT``; ``present`` turns a stored
+        record into what reads hand out (GET, LIST, watch: the fields computed when read,
+        ``nodecounts``; writes answer the stored object)."""
         self.storage = storage
         self.strategy = rules
         self.admission = admission
@@ -95,6 +106,7 @@ class ResourceStore:
         self._offload = offload
         self._generate_name = generate_name
         self.fresh_wait = fresh_wait
+        self.present = present
 
     # keys and errors ------------------------------------------------------------------------
 
@@ -129,7 +141,7 @@ class ResourceStore:
         record = await self.storage.get(self.key(namespace, name))
         if record is None:
             raise statuses.not_found(self.info, name)
-        return record
+        return self.present(record)
 
     async def get(self, namespace: str, name: str, *, resource_version: str = "") -> wire.Obj:
         return codec.decode(await self.get_record(namespace, name,
@@ -183,7 +195,7 @@ class ResourceStore:
                 if filtered and not self.matches(record, opts.label_selector,
                                                  opts.field_selector):
                     continue
-                found.append(record)
+                found.append(self.present(record))
                 if opts.limit and len(found) >= opts.limit:
                     more = page.more or index < len(page.records) - 1
                     token = continuation.encode(revision, record.key) if more else ""
@@ -486,4 +498,4 @@ class ResourceStore:
         opts = opts or options.WatchOptions()
         options.check_watch(opts)
         return events.stream(self.storage, self.prefix(namespace), opts,
-                             self.split_key)
+                             self.split_key, self.present)

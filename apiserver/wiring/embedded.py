@@ -2,10 +2,11 @@
 ``--controllers`` names, over an in-process client as the worker.
 
 Returns start and stop hooks for the app's lifespan (after storage starts, before it closes).
-The read side (the NodeView: the NodeModelStore index and the progress view, and the artifact
-informer admission reads) always runs; the controllers run as the mode says: all of them
-(``embedded``), the ones that need the in-process client (``external``: the node stores and the
-prefetches' pins, the rest run as ``python -m controllers``), or none (``none``).
+The read side (the NodeView: the NodeModelStore index, the progress view and the artifacts'
+``status.nodes`` counts, and the artifact informer admission reads) always runs; the controllers
+run as the mode says: all of them (``embedded``), the ones that need the in-process client
+(``external``: the node stores and the prefetches' pins, the rest run as ``python -m
+controllers``), or none (``none``).
 
 What belongs to the server stays here: the artifact facts admission reads, the worker's token
 from the static token file (standalone), the Lease kept in the server's own store when
@@ -209,6 +210,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
             await found.view.index.wait_synced()
             registry.progress_view.view = found.view.progress
             registry.copies_view.view = found.view.copies
+            registry.node_counts.view = found.view.counts
 
         waiting.append(asyncio.create_task(plug_in(), name="progress view"))
 
@@ -226,6 +228,7 @@ def build_hooks(settings: config.Settings, registry: build.Registry, *,
     async def stop() -> None:
         registry.progress_view.view = None
         registry.copies_view.view = None
+        registry.node_counts.view = None
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)

@@ -165,9 +165,7 @@ async def seed(store: interface.Store, artifacts: int, namespaces: int,
                 "conditions": [wire.Condition(
                     type=reasons.RESOLVED, status=wire.TRUE, reason=reasons.RESOLVED,
                     message="resolved by the fleet's seed", lastTransitionTime=now,
-                    observedGeneration=1)],
-                "nodes": modelartifact.NodeCounts(ready=holders.get(i, 0), downloading=0,
-                                                  failed=0)}
+                    observedGeneration=1)]}
             await registry.modelartifacts.update_status(created, namespace=namespace, name=name)
 
         for first in range(0, artifacts, 100):

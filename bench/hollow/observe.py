@@ -1,5 +1,6 @@
 """What the scenario watches from outside the fleet: the server process, its metrics, the
-artifacts' aggregated status, a tenant, and the touches whose arrival times give watch lag."""
+artifact writes every watcher receives, the artifacts' node counts as a client reads them, a
+tenant, and the touches whose arrival times give watch lag."""
 
 from __future__ import annotations
 
@@ -79,19 +80,16 @@ async def watch_lines(client: httpx.AsyncClient, path: str, params: dict[str, st
                 yield orjson.loads(line)
 
 
-class Aggregates:
-    """Every artifact's ``status.nodes.ready`` as the aggregation wrote it, with when it was
-    seen (a watch of all artifacts, as ``kubectl get -w`` would keep)."""
+class ArtifactEvents:
+    """How many artifact writes every watcher of the artifacts received (a watch of them all,
+    as ``kubectl get -w`` would keep): the scenario's touches and any other write."""
 
     def __init__(self) -> None:
-        self.seen: dict[str, list[tuple[float, int]]] = {}
         self.events = 0
 
     async def run(self, client: httpx.AsyncClient) -> None:
-        listed = (await client.get(f"{GROUP}/modelartifacts")).json()
+        listed = (await client.get(f"{GROUP}/modelartifacts", params={"limit": "1"})).json()
         version = listed["metadata"]["resourceVersion"]
-        for item in listed["items"]:
-            self._take(item)
         while True:
             async for event in watch_lines(client, f"{GROUP}/modelartifacts",
                                            {"resourceVersion": version,
@@ -100,7 +98,29 @@ class Aggregates:
                 version = obj.get("metadata", {}).get("resourceVersion", version)
                 if event["type"] in ("ADDED", "MODIFIED"):
                     self.events += 1
-                    self._take(obj)
+
+
+class Aggregates:
+    """Some artifacts' ``status.nodes.ready`` as a client reads it, with when it was seen: the
+    counts are computed when read, so no watch event carries their change; one GET every
+    ``every / len(keys)`` seconds, the artifacts in turn, so each is read every ``every``
+    seconds and a latency measured from these reads is at most that much late."""
+
+    def __init__(self, keys: list[tuple[str, str]], every: float = 1.0) -> None:
+        self.seen: dict[str, list[tuple[float, int]]] = {}
+        self.reads = 0
+        self._keys = keys
+        self._every = every
+
+    async def run(self, client: httpx.AsyncClient) -> None:
+        pause = self._every / max(1, len(self._keys))
+        while True:
+            namespace, name = self._keys[self.reads % len(self._keys)]
+            response = await client.get(f"{GROUP}/namespaces/{namespace}/modelartifacts/{name}")
+            if response.status_code == 200:
+                self._take(response.json())
+            self.reads += 1
+            await asyncio.sleep(pause)
 
     def _take(self, obj: dict[str, Any]) -> None:
         digest, _ = modelartifact.hub_digest(obj)

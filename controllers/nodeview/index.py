@@ -1,8 +1,9 @@
 """digest -> the NodeModelStores listing it, kept from the NodeModelStore watch.
 
-Progress and the ``status.nodes`` aggregation read only the nodes holding one digest, so a
-request costs O(those nodes), never a walk over every NodeModelStore. Listeners hear which
-digests a NodeModelStore change touched.
+Progress and the ``status.nodes`` counts read only the nodes holding one digest, so a request
+costs O(those nodes), never a walk over every NodeModelStore. Listeners hear which digests a
+NodeModelStore change touched; ``version`` tells a reader whether a digest's holdings changed
+since it last looked (the counts' cache, ``apiserver/registry/nodecounts.py``).
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class DigestIndex:
         self._informer = stores
         self._by_digest: dict[str, dict[str, Holding]] = {}
         self._listeners: list[Listener] = []
+        self._versions: dict[str, int] = {}
+        self._stamp = 0
         stores.add_handler(self._changed)
 
     @property
@@ -90,6 +93,11 @@ class DigestIndex:
     def digests(self) -> list[str]:
         return list(self._by_digest)
 
+    def version(self, digest: str) -> int:
+        """Changes whenever the holdings of ``digest`` change, never back to an earlier value
+        (0: nobody holds it)."""
+        return self._versions.get(digest, 0)
+
     def _changed(self, old: wire.Obj | None, new: wire.Obj | None) -> None:
         before, after = _entries(old), _entries(new)
         node = str(((new or old) or {}).get("metadata", {}).get("name") or "")
@@ -103,6 +111,11 @@ class DigestIndex:
                     del self._by_digest[digest]
             else:
                 nodes[node] = holding
+            if digest in self._by_digest:
+                self._stamp += 1
+                self._versions[digest] = self._stamp
+            else:
+                self._versions.pop(digest, None)
         for digest in touched:
             for listener in self._listeners:
                 listener(digest)

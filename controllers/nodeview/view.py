@@ -1,13 +1,14 @@
-"""The NodeView: the NodeModelStore informer, the digest index over it, the progress view and
-the copies view.
-Every API server runs it whatever ``--controllers`` says (``progress`` is part of the API: every
-replica answers it, leader or not), and the controllers read the same informer and index."""
+"""The NodeView: the NodeModelStore informer, the digest index over it, the progress view, the
+copies view and the artifacts' node counts (``status.nodes``).
+Every API server runs it whatever ``--controllers`` says (``progress`` and the counts are part
+of the API: every replica answers them, leader or not), and the controllers read the same
+informer and index."""
 
 from __future__ import annotations
 
 import asyncio
 
-from controllers.nodeview import copies, progress
+from controllers.nodeview import copies, counts, progress
 from controllers.nodeview import index as nodeindex
 from controllers.runtime import client as clients
 from controllers.runtime import informer
@@ -23,6 +24,7 @@ class NodeView:
         self.index = nodeindex.DigestIndex(self.informer)
         self.progress = progress.Progress(self.index, reader, clock, limits)
         self.copies = copies.Copies(self.index, reader, clock, limits)
+        self.counts = counts.Counts(self.index)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:

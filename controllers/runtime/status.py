@@ -1,9 +1,8 @@
 """Status writes with conflict retry.
 
-Several controllers write parts of one status (the resolver ``resolved`` and the conditions, the
-aggregation ``nodes``), so each write reads the object fresh, applies its change to that copy and
-writes it with the resourceVersion it read; a conflict reads again and reapplies. A change that
-leaves the status as it was writes nothing.
+Another writer may change the object between a controller's read and its write, so each write reads
+the object fresh, applies its change to that copy and writes it with the resourceVersion it read; a
+conflict reads again and reapplies. A change that leaves the status as it was writes nothing.
 """
 
 from __future__ import annotations

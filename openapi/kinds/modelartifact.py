@@ -216,8 +216,10 @@ last_validated = wire.text_at("status", "resolved", "lastValidatedTime")
 """When access was last confirmed (RFC 3339; ``timing.clock.parse`` reads it)."""
 anchor_granted = wire.text_at("status", "anchorGrant", "grantedTime")
 """``status.anchorGrant.grantedTime``; ``""`` without a grant."""
-node_counts = wire.mapping_at("status", "nodes")
-"""``status.nodes`` (ready, downloading, failed, downloadingPercent); empty before any."""
+NODE_COUNTS: Final = "nodes"
+"""``status.nodes``: computed when read, never stored (``apiserver/registry/nodecounts.py``)."""
+node_counts = wire.mapping_at("status", NODE_COUNTS)
+"""``status.nodes`` (ready, downloading, failed, downloadingPercent); empty when not counted."""
 
 
 def anchored(obj: wire.Readable) -> bool:

@@ -1,8 +1,9 @@
 """The fleet simulator itself (bench/hollow): a handful of hollow node plugins, each with its
 own Pod-bound identity, really list and watch through the real standalone API server, write their
-NodeModelStore's status by the real reporter, feed the real aggregation, and answer the server's
-live-progress reads. Cheap: three nodes in one process, a dozen artifacts. The etcd mode: two
-replicas on one real etcd, the nodes split between them, one replica's worker aggregating."""
+NodeModelStore's status by the real reporter, feed the artifacts' node counts, and answer the
+server's live-progress reads. Cheap: three nodes in one process, a dozen artifacts. The etcd
+mode: two replicas on one real etcd, the nodes split between them, one replica leading the
+controllers and each counting the nodes from its own view."""
 
 from __future__ import annotations
 
@@ -66,14 +67,17 @@ def test_hollow_nodes_list_watch_write_status_and_answer_progress(tmp_path: path
             content=b'{"status": {"models": []}}')
         assert refused.status_code == 403, refused.text
 
-        # a short download is published, reported, and aggregated into the artifact's status
+        # a short download is published, reported, and counted in the artifact's status when
+        # read, without a write of the artifact (no event for the plugins watching it)
+        version = _artifact(admin, 0)["metadata"]["resourceVersion"]
         fleet.start_downloads([(0, fleets.digest(0), fleets.SIZE, 0.0, 1.0),
                                (1, fleets.digest(1), fleets.SIZE, 0.0, 3600.0)])
         _wait("node 0 reports the download Ready",
               lambda: _models(admin, 0).get(fleets.digest(0)) == states.READY)
-        _wait("the aggregation counts it",
+        _wait("the artifact's count shows it",
               lambda: ((_artifact(admin, 0).get("status") or {}).get("nodes") or {}).get(
                   "ready") == 1)
+        assert _artifact(admin, 0)["metadata"]["resourceVersion"] == version
         # the long one: the server reads node 1's live bytes from its HTTPS port
         _wait("node 1 reports its download",
               lambda: _models(admin, 1).get(fleets.digest(1)) == states.DOWNLOADING)
@@ -111,7 +115,7 @@ def _touch(admin: httpx.Client, index: int) -> None:
                     hollow.SENT.encode(), time.time())).raise_for_status()
 
 
-def test_etcd_mode_splits_the_nodes_over_two_replicas_and_one_worker_aggregates(
+def test_etcd_mode_splits_the_nodes_over_two_replicas_each_counting_them(
         tmp_path: pathlib.Path) -> None:
     holds = scenario.holds(ETCD_SHAPE)
     with scenario.server(ETCD_SHAPE, tmp_path) as api, \
@@ -131,9 +135,9 @@ def test_etcd_mode_splits_the_nodes_over_two_replicas_and_one_worker_aggregates(
                        lambda: (found := api.leader()) is not None and str(found))
         assert leader in ("0", "1")
 
-        # node 1 (on replica 1) downloads; the leader's worker aggregates it, seen on replica 0
+        # node 1 (on replica 1) downloads; replica 0 counts it from its own view of the stores
         fleet.start_downloads([(1, fleets.digest(0), fleets.SIZE, 0.0, 1.0)])
-        _wait("the aggregation counts it",
+        _wait("replica 0 counts it",
               lambda: ((_artifact(first, 0).get("status") or {}).get("nodes") or {}).get(
                   "ready") == 1)
 

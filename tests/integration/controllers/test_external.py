@@ -241,8 +241,7 @@ def test_the_external_process_and_the_servers_part_are_the_embedded_set(
                                                   .json().get("status") or {}).get("nodes") == 1)
         ours = _started(worker.log(), "controllers (process):")
         theirs = _started(server.log(), "controllers (external):")
-        assert ours == {"resolver", "aggregate", "prefetches", "nodestores.pools", "bindings",
-                        "warmgate"}
+        assert ours == {"resolver", "prefetches", "nodestores.pools", "bindings", "warmgate"}
         assert theirs == {"nodestores", "prefetches.pins"}
         assert not ours & theirs
         embedded = {r.name for r in assembly.selected(assembly.Mode.EMBEDDED)}

@@ -35,8 +35,7 @@ def test_the_two_halves_of_external_are_the_embedded_set() -> None:
     assert names(assembly.Mode.EMBEDDED) == {r.name for r in assembly.REGISTERED}
     assert names(assembly.Mode.VIEW_ONLY) == set()
     # what each half is today (docs/controllers.md, Modes)
-    assert process == {"resolver", "aggregate", "prefetches", "nodestores.pools", "bindings",
-                       "warmgate"}
+    assert process == {"resolver", "prefetches", "nodestores.pools", "bindings", "warmgate"}
     assert server == {"nodestores", "prefetches.pins"}
     assert all(registration.Need.WRITER in r.needs for r in assembly.selected(
         assembly.Mode.SERVER_PART))

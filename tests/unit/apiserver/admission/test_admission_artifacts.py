@@ -205,9 +205,19 @@ def test_an_update_that_only_spells_out_a_default_is_no_change() -> None:
 def test_update_runs_schema_validation_too() -> None:
     old = hub({"repository": "a/b"})
     new = copy.deepcopy(old)
-    new["status"] = {"nodes": {"ready": -1}}
+    new["status"] = {"resolved": {"fileCount": -1}}
     assert [(e.field, e.type) for e in admission.admit_update(old, new)] == [
-        ("status.nodes.ready", "FieldValueInvalid")]
+        ("status.resolved.fileCount", "FieldValueInvalid")]
+
+
+def test_node_counts_written_back_are_dropped_before_any_check() -> None:
+    """``status.nodes`` is computed when read: a client writing back what it read (even a value
+    the schema would refuse) stores none, and nothing else in the status is touched."""
+    old = hub({"repository": "a/b"})
+    new = copy.deepcopy(old)
+    new["status"] = {"nodes": {"ready": -1}, "observedGeneration": 1}
+    assert admission.admit_update(old, new) == []
+    assert new["status"] == {"observedGeneration": 1}
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ def _image() -> dict[str, Any]:
 def test_the_rules_run_in_one_documented_order() -> None:
     assert admitting.standalone().names == (
         "WorkerWritesStatus", "NodePluginWritesNodeStoreStatus", "UpgradePrefetchTargets",
+        "ComputedNodeCounts",
         "Schema", "ArtifactSource", "ImageVolumeFloor", "ImmutableArtifactSpec",
         "NodeStoreWatermarks", "PrefetchSpec", "PrefetchArtifact", "ImmutablePrefetchArtifact",
         "PrefetchGrant", "ModelStoreSpec", "ModelStoreBindingSpec", "FrozenModelStoreBinding",

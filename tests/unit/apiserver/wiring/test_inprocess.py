@@ -44,7 +44,7 @@ async def test_status_writes_retry_a_conflict_and_skip_no_change(
                                    worker_username=WORKER)
     await registry.modelartifacts.create(_artifact(), namespace="a")
     stale = await api.get(clients.MODEL_ARTIFACTS, "a", "m")
-    fresh = dict(stale, status={"nodes": {"ready": 1, "downloading": 0, "failed": 0}})
+    fresh = dict(stale, status={"resolved": {"fileCount": 3}})
     await api.update_status(clients.MODEL_ARTIFACTS, fresh)  # someone else wrote meanwhile
     calls: list[dict[str, Any]] = []
 
@@ -54,8 +54,7 @@ async def test_status_writes_retry_a_conflict_and_skip_no_change(
 
     written = await status.write(api, clients.MODEL_ARTIFACTS, "a", "m", change, first=stale)
     assert written is not None and len(calls) == 2  # the stale copy conflicted, then fresh
-    assert written["status"] == {"nodes": {"ready": 1, "downloading": 0, "failed": 0},
-                                 "observedGeneration": 1}
+    assert written["status"] == {"resolved": {"fileCount": 3}, "observedGeneration": 1}
     assert await status.write(api, clients.MODEL_ARTIFACTS, "a", "m", change) is None
     with pytest.raises(status.Gone):
         await status.write(api, clients.MODEL_ARTIFACTS, "a", "m", change, uid="another")

@@ -1,5 +1,6 @@
-"""status.nodes from the NodeModelStores listing the digest: counts, the mean in steps of 5, no
-write when nothing changed, never a node name; and the digest index kept from the watch."""
+"""status.nodes from the NodeModelStores listing the digest, computed when the artifact is read:
+counts, the mean in steps of 5, never a node name, no artifact write when a node changes; and
+the digest index kept from the watch, with the version a cached answer is checked against."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from apiserver.auth import user as users
 from apiserver.registry import build
 from apiserver.wiring import inprocess
-from controllers.aggregate import controller as aggregate
+from controllers.nodeview import counts as nodecounts
 from controllers.nodeview import index as nodeindex
 from controllers.runtime import client as clients
 from controllers.runtime import informer
@@ -31,12 +32,10 @@ class World:
         self.clock = clock = manual.ManualClock()
         api = inprocess.RegistryClient(registry, user=users.UserInfo(WORKER),
                                        worker_username=WORKER)
-        self.artifacts = informer.Informer(api, clients.MODEL_ARTIFACTS, clock)
         self.stores = informer.Informer(api, clients.NODE_MODEL_STORES, clock)
         self.index = nodeindex.DigestIndex(self.stores)
-        self.aggregator = aggregate.Aggregator(api, self.artifacts, self.index, clock)
-        self.tasks = [asyncio.create_task(self.artifacts.run()),
-                      asyncio.create_task(self.stores.run())]
+        self.counts = nodecounts.Counts(self.index)
+        self.tasks = [asyncio.create_task(self.stores.run())]
 
     async def artifact(self, name: str, digest: str, size: int = 1000) -> None:
         created = await self.registry.modelartifacts.create(
@@ -55,35 +54,29 @@ class World:
         await self.registry.nodemodelstores.update_status(current, name=name)
 
     async def settle(self) -> None:
-        """Wait until both informers hold exactly what storage holds (their handlers have run,
-        so the keys are queued), then drain the queue, a write's spacing passed first."""
-        self.clock.advance(aggregate.SPACING)
-        for inf, store in ((self.artifacts, self.registry.modelartifacts),
-                           (self.stores, self.registry.nodemodelstores)):
-            stored = {clients.key_of(o): o["metadata"]["resourceVersion"]
-                      for o in (await store.list()).items()}
-            await waiting.until(lambda inf=inf, stored=stored: {
-                k: informer.version_of(o) for k, o in zip(inf.keys(), inf.items(), strict=True)
-            } == stored)
-        queue = self.aggregator.controller.queue
-        while len(queue):
-            key = await queue.get()
-            assert key is not None
-            await self.aggregator.controller.process_one(key)
-            queue.done(key)
+        """Wait until the store informer holds exactly what storage holds (its handlers, the
+        index's among them, have run)."""
+        stored = {clients.key_of(o): o["metadata"]["resourceVersion"]
+                  for o in (await self.registry.nodemodelstores.list()).items()}
+        await waiting.until(lambda: {
+            k: informer.version_of(o) for k, o in zip(self.stores.keys(), self.stores.items(),
+                                                      strict=True)} == stored)
 
     async def nodes(self, name: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = (
             await self.registry.modelartifacts.get("a", name)).get("status", {}).get("nodes")
         return found
 
+    async def version(self, name: str) -> str:
+        return str((await self.registry.modelartifacts.get("a", name))["metadata"][
+            "resourceVersion"])
+
 
 @pytest.fixture
 async def world(registry: build.Registry) -> AsyncIterator[World]:
     running = World(registry)
-    await running.artifacts.synced.wait()
     await running.stores.synced.wait()
-    running.aggregator.controller.open()
+    registry.node_counts.view = running.counts
     try:
         yield running
     finally:
@@ -110,27 +103,31 @@ async def test_counts_and_the_mean_in_steps_of_five(world: World) -> None:
     await world.settle()
     nodes = await world.nodes("m")
     assert nodes == {"ready": 1, "downloading": 2, "failed": 1, "downloadingPercent": 40}
-    stored = json.dumps(await world.registry.modelartifacts.get("a", "m"))
-    assert "n1" not in stored and "n2" not in stored
+    shown = json.dumps(await world.registry.modelartifacts.get("a", "m"))
+    assert "n1" not in shown and "n2" not in shown
 
 
-async def test_no_write_until_a_step_is_crossed(world: World) -> None:
+async def test_a_node_moving_rewrites_no_artifact(world: World) -> None:
+    """The counts follow every node change at once (the steps of 5 included), while the
+    artifact's resourceVersion, and so every watcher of the artifacts, never hears of it."""
     await world.artifact("m", DIGEST)
+    version = await world.version("m")
     await world.node("n1", model("Downloading", 100))
     await world.settle()
     assert (await world.nodes("m")) == {"ready": 0, "downloading": 1, "failed": 0,
                                         "downloadingPercent": 10}
-    writes = world.aggregator.writes
     await world.node("n1", model("Downloading", 140))  # 14%: still the 10 step
     await world.settle()
-    assert world.aggregator.writes == writes
+    assert (await world.nodes("m"))["downloadingPercent"] == 10
     await world.node("n1", model("Downloading", 150))
     await world.settle()
-    assert world.aggregator.writes == writes + 1
     assert (await world.nodes("m"))["downloadingPercent"] == 15
     await world.node("n1", model("Ready", 1000))
     await world.settle()
     assert (await world.nodes("m")) == {"ready": 1, "downloading": 0, "failed": 0}
+    assert await world.version("m") == version
+    stored = await world.registry.storage.get(world.registry.modelartifacts.key("a", "m"))
+    assert stored is not None and b'"nodes"' not in stored.value
 
 
 async def test_artifacts_with_the_same_digest_see_the_same_nodes(world: World) -> None:
@@ -149,43 +146,37 @@ async def test_the_index_follows_adds_changes_and_deletes(world: World) -> None:
     await world.node("n2", model("Ready", 1000))
     await world.settle()
     assert [h.node for h in world.index.holders(DIGEST)] == ["n1", "n2"]
+    first = world.index.version(DIGEST)
     await world.node("n1")  # the entry is gone
     await world.settle()
     assert [h.node for h in world.index.holders(DIGEST)] == ["n2"]
+    second = world.index.version(DIGEST)
+    assert second != first and world.index.version(OTHER) == 0
+    await world.node("n3", {"digest": OTHER, "state": "Ready"})  # another digest: DIGEST's stays
+    await world.settle()
+    assert world.index.version(DIGEST) == second
     await world.registry.nodemodelstores.delete("", "n2")
     await world.settle()
     assert world.index.holders(DIGEST) == [] and DIGEST not in world.index.digests()
+    assert world.index.version(DIGEST) == 0
 
 
-async def test_one_write_per_artifact_per_spacing_merging_the_changes_between(world: World
-                                                                             ) -> None:
-    """Many nodes changing one model within the spacing cost its watchers one write, made once
-    the spacing passed, with everything they changed."""
+async def test_many_nodes_changing_are_all_counted_on_the_next_read(world: World) -> None:
+    """No spacing, no merging: the read after the changes sees every one of them."""
     await world.artifact("m", DIGEST)
     await world.node("n1", model("Ready", 1000))
     await world.settle()
-    writes = world.aggregator.writes
+    assert (await world.nodes("m")) == {"ready": 1, "downloading": 0, "failed": 0}
     for name in ("n2", "n3", "n4"):
         await world.node(name, model("Ready", 1000))
-        await drain(world)
-    assert world.aggregator.writes == writes  # within the spacing: nothing written yet
-    assert (await world.nodes("m")) == {"ready": 1, "downloading": 0, "failed": 0}
-    world.clock.advance(aggregate.SPACING)  # the deferred key comes back
-    await drain(world)
-    assert world.aggregator.writes == writes + 1
+    await world.settle()
     assert (await world.nodes("m")) == {"ready": 4, "downloading": 0, "failed": 0}
 
 
-async def drain(world: World) -> None:
-    """What settle does, without moving the clock."""
-    stored = {clients.key_of(o): o["metadata"]["resourceVersion"]
-              for o in (await world.registry.nodemodelstores.list()).items()}
-    await waiting.until(lambda: {
-        k: informer.version_of(o) for k, o in zip(world.stores.keys(), world.stores.items(),
-                                                  strict=True)} == stored)
-    queue = world.aggregator.controller.queue
-    while len(queue):
-        key = await queue.get()
-        assert key is not None
-        await world.aggregator.controller.process_one(key)
-        queue.done(key)
+async def test_an_unresolved_artifact_has_nothing_to_count(world: World) -> None:
+    await world.registry.modelartifacts.create(
+        {"metadata": {"name": "new"},
+         "spec": {"source": {"huggingFace": {"repository": "org/m"}}}}, namespace="a")
+    await world.node("n1", model("Ready", 1000))
+    await world.settle()
+    assert (await world.nodes("new")) is None
