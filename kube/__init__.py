@@ -2,7 +2,7 @@
 node plugin: configuration from a kubeconfig or the Pod, a raw-request helper, our own
 resources and typed errors. Imports nothing of ours except ``openapi`` (group and names)."""
 
-from kube.client import Client, ListResult, RawResponse, VersionInfo, minor_version
+from kube.client import LIST_TIMEOUT, Client, ListResult, RawResponse, VersionInfo, minor_version
 from kube.config import ClusterConfig, from_env, from_kubeconfig, in_cluster
 from kube.decoding import Bookmark
 from kube.errors import (
@@ -25,6 +25,7 @@ from kube.errors import (
 )
 
 __all__ = [
+    "LIST_TIMEOUT",
     "AlreadyExists",
     "BadRequest",
     "Bookmark",

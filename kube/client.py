@@ -37,6 +37,10 @@ Item = TypeVar("Item")
 Res = TypeVar("Res", bound=lk_resource.Resource)
 
 DEFAULT_TIMEOUT = 10.0
+LIST_TIMEOUT = 60.0
+"""How long a LIST page may take: kube-apiserver's own limit on a request (``--request-timeout``,
+60 s), which client-go leaves a list to; a fleet starting together may queue this long, and a
+shorter client limit would make it list again from the first page."""
 DEFAULT_USER_AGENT = "model-manager/0.1.0"
 RAW_BODY_LIMIT = 16 << 20
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
@@ -336,15 +340,18 @@ class Client:
         params: Mapping[str, str] | None = None,
         json_body: Any = None,
         headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> RawResponse:
         """One request on the client's own connection and credential. A non-2xx answer raises
-        the typed error for its Status."""
+        the typed error for its Status. ``timeout``: seconds for this request instead of the
+        client's (a LIST page may take as long as the server allows a request, ``LIST_TIMEOUT``)."""
         if not path.startswith("/"):
             raise ValueError("path must start with '/'")
         request_headers = {"Accept": "application/json", **(headers or {})}
+        limits: dict[str, Any] = {} if timeout is None else {"timeout": httpx2.Timeout(timeout)}
         try:
             async with self._http.stream(
-                method, path, params=params, json=json_body, headers=request_headers
+                method, path, params=params, json=json_body, headers=request_headers, **limits
             ) as response:
                 content = bytearray()
                 async for chunk in response.aiter_bytes():

@@ -73,7 +73,8 @@ class KubeArtifactClient:
         if continue_token:
             params["continue"] = continue_token
         try:
-            answer = await self._client.request("GET", self._path, params=params)
+            answer = await self._client.request("GET", self._path, params=params,
+                                                timeout=kube.LIST_TIMEOUT)
             body = answer.json()
         except (kube.Expired, kube.TooLargeResourceVersion) as exc:
             raise Gone(exc.message) from None

@@ -3,7 +3,9 @@ own Pod-bound identity, really list and watch through the real standalone API se
 NodeModelStore's status by the real reporter, feed the artifacts' node counts, and answer the
 server's live-progress reads. Cheap: three nodes in one process, a dozen artifacts. The etcd
 mode: two replicas on one real etcd, the nodes split between them, one replica leading the
-controllers and each counting the nodes from its own view."""
+controllers and each counting the nodes from its own view. The cluster mode: a real
+kube-apiserver between the nodes and the server (the shared Kubernetes binaries; skipped,
+naming what is missing, without them)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
+from bench.hollow import cluster as clusters
 from bench.hollow import fleet as fleets
 from bench.hollow import node as hollow
 from bench.hollow import scenario
@@ -151,4 +155,44 @@ def test_etcd_mode_splits_the_nodes_over_two_replicas_each_counting_them(
 
         _wait("both nodes saw the touch", arrived)
         assert len(seen) == 2
+        assert fleet.counts()["relists"] == 0
+
+
+CLUSTER_SHAPE = dataclasses.replace(SHAPE, cluster=True)
+
+
+def test_cluster_mode_puts_kube_apiserver_between_every_node_and_the_server(
+        tmp_path: pathlib.Path) -> None:
+    """Each hollow node calls a real kube-apiserver with its own Pod-bound token; the server sits
+    behind the aggregator as the chart installs it: the nodes list, watch and write their status
+    through it, a node cannot write another's, and a download shows in the count read there."""
+    missing = clusters.missing()
+    if missing:
+        pytest.skip(f"cluster mode needs {', '.join(missing)}")
+    holds = scenario.holds(CLUSTER_SHAPE)
+    with scenario.server(CLUSTER_SHAPE, tmp_path) as api, \
+            fleets.running(api.prepared.setups) as fleet, api.servers[0].client() as admin:
+        assert api.servers[0].url == clusters.KAS  # the admin, too, reads through kube-apiserver
+        fleet.ask("go")
+        _wait("every node synced and wrote its status",
+              lambda: fleet.ready() == CLUSTER_SHAPE.nodes, timeout=180)
+        for node in range(CLUSTER_SHAPE.nodes):
+            config = yaml.safe_load(pathlib.Path(
+                api.prepared.setups[0].nodes[node].kubeconfig).read_text())
+            assert config["clusters"][0]["cluster"]["server"] == clusters.KAS
+            assert _models(admin, node) == {fleets.digest(k): states.READY for k in holds[node]}
+        config = yaml.safe_load(pathlib.Path(api.prepared.setups[0].nodes[1].kubeconfig)
+                                .read_text())
+        refused = admin.patch(
+            f"{GROUP}/nodemodelstores/{fleets.node_name(0)}/status",
+            headers={"Authorization": f"Bearer {config['users'][0]['user']['token']}",
+                     "Content-Type": "application/merge-patch+json"},
+            content=b'{"status": {"models": []}}')
+        assert refused.status_code == 403, refused.text
+        version = _artifact(admin, 0)["metadata"]["resourceVersion"]
+        fleet.start_downloads([(2, fleets.digest(0), fleets.SIZE, 0.0, 1.0)])
+        _wait("the count read through kube-apiserver shows it",
+              lambda: ((_artifact(admin, 0).get("status") or {}).get("nodes") or {}).get(
+                  "ready") == 1, timeout=120)
+        assert _artifact(admin, 0)["metadata"]["resourceVersion"] == version
         assert fleet.counts()["relists"] == 0

@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 
 import kube
 from devkit.controlplane import ADMIN_TOKEN, ControlPlane, resources
+from tests.support import slowlist
 
 CONTENT = base64.b64encode(b"hf_s3cr3t").decode()
 
@@ -95,3 +96,16 @@ async def test_answers_to_writes_decode_gos_nulls(
         assert replaced.spec.drivers == []
         assert (await client.get(CSINode, "node-a")).spec.drivers == []
         assert [n.spec.drivers for n in (await client.list(CSINode)).items] == [[]]
+
+
+async def test_a_request_may_wait_longer_than_the_clients_timeout_when_asked() -> None:
+    """A LIST page waits as long as the server allows a request (``kube.LIST_TIMEOUT``), not the
+    client's 10 s: a fleet starting together queues its lists at the server, and a page given up
+    early would make the informer list again from the first page."""
+    async with slowlist.serving(0.6) as url, \
+            kube.Client.from_url(url, token="t", timeout=0.2) as client:
+        with pytest.raises(kube.KubeError):
+            await client.request("GET", "/apis/x/v1/things")
+        waited = await client.request("GET", "/apis/x/v1/things", timeout=5.0)
+        assert waited.json()["metadata"]["resourceVersion"] == "7"
+    assert kube.LIST_TIMEOUT >= 60.0  # kube-apiserver's own limit on a request

@@ -14,6 +14,7 @@ from lightkube.resources.core_v1 import ConfigMap
 import kube
 from devkit.controlplane import ControlPlane, Rule, UserInfo, resources
 from nodeplugin import apiclient
+from tests.support import slowlist
 
 TOKEN = "plugin-secret-token"
 PATH = "/api/v1/configmaps"
@@ -123,3 +124,17 @@ async def test_watch_reads_events_and_bookmarks_from_a_version(
     with pytest.raises(apiclient.Gone):
         _ = [event async for event in gone.watch(page["resourceVersion"])]
     await gone.aclose()
+
+
+async def test_a_slow_list_page_is_waited_for_not_given_up() -> None:
+    """The client's own limit (here 0.2 s) is not a LIST page's: the page waits up to
+    ``kube.LIST_TIMEOUT``, so plugins starting together do not list again from the first page
+    (docs/fleet.md, the start through the aggregator)."""
+    async with slowlist.serving(0.6) as url:
+        client = apiclient.KubeArtifactClient(kube.Client.from_url(url, token="t", timeout=0.2),
+                                              path=PATH, resource=ConfigMap)
+        try:
+            page = await client.list_page(limit=500, continue_token="")
+        finally:
+            await client.aclose()
+    assert page == {"items": [], "resourceVersion": "7", "continueToken": ""}
