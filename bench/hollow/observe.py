@@ -115,12 +115,20 @@ class Aggregates:
     async def run(self, client: httpx.AsyncClient) -> None:
         pause = self._every / max(1, len(self._keys))
         while True:
-            namespace, name = self._keys[self.reads % len(self._keys)]
-            response = await client.get(f"{GROUP}/namespaces/{namespace}/modelartifacts/{name}")
-            if response.status_code == 200:
-                self._take(response.json())
-            self.reads += 1
+            await self._read(client, self._keys[self.reads % len(self._keys)])
             await asyncio.sleep(pause)
+
+    async def read_each(self, client: httpx.AsyncClient) -> None:
+        """One read of every artifact: where the counts stand now."""
+        for key in self._keys:
+            await self._read(client, key)
+
+    async def _read(self, client: httpx.AsyncClient, key: tuple[str, str]) -> None:
+        namespace, name = key
+        response = await client.get(f"{GROUP}/namespaces/{namespace}/modelartifacts/{name}")
+        if response.status_code == 200:
+            self._take(response.json())
+        self.reads += 1
 
     def _take(self, obj: dict[str, Any]) -> None:
         digest, _ = modelartifact.hub_digest(obj)
