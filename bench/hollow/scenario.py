@@ -33,7 +33,7 @@ from bench.hollow import fleet as fleets
 from bench.hollow import observe
 
 PROGRESS_NODES = 64
-COUNTED_MODELS = 5
+COUNTED_MODELS = 10
 """The rolled-out models whose ``status.nodes`` is read (each once a second) for the latency
 from a node's status write to the count a client reads."""
 
