@@ -167,5 +167,7 @@ def _loop(server: support.RunningServer, hub: fixturehub.Hub,
     assert done["downloading"] == 0 and done["live"] == 0
     _wait("READY column", lambda: ctl.run("get", "mart", "e2e", "-n", NAMESPACE, "-o",
                                           "jsonpath={.status.nodes.ready}").stdout == "1")
+    row = ctl.run("get", "mart", "e2e", "-n", NAMESPACE).stdout.splitlines()[1].split()
+    assert row[4:6] == ["1", "0"]  # the server's table: Ready and Downloading, counted when read
     kubelet.unpublish(target, request.volume_id)
     assert str(target.resolve()) not in csi_harness.mounts_under(base)
