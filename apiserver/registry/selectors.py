@@ -63,6 +63,11 @@ class FieldSelector:
     def empty(self) -> bool:
         return not self.requirements
 
+    def named(self) -> str:
+        """The name a ``metadata.name=`` requirement pins (``""``: none)."""
+        return next((value for field, op, value in self.requirements
+                     if field == "metadata.name" and op == "="), "")
+
     def matches(self, namespace: str, name: str) -> bool:
         for field, op, value in self.requirements:
             have = name if field == "metadata.name" else namespace

@@ -497,5 +497,15 @@ class ResourceStore:
         The options are checked now, so a refusal comes before any event."""
         opts = opts or options.WatchOptions()
         options.check_watch(opts)
-        return events.stream(self.storage, self.prefix(namespace), opts,
+        return events.stream(self.storage, self._watched(namespace, opts), opts,
                              self.split_key, self.present)
+
+    def _watched(self, namespace: str, opts: options.WatchOptions) -> str:
+        """The storage prefix a watch reads: the object's own key when the field selector names
+        one object (a node plugin's watch of its NodeModelStore), so the storage wakes it only
+        for keys starting with that one (the selector still filters: ``node-1`` is a prefix of
+        ``node-10``); else the resource's, or the namespace's."""
+        named = opts.field_selector.named()
+        if named and (namespace or not self.info.namespaced):
+            return self.key(namespace, named)
+        return self.prefix(namespace)

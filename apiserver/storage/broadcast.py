@@ -1,9 +1,13 @@
 """In-process fan-out of committed events to every watcher of one store.
 
 One ring of the most recent events, indexed by revision, shared by all watchers; each watcher keeps
-only its own cursor. Publishing is O(1) and never waits for a consumer, so a slow watcher cannot
-block writers nor make memory grow: once it falls behind the ring it must catch up elsewhere (the
-SQLite store reads its log). All methods run on the event loop thread.
+only its own cursor. Publishing never waits for a consumer, so a slow watcher cannot block writers
+nor make memory grow: once it falls behind the ring it must catch up elsewhere (the SQLite store
+reads its log). A waiting watcher names its key prefix and is woken only by an event under it:
+a node plugin watching its own NodeModelStore (the registry narrows a watch whose field selector
+names one object to that object's key) is not woken by every other node's write, which with a
+thousand plugins made each status write wake a thousand watchers (docs/fleet.md, "The wake-up
+wall"). All methods run on the event loop thread.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ class Ring:
         """Revision of the oldest event held; ``last + 1`` when the ring is empty."""
         self._last = last
         """The newest published revision: every revision up to it is committed."""
-        self._changed = asyncio.Event()
+        self._waiting: dict[str, list[asyncio.Future[int | None]]] = {}
+        """Waiters by the key prefix they wait on."""
         self._closed = False
 
     @property
@@ -45,7 +50,8 @@ class Ring:
         revision = event.record.revision
         if revision <= self._last:
             return
-        if revision != self._last + 1:
+        gap = revision != self._last + 1
+        if gap:
             # A gap (revisions committed but never published) would make slot arithmetic lie;
             # restart the ring so readers fetch the gap from the log instead.
             self._first = revision
@@ -53,7 +59,10 @@ class Ring:
         self._last = revision
         if self._last - self._first >= self._capacity:
             self._first = self._last - self._capacity + 1
-        self._wake()
+        if gap:
+            self._wake()  # what the gap held is unknown: every waiter looks
+        else:
+            self._wake_under(event.record.key, revision)
 
     def restart(self, last: int) -> None:
         """Forget every held event and continue at ``last``: the events up to it are not known
@@ -78,17 +87,44 @@ class Ring:
                 out.append(event)
         return out
 
-    async def wait(self, cursor: int) -> None:
-        """Return once a revision after ``cursor`` is published or the ring is closed."""
-        while self._last <= cursor and not self._closed:
-            await self._changed.wait()
+    async def wait(self, cursor: int, prefix: str = "") -> int | None:
+        """Return once an event under ``prefix`` after ``cursor`` is published: its revision,
+        so every revision between ``cursor`` and it held nothing under ``prefix``. None when
+        that is not known: a revision after ``cursor`` was published already, or the ring
+        restarted, skipped a gap or closed (the caller looks at what it has)."""
+        if self._last > cursor or self._closed:
+            return None
+        waiter: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(prefix, []).append(waiter)
+        try:
+            return await waiter
+        finally:
+            # a watcher gone while waiting (its future cancelled) leaves no entry behind; a
+            # woken one's list was taken out already
+            current = self._waiting.get(prefix)
+            if current is not None and waiter in current:
+                current.remove(waiter)
+                if not current:
+                    del self._waiting[prefix]
 
     def close(self) -> None:
         self._closed = True
         self._wake()
 
+    def waiting(self) -> int:
+        """How many watchers wait (for tests and metrics)."""
+        return sum(len(each) for each in self._waiting.values())
+
+    def _wake_under(self, key: str, revision: int) -> None:
+        for prefix in [p for p in self._waiting if key.startswith(p)]:
+            for waiter in self._waiting.pop(prefix):
+                if not waiter.done():
+                    waiter.set_result(revision)
+
     def _wake(self) -> None:
-        # set() resolves every current waiter's own future; clear() re-arms for the next publish.
-        # Waiters never share one future, so a cancelled watcher cannot cancel the others.
-        self._changed.set()
-        self._changed.clear()
+        # Each waiter has its own future, so a cancelled watcher cannot cancel the others.
+        waiting, self._waiting = self._waiting, {}
+        for waiters in waiting.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)

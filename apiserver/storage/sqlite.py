@@ -290,7 +290,9 @@ class Store(interface.Store):
         cursor = after
         while not ring.closed:
             if cursor >= ring.last:
-                await ring.wait(cursor)
+                woke = await ring.wait(cursor, prefix)
+                if woke is not None and woke - 1 > cursor:
+                    cursor = woke - 1  # nothing under the prefix came in between
                 continue
             if ring.covers(cursor):
                 batch = ring.since(cursor, prefix)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -108,6 +109,40 @@ async def test_field_selector_filters_by_name(registry: build.Registry) -> None:
     await registry.modelartifacts.create(artifact("one"), namespace="a")
     await registry.modelartifacts.create(artifact("two"), namespace="a")
     assert _summary(await _take(events, 1)) == [("ADDED", "two")]
+
+
+async def test_a_watch_of_one_name_reads_its_key_and_still_filters(
+        registry: build.Registry, storage: sqlite.Store) -> None:
+    """The storage is asked for the named object's key alone (so other keys' writes do not wake
+    the watch), and the selector still decides: ``node-1`` is a prefix of ``node-10``."""
+    stores = registry.nodemodelstores
+    named = options.WatchOptions(field_selector=selectors.parse_fields("metadata.name=node-1"),
+                                 resource_version=str(await storage.current_revision()))
+    events = stores.watch("", named)
+    for name in ("node-10", "node-2", "node-1"):
+        await stores.create({"metadata": {"name": name}, "spec": {}})
+    assert _summary(await _take(events, 1)) == [("ADDED", "node-1")]
+    asked: list[str] = []
+    watch = storage.watch
+
+    def recorded(prefix: str, *, after: int) -> Any:
+        asked.append(prefix)
+        return watch(prefix, after=after)
+
+    storage.watch = recorded  # type: ignore[method-assign]
+    try:
+        for opts in (named, options.WatchOptions(
+                field_selector=selectors.parse_fields("metadata.name!=node-1"),
+                resource_version=named.resource_version)):
+            waiting = asyncio.ensure_future(anext(stores.watch("", opts)))
+            async with asyncio.timeout(5):
+                while len(asked) < 1 + (opts is not named):
+                    await asyncio.sleep(0.01)
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+    finally:
+        del storage.watch
+    assert asked == ["/nodemodelstores/node-1", "/nodemodelstores/"]
 
 
 async def test_too_old_version_ends_with_a_410_error(registry: build.Registry,

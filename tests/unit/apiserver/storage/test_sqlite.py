@@ -82,6 +82,38 @@ async def test_watcher_behind_the_ring_catches_up_from_the_log(tmp_path: pathlib
         await store.close()
 
 
+async def test_a_watcher_of_one_key_sleeps_through_other_writes_and_reads_no_log(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes under other keys, more than the ring holds, neither wake it nor send it to the log
+    when its own key is written at last (the ring tells it nothing came in between)."""
+    store = sqlite.Store(tmp_path / "s.db", ring=4)
+    await store.start()
+    reads: list[object] = []
+    events = logtable.events
+
+    def counted(*args: object, **kwargs: object) -> object:
+        reads.append(kwargs.get("prefix"))
+        return events(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(logtable, "events", counted)
+    try:
+        stream = store.watch("/stores/node-1", after=await store.current_revision()).__aiter__()
+        first = asyncio.ensure_future(stream.__anext__())
+        async with asyncio.timeout(_PATIENCE):
+            while store._ring.waiting() < 1:
+                await asyncio.sleep(0)
+        for i in range(2, 40):
+            await store.create(f"/stores/other-{i:02}", b"v")
+        await asyncio.sleep(0.05)
+        assert not first.done() and store._ring.waiting() == 1
+        mine = await store.create("/stores/node-1", b"v")
+        assert (await asyncio.wait_for(first, _PATIENCE)).record == mine
+        assert reads == []
+        await stream.aclose()  # type: ignore[attr-defined]
+    finally:
+        await store.close()
+
+
 async def test_watcher_behind_the_kept_history_is_told_compacted(tmp_path: pathlib.Path) -> None:
     store = sqlite.Store(tmp_path / "s.db", history=10, ring=4)
     await store.start()
