@@ -120,6 +120,10 @@ class NodeStores:
     def stop(self) -> None:
         self.controller.stop()
 
+    def plugin_nodes(self) -> set[str]:
+        """The nodes where the plugin runs, as this controller sees them now."""
+        return self._nodes.names()
+
     # triggers -----------------------------------------------------------------------------
 
     def _keys(self) -> list[str]:

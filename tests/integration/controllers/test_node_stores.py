@@ -224,6 +224,8 @@ async def test_a_deleted_store_comes_back_and_a_driver_leaving_takes_nothing(
     assert again is not None and again["metadata"]["uid"] != first["metadata"]["uid"]
     # The plugin restarts: its driver leaves CSINode for a moment, then comes back.
     world.node("node-a", driver=False)
+    await waiting.until(lambda: "node-a" not in world.stores.plugin_nodes(),
+                        what="the driver gone, as the controller sees it")
     world.clock.advance(60)
     await waiting.until(lambda: world.stores.controller.reconciled >= 4, what="a pass")
     kept = await world.store("node-a")
