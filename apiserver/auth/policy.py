@@ -71,7 +71,7 @@ CLUSTER_ADMIN = rbac.Role("cluster-admin", (
 so it changes no verdict; it makes their SelfSubjectRulesReview say what they may do."""
 
 WORKER = rbac.Role(WORKER_ROLE, (
-    # resolve artifacts and aggregate node progress
+    # resolve artifacts; the prefetches, bindings and warm gate read them too
     rbac.Rule(("get", "list", "watch"), (GROUP,), ("modelartifacts",)),
     # report what was resolved; the server also admits only the worker here
     rbac.Rule(("get", "update", "patch"), (GROUP,), ("modelartifacts/status",)),
