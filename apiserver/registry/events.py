@@ -20,7 +20,8 @@ Present = Callable[[interface.Record], interface.Record]
 """A stored record as reads hand it out (``store.ResourceStore.present``)."""
 
 
-def _stored(record: interface.Record) -> interface.Record:
+def as_stored(record: interface.Record) -> interface.Record:
+    """A resource without fields computed when read: its records as stored."""
     return record
 
 
@@ -45,7 +46,7 @@ def matches(record: interface.Record, labels: selectors.LabelSelector,
 
 
 async def stream(storage: interface.Store, prefix: str, opts: options.WatchOptions,
-                 split_key: SplitKey, present: Present = _stored) -> AsyncIterator[WatchEvent]:
+                 split_key: SplitKey, present: Present = as_stored) -> AsyncIterator[WatchEvent]:
     labels, fields = opts.label_selector, opts.field_selector
     initial = opts.send_initial_events
     if initial is None:

@@ -79,11 +79,7 @@ async def _in_thread(work: Callable[[], T]) -> T:
 
 
 Present = events.Present
-
-
-def as_stored(record: interface.Record) -> interface.Record:
-    """The reads of a resource without computed fields: the stored record."""
-    return record
+as_stored = events.as_stored
 
 
 class ResourceStore:
