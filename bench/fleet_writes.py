@@ -21,6 +21,7 @@ from bench import _apiserver, result
 from bench.hollow import fleet as fleets
 from bench.hollow import scenario
 from openapi import resources
+from openapi.kinds import nodemodelstore
 
 WRITES = 400
 
@@ -50,12 +51,13 @@ def cost(count: int) -> float:
                 f"{fleets.node_name(0)}")
         with server.client(token=token) as node, server.client() as admin:
             time.sleep(5)  # the start's last writes settle
-            held = admin.get(path).json()["status"]
+            entries = [dict(entry) for entry in nodemodelstore.models(admin.get(path).json())]
             pid = server.process.pid
             before = _apiserver.cpu_seconds(pid)
             for i in range(WRITES):
-                held["models"][0]["downloadedBytes"] = i
-                node.patch(f"{path}/status", content=orjson.dumps({"status": held}),
+                entries[0]["downloadedBytes"] = i
+                node.patch(f"{path}/status",
+                           content=orjson.dumps({"status": {"models": entries}}),
                            headers={"Content-Type": "application/merge-patch+json"}
                            ).raise_for_status()
             spent = _apiserver.cpu_seconds(pid) - before
