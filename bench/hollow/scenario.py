@@ -266,15 +266,16 @@ async def _scenario(shape: Shape, api: backends.Backend,
         # second rollout (the same models again on other nodes) with a tenant
         tenant = observe.Tenant()
 
-        async def second() -> None:
-            tenanting = asyncio.create_task(tenant.run(client))
+        async def rollout_beside(beside: Coroutine[Any, Any, None]) -> None:
+            """A rollout while ``beside`` runs; it is stopped when the rollout ends."""
+            running = asyncio.create_task(beside)
             try:
                 await rollout(0)
             finally:
-                tenanting.cancel()
-                await asyncio.gather(tenanting, return_exceptions=True)
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
 
-        await phase("rollout-tenant", second)
+        await phase("rollout-tenant", lambda: rollout_beside(tenant.run(client)))
 
         # a third rollout while a client reads the counted models' status.nodes once a second
         # each (its reads cost the server about a second of CPU a minute, so the phases above,
@@ -283,15 +284,7 @@ async def _scenario(shape: Shape, api: backends.Backend,
         ready_before = {fleets.digest(k): aggregates.ready_now(fleets.digest(k))
                         for k in range(shape.rollout_models)}
 
-        async def counted() -> None:
-            reading = asyncio.create_task(aggregates.run(client))
-            try:
-                await rollout(0)
-            finally:
-                reading.cancel()
-                await asyncio.gather(reading, return_exceptions=True)
-
-        third = await phase("rollout-counted", counted)
+        third = await phase("rollout-counted", lambda: rollout_beside(aggregates.run(client)))
         pooled = aggregates.latencies(third.counts.get("published", []), ready_before)
         list_latencies, list_size = await observe.list_stores(client, shape.list_requests)
         for task in tasks:

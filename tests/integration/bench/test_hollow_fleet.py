@@ -51,6 +51,17 @@ def _artifact(admin: httpx.Client, index: int, sub: str = "") -> dict[str, Any]:
     return found
 
 
+def _node_1_writes_node_0s_status(admin: httpx.Client, prepared: fleets.Prepared
+                                   ) -> httpx.Response:
+    """Node 1's own token patching node 0's NodeModelStore status."""
+    config = yaml.safe_load(pathlib.Path(prepared.setups[0].nodes[1].kubeconfig).read_text())
+    return admin.patch(
+        f"{GROUP}/nodemodelstores/{fleets.node_name(0)}/status",
+        headers={"Authorization": f"Bearer {config['users'][0]['user']['token']}",
+                 "Content-Type": "application/merge-patch+json"},
+        content=b'{"status": {"models": []}}')
+
+
 def test_hollow_nodes_list_watch_write_status_and_answer_progress(tmp_path: pathlib.Path
                                                                   ) -> None:
     holds = scenario.holds(SHAPE)
@@ -63,12 +74,7 @@ def test_hollow_nodes_list_watch_write_status_and_answer_progress(tmp_path: path
             assert _models(admin, node) == {fleets.digest(k): states.READY for k in holds[node]}
 
         # the identities are distinct: node 1's token may not write node 0's status
-        config = yaml.safe_load(pathlib.Path(prepared.setups[0].nodes[1].kubeconfig).read_text())
-        refused = admin.patch(
-            f"{GROUP}/nodemodelstores/{fleets.node_name(0)}/status",
-            headers={"Authorization": f"Bearer {config['users'][0]['user']['token']}",
-                     "Content-Type": "application/merge-patch+json"},
-            content=b'{"status": {"models": []}}')
+        refused = _node_1_writes_node_0s_status(admin, prepared)
         assert refused.status_code == 403, refused.text
 
         # a short download is published, reported, and counted in the artifact's status when
@@ -181,13 +187,7 @@ def test_cluster_mode_puts_kube_apiserver_between_every_node_and_the_server(
                 api.prepared.setups[0].nodes[node].kubeconfig).read_text())
             assert config["clusters"][0]["cluster"]["server"] == clusters.KAS
             assert _models(admin, node) == {fleets.digest(k): states.READY for k in holds[node]}
-        config = yaml.safe_load(pathlib.Path(api.prepared.setups[0].nodes[1].kubeconfig)
-                                .read_text())
-        refused = admin.patch(
-            f"{GROUP}/nodemodelstores/{fleets.node_name(0)}/status",
-            headers={"Authorization": f"Bearer {config['users'][0]['user']['token']}",
-                     "Content-Type": "application/merge-patch+json"},
-            content=b'{"status": {"models": []}}')
+        refused = _node_1_writes_node_0s_status(admin, api.prepared)
         assert refused.status_code == 403, refused.text
         version = _artifact(admin, 0)["metadata"]["resourceVersion"]
         fleet.start_downloads([(2, fleets.digest(0), fleets.SIZE, 0.0, 1.0)])
