@@ -421,22 +421,28 @@ def _sha256(data: bytes | int) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_the_notes_find_the_pods_to_delete_before_an_uninstall(installed: rig.Rig) -> None:
-    """The command the chart's notes print (and install.md gives) lists the Pods that mount an
-    artifact, and only them, on a real cluster."""
+def _mounting_pods(cluster: rig.Rig) -> set[str]:
+    """``namespace/name`` of every Pod the command the chart's notes print (and install.md gives)
+    lists: the Pods with a volume of the driver, to delete before an uninstall."""
     done = helm.run("get", "notes", RELEASE, "--namespace", NAMESPACE,
-                    "--kubeconfig", str(installed.kubeconfig))  # fmt: skip
+                    "--kubeconfig", str(cluster.kubeconfig))  # fmt: skip
     assert done.returncode == 0, done.stderr
     [command] = [line.strip() for line in done.stdout.splitlines()
                  if line.strip().startswith("kubectl get pods -A -o custom-columns")]
     listed = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True,
                             text=True, timeout=60, check=False,
-                            env={**os.environ, "KUBECONFIG": str(installed.kubeconfig)})
+                            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)})
     assert listed.returncode == 0, listed.stderr
     rows = [line.split()[:2] for line in listed.stdout.splitlines()[1:]]
-    mounting = {f"{ns}/{name}" for ns, name in rows}
-    assert {f"{TENANT}/reader-1", f"{TENANT}/reader-2"} <= mounting, listed.stdout
-    assert not any(name.startswith(RELEASE) for _, name in rows), listed.stdout
+    return {f"{ns}/{name}" for ns, name in rows}
+
+
+def test_the_notes_find_the_pods_to_delete_before_an_uninstall(installed: rig.Rig) -> None:
+    """The command the chart's notes print (and install.md gives) lists the Pods that mount an
+    artifact, and only them, on a real cluster."""
+    mounting = _mounting_pods(installed)
+    assert {f"{TENANT}/reader-1", f"{TENANT}/reader-2"} <= mounting, mounting
+    assert not any(name.startswith(f"{NAMESPACE}/{RELEASE}") for name in mounting), mounting
 
 
 def test_deleting_pods_unpublishes(installed: rig.Rig) -> None:
@@ -767,7 +773,37 @@ def test_the_stores_leave_with_the_csidriver_and_come_back_with_it(installed: ri
     objects.wait_store_ready(installed)
 
 
+def _csi_mounts() -> list[str]:
+    return [p for p in rig.mounts_under(rig.KUBELET_DIR) if "kubernetes.io~csi" in p]
+
+
+def _pods_by_uid(cluster: rig.Rig) -> dict[str, str]:
+    return {p["metadata"]["uid"]: f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in _json(cluster, "get", "pods", "-A")["items"]}  # fmt: skip
+
+
 def test_uninstall_leaves_nothing(installed: rig.Rig) -> None:
+    """As install.md says: delete the Pods that mount an artifact (the notes' command lists them;
+    the warm-up Pods of prefetches deleted a moment ago may still be among them), wait for
+    kubelet to unmount their volumes through the plugin, then uninstall: no object of the
+    release and no mount stays."""
+    for pod in sorted(_mounting_pods(installed)):
+        namespace, name = pod.split("/")
+        installed.kubectl("delete", "pod", "-n", namespace, name, "--ignore-not-found",
+                          "--timeout=120s", timeout=150)  # fmt: skip
+    assert not _mounting_pods(installed)
+
+    def unmounted() -> bool:
+        return not _csi_mounts()
+
+    try:
+        installed.wait("every Pod's model volume unmounted", unmounted, timeout=60,
+                       namespace=NAMESPACE)  # fmt: skip
+    except rig.RigError as failed:
+        owners = _pods_by_uid(installed)
+        named = [(p, owners.get(p.split("/pods/")[1].split("/")[0], "no Pod"))
+                 for p in _csi_mounts()]  # fmt: skip
+        raise AssertionError(f"mounts left before the uninstall: {named}") from failed
     done = helm.run("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait",
                     "--kubeconfig", str(installed.kubeconfig))  # fmt: skip
     assert done.returncode == 0, done.stderr
