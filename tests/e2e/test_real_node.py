@@ -442,7 +442,7 @@ def test_the_notes_find_the_pods_to_delete_before_an_uninstall(installed: rig.Ri
     artifact, and only them, on a real cluster."""
     mounting = _mounting_pods(installed)
     assert {f"{TENANT}/reader-1", f"{TENANT}/reader-2"} <= mounting, mounting
-    assert not any(name.startswith(f"{NAMESPACE}/{RELEASE}") for name in mounting), mounting
+    assert not any(pod.split("/")[1].startswith(RELEASE) for pod in mounting), mounting
 
 
 def test_deleting_pods_unpublishes(installed: rig.Rig) -> None:
@@ -793,11 +793,8 @@ def test_uninstall_leaves_nothing(installed: rig.Rig) -> None:
                           "--timeout=120s", timeout=150)  # fmt: skip
     assert not _mounting_pods(installed)
 
-    def unmounted() -> bool:
-        return not _csi_mounts()
-
     try:
-        installed.wait("every Pod's model volume unmounted", unmounted, timeout=60,
+        installed.wait("every Pod's model volume unmounted", lambda: not _csi_mounts(), timeout=60,
                        namespace=NAMESPACE)  # fmt: skip
     except rig.RigError as failed:
         owners = _pods_by_uid(installed)
